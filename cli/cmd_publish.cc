@@ -1,0 +1,170 @@
+// cmd_publish.cc — `ringfire publish`: a synthetic feed of self-checking
+// records (ring/check_record.h), at a fixed rate or flat out.
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "ring/blob.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+
+namespace ringfire::cli {
+namespace {
+
+const CommandSpec kPublish{
+    "publish", "RING", 1, 1,
+    "Publish self-checking records (sequence, timestamp, checksum) into an existing ring.\n"
+    "Fixed rings get slot-sized records; blob rings get lengths in [--min-size, --max-size].",
+    {
+        {"rate", "N", "records per second (default: flat out)"},
+        {"count", "N", "stop after N records"},
+        {"duration", "TIME", "stop after TIME (e.g. 5s)"},
+        {"min-size", "BYTES", "blob rings: smallest record (default 24)"},
+        {"max-size", "BYTES", "blob rings: largest record (default 256)"},
+        {"quiet", nullptr, "no per-second lines"},
+    }};
+
+// Pacer releases record i at start + i / rate: sleeps when far ahead, spins
+// the last stretch so a steady rate does not jitter by a timer slack.
+class Pacer {
+ public:
+  Pacer(uint64_t rate, uint64_t start_ns) : rate_(rate), start_ns_(start_ns) {}
+  void wait_for(uint64_t i) {
+    if (rate_ == 0) return;
+    const uint64_t due = start_ns_ + static_cast<uint64_t>(static_cast<double>(i) * 1e9 / rate_);
+    for (;;) {
+      const uint64_t now = now_ns();
+      if (now >= due) return;
+      if (due - now > 200'000) {
+        const uint64_t nap = due - now - 100'000;
+        const timespec ts{static_cast<time_t>(nap / 1'000'000'000u),
+                          static_cast<long>(nap % 1'000'000'000u)};
+        nanosleep(&ts, nullptr);
+      } else {
+        ring::cpu_relax();
+      }
+    }
+  }
+
+ private:
+  uint64_t rate_;
+  uint64_t start_ns_;
+};
+
+struct Limits {
+  uint64_t rate = 0;
+  uint64_t count = UINT64_MAX;
+  uint64_t duration_ns = UINT64_MAX;
+  bool quiet = false;
+};
+
+// run publishes with `publish_one(seq_hint, now)` until a limit or a signal.
+template <typename PublishOne>
+int run(const char* what, const Limits& lim, PublishOne publish_one) {
+  const uint64_t start = now_ns();
+  Pacer pacer(lim.rate, start);
+  uint64_t n = 0;
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  uint64_t next_report = start + 1'000'000'000u;
+  uint64_t reported = 0;
+  while (n < lim.count && !stop_requested()) {
+    pacer.wait_for(n);
+    const uint64_t now = now_ns();
+    last_seq = publish_one(now);
+    if (n == 0) first_seq = last_seq;
+    ++n;
+    if ((n & 1023) == 0 || lim.rate != 0) {
+      if (now - start >= lim.duration_ns) break;
+      if (now >= next_report) {
+        if (!lim.quiet) {
+          std::printf("publish: %llu rec/s, %llu total, next seq %llu\n",
+                      static_cast<unsigned long long>(n - reported),
+                      static_cast<unsigned long long>(n),
+                      static_cast<unsigned long long>(last_seq + 1));
+          std::fflush(stdout);
+        }
+        reported = n;
+        next_report += 1'000'000'000u;
+      }
+    }
+  }
+  const double secs = static_cast<double>(now_ns() - start) / 1e9;
+  std::printf("publish: %s %llu records (seq %llu..%llu) in %.3f s, %.0f rec/s\n", what,
+              static_cast<unsigned long long>(n), static_cast<unsigned long long>(first_seq),
+              static_cast<unsigned long long>(n ? last_seq : first_seq), secs,
+              secs > 0 ? static_cast<double>(n) / secs : 0.0);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_publish(int argc, char** argv, int first) {
+  auto args = Args::parse(kPublish, argc, argv, first);
+  if (!args.ok()) return fail("publish", args.status());
+  if (args->help()) {
+    std::fputs(usage(kPublish).c_str(), stdout);
+    return 0;
+  }
+  Limits lim;
+  auto rate = args->count("rate", 0);
+  auto count = args->count("count", UINT64_MAX);
+  auto duration = args->duration_ns("duration", UINT64_MAX);
+  auto min_size = args->count("min-size", ring::kCheckRecordMin);
+  auto max_size = args->count("max-size", 256);
+  for (const auto* s : {&rate, &count, &duration, &min_size, &max_size}) {
+    if (!s->ok()) return fail("publish", s->status());
+  }
+  lim.rate = *rate;
+  lim.count = *count;
+  lim.duration_ns = *duration;
+  lim.quiet = args->has("quiet");
+  install_stop_handlers();
+
+  auto file = ring::RingFile::open(args->positionals()[0]);
+  if (!file.ok()) return fail("publish", file.status());
+
+  if (!file->blob()) {
+    if (file->slot_size() < ring::kCheckRecordMin) {
+      return fail("publish", absl::FailedPreconditionError(absl::StrCat(
+                                 "slot size ", file->slot_size(), " is smaller than the ",
+                                 ring::kCheckRecordMin, "-byte self-checking record")));
+    }
+    auto p = ring::Producer::attach(std::move(*file));
+    if (!p.ok()) return fail("publish", p.status());
+    const size_t len = p->record_size();
+    return run("published", lim, [&](uint64_t now) {
+      const uint64_t seq = p->next_seq();
+      ring::fill_record(p->claim(), len, seq, now);
+      return p->commit();
+    });
+  }
+
+  auto p = ring::BlobProducer::attach(std::move(*file));
+  if (!p.ok()) return fail("publish", p.status());
+  if (*min_size < ring::kCheckRecordMin || *min_size > *max_size || *max_size > p->max_blob()) {
+    return fail("publish", absl::InvalidArgumentError(absl::StrCat(
+                               "record sizes must satisfy ", ring::kCheckRecordMin,
+                               " <= --min-size <= --max-size <= ", p->max_blob(),
+                               " (a quarter of this ring's arena)")));
+  }
+  const auto lo = static_cast<uint32_t>(*min_size);
+  const auto hi = static_cast<uint32_t>(*max_size);
+  return run("published", lim, [&](uint64_t now) {
+    const uint64_t seq = p->next_seq();
+    const uint32_t len = ring::blob_length_for(seq, lo, hi);
+    std::span<std::byte> dst = p->reserve(len);
+    if (dst.empty()) std::abort();  // unreachable: sizes were checked against max_blob()
+    ring::fill_record(dst.data(), len, seq, now);
+    return p->commit(len);
+  });
+}
+
+}  // namespace ringfire::cli

@@ -1,0 +1,14 @@
+// commands.h — the `ringfire` subcommands. Each takes main's argv and the
+// index of its first argument, and returns the process exit code:
+// 0 success, 2 bad usage or setup failure, 3 verification failure.
+#pragma once
+
+namespace ringfire::cli {
+
+int cmd_create(int argc, char** argv, int first);
+int cmd_remove(int argc, char** argv, int first);
+int cmd_publish(int argc, char** argv, int first);
+int cmd_tail(int argc, char** argv, int first);
+int cmd_stat(int argc, char** argv, int first);
+
+}  // namespace ringfire::cli

@@ -1,0 +1,36 @@
+// common.h — what every `ringfire` subcommand shares: error reporting,
+// SIGINT/SIGTERM handling, the monotonic clock, start-position and idle-mode
+// parsing.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ring/consumer.h"
+#include "ring/idle.h"
+
+namespace ringfire::cli {
+
+// fail prints "ringfire CMD: message" to stderr and returns exit code 2.
+int fail(const char* command, const absl::Status& status);
+
+// install_stop_handlers makes SIGINT and SIGTERM set the stop flag.
+void install_stop_handlers();
+bool stop_requested();
+
+inline uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// parse_start reads "latest", "oldest" or a sequence number.
+absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
+// parse_idle reads "spin", "yield" or "backoff".
+absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text);
+
+}  // namespace ringfire::cli

@@ -1,0 +1,41 @@
+// main.cc — the `ringfire` command: dispatches to a subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int, char**, int);
+  const char* summary;
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"create", ringfire::cli::cmd_create, "create a ring file"},
+    {"publish", ringfire::cli::cmd_publish, "publish self-checking records into a ring"},
+    {"tail", ringfire::cli::cmd_tail, "follow a ring and verify every record"},
+    {"stat", ringfire::cli::cmd_stat, "show a ring's header, writer and readers"},
+    {"remove", ringfire::cli::cmd_remove, "remove a ring file"},
+};
+
+int print_help(FILE* out) {
+  std::fputs("usage: ringfire COMMAND [options]   (ringfire COMMAND --help for details)\n\n", out);
+  for (const Subcommand& s : kSubcommands) std::fprintf(out, "  %-10s %s\n", s.name, s.summary);
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return print_help(stderr);
+  if (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    return print_help(stdout);
+  }
+  for (const Subcommand& s : kSubcommands) {
+    if (std::strcmp(argv[1], s.name) == 0) return s.run(argc, argv, 2);
+  }
+  std::fprintf(stderr, "ringfire: unknown command '%s'\n", argv[1]);
+  return print_help(stderr);
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# setup.sh — installs everything ringfire's build, tests and lab need, from
+# Debian's archive only. Idempotent; run as root. Safe to re-run.
+set -euo pipefail
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup.sh: run as root (it installs packages with apt-get)" >&2
+  exit 1
+fi
+
+packages=(
+  build-essential pkg-config meson ninja-build
+  clang llvm libclang-rt-14-dev            # fuzzing (libFuzzer) and sanitizers
+  libabsl-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libxxhash-dev
+  dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
+  libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
+  iproute2 nftables procps util-linux python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "setup.sh: packages present"

@@ -1,0 +1,90 @@
+// producer.h — the single writer of a fixed-slot ring. Header-only hot path:
+// publish copies one record into the next slot with the slot protocol and then
+// advances write_seq. The writer never waits for readers (latest wins).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "ring/ring_file.h"
+#include "ring/slot.h"
+
+namespace ringfire::ring {
+
+// SequenceWriter owns the writer side of any ring: the writer lock, the next
+// sequence, and the write_seq publication. Producer and BlobProducer build on
+// it. Writer thread only.
+class SequenceWriter {
+ public:
+  // attach takes the writer lock and continues at the ring's write_seq. A
+  // record that a killed writer committed but did not announce is adopted.
+  static absl::StatusOr<SequenceWriter> attach(RingFile file);
+
+  // next_seq is the sequence the next publish will use.
+  uint64_t next_seq() const { return next_; }
+  const RingFile& file() const { return file_; }
+
+  // begin opens slot `seq` for writing and returns its payload.
+  std::byte* begin(uint64_t seq) {
+    slot_begin_write(file_.slot(seq), seq);
+    return file_.payload(seq);
+  }
+  // finish commits `seq` and announces it.
+  void finish(uint64_t seq) {
+    slot_commit(file_.slot(seq), seq);
+    next_ = seq + 1;
+    // Release: pairs with the acquire loads of write_seq in Consumer (start
+    // position, hole detection, lap recovery).
+    header_->write_seq.store(next_, std::memory_order_release);
+  }
+
+ private:
+  explicit SequenceWriter(RingFile file);
+  RingFile file_;
+  RingHeader* header_;
+  uint64_t next_ = 0;
+};
+
+// Producer publishes fixed-size records (exactly slot_size bytes each).
+class Producer {
+ public:
+  static absl::StatusOr<Producer> attach(RingFile file);
+
+  uint64_t next_seq() const { return w_.next_seq(); }
+  uint32_t record_size() const { return record_size_; }
+  const RingFile& file() const { return w_.file(); }
+
+  // publish writes one record of record_size() bytes and returns its sequence.
+  uint64_t publish(const void* record) {
+    const uint64_t seq = w_.next_seq();
+    std::memcpy(w_.begin(seq), record, record_size_);
+    w_.finish(seq);
+    return seq;
+  }
+  // claim opens the next slot for writing in place; commit publishes it.
+  std::byte* claim() { return w_.begin(w_.next_seq()); }
+  uint64_t commit() {
+    const uint64_t seq = w_.next_seq();
+    w_.finish(seq);
+    return seq;
+  }
+  // publish_at writes `record` under `seq` (>= next_seq()) on a sparse ring;
+  // the sequences skipped become holes. Returns false if seq is behind.
+  bool publish_at(uint64_t seq, const void* record) {
+    if (seq < w_.next_seq()) return false;
+    std::memcpy(w_.begin(seq), record, record_size_);
+    w_.finish(seq);
+    return true;
+  }
+
+ private:
+  explicit Producer(SequenceWriter w) : w_(std::move(w)), record_size_(w_.file().slot_size()) {}
+  SequenceWriter w_;
+  uint32_t record_size_;
+};
+
+}  // namespace ringfire::ring

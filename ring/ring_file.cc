@@ -1,0 +1,311 @@
+// ring_file.cc — ring file creation, validation and mapping.
+#include "ring/ring_file.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::ring {
+namespace {
+
+absl::Status errno_status(int err, absl::string_view what, absl::string_view path) {
+  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT: return absl::NotFoundError(msg);
+    case EEXIST: return absl::AlreadyExistsError(msg);
+    case EACCES:
+    case EPERM: return absl::PermissionDeniedError(msg);
+    case ENOMEM:
+    case ENOSPC: return absl::ResourceExhaustedError(
+        absl::StrCat(msg, " (for hugetlbfs: reserve more pages in /proc/sys/vm/nr_hugepages)"));
+    default: return absl::InternalError(msg);
+  }
+}
+
+// filesystem_block returns the allocation unit files in `dir` must be sized
+// to: the huge page size on hugetlbfs, the page size elsewhere.
+uint64_t filesystem_block(const std::string& dir) {
+  struct statfs fs {};
+  if (statfs(dir.c_str(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC) {
+    return static_cast<uint64_t>(fs.f_bsize);
+  }
+  return kPage;
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto pos = path.rfind('/');
+  return pos == std::string::npos ? "." : (pos == 0 ? "/" : path.substr(0, pos));
+}
+
+absl::Status check_options(const RingOptions& o) {
+  if (o.name.empty()) return absl::InvalidArgumentError("ring name is empty");
+  if (!is_pow2(o.capacity)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity ", o.capacity, " is not a power of two (try 65536)"));
+  }
+  if (o.capacity > (uint64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("capacity ", o.capacity, " is absurdly large"));
+  }
+  if ((o.flags & ~kKnownFlags) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown ring flags 0x", absl::Hex(o.flags)));
+  }
+  if (o.slot_size == 0 || o.slot_size > (1u << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot size ", o.slot_size, " must be between 1 and 1048576 bytes"));
+  }
+  if (o.registry_size > (1u << 16)) {
+    return absl::InvalidArgumentError("reader registry size must be at most 65536");
+  }
+  const bool blob = (o.flags & kFlagBlob) != 0;
+  if (blob) {
+    if (o.slot_size != sizeof(BlobDescriptor)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blob rings have a slot size of ", sizeof(BlobDescriptor), ", not ", o.slot_size));
+    }
+    if (!is_pow2(o.arena_size) || o.arena_size < 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blob arena size ", o.arena_size, " must be a power of two of at least 4096 bytes"));
+    }
+  } else if (o.arena_size != 0) {
+    return absl::InvalidArgumentError("an arena size was given for a ring without the blob flag");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ring_path(std::string_view name, std::string_view dir) {
+  if (name.find('/') != std::string_view::npos) return std::string(name);
+  return std::string(dir) + "/" + std::string(name);
+}
+
+uint64_t header_checksum(const RingHeader& h) {
+  return XXH64(&h, kChecksummedBytes, 0);
+}
+
+absl::Status validate_header(const RingHeader& h, uint64_t file_size) {
+  if (file_size < kHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("ring file is truncated: ", file_size,
+                                            " bytes, the header alone needs ", kHeaderBytes));
+  }
+  if (h.magic != kMagic) {
+    return absl::InvalidArgumentError("not a ringfire ring (bad magic)");
+  }
+  if (h.version != kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("ring version ", h.version,
+                                                      ", this build reads version ", kVersion));
+  }
+  if (h.header_checksum != header_checksum(h)) {
+    return absl::DataLossError("ring header is corrupt (checksum mismatch)");
+  }
+  // The checksum guards against corruption, not against a crafted file:
+  // check the geometry as if it were untrusted.
+  if (!is_pow2(h.capacity) || h.capacity > (uint64_t{1} << 40)) {
+    return absl::DataLossError(absl::StrCat("ring header: capacity ", h.capacity,
+                                            " is not a sane power of two"));
+  }
+  if (h.slot_size == 0 || h.slot_stride != slot_stride_for(h.slot_size)) {
+    return absl::DataLossError("ring header: slot size and stride disagree");
+  }
+  if ((h.flags & ~kKnownFlags) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ring uses flags 0x", absl::Hex(h.flags), " this build does not know"));
+  }
+  const bool blob = (h.flags & kFlagBlob) != 0;
+  if (blob != (h.arena_size != 0) || (blob && !is_pow2(h.arena_size))) {
+    return absl::DataLossError("ring header: blob flag and arena size disagree");
+  }
+  const uint64_t registry_end = h.registry_offset + uint64_t{h.registry_size} * sizeof(ReaderEntry);
+  const uint64_t slots_end = h.slots_offset + h.capacity * h.slot_stride;
+  if (h.registry_offset < kHeaderBytes || registry_end > h.slots_offset ||
+      h.slots_offset % kPage != 0 || slots_end > h.arena_offset ||
+      h.arena_offset + h.arena_size > h.file_size) {
+    return absl::DataLossError("ring header: region offsets are inconsistent");
+  }
+  if (file_size < h.file_size) {
+    return absl::DataLossError(absl::StrCat("ring file is truncated: ", file_size,
+                                            " bytes, header says ", h.file_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_expectation(const RingHeader& h, const RingExpectation& want) {
+  std::string problems;
+  if (want.slot_size && *want.slot_size != h.slot_size) {
+    absl::StrAppend(&problems, "slot size: ring has ", h.slot_size, " bytes, expected ",
+                    *want.slot_size, "; ");
+  }
+  if (want.schema_signature && *want.schema_signature != h.schema_signature) {
+    absl::StrAppend(&problems, "schema signature: ring has 0x", absl::Hex(h.schema_signature),
+                    ", expected 0x", absl::Hex(*want.schema_signature), "; ");
+  }
+  if (want.blob && *want.blob != ((h.flags & kFlagBlob) != 0)) {
+    absl::StrAppend(&problems, "kind: ring is ", (h.flags & kFlagBlob) ? "a blob" : "a fixed-slot",
+                    " ring, expected ", *want.blob ? "a blob" : "a fixed-slot", " ring; ");
+  }
+  if (problems.empty()) return absl::OkStatus();
+  problems.resize(problems.size() - 2);
+  return absl::FailedPreconditionError(absl::StrCat("ring does not match: ", problems));
+}
+
+RingFile::RingFile(std::string path, int fd, std::byte* base, uint64_t map_size)
+    : path_(std::move(path)), fd_(fd), base_(base), map_size_(map_size) {
+  header_ = reinterpret_cast<RingHeader*>(base_);
+  slots_ = SlotArray{base_ + header_->slots_offset, header_->capacity - 1, header_->slot_stride};
+}
+
+RingFile::RingFile(RingFile&& o) noexcept { *this = std::move(o); }
+
+RingFile& RingFile::operator=(RingFile&& o) noexcept {
+  if (this != &o) {
+    reset();
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    base_ = std::exchange(o.base_, nullptr);
+    map_size_ = std::exchange(o.map_size_, 0);
+    header_ = std::exchange(o.header_, nullptr);
+    slots_ = std::exchange(o.slots_, SlotArray{});
+  }
+  return *this;
+}
+
+RingFile::~RingFile() { reset(); }
+
+void RingFile::reset() {
+  if (base_ != nullptr) munmap(base_, map_size_);
+  if (fd_ >= 0) close(fd_);
+  base_ = nullptr;
+  fd_ = -1;
+}
+
+absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
+  if (absl::Status s = check_options(o); !s.ok()) return s;
+  const std::string path = ring_path(o.name, o.dir);
+  const std::string dir = parent_dir(path);
+  const uint64_t block = filesystem_block(dir);
+
+  RingHeader h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.flags = o.flags;
+  h.capacity = o.capacity;
+  h.slot_size = o.slot_size;
+  h.slot_stride = slot_stride_for(o.slot_size);
+  h.schema_signature = o.schema_signature;
+  h.registry_size = o.registry_size;
+  h.registry_offset = kHeaderBytes;
+  h.slots_offset = align_up(h.registry_offset + uint64_t{o.registry_size} * sizeof(ReaderEntry), kPage);
+  h.arena_offset = align_up(h.slots_offset + o.capacity * h.slot_stride, kPage);
+  h.arena_size = o.arena_size;
+  h.file_size = align_up(h.arena_offset + h.arena_size, block);
+
+  // Build the file under a temporary name and link it into place, so no
+  // opener ever sees a half-written header.
+  const std::string tmp = absl::StrCat(path, ".creating.", getpid());
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+  if (fd < 0) return errno_status(errno, "cannot create ring file", tmp);
+  auto fail = [&](absl::Status s) {
+    close(fd);
+    unlink(tmp.c_str());
+    return s;
+  };
+  if (ftruncate(fd, static_cast<off_t>(h.file_size)) != 0) {
+    return fail(errno_status(errno, "cannot size ring file", tmp));
+  }
+  void* base = mmap(nullptr, h.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return fail(errno_status(errno, "cannot map ring file", tmp));
+  h.header_checksum = header_checksum(h);
+  auto* header = new (base) RingHeader();
+  std::memcpy(static_cast<void*>(header), &h, kChecksummedBytes + sizeof(uint64_t));
+  header->write_seq.store(0, std::memory_order_relaxed);
+  header->arena_reserved.store(0, std::memory_order_relaxed);
+  header->writer_pid.store(0, std::memory_order_relaxed);
+  RingFile file(path, fd, static_cast<std::byte*>(base), h.file_size);
+
+  if (o.replace) {
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      unlink(tmp.c_str());
+      return errno_status(err, "cannot install ring file", path);
+    }
+  } else {
+    const int rc = link(tmp.c_str(), path.c_str());
+    const int err = errno;
+    unlink(tmp.c_str());
+    if (rc != 0) {
+      if (err == EEXIST) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("ring ", path, " already exists (remove it, or pass replace/--force)"));
+      }
+      return errno_status(err, "cannot install ring file", path);
+    }
+  }
+  return file;
+}
+
+absl::StatusOr<RingFile> RingFile::open(std::string_view name_or_path, const RingExpectation& want) {
+  const std::string path = ring_path(name_or_path);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, "cannot open ring", path);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return errno_status(err, "cannot stat ring", path);
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  RingHeader h{};
+  if (file_size >= kHeaderBytes) {
+    if (pread(fd, &h, kChecksummedBytes + sizeof(uint64_t), 0) !=
+        static_cast<ssize_t>(kChecksummedBytes + sizeof(uint64_t))) {
+      const int err = errno;
+      close(fd);
+      return errno_status(err, "cannot read ring header", path);
+    }
+  }
+  absl::Status s = validate_header(h, file_size);
+  if (s.ok()) s = check_expectation(h, want);
+  if (!s.ok()) {
+    close(fd);
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  void* base = mmap(nullptr, h.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return errno_status(err, "cannot map ring", path);
+  }
+  return RingFile(path, fd, static_cast<std::byte*>(base), h.file_size);
+}
+
+absl::Status RingFile::remove(std::string_view name_or_path) {
+  const std::string path = ring_path(name_or_path);
+  if (unlink(path.c_str()) != 0) return errno_status(errno, "cannot remove ring", path);
+  return absl::OkStatus();
+}
+
+absl::Status RingFile::lock_writer() {
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ring ", path_, " already has a writer (pid ",
+          header_->writer_pid.load(std::memory_order_relaxed), "); a ring has exactly one"));
+    }
+    return errno_status(errno, "cannot lock ring", path_);
+  }
+  header_->writer_pid.store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+}  // namespace ringfire::ring
