@@ -142,7 +142,7 @@ int cmd_publish(int argc, char** argv, int first) {
     const size_t len = p->record_size();
     return run("published", lim, [&](uint64_t now) {
       const uint64_t seq = p->next_seq();
-      ring::fill_record(p->claim(), len, seq, now);
+      ring::fill_record({p->claim(), len}, seq, now);
       return p->commit();
     });
   }
@@ -160,9 +160,7 @@ int cmd_publish(int argc, char** argv, int first) {
   return run("published", lim, [&](uint64_t now) {
     const uint64_t seq = p->next_seq();
     const uint32_t len = ring::blob_length_for(seq, lo, hi);
-    std::span<std::byte> dst = p->reserve(len);
-    if (dst.empty()) std::abort();  // unreachable: sizes were checked against max_blob()
-    ring::fill_record(dst.data(), len, seq, now);
+    ring::fill_record(p->reserve(len), seq, now);  // len <= max_blob(): checked above
     return p->commit(len);
   });
 }

@@ -50,15 +50,18 @@ class BlobProducer {
   }
 
   // commit publishes the reserved blob (its first `len` bytes).
-  uint64_t commit(uint32_t len) { return commit_at(w_.next_seq(), len); }
+  uint64_t commit(uint32_t len) {
+    const uint64_t seq = w_.next_seq();
+    write_descriptor(seq, len);
+    return seq;
+  }
 
   // commit_at publishes the reserved blob under `seq` (>= next_seq()) on a
-  // sparse ring.
-  uint64_t commit_at(uint64_t seq, uint32_t len) {
-    const BlobDescriptor d{pending_pos_, len, 0};
-    std::memcpy(w_.begin(seq), &d, sizeof(d));
-    w_.finish(seq);
-    return seq;
+  // sparse ring; returns false if the ring cannot take that sequence.
+  bool commit_at(uint64_t seq, uint32_t len) {
+    if (!w_.accepts(seq)) return false;
+    write_descriptor(seq, len);
+    return true;
   }
 
   // publish copies `blob` in and publishes it; false if it is too large.
@@ -72,6 +75,11 @@ class BlobProducer {
 
  private:
   explicit BlobProducer(SequenceWriter w);
+  void write_descriptor(uint64_t seq, uint32_t len) {
+    const BlobDescriptor d{pending_pos_, len, 0};
+    std::memcpy(w_.begin(seq), &d, sizeof(d));
+    w_.finish(seq);
+  }
 
   SequenceWriter w_;
   RingHeader* header_;

@@ -34,8 +34,12 @@ inline uint64_t record_checksum(const std::byte* rec, size_t len) {
   return XXH64(rec + 24, len - 24, XXH64(rec, 16, 0));
 }
 
-// fill_record writes a complete record of `len` (>= 24) bytes.
-inline void fill_record(std::byte* rec, size_t len, uint64_t seq, uint64_t stamp_ns) {
+// fill_record makes `rec` a complete record; spans shorter than 24 bytes
+// (an empty reservation included) are left alone.
+inline void fill_record(std::span<std::byte> out, uint64_t seq, uint64_t stamp_ns) {
+  if (out.size() < kCheckRecordMin) return;
+  std::byte* rec = out.data();
+  const size_t len = out.size();
   std::memcpy(rec, &seq, 8);
   std::memcpy(rec + 8, &stamp_ns, 8);
   uint64_t x = seq * 0x9E3779B97F4A7C15ull + 1;

@@ -30,7 +30,10 @@ struct StartPosition {
 };
 
 // ReadResult is one try_read outcome. `lost` counts records the writer
-// overwrote before this reader got to them, since the previous call.
+// overwrote before this reader got to them, since the previous call. On a
+// sparse ring the sequences skipped when lapped may include holes the reader
+// cannot tell apart from records, so there `lost` is an upper bound; holes
+// stepped over in order are counted separately (holes_skipped).
 struct ReadResult {
   bool ok = false;
   uint64_t seq = 0;
@@ -89,9 +92,21 @@ class SlotCursor {
     const uint64_t ws = header_->write_seq.load(std::memory_order_acquire);
     uint64_t oldest = ws > capacity_ ? ws - capacity_ : 0;
     if (oldest <= cursor_) oldest = cursor_ + 1;  // the slot already holds a later record
-    const uint64_t lost = oldest - cursor_;
+    uint64_t skipped = oldest - cursor_;
+    if (sparse_) {
+      // Acquire: pairs with the release store in SequenceWriter::begin. A
+      // begin newer than this end makes the pair invalid (begin >= end).
+      const uint64_t end = header_->hole_end.load(std::memory_order_acquire);
+      const uint64_t begin = header_->hole_begin.load(std::memory_order_relaxed);
+      const uint64_t lo = begin > cursor_ ? begin : cursor_;
+      const uint64_t hi = end < oldest ? end : oldest;
+      if (begin < end && lo < hi) {
+        holes_ += hi - lo;
+        skipped -= hi - lo;
+      }
+    }
     cursor_ = oldest;
-    return lost;
+    return skipped;
   }
 
   SlotArray slots_;

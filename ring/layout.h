@@ -59,11 +59,17 @@ struct RingHeader {
   alignas(kCacheLine) std::atomic<uint64_t> arena_reserved;
   // writer_pid is the pid of the process holding the writer lock, for `stat`.
   alignas(kCacheLine) std::atomic<uint64_t> writer_pid;
+  // hole_begin/hole_end (sparse rings) bound the latest hole the writer
+  // left, [begin, end): a reader catching up across it counts those
+  // sequences as holes, not lost records. See SequenceWriter::begin.
+  alignas(kCacheLine) std::atomic<uint64_t> hole_begin;
+  std::atomic<uint64_t> hole_end;
 };
 inline constexpr size_t kChecksummedBytes = offsetof(RingHeader, header_checksum);
 static_assert(kChecksummedBytes == 88);
 static_assert(offsetof(RingHeader, write_seq) == 128);
 static_assert(offsetof(RingHeader, arena_reserved) == 192);
+static_assert(offsetof(RingHeader, hole_begin) == 320);
 static_assert(sizeof(RingHeader) <= kHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "ring counters are shared across processes and must be lock-free");

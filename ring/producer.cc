@@ -5,7 +5,10 @@
 
 namespace ringfire::ring {
 
-SequenceWriter::SequenceWriter(RingFile file) : file_(std::move(file)), header_(&file_.header()) {
+SequenceWriter::SequenceWriter(RingFile file)
+    : file_(std::move(file)),
+      header_(&file_.header()),
+      sparse_(file_.sparse()) {
   next_ = header_->write_seq.load(std::memory_order_acquire);
   // A writer killed between committing a slot and storing write_seq left a
   // committed record nobody announced; adopt it rather than rewrite the

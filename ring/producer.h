@@ -28,8 +28,18 @@ class SequenceWriter {
   uint64_t next_seq() const { return next_; }
   const RingFile& file() const { return file_; }
 
+  // accepts says whether `seq` may be published next: exactly next_seq(), or
+  // any later sequence on a sparse ring.
+  bool accepts(uint64_t seq) const { return seq == next_ || (seq > next_ && sparse_); }
+
   // begin opens slot `seq` for writing and returns its payload.
   std::byte* begin(uint64_t seq) {
+    if (seq != next_) {
+      header_->hole_begin.store(next_, std::memory_order_relaxed);
+      // Release: pairs with the acquire load of hole_end in
+      // SlotCursor::catch_up, which then sees this hole_begin or a later one.
+      header_->hole_end.store(seq, std::memory_order_release);
+    }
     slot_begin_write(file_.slot(seq), seq);
     return file_.payload(seq);
   }
@@ -47,6 +57,7 @@ class SequenceWriter {
   RingFile file_;
   RingHeader* header_;
   uint64_t next_ = 0;
+  bool sparse_ = false;
 };
 
 // Producer publishes fixed-size records (exactly slot_size bytes each).
@@ -73,9 +84,10 @@ class Producer {
     return seq;
   }
   // publish_at writes `record` under `seq` (>= next_seq()) on a sparse ring;
-  // the sequences skipped become holes. Returns false if seq is behind.
+  // the sequences skipped become holes. Returns false if seq is behind, or
+  // ahead on a ring that is not sparse (its readers would wait forever).
   bool publish_at(uint64_t seq, const void* record) {
-    if (seq < w_.next_seq()) return false;
+    if (!w_.accepts(seq)) return false;
     std::memcpy(w_.begin(seq), record, record_size_);
     w_.finish(seq);
     return true;

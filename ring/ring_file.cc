@@ -231,6 +231,8 @@ absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
   header->write_seq.store(0, std::memory_order_relaxed);
   header->arena_reserved.store(0, std::memory_order_relaxed);
   header->writer_pid.store(0, std::memory_order_relaxed);
+  header->hole_begin.store(0, std::memory_order_relaxed);
+  header->hole_end.store(0, std::memory_order_relaxed);
   RingFile file(path, fd, static_cast<std::byte*>(base), h.file_size);
 
   if (o.replace) {

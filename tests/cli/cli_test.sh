@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cli_test.sh — the `ringfire` command as an operator meets it: bad input
+# fails with a message that says what to change (exit 2), a publisher and two
+# readers in separate processes verify every record, stat shows the readers.
+# Usage: cli_test.sh PATH/TO/ringfire
+set -u
+rf=$1
+ring="rf-clitest-$$"
+fails=0
+cleanup() { "$rf" remove "$ring" >/dev/null 2>&1; "$rf" remove "$ring-blob" >/dev/null 2>&1; }
+trap cleanup EXIT
+
+# expect_fail CODE PATTERN CMD...: CMD exits CODE and stderr matches PATTERN.
+expect_fail() {
+  local code=$1 pattern=$2
+  shift 2
+  local err
+  err=$("$@" 2>&1 >/dev/null)
+  local rc=$?
+  if [[ $rc -ne $code ]] || ! grep -q -- "$pattern" <<<"$err"; then
+    echo "FAIL: '$*' exited $rc (want $code), stderr: $err (want /$pattern/)"
+    fails=$((fails + 1))
+  fi
+}
+expect_ok() {
+  if ! "$@" >/tmp/rf-cli-$$.out 2>&1; then
+    echo "FAIL: '$*' failed: $(cat /tmp/rf-cli-$$.out)"
+    fails=$((fails + 1))
+  fi
+}
+
+expect_fail 2 "unknown command" "$rf" frobnicate
+expect_fail 2 "unknown option --bogus" "$rf" create "$ring" --bogus
+expect_fail 2 "not a power of two" "$rf" create "$ring" --capacity 1000
+expect_fail 2 "needs a value" "$rf" create "$ring" --capacity
+expect_fail 2 "expected a whole number" "$rf" create "$ring" --capacity lots
+expect_fail 2 "cannot open ring" "$rf" tail "$ring" --count 1
+expect_fail 2 "usage: ringfire publish" "$rf" publish
+expect_fail 2 "expected latest, oldest or a sequence" "$rf" tail "$ring" --from yesterday
+expect_ok "$rf" create "$ring" --capacity 4096 --slot-size 64
+expect_fail 2 "already exists" "$rf" create "$ring"
+expect_fail 2 "expected spin, yield or backoff" "$rf" tail "$ring" --idle hard
+expect_ok "$rf" --help
+expect_ok "$rf" tail --help
+
+# A publisher and two readers in separate processes.
+"$rf" tail "$ring" --from oldest --name a --idle-exit 2s --quiet >/tmp/rf-cli-$$.a 2>&1 &
+ta=$!
+"$rf" tail "$ring" --from oldest --name b --idle-exit 2s --quiet >/tmp/rf-cli-$$.b 2>&1 &
+tb=$!
+sleep 0.5
+stat_during=$("$rf" stat "$ring")
+expect_ok "$rf" publish "$ring" --count 200000 --quiet
+wait $ta; ra=$?
+wait $tb; rb=$?
+for f in a b; do
+  line=$(tail -n 1 /tmp/rf-cli-$$.$f)
+  read -r verified lost <<<"$(sed -E 's/tail: ([0-9]+) records verified, ([0-9]+) lost.*/\1 \2/' <<<"$line")"
+  if [[ "$line" != *" 0 torn, 0 misplaced, last seq 199999" ]] || (( verified + lost != 200000 )); then
+    echo "FAIL: reader $f: $line"
+    fails=$((fails + 1))
+  fi
+done
+[[ $ra -eq 0 && $rb -eq 0 ]] || { echo "FAIL: readers exited $ra $rb"; fails=$((fails + 1)); }
+grep -q "readers     2 of 64" <<<"$stat_during" || { echo "FAIL: stat did not list 2 readers: $stat_during"; fails=$((fails + 1)); }
+"$rf" stat "$ring" | grep -q "write_seq   200000" || { echo "FAIL: stat write_seq"; fails=$((fails + 1)); }
+
+# Blob rings: variable-size records verified the same way.
+expect_ok "$rf" create "$ring-blob" --blob --capacity 1024 --arena 16Mi
+expect_fail 2 "min-size" "$rf" publish "$ring-blob" --max-size 8Mi
+expect_ok "$rf" publish "$ring-blob" --count 5000 --min-size 24 --max-size 4000 --quiet
+out=$("$rf" tail "$ring-blob" --from oldest --idle-exit 200ms --quiet)
+[[ "$out" == *"1024 records verified, 0 lost, 0 holes skipped, 0 torn, 0 misplaced, last seq 4999"* ]] ||
+  { echo "FAIL: blob tail: $out"; fails=$((fails + 1)); }
+
+rm -f /tmp/rf-cli-$$.*
+if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi
+echo "cli_test: all passed"

@@ -1,0 +1,96 @@
+// attach_test.cc — attach negotiation messages: golden bytes, and forward
+// compatibility (unknown fields skipped, missing fields defaulted, unknown
+// transport keys ignored in requests and refused as a response's choice).
+#include "proto/attach.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/proto/golden.h"
+
+namespace ringfire::proto {
+namespace {
+
+using testing::hex;
+using testing::to_hex;
+
+TEST(AttachGolden, Request) {
+  AttachRequest m{5, 6, kTransportTcp | kTransportMux};
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_attach_request(m, buf));
+  EXPECT_EQ(to_hex(buf),
+            to_hex(hex("01 | 0001 0008 0000000000000005 | 0002 0008 0000000000000006 |"
+                       "0003 0003 746370 |"
+                       "0003 0010 6d657373656e6765722d6d75782d7631")));
+  AttachRequest back;
+  ASSERT_EQ(decode_attach_request(buf, &back), DecodeError::kOk);
+  EXPECT_EQ(back.anchor_id, 5u);
+  EXPECT_EQ(back.session_id, 6u);
+  EXPECT_EQ(back.supported_keys, uint32_t{kTransportTcp | kTransportMux});
+}
+
+TEST(AttachGolden, Response) {
+  AttachResponse m;
+  m.anchor_id = 5;
+  m.session_id = 6;
+  m.transport_key = kTransportMux;
+  m.initial_credit = 256;
+  m.slot_byte_budget = 1 << 20;
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_attach_response(m, buf));
+  EXPECT_EQ(to_hex(buf),
+            to_hex(hex("02 | 0001 0008 0000000000000005 | 0002 0008 0000000000000006 |"
+                       "0004 0001 00 | 0003 0010 6d657373656e6765722d6d75782d7631 |"
+                       "0005 0004 00000100 | 0006 0004 00100000")));
+  AttachResponse back;
+  ASSERT_EQ(decode_attach_response(buf, &back), DecodeError::kOk);
+  EXPECT_EQ(back.transport_key, uint32_t{kTransportMux});
+  EXPECT_EQ(back.initial_credit, 256u);
+  EXPECT_EQ(back.slot_byte_budget, 1u << 20);
+  AttachMessage type;
+  ASSERT_EQ(attach_message_type(buf, &type), DecodeError::kOk);
+  EXPECT_EQ(type, AttachMessage::kResponse);
+}
+
+TEST(AttachCompat, UnknownFieldsAreSkippedAndUnknownKeysIgnored) {
+  // A newer peer adds tag 99 and advertises a key this build has never heard.
+  const auto buf = hex("01 | 0063 0003 aabbcc | 0001 0008 0000000000000009 |"
+                       "0003 0004 71756963 | 0003 0003 746370");
+  AttachRequest m;
+  ASSERT_EQ(decode_attach_request(buf, &m), DecodeError::kOk);
+  EXPECT_EQ(m.anchor_id, 9u);
+  EXPECT_EQ(m.session_id, 0u);  // missing: defaulted
+  EXPECT_EQ(m.supported_keys, uint32_t{kTransportTcp});
+}
+
+TEST(AttachCompat, AnOlderResponseWithoutCreditFieldsMeansLegacy) {
+  const auto buf = hex("02 | 0001 0008 0000000000000005 | 0003 0003 746370");
+  AttachResponse m;
+  ASSERT_EQ(decode_attach_response(buf, &m), DecodeError::kOk);
+  EXPECT_EQ(m.transport_key, uint32_t{kTransportTcp});
+  EXPECT_EQ(m.initial_credit, 0u);
+  EXPECT_EQ(m.slot_byte_budget, 0u);
+  EXPECT_EQ(m.status, AttachStatus::kOk);
+}
+
+TEST(AttachCompat, MalformedMessagesAreRefused) {
+  AttachResponse resp;
+  AttachRequest req;
+  // A chosen key this build cannot use.
+  EXPECT_EQ(decode_attach_response(hex("02 | 0003 0004 71756963"), &resp), DecodeError::kBadValue);
+  // Two chosen keys.
+  EXPECT_EQ(decode_attach_response(hex("02 | 0003 0003 746370 | 0003 0003 746370"), &resp),
+            DecodeError::kBadValue);
+  // A known field with the wrong width.
+  EXPECT_EQ(decode_attach_request(hex("01 | 0001 0004 00000009"), &req), DecodeError::kBadLength);
+  // A field running past the end.
+  EXPECT_EQ(decode_attach_request(hex("01 | 0001 0008 0000"), &req), DecodeError::kTruncated);
+  // A response handed to the request decoder.
+  EXPECT_EQ(decode_attach_request(hex("02"), &req), DecodeError::kBadKind);
+  EXPECT_EQ(decode_attach_request({}, &req), DecodeError::kTruncated);
+  // A status out of range.
+  EXPECT_EQ(decode_attach_response(hex("02 | 0004 0001 07"), &resp), DecodeError::kBadValue);
+}
+
+}  // namespace
+}  // namespace ringfire::proto

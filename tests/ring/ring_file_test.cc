@@ -1,0 +1,153 @@
+// ring_file_test.cc — creating and opening ring files, and every way an open
+// can be refused with a message that names the problem.
+#include "ring/ring_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::ring {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ScopedRing;
+
+TEST(RingFile, CreateThenOpenKeepsTheGeometry) {
+  RingOptions o = testing::fixed_ring(1024, 100);
+  o.schema_signature = 0xfeed;
+  o.registry_size = 7;
+  ScopedRing r(o);
+  RingFile f = r.open();
+  EXPECT_EQ(f.capacity(), 1024u);
+  EXPECT_EQ(f.slot_size(), 100u);
+  EXPECT_EQ(f.header().slot_stride, 128u);
+  EXPECT_EQ(f.header().schema_signature, 0xfeedu);
+  EXPECT_EQ(f.header().registry_size, 7u);
+  EXPECT_EQ(f.header().write_seq.load(), 0u);
+  EXPECT_FALSE(f.sparse());
+  EXPECT_FALSE(f.blob());
+  EXPECT_EQ(f.header().slots_offset % kPage, 0u);
+}
+
+TEST(RingFile, CreateRefusesAnExistingNameUnlessReplacing) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  RingOptions o = testing::fixed_ring(64, 64);
+  o.name = r.name();
+  auto again = RingFile::create(o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.status().message(), HasSubstr("already exists"));
+  o.replace = true;
+  o.capacity = 128;
+  ASSERT_TRUE(RingFile::create(o).ok());
+  EXPECT_EQ(r.open().capacity(), 128u);
+}
+
+TEST(RingFile, BadOptionsSayWhatToChange) {
+  RingOptions o = testing::fixed_ring(1000, 64);
+  o.name = testing::unique_ring_name("bad");
+  auto f = RingFile::create(o);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("not a power of two"));
+
+  o = testing::blob_ring(64, 3000);
+  o.name = testing::unique_ring_name("bad");
+  f = RingFile::create(o);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("arena size"));
+}
+
+TEST(RingFile, OpeningAMissingRingIsNotFound) {
+  auto f = RingFile::open(testing::unique_ring_name("missing"));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RingFile, WrongSchemaSlotSizeAndKindAreNamed) {
+  RingOptions o = testing::fixed_ring(64, 64);
+  o.schema_signature = 0x1111;
+  ScopedRing r(o);
+  auto f = RingFile::open(r.name(), RingExpectation{64, 0x2222, std::nullopt});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(f.status().message(), HasSubstr("schema signature: ring has 0x1111, expected 0x2222"));
+
+  f = RingFile::open(r.name(), RingExpectation{32, std::nullopt, true});
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("slot size: ring has 64 bytes, expected 32"));
+  EXPECT_THAT(f.status().message(), HasSubstr("expected a blob ring"));
+
+  EXPECT_TRUE(RingFile::open(r.name(), RingExpectation{64, 0x1111, false}).ok());
+}
+
+// corrupt flips one byte of the ring file at `offset`.
+void corrupt(const std::string& name, off_t offset) {
+  const int fd = ::open(ring_path(name).c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  unsigned char b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, offset), 1);
+  b ^= 0x5a;
+  ASSERT_EQ(pwrite(fd, &b, 1, offset), 1);
+  close(fd);
+}
+
+TEST(RingFile, ACorruptHeaderIsRefused) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  corrupt(r.name(), offsetof(RingHeader, capacity));
+  auto f = RingFile::open(r.name());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(f.status().message(), HasSubstr("corrupt"));
+}
+
+TEST(RingFile, ABadMagicIsNotARing) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  corrupt(r.name(), 0);
+  auto f = RingFile::open(r.name());
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("not a ringfire ring"));
+}
+
+TEST(RingFile, ATruncatedFileIsRefused) {
+  ScopedRing r(testing::fixed_ring(1024, 64));
+  ASSERT_EQ(truncate(ring_path(r.name()).c_str(), 3 * kPage), 0);
+  auto f = RingFile::open(r.name());
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("truncated"));
+
+  ASSERT_EQ(truncate(ring_path(r.name()).c_str(), 100), 0);
+  f = RingFile::open(r.name());
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("header alone needs"));
+}
+
+TEST(RingFile, ValidateHeaderRejectsInconsistentGeometryEvenWithAGoodChecksum) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  RingFile f = r.open();
+  RingHeader h;
+  std::memcpy(static_cast<void*>(&h), &f.header(), kChecksummedBytes);
+  h.slots_offset = h.file_size;  // slots past the end of the file
+  h.header_checksum = header_checksum(h);
+  const absl::Status s = validate_header(h, h.file_size);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("offsets"));
+}
+
+TEST(RingFile, ASecondWriterIsRefusedAndTheLockDiesWithTheFirst) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  {
+    auto first = Producer::attach(r.open());
+    ASSERT_TRUE(first.ok()) << first.status();
+    auto second = Producer::attach(r.open());
+    ASSERT_FALSE(second.ok());
+    EXPECT_THAT(second.status().message(), HasSubstr("already has a writer"));
+  }
+  EXPECT_TRUE(Producer::attach(r.open()).ok());
+}
+
+}  // namespace
+}  // namespace ringfire::ring
