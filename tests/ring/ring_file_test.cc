@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ring/producer.h"
@@ -147,6 +149,31 @@ TEST(RingFile, ASecondWriterIsRefusedAndTheLockDiesWithTheFirst) {
     EXPECT_THAT(second.status().message(), HasSubstr("already has a writer"));
   }
   EXPECT_TRUE(Producer::attach(r.open()).ok());
+}
+
+}  // namespace
+}  // namespace ringfire::ring
+
+namespace ringfire::ring {
+namespace {
+
+TEST(RingFile, CreatesOnHugetlbfsWhenAsked) {
+  const char* dir = std::getenv("RINGFIRE_TEST_HUGETLBFS");
+  if (dir == nullptr) GTEST_SKIP() << "RINGFIRE_TEST_HUGETLBFS unset (tests/run.sh mounts one)";
+  RingOptions o = testing::fixed_ring(4096, 64);
+  o.name = testing::unique_ring_name("huge");
+  o.dir = dir;
+  auto f = RingFile::create(o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->header().file_size % (2u << 20), 0u);  // sized to whole huge pages
+  auto p = Producer::attach(std::move(*f));
+  ASSERT_TRUE(p.ok());
+  std::byte rec[64] = {std::byte{7}};
+  p->publish(rec);
+  auto again = RingFile::open(ring_path(o.name, dir));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->header().write_seq.load(), 1u);
+  EXPECT_TRUE(RingFile::remove(ring_path(o.name, dir)).ok());
 }
 
 }  // namespace

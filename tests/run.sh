@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# run.sh — the whole test suite, from a fresh machine: installs what it needs
+# (deploy/setup.sh), builds with -Werror, runs the unit, integration and CLI
+# tests, then builds the decoders under clang + libFuzzer + ASan/UBSan and
+# fuzzes each briefly. Leaves no mounts, hugepages or processes behind.
+# Ends with one line: "tests: N passed, N failed, N skipped".
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+bash deploy/setup.sh || { echo "tests: 0 passed, 1 failed (setup)"; exit 1; }
+
+# A private hugetlbfs with a few pages, for the hugetlbfs ring test.
+huge_dir=$(mktemp -d /tmp/rf-huge.XXXXXX)
+huge_before=$(cat /proc/sys/vm/nr_hugepages)
+cleanup() {
+  umount "$huge_dir" 2>/dev/null
+  rmdir "$huge_dir" 2>/dev/null
+  echo "$huge_before" > /proc/sys/vm/nr_hugepages 2>/dev/null
+}
+trap cleanup EXIT
+echo $((huge_before + 4)) > /proc/sys/vm/nr_hugepages 2>/dev/null
+if mount -t hugetlbfs -o pagesize=2M none "$huge_dir" 2>/dev/null &&
+   (( $(awk '/HugePages_Free/ {print $2}' /proc/meminfo) >= 2 )); then
+  export RINGFIRE_TEST_HUGETLBFS=$huge_dir
+else
+  echo "run.sh: no hugetlbfs here; the hugetlbfs ring test will skip"
+fi
+
+passed=0 failed=0 skipped=0
+# tally BUILD_DIR: adds one meson test run's counts from its JSON log.
+tally() {
+  local counts
+  counts=$(python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+ok = fail = skip = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): ok += 1
+    elif r == "SKIP": skip += 1
+    else: fail += 1
+print(ok, fail, skip)
+PY
+)
+  read -r o f s <<<"$counts"
+  passed=$((passed + o)) failed=$((failed + f)) skipped=$((skipped + s))
+}
+
+# run_suite NAME BUILD_DIR SETUP_ARGS...: configure, build, test.
+run_suite() {
+  local name=$1 dir=$2
+  shift 2
+  if [[ ! -d $dir ]]; then
+    "$@" "$dir" >"/tmp/rf-setup-$name.log" 2>&1 || {
+      cat "/tmp/rf-setup-$name.log"
+      echo "run.sh: $name: meson setup failed"
+      failed=$((failed + 1))
+      return
+    }
+  fi
+  if ! ninja -C "$dir"; then
+    echo "run.sh: $name: build failed"
+    failed=$((failed + 1))
+    return
+  fi
+  meson test -C "$dir" --print-errorlogs --num-processes 2
+  tally "$dir"
+}
+
+run_suite main build-test meson setup -Dwerror=true -Dtests=enabled -Dbenchmarks=enabled
+run_suite fuzz build-fuzz env CXX=clang++ meson setup -Dfuzz=true
+
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+(( failed == 0 ))
