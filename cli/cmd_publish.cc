@@ -77,23 +77,21 @@ int run(const char* what, const Limits& lim, PublishOne publish_one) {
   uint64_t reported = 0;
   while (n < lim.count && !stop_requested()) {
     pacer.wait_for(n);
-    const uint64_t now = now_ns();
+    const uint64_t now = now_ns();  // also the record's stamp
+    if (now - start >= lim.duration_ns) break;
     last_seq = publish_one(now);
     if (n == 0) first_seq = last_seq;
     ++n;
-    if ((n & 1023) == 0 || lim.rate != 0) {
-      if (now - start >= lim.duration_ns) break;
-      if (now >= next_report) {
-        if (!lim.quiet) {
-          std::printf("publish: %llu rec/s, %llu total, next seq %llu\n",
-                      static_cast<unsigned long long>(n - reported),
-                      static_cast<unsigned long long>(n),
-                      static_cast<unsigned long long>(last_seq + 1));
-          std::fflush(stdout);
-        }
-        reported = n;
-        next_report += 1'000'000'000u;
+    if (now >= next_report) {
+      if (!lim.quiet) {
+        std::printf("publish: %llu rec/s, %llu total, next seq %llu\n",
+                    static_cast<unsigned long long>(n - reported),
+                    static_cast<unsigned long long>(n),
+                    static_cast<unsigned long long>(last_seq + 1));
+        std::fflush(stdout);
       }
+      reported = n;
+      next_report += 1'000'000'000u;
     }
   }
   const double secs = static_cast<double>(now_ns() - start) / 1e9;
