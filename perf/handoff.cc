@@ -130,6 +130,9 @@ void publisher(Shared* s, const Options& o, const std::string& ring_name, double
   const auto half = static_cast<uint64_t>(static_cast<double>(o.interval_ns) * tpn / 2);
   auto p = ring::Producer::attach(*ring::RingFile::open(ring_name));
   wait_phase(s, 1);
+  // Both processes have the ring mapped: unlink it now, so that even a
+  // killed run leaves nothing in /dev/shm.
+  (void)ring::RingFile::remove(ring_name);
   uint64_t next = tsc();
   for (uint64_t i = 0; i < o.samples; ++i) {
     while (tsc() < next) ring::cpu_relax();
@@ -220,7 +223,6 @@ int run(int argc, char** argv) {
   }
   publisher(s, o, ring_name, tpn);
   waitpid(child, nullptr, 0);
-  (void)ring::RingFile::remove(ring_name);
 
   std::printf("handoff: %llu samples, %u-byte records, one every %llu ns, cpus %d -> %d, "
               "TSC %.3f GHz\n",
