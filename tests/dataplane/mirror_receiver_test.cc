@@ -1,0 +1,259 @@
+// mirror_receiver_test.cc — the mirror side of the protocol, frame by frame,
+// with a fake clock: order, hold-back, one NAK per hole and its repeat,
+// duplicates, stale retransmissions, sessions, heartbeat tail loss, GAP,
+// malformed input, bounded hold-back.
+#include "dataplane/mirror_receiver.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ring/check_record.h"
+#include "ring/consumer.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::dataplane {
+namespace {
+
+using proto::Nak;
+using ring::testing::ScopedRing;
+
+constexpr uint32_t kSlot = 32;
+constexpr uint8_t kSession = 0x5a;
+constexpr uint64_t kMs = 1'000'000;
+
+// data_frame builds a DATA frame of fixed records seq..seq+count-1.
+std::vector<std::byte> data_frame(uint64_t seq, uint16_t count, uint8_t session = kSession) {
+  std::vector<std::byte> f(proto::kFrameHeaderBytes + size_t{count} * kSlot);
+  proto::encode_data_header(f.data(), seq, count, count * kSlot, session);
+  for (uint16_t i = 0; i < count; ++i) {
+    ring::fill_record({f.data() + proto::kFrameHeaderBytes + i * kSlot, kSlot}, seq + i, 0);
+  }
+  return f;
+}
+
+std::vector<std::byte> control_frame(size_t (*enc)(uint64_t, proto::MutableBytes), uint64_t seq) {
+  std::vector<std::byte> f(16);
+  enc(seq, f);
+  return f;
+}
+
+std::vector<std::byte> heartbeat(uint64_t next, uint8_t session = kSession) {
+  std::vector<std::byte> f(16);
+  proto::encode_heartbeat(next, session, f);
+  return f;
+}
+
+class MirrorReceiverTest : public ::testing::Test {
+ protected:
+  MirrorReceiverTest()
+      : ring_(ring::testing::fixed_ring(1024, kSlot, ring::kFlagSparse)),
+        writer_(*MirrorWriter::attach(ring_.open())),
+        rx_(&writer_, MirrorConfig{}, 0, kSession) {}
+
+  void udp(const std::vector<std::byte>& d, uint64_t now = 0) { rx_.on_datagram(d, now); }
+  void tcp(const std::vector<std::byte>& d, uint64_t now = 0) {
+    proto::Frame f;
+    ASSERT_EQ(proto::decode_frame(d, d.size(), &f), proto::DecodeError::kOk);
+    rx_.on_frame(f, d, /*udp=*/false, now);
+  }
+
+  // ring_seqs reads the mirror ring from 0 and checks every record.
+  std::vector<uint64_t> ring_seqs() {
+    auto c = ring::Consumer::attach(ring_.open(), ring::StartPosition::at(0));
+    std::vector<uint64_t> out;
+    std::byte rec[kSlot];
+    for (ring::ReadResult r; (r = c->try_read(rec)).ok;) {
+      EXPECT_EQ(ring::check_record(rec, kSlot, r.seq), ring::CheckVerdict::kOk) << r.seq;
+      out.push_back(r.seq);
+    }
+    return out;
+  }
+  static std::vector<uint64_t> range(uint64_t a, uint64_t b) {
+    std::vector<uint64_t> v;
+    for (uint64_t s = a; s < b; ++s) v.push_back(s);
+    return v;
+  }
+
+  ScopedRing ring_;
+  MirrorWriter writer_;
+  MirrorReceiver rx_;
+};
+
+TEST_F(MirrorReceiverTest, InOrderFramesLandUnderTheirSequencesAndNeedNoNak) {
+  udp(data_frame(0, 4));
+  udp(data_frame(4, 6));
+  EXPECT_EQ(rx_.next_seq(), 10u);
+  EXPECT_FALSE(rx_.poll_nak(0));
+  EXPECT_EQ(ring_seqs(), range(0, 10));
+  EXPECT_EQ(rx_.stats().records, 10u);
+}
+
+TEST_F(MirrorReceiverTest, GivenAHoleAt10To12ADatagramFor13IsHeldAndOneNakIsSent) {
+  udp(data_frame(0, 10));
+  udp(data_frame(13, 2), 1 * kMs);
+  EXPECT_EQ(rx_.next_seq(), 10u);
+  EXPECT_EQ(rx_.held_frames(), 1u);
+  auto nak = rx_.poll_nak(1 * kMs);
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->first, 10u);
+  EXPECT_EQ(nak->last, 12u);
+  udp(data_frame(15, 2), 2 * kMs);  // more overtaking data: the same hole, no new NAK
+  EXPECT_FALSE(rx_.poll_nak(2 * kMs));
+  EXPECT_FALSE(rx_.poll_nak(20 * kMs));
+  auto again = rx_.poll_nak(21 * kMs);  // unanswered for 20 ms: repeated once
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->first, 10u);
+  EXPECT_EQ(again->last, 12u);
+  EXPECT_EQ(rx_.stats().naks, 2u);
+  EXPECT_EQ(rx_.stats().nak_repeats, 1u);
+}
+
+TEST_F(MirrorReceiverTest, TheRetransmissionFillsTheHoleAndReleasesTheHeldFrames) {
+  udp(data_frame(0, 10));
+  udp(data_frame(13, 2));
+  udp(data_frame(15, 2));
+  ASSERT_TRUE(rx_.poll_nak(0));
+  tcp(data_frame(10, 3));  // the source's answer, on the TCP connection
+  EXPECT_EQ(rx_.next_seq(), 17u);
+  EXPECT_EQ(rx_.held_frames(), 0u);
+  EXPECT_FALSE(rx_.poll_nak(100 * kMs));
+  EXPECT_EQ(ring_seqs(), range(0, 17));
+}
+
+TEST_F(MirrorReceiverTest, APartialRepairDoesNotTriggerAnotherNak) {
+  udp(data_frame(0, 10));
+  udp(data_frame(20, 1));
+  auto nak = rx_.poll_nak(0);
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->last, 19u);
+  tcp(data_frame(10, 5));  // 10..14 arrive; 15..19 still on their way
+  EXPECT_FALSE(rx_.poll_nak(1 * kMs));
+}
+
+TEST_F(MirrorReceiverTest, DuplicatesAndStaleRetransmissionsAreDropped) {
+  const auto f = data_frame(0, 5);
+  udp(f);
+  udp(f);  // dup 2
+  udp(f);  // dup 3
+  udp(data_frame(5, 5));
+  tcp(data_frame(3, 4));  // a retransmission multicast already delivered
+  EXPECT_EQ(rx_.next_seq(), 10u);
+  EXPECT_EQ(rx_.stats().records, 10u);
+  EXPECT_EQ(rx_.stats().duplicates, 5u + 5u + 4u);
+  EXPECT_EQ(ring_seqs(), range(0, 10));
+}
+
+TEST_F(MirrorReceiverTest, OverlappingFramesWriteEachSequenceOnce) {
+  udp(data_frame(0, 5));
+  udp(data_frame(3, 5));  // 3,4 old, 5..7 new
+  EXPECT_EQ(rx_.next_seq(), 8u);
+  EXPECT_EQ(rx_.stats().duplicates, 2u);
+  EXPECT_EQ(ring_seqs(), range(0, 8));
+}
+
+TEST_F(MirrorReceiverTest, DatagramsOfAnotherSessionAreIgnored) {
+  udp(data_frame(0, 5, /*session=*/0x11));
+  udp(heartbeat(50, /*session=*/0x11));
+  EXPECT_EQ(rx_.next_seq(), 0u);
+  EXPECT_EQ(rx_.stats().wrong_session, 2u);
+  EXPECT_FALSE(rx_.poll_nak(0));
+  EXPECT_TRUE(ring_seqs().empty());
+}
+
+TEST_F(MirrorReceiverTest, ALostLastDatagramIsFoundByTheHeartbeat) {
+  udp(data_frame(0, 10));
+  // 10..11 were sent and lost; the heartbeat says the source sent up to 11.
+  udp(heartbeat(12));
+  auto nak = rx_.poll_nak(0);
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->first, 10u);
+  EXPECT_EQ(nak->last, 11u);
+}
+
+TEST_F(MirrorReceiverTest, AGapSkipsWhatTheSourceNoLongerHasAndReadersSeeAHole) {
+  udp(data_frame(0, 10));
+  udp(data_frame(30, 3));
+  ASSERT_TRUE(rx_.poll_nak(0));
+  tcp(control_frame(proto::encode_gap, 30));
+  EXPECT_EQ(rx_.next_seq(), 33u);
+  EXPECT_EQ(rx_.stats().gap_records, 20u);
+  EXPECT_FALSE(rx_.poll_nak(100 * kMs));
+  std::vector<uint64_t> want = range(0, 10);
+  for (uint64_t s = 30; s < 33; ++s) want.push_back(s);
+  EXPECT_EQ(ring_seqs(), want);
+}
+
+TEST_F(MirrorReceiverTest, MalformedInputIsCountedAndNeverReachesTheRing) {
+  auto bad_len = data_frame(0, 2);
+  proto::store_le32(bad_len.data() + 4, 60);  // count 2 but 60 body bytes: not 2 slots
+  bad_len.resize(16 + 60);
+  udp(bad_len);
+  std::vector<std::byte> junk(40, std::byte{0xee});
+  udp(junk);
+  std::vector<std::byte> nak(24);
+  proto::encode_nak(Nak{1, 2}, nak);
+  udp(nak);  // a frame a mirror never receives
+  EXPECT_EQ(rx_.stats().malformed, 3u);
+  EXPECT_EQ(rx_.next_seq(), 0u);
+  EXPECT_TRUE(ring_seqs().empty());
+  udp(data_frame(0, 3));  // and the session carries on
+  EXPECT_EQ(ring_seqs(), range(0, 3));
+}
+
+TEST_F(MirrorReceiverTest, SeveralFramesInOneDatagramAreAllApplied) {
+  auto d = data_frame(0, 3);
+  const auto second = data_frame(3, 2);
+  d.insert(d.end(), second.begin(), second.end());
+  const auto hb = heartbeat(5);
+  d.insert(d.end(), hb.begin(), hb.end());
+  udp(d);
+  EXPECT_EQ(rx_.next_seq(), 5u);
+  EXPECT_FALSE(rx_.poll_nak(0));
+}
+
+TEST(MirrorReceiverBounds, AFullHoldBackDropsAndTheNakRecoversWhatItDropped) {
+  ScopedRing r(ring::testing::fixed_ring(1024, kSlot, ring::kFlagSparse));
+  MirrorWriter w = *MirrorWriter::attach(r.open());
+  MirrorConfig cfg;
+  cfg.hold_back_frames = 2;
+  MirrorReceiver rx(&w, cfg, 0, kSession);
+  for (uint64_t s = 1; s <= 4; ++s) rx.on_datagram(data_frame(s, 1), 0);  // 0 lost
+  EXPECT_EQ(rx.held_frames(), 2u);
+  EXPECT_EQ(rx.stats().hold_overflow, 2u);
+  auto nak = rx.poll_nak(0);
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->first, 0u);
+  EXPECT_EQ(nak->last, 0u);
+  proto::Frame f;
+  auto zero = data_frame(0, 1);
+  ASSERT_EQ(proto::decode_frame(zero, zero.size(), &f), proto::DecodeError::kOk);
+  rx.on_frame(f, zero, false, 0);
+  EXPECT_EQ(rx.next_seq(), 3u);  // 1 and 2 were held; 3, 4 were dropped
+  nak = rx.poll_nak(0);          // the heartbeat-free tail: known_end says 5
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->first, 3u);
+  EXPECT_EQ(nak->last, 4u);
+}
+
+TEST(MirrorReceiverBounds, ANakNeverCoversMoreThanItsLimit) {
+  ScopedRing r(ring::testing::fixed_ring(1024, kSlot, ring::kFlagSparse));
+  MirrorWriter w = *MirrorWriter::attach(r.open());
+  MirrorConfig cfg;
+  cfg.nak_max_records = 100;
+  MirrorReceiver rx(&w, cfg, 0, kSession);
+  rx.on_datagram(heartbeat(1'000'000), 0);
+  auto nak = rx.poll_nak(0);
+  ASSERT_TRUE(nak);
+  EXPECT_EQ(nak->first, 0u);
+  EXPECT_EQ(nak->last, 99u);
+}
+
+TEST(MirrorWriterTest, RefusesARingThatIsNotSparse) {
+  ScopedRing r(ring::testing::fixed_ring(16, kSlot));
+  auto w = MirrorWriter::attach(r.open());
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("not a sparse ring"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringfire::dataplane
