@@ -116,3 +116,56 @@ TEST(FaultInjector, TheSameSeedGivesTheSameFaultsAtTheConfiguredRates) {
 
 }  // namespace
 }  // namespace ringfire::dataplane
+
+#include "dataplane/byte_queue.h"
+
+namespace ringfire::dataplane {
+namespace {
+
+TEST(ByteQueue, CarriesVariableSizeMessagesAcrossTheWrapInOrder) {
+  ByteQueue q(256);
+  std::vector<std::byte> msg(100);
+  proto::ConstBytes out;
+  EXPECT_FALSE(q.front(&out));
+  EXPECT_FALSE(q.try_push(std::vector<std::byte>(200)));  // over max_message
+  for (int round = 0; round < 50; ++round) {
+    const size_t len = 1 + (round * 37) % 100;
+    msg.assign(len, std::byte(round));
+    ASSERT_TRUE(q.try_push(msg)) << round;
+    ASSERT_TRUE(q.front(&out));
+    ASSERT_EQ(out.size(), len);
+    EXPECT_EQ(out[len - 1], std::byte(round));
+    q.pop();
+  }
+  EXPECT_FALSE(q.front(&out));
+}
+
+TEST(ByteQueue, TwoThreadsSeeEveryMessageWhole) {
+  ByteQueue q(4096);
+  constexpr uint32_t kN = 200000;
+  std::thread producer([&] {
+    std::vector<std::byte> m;
+    for (uint32_t i = 0; i < kN;) {
+      m.assign(4 + i % 300, std::byte(i & 0xff));
+      std::memcpy(m.data(), &i, 4);
+      if (q.try_push(m)) ++i;
+    }
+  });
+  for (uint32_t want = 0; want < kN;) {
+    proto::ConstBytes m;
+    if (!q.front(&m)) continue;
+    ASSERT_EQ(m.size(), 4 + want % 300);
+    uint32_t got;
+    std::memcpy(&got, m.data(), 4);
+    ASSERT_EQ(got, want);
+    if (m.size() > 4) {
+      ASSERT_EQ(m.back(), std::byte(want & 0xff));
+    }
+    q.pop();
+    ++want;
+  }
+  producer.join();
+}
+
+}  // namespace
+}  // namespace ringfire::dataplane

@@ -1,0 +1,175 @@
+// kernel_udp.cc — kernel UDP socket setup and bursts.
+#include "dataplane/kernel_udp.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::dataplane {
+namespace {
+
+absl::Status sys_error(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+sockaddr_in to_sockaddr(const Endpoint& e) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(e.ip);
+  a.sin_port = htons(e.port);
+  return a;
+}
+
+}  // namespace
+
+std::string to_string(const Endpoint& e) {
+  return absl::StrCat(e.ip >> 24, ".", (e.ip >> 16) & 255, ".", (e.ip >> 8) & 255, ".", e.ip & 255,
+                      ":", e.port);
+}
+
+absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port) {
+  const auto colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? text : text.substr(0, colon);
+  Endpoint e;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': expected an IPv4 address such as 198.18.0.1:7400"));
+  }
+  e.ip = ntohl(a.s_addr);
+  uint32_t port = 0;
+  if (colon == std::string::npos) {
+    if (default_port < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': a port is required (ADDR:PORT)"));
+    }
+    port = static_cast<uint32_t>(default_port);
+  } else if (!absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "': bad port"));
+  }
+  e.port = static_cast<uint16_t>(port);
+  return e;
+}
+
+absl::StatusOr<uint32_t> interface_address(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return sys_error("getifaddrs");
+  uint32_t found = 0;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && ifname == i->ifa_name) {
+      found = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      break;
+    }
+  }
+  freeifaddrs(list);
+  if (found == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("interface '", ifname, "' has no IPv4 address (see `ip -4 addr`)"));
+  }
+  return found;
+}
+
+KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram)
+    : fd_(fd), local_(local), max_datagram_(max_datagram), rx_buf_(kBurst * max_datagram) {
+  for (size_t i = 0; i < kBurst; ++i) {
+    rx_iov_[i] = iovec{rx_buf_.data() + i * max_datagram_, max_datagram_};
+    rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+    rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];
+    tx_msgs_[i].msg_hdr.msg_iov = &tx_iov_[i];
+    tx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    tx_msgs_[i].msg_hdr.msg_name = &tx_addr_[i];
+    tx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+  }
+}
+
+KernelUdp::KernelUdp(KernelUdp&& o) noexcept
+    : KernelUdp(std::exchange(o.fd_, -1), o.local_, o.max_datagram_) {}
+
+KernelUdp::~KernelUdp() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sys_error("socket");
+  auto fail = [&](const std::string& what) {
+    absl::Status s = sys_error(what);
+    close(fd);
+    return s;
+  };
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  // Inside a network namespace rmem_max cannot be raised: force the sizes.
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &o.buffer_bytes, sizeof(int)) != 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.buffer_bytes, sizeof(int));
+  }
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &o.buffer_bytes, sizeof(int)) != 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.buffer_bytes, sizeof(int));
+  }
+  // A multicast receiver binds the group's port on any address, so that
+  // datagrams to the group are delivered to it.
+  sockaddr_in bind_addr = to_sockaddr(o.bind);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&bind_addr), sizeof(bind_addr)) != 0) {
+    return fail(absl::StrCat("bind ", to_string(o.bind)));
+  }
+  if (o.multicast_iface != 0) {
+    in_addr ifa{htonl(o.multicast_iface)};
+    if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0) {
+      return fail("IP_MULTICAST_IF");
+    }
+  }
+  const int ttl = o.ttl;
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl));
+  const int loop = o.multicast_loop ? 1 : 0;
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+  if (o.join_group != 0) {
+    // Joining with INADDR_ANY fails (ENODEV) in a namespace without a default
+    // route: always join on an explicit interface address.
+    ip_mreq m{};
+    m.imr_multiaddr.s_addr = htonl(o.join_group);
+    m.imr_interface.s_addr = htonl(o.multicast_iface);
+    if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) != 0) {
+      return fail(absl::StrCat("join group ", to_string(Endpoint{o.join_group, 0}),
+                               " (give the interface with --iface)"));
+    }
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+  return KernelUdp(fd, Endpoint{ntohl(local.sin_addr.s_addr), ntohs(local.sin_port)},
+                   o.max_datagram);
+}
+
+size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+  const int got = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+  if (got <= 0) return 0;
+  for (int i = 0; i < got; ++i) {
+    out[i].payload = proto::ConstBytes(static_cast<const std::byte*>(rx_iov_[i].iov_base),
+                                       rx_msgs_[i].msg_len);
+    out[i].from = Endpoint{ntohl(rx_addr_[i].sin_addr.s_addr), ntohs(rx_addr_[i].sin_port)};
+  }
+  return static_cast<size_t>(got);
+}
+
+size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    tx_iov_[i] = iovec{const_cast<std::byte*>(in[i].payload.data()), in[i].payload.size()};
+    tx_addr_[i] = to_sockaddr(in[i].to);
+  }
+  size_t sent = 0;
+  while (sent < n) {
+    const int k = sendmmsg(fd_, tx_msgs_.data() + sent, static_cast<unsigned>(n - sent), MSG_DONTWAIT);
+    if (k <= 0) break;
+    sent += static_cast<size_t>(k);
+  }
+  return sent;
+}
+
+}  // namespace ringfire::dataplane

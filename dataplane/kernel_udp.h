@@ -1,0 +1,87 @@
+// kernel_udp.h — the kernel packet I/O backend: one non-blocking UDP socket
+// with recvmmsg/sendmmsg bursts of up to 32 datagrams. Setup here (socket
+// options, multicast membership on an explicit interface address, buffer
+// sizes forced past a namespace's rmem_max); the burst calls are inline.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/bytes.h"
+
+namespace ringfire::dataplane {
+
+inline constexpr size_t kBurst = 32;
+inline constexpr size_t kMaxDatagram = 65507;
+
+// Endpoint is an IPv4 address and port, host order.
+struct Endpoint {
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+std::string to_string(const Endpoint& e);
+// parse_endpoint reads "a.b.c.d:port" (port required unless default_port).
+absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port = -1);
+// interface_address returns the first IPv4 address of a network interface.
+absl::StatusOr<uint32_t> interface_address(const std::string& ifname);
+
+struct UdpOptions {
+  Endpoint bind;                 // ip 0 = any; port 0 = ephemeral
+  uint32_t multicast_iface = 0;  // interface address for joins and multicast sends
+  uint32_t join_group = 0;       // join this group on multicast_iface (0: none)
+  uint8_t ttl = 1;
+  bool multicast_loop = true;    // a mirror on the source host receives its sends
+  int buffer_bytes = 8 << 20;    // SO_RCVBUF/SO_SNDBUF, forced (root) past rmem_max
+  size_t max_datagram = 1472;    // receive buffer per datagram
+};
+
+// RxDatagram is one received datagram; payload points into KernelUdp's
+// buffers, valid until the next rx_burst.
+struct RxDatagram {
+  proto::ConstBytes payload;
+  Endpoint from;
+};
+// TxDatagram is one datagram to send.
+struct TxDatagram {
+  proto::ConstBytes payload;
+  Endpoint to;
+};
+
+class KernelUdp {
+ public:
+  static absl::StatusOr<KernelUdp> open(const UdpOptions& o);
+  KernelUdp(KernelUdp&& o) noexcept;
+  KernelUdp& operator=(KernelUdp&&) = delete;
+  ~KernelUdp();
+
+  int fd() const { return fd_; }
+  Endpoint local() const { return local_; }
+
+  // rx_burst receives up to n (<= kBurst) waiting datagrams; never blocks.
+  size_t rx_burst(RxDatagram* out, size_t n);
+  // tx_burst sends up to n (<= kBurst) datagrams; returns how many the
+  // kernel took (the rest: socket buffer full, counted by the caller).
+  size_t tx_burst(const TxDatagram* in, size_t n);
+
+ private:
+  KernelUdp(int fd, Endpoint local, size_t max_datagram);
+  int fd_ = -1;
+  Endpoint local_;
+  size_t max_datagram_;
+  std::vector<std::byte> rx_buf_;
+  std::array<mmsghdr, kBurst> rx_msgs_{};
+  std::array<iovec, kBurst> rx_iov_{};
+  std::array<sockaddr_in, kBurst> rx_addr_{};
+  std::array<mmsghdr, kBurst> tx_msgs_{};
+  std::array<iovec, kBurst> tx_iov_{};
+  std::array<sockaddr_in, kBurst> tx_addr_{};
+};
+
+}  // namespace ringfire::dataplane
