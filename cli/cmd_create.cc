@@ -58,18 +58,13 @@ int cmd_create(int argc, char** argv, int first) {
   if (*slot_size > UINT32_MAX || *readers > UINT32_MAX) {
     return fail("create", absl::InvalidArgumentError("--slot-size or --readers is too large"));
   }
-  const std::string schema = args->str("schema", "0");
-  uint64_t sig = 0;
-  const bool hex = schema.rfind("0x", 0) == 0;
-  if (!(hex ? absl::SimpleHexAtoi(schema.substr(2), &sig) : absl::SimpleAtoi(schema, &sig))) {
-    return fail("create", absl::InvalidArgumentError(
-                              absl::StrCat("--schema ", schema, ": expected a number (or 0x hex)")));
-  }
+  auto sig = parse_schema(args->str("schema", "0"));
+  if (!sig.ok()) return fail("create", sig.status());
   o.capacity = *capacity;
   o.slot_size = static_cast<uint32_t>(*slot_size);
   o.arena_size = *arena;
   o.registry_size = static_cast<uint32_t>(*readers);
-  o.schema_signature = sig;
+  o.schema_signature = *sig;
   o.flags = 0;
   if (blob) o.flags |= ring::kFlagBlob;
   if (args->has("sparse")) o.flags |= ring::kFlagSparse;

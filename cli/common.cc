@@ -39,6 +39,14 @@ absl::StatusOr<ring::StartPosition> parse_start(const std::string& text) {
       absl::StrCat("--from ", text, ": expected latest, oldest or a sequence number"));
 }
 
+absl::StatusOr<uint64_t> parse_schema(const std::string& text) {
+  uint64_t sig = 0;
+  const bool hex = text.rfind("0x", 0) == 0;
+  if (hex ? absl::SimpleHexAtoi(text.substr(2), &sig) : absl::SimpleAtoi(text, &sig)) return sig;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--schema ", text, ": expected a number (decimal or 0x hex)"));
+}
+
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text) {
   if (auto m = ring::parse_idle_mode(text)) return *m;
   return absl::InvalidArgumentError(

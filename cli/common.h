@@ -30,6 +30,8 @@ inline uint64_t now_ns() {
 
 // parse_start reads "latest", "oldest" or a sequence number.
 absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
+// parse_schema reads a schema signature: decimal or 0x hex.
+absl::StatusOr<uint64_t> parse_schema(const std::string& text);
 // parse_idle reads "spin", "yield" or "backoff".
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text);
 

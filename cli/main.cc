@@ -17,6 +17,8 @@ constexpr Subcommand kSubcommands[] = {
     {"publish", ringfire::cli::cmd_publish, "publish self-checking records into a ring"},
     {"tail", ringfire::cli::cmd_tail, "follow a ring and verify every record"},
     {"stat", ringfire::cli::cmd_stat, "show a ring's header, writer and readers"},
+    {"serve", ringfire::cli::cmd_serve, "serve a ring to mirrors (TCP, UDP multicast, UDP unicast)"},
+    {"mirror", ringfire::cli::cmd_mirror, "mirror a served ring into a local ring"},
     {"remove", ringfire::cli::cmd_remove, "remove a ring file"},
 };
 

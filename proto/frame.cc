@@ -182,7 +182,7 @@ DecodeError decode_multicast(const Frame& f, Multicast* out) {
   out->session = r.u8();
   r.skip(2);
   out->token = r.le64();
-  if (out->port == 0) return DecodeError::kBadValue;
+  if (out->port == 0 && out->group != 0) return DecodeError::kBadValue;  // a group needs a port
   return DecodeError::kOk;
 }
 

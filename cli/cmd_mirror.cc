@@ -1,0 +1,183 @@
+// cmd_mirror.cc — `ringfire mirror`: keep a local sparse copy of a remote
+// ring under the same sequence numbers; reconnect and resume when the
+// source goes away.
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "control/mirror_control.h"
+
+namespace ringfire::cli {
+namespace {
+
+const CommandSpec kMirror{
+    "mirror", "HOST:PORT RING", 2, 2,
+    "Mirror the ring served at HOST:PORT into RING (created sparse from the source's\n"
+    "geometry, or resumed where it ends). Reconnects and resumes if the source goes away.",
+    {
+        {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest)"},
+        {"unicast", nullptr, "ask for UDP unicast (punch) instead of multicast"},
+        {"tcp", nullptr, "ask for DATA on the TCP connection"},
+        {"iface", "IF", "interface to join the multicast group on"},
+        {"schema", "N", "refuse a source ring with another schema signature"},
+        {"dir", "DIR", "directory for the ring (default /dev/shm)"},
+        {"hold", "N", "hold-back depth in frames (default 8192)"},
+        {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000)"},
+        {"loss", "PERMILLE", "test: drop this many datagrams per thousand (seeded)"},
+        {"dup-rate", "PERMILLE", "test: duplicate datagrams per thousand"},
+        {"reorder", "PERMILLE", "test: reorder datagrams per thousand"},
+        {"delay", "PERMILLE", "test: delay datagrams per thousand by --delay-us"},
+        {"delay-us", "US", "test: the delay (default 500)"},
+        {"seed", "N", "test: fault injection seed (default 1)"},
+        {"once", nullptr, "exit when the source goes away instead of reconnecting"},
+        {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+        {"quiet", nullptr, "no per-second stats lines"},
+    }};
+
+}  // namespace
+
+int cmd_mirror(int argc, char** argv, int first) {
+  auto args = Args::parse(kMirror, argc, argv, first);
+  if (!args.ok()) return fail("mirror", args.status());
+  if (args->help()) {
+    std::fputs(usage(kMirror).c_str(), stdout);
+    return 0;
+  }
+  control::MirrorOptions o;
+  auto source = dataplane::parse_endpoint(args->positionals()[0]);
+  if (!source.ok()) return fail("mirror", source.status());
+  o.source = *source;
+  o.ring = args->positionals()[1];
+  o.dir = args->str("dir", "/dev/shm");
+  o.unicast = args->has("unicast");
+  o.tcp_only = args->has("tcp");
+  if (o.unicast && o.tcp_only) {
+    return fail("mirror", absl::InvalidArgumentError("--unicast and --tcp exclude each other"));
+  }
+  if (args->has("from")) {
+    const std::string from = args->str("from");
+    if (from == "latest") {
+      o.from = control::MirrorOptions::From::kLatest;
+    } else if (from == "oldest") {
+      o.from = control::MirrorOptions::From::kOldest;
+    } else if (absl::SimpleAtoi(from, &o.from_seq)) {
+      o.from = control::MirrorOptions::From::kSequence;
+    } else {
+      return fail("mirror", absl::InvalidArgumentError(absl::StrCat(
+                                "--from ", from, ": expected latest, oldest or a sequence number")));
+    }
+  }
+  if (args->has("iface")) {
+    auto ip = dataplane::interface_address(args->str("iface"));
+    if (!ip.ok()) return fail("mirror", ip.status());
+    o.iface_ip = *ip;
+  }
+  auto schema = parse_schema(args->str("schema", "0"));
+  auto hold = args->count("hold", 8192);
+  auto nak_us = args->count("nak-repeat-us", 20000);
+  auto loss = args->count("loss", 0);
+  auto dups = args->count("dup-rate", 0);
+  auto reorder = args->count("reorder", 0);
+  auto delay = args->count("delay", 0);
+  auto delay_us = args->count("delay-us", 500);
+  auto seed = args->count("seed", 1);
+  auto idle_mode = parse_idle(args->str("idle", "backoff"));
+  for (const auto* s : {&schema, &hold, &nak_us, &loss, &dups, &reorder, &delay, &delay_us, &seed}) {
+    if (!s->ok()) return fail("mirror", s->status());
+  }
+  if (!idle_mode.ok()) return fail("mirror", idle_mode.status());
+  if (*loss + *dups + *reorder + *delay > 1000 || *hold == 0 || *hold > (1u << 20)) {
+    return fail("mirror", absl::InvalidArgumentError(
+                              "fault rates are per thousand and must add up to at most 1000; "
+                              "--hold between 1 and 1048576"));
+  }
+  o.expected_schema = *schema;
+  o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
+  o.worker.protocol.nak_repeat_ns = *nak_us * 1000;
+  o.worker.rx_faults.drop_ppm = static_cast<uint32_t>(*loss * 1000);
+  o.worker.rx_faults.duplicate_ppm = static_cast<uint32_t>(*dups * 1000);
+  o.worker.rx_faults.reorder_ppm = static_cast<uint32_t>(*reorder * 1000);
+  o.worker.rx_faults.delay_ppm = static_cast<uint32_t>(*delay * 1000);
+  o.worker.rx_faults.delay_ns = *delay_us * 1000;
+  o.worker.rx_faults.seed = *seed;
+  const bool quiet = args->has("quiet");
+  const bool once = args->has("once");
+  install_stop_handlers();
+
+  for (int attempt = 0; !stop_requested(); ++attempt) {
+    auto session = control::MirrorSession::establish(o);
+    if (!session.ok()) {
+      // A refusal is final; an unreachable source is retried once we have
+      // mirrored before (the source restarting).
+      const bool retry = attempt > 0 && !once &&
+                         session.status().code() == absl::StatusCode::kUnavailable;
+      if (!retry) return fail("mirror", session.status());
+      const timespec ts{0, 200'000'000};
+      nanosleep(&ts, nullptr);
+      continue;
+    }
+    control::MirrorSession& s = **session;
+    std::printf("mirror: %s -> %s from seq %llu over %s\n", dataplane::to_string(o.source).c_str(),
+                ring::ring_path(o.ring, o.dir).c_str(),
+                static_cast<unsigned long long>(s.first_seq()), s.description().c_str());
+    std::fflush(stdout);
+    std::atomic<bool> stop_worker{false};
+    std::thread worker_thread([&] {
+      ring::IdleStrategy idle(*idle_mode);
+      while (!stop_worker.load(std::memory_order_relaxed)) {
+        if (s.worker().step(now_ns())) {
+          idle.reset();
+        } else {
+          idle.idle();
+        }
+      }
+    });
+    const auto& st = s.worker().stats();
+    uint64_t next_report = now_ns() + 1'000'000'000u;
+    uint64_t last_records = 0;
+    bool alive = true;
+    while (alive && !stop_requested()) {
+      alive = s.poll(100);
+      const uint64_t now = now_ns();
+      if (now < next_report) continue;
+      const uint64_t records = st.records.load();
+      const uint64_t next = st.next_seq.load();
+      const uint64_t end = st.known_end.load();
+      if (!quiet) {
+        std::printf(
+            "mirror: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
+            "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu\n",
+            static_cast<unsigned long long>(records - last_records),
+            static_cast<unsigned long long>(next),
+            static_cast<unsigned long long>(end > next ? end - next : 0),
+            static_cast<unsigned long long>(st.held.load()),
+            static_cast<unsigned long long>(st.naks.load()),
+            static_cast<unsigned long long>(st.gap_records.load()),
+            static_cast<unsigned long long>(st.duplicates.load()),
+            static_cast<unsigned long long>(st.datagrams.load()),
+            static_cast<unsigned long long>(st.tcp_frames.load()),
+            static_cast<unsigned long long>(st.fault_dropped.load()));
+        std::fflush(stdout);
+      }
+      last_records = records;
+      next_report = now + 1'000'000'000u;
+    }
+    stop_worker.store(true);
+    worker_thread.join();
+    std::printf("mirror: %s; %llu records written, next seq %llu\n",
+                alive ? "stopped" : "source gone", static_cast<unsigned long long>(st.records.load()),
+                static_cast<unsigned long long>(st.next_seq.load()));
+    std::fflush(stdout);
+    if (alive || once) break;
+  }
+  return 0;
+}
+
+}  // namespace ringfire::cli

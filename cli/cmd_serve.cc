@@ -1,0 +1,192 @@
+// cmd_serve.cc — `ringfire serve`: serve a ring to mirrors over UDP
+// multicast, UDP unicast and/or TCP, on the kernel network stack.
+#include <sys/random.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "control/serve_control.h"
+
+namespace ringfire::cli {
+namespace {
+
+const CommandSpec kServe{
+    "serve", "RING", 1, 1,
+    "Serve a ring to mirrors. The TCP listener carries the handshake, NAK repair and\n"
+    "TCP-mode DATA; DATA goes to a multicast group (--multicast) and/or by unicast to\n"
+    "mirrors that punch --udp PORT. With neither, every mirror gets DATA over TCP.",
+    {
+        {"listen", "ADDR:PORT", "TCP address for mirrors (required)"},
+        {"multicast", "GROUP:PORT", "send DATA to this group (239.255.0.0/16 in labs)"},
+        {"iface", "IF", "interface for multicast sends (default: the --listen address)"},
+        {"ttl", "N", "multicast TTL (default 1)"},
+        {"mtu", "BYTES", "largest UDP payload (default 1472)"},
+        {"udp", "PORT", "UDP port mirrors punch for unicast DATA"},
+        {"dup", "N", "send every datagram N times (default 1)"},
+        {"pace-us", "US", "pacing interval (default 50)"},
+        {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
+        {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
+        {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+        {"quiet", nullptr, "no per-second stats lines"},
+    }};
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv, int first) {
+  auto args = Args::parse(kServe, argc, argv, first);
+  if (!args.ok()) return fail("serve", args.status());
+  if (args->help()) {
+    std::fputs(usage(kServe).c_str(), stdout);
+    return 0;
+  }
+  if (!args->has("listen")) {
+    return fail("serve", absl::InvalidArgumentError("--listen ADDR:PORT is required"));
+  }
+  auto listen = dataplane::parse_endpoint(args->str("listen"));
+  if (!listen.ok()) return fail("serve", listen.status());
+  auto ttl = args->count("ttl", 1);
+  auto mtu = args->count("mtu", 1472);
+  auto udp_port = args->count("udp", 0);
+  auto dup = args->count("dup", 1);
+  auto pace = args->count("pace-us", 50);
+  auto heartbeat = args->count("heartbeat-us", 1000);
+  auto idle_mode = parse_idle(args->str("idle", "backoff"));
+  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat}) {
+    if (!s->ok()) return fail("serve", s->status());
+  }
+  if (!idle_mode.ok()) return fail("serve", idle_mode.status());
+  if (*ttl == 0 || *ttl > 255 || *mtu < 64 || *mtu > dataplane::kMaxDatagram || *udp_port > 65535 ||
+      *dup == 0 || *dup > 16) {
+    return fail("serve", absl::InvalidArgumentError(
+                             "need 1 <= --ttl <= 255, 64 <= --mtu <= 65507, --udp a port, "
+                             "1 <= --dup <= 16"));
+  }
+  const std::string from = args->str("from", "latest");
+  if (from != "latest" && from != "oldest") {
+    return fail("serve", absl::InvalidArgumentError("--from: latest or oldest"));
+  }
+  std::optional<dataplane::Endpoint> group;
+  if (args->has("multicast")) {
+    auto g = dataplane::parse_endpoint(args->str("multicast"));
+    if (!g.ok()) return fail("serve", g.status());
+    if ((g->ip >> 28) != 0xE) {
+      return fail("serve", absl::InvalidArgumentError(absl::StrCat(
+                               "--multicast ", args->str("multicast"),
+                               " is not a multicast group (224.0.0.0/4; labs use 239.255.0.0/16)")));
+    }
+    group = *g;
+  }
+  uint32_t iface_ip = listen->ip;
+  if (args->has("iface")) {
+    auto ip = dataplane::interface_address(args->str("iface"));
+    if (!ip.ok()) return fail("serve", ip.status());
+    iface_ip = *ip;
+  }
+  if (group && iface_ip == 0) {
+    return fail("serve", absl::InvalidArgumentError(
+                             "multicast needs an interface: give --iface, or --listen on an address"));
+  }
+  install_stop_handlers();
+
+  auto file = ring::RingFile::open(args->positionals()[0]);
+  if (!file.ok()) return fail("serve", file.status());
+  const std::string ring_path = file->path();
+  auto reader = ring::RawReader::attach(
+      std::move(*file), from == "oldest" ? ring::StartPosition::oldest() : ring::StartPosition::latest());
+  if (!reader.ok()) return fail("serve", reader.status());
+
+  dataplane::UdpOptions uo;
+  uo.bind = dataplane::Endpoint{listen->ip, static_cast<uint16_t>(*udp_port)};
+  uo.multicast_iface = iface_ip;
+  uo.ttl = static_cast<uint8_t>(*ttl);
+  uo.max_datagram = 64;  // the worker receives only PUNCHes
+  auto sock = dataplane::KernelUdp::open(uo);
+  if (!sock.ok()) return fail("serve", sock.status());
+  const dataplane::Endpoint udp_local = sock->local();
+
+  uint8_t session = 0;
+  while (session == 0) {
+    if (getrandom(&session, 1, 0) != 1) session = static_cast<uint8_t>(getpid() | 1);
+  }
+  dataplane::ServeConfig wc;
+  wc.session = session;
+  wc.mtu = static_cast<uint16_t>(*mtu);
+  wc.pace_ns = *pace * 1000;
+  wc.heartbeat_ns = *heartbeat * 1000;
+  wc.dup = static_cast<uint32_t>(*dup);
+  wc.multicast = group;
+  dataplane::ServeWorker worker(std::move(*reader), std::move(*sock), wc);
+
+  control::ServeControlConfig cc;
+  cc.listen = *listen;
+  cc.ring = ring_path;
+  cc.multicast = group;
+  cc.unicast_port = args->has("udp") ? udp_local.port : 0;
+  cc.mtu = wc.mtu;
+  cc.ttl = static_cast<uint8_t>(*ttl);
+  cc.session = session;
+  auto control = control::ServeControl::start(cc, &worker);
+  if (!control.ok()) return fail("serve", control.status());
+
+  std::printf("serve: %s on %s%s%s, session %u\n", ring_path.c_str(),
+              dataplane::to_string((*control)->listening()).c_str(),
+              group ? absl::StrCat(", multicast ", dataplane::to_string(*group)).c_str() : "",
+              cc.unicast_port ? absl::StrCat(", unicast port ", cc.unicast_port).c_str() : "",
+              session);
+  std::fflush(stdout);
+
+  std::atomic<bool> stop_worker{false};
+  std::thread worker_thread([&] {
+    ring::IdleStrategy idle(*idle_mode);
+    while (!stop_worker.load(std::memory_order_relaxed)) {
+      if (worker.step(now_ns())) {
+        idle.reset();
+      } else {
+        idle.idle();
+      }
+    }
+  });
+
+  const bool quiet = args->has("quiet");
+  uint64_t next_report = now_ns() + 1'000'000'000u;
+  uint64_t last_records = 0, last_frames = 0;
+  while (!stop_requested()) {
+    const bool more = (*control)->poll((*control)->has_tcp_mirrors() ? 50 : 100'000);
+    (void)more;
+    const uint64_t now = now_ns();
+    if (now >= next_report) {
+      const auto& ws = worker.stats();
+      const auto& cs = (*control)->stats();
+      const uint64_t records = ws.records.load() + cs.tcp_records;
+      const uint64_t frames = ws.frames.load();
+      if (!quiet) {
+        std::printf(
+            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
+            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu\n",
+            static_cast<unsigned long long>(records - last_records),
+            static_cast<unsigned long long>(frames - last_frames),
+            static_cast<unsigned long long>(ws.next_to_send.load()),
+            static_cast<unsigned long long>(cs.mirrors),
+            static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+            static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
+            static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
+            static_cast<unsigned long long>(ws.punches_refused.load()));
+        std::fflush(stdout);
+      }
+      last_records = records;
+      last_frames = frames;
+      next_report = now + 1'000'000'000u;
+    }
+  }
+  stop_worker.store(true);
+  worker_thread.join();
+  std::printf("serve: stopped\n");
+  return 0;
+}
+
+}  // namespace ringfire::cli

@@ -1,0 +1,188 @@
+// tcp_conn.cc — non-blocking TCP connections for the control plane.
+#include "control/tcp_conn.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::control {
+
+using dataplane::Endpoint;
+
+namespace {
+
+sockaddr_in to_sockaddr(const Endpoint& e) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(e.ip);
+  a.sin_port = htons(e.port);
+  return a;
+}
+
+Endpoint from_sockaddr(const sockaddr_in& a) {
+  return Endpoint{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)};
+}
+
+}  // namespace
+
+absl::StatusOr<int> tcp_listen(const Endpoint& at) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a = to_sockaddr(at);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 64) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot listen on ", dataplane::to_string(at), ": ", std::strerror(err),
+        err == EADDRNOTAVAIL ? " (that address is not on this host)" : ""));
+  }
+  return fd;
+}
+
+absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in a = to_sockaddr(to);
+  int err = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    if (errno != EINPROGRESS) {
+      err = errno;
+    } else {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, timeout_ms) != 1) {
+        err = ETIMEDOUT;
+      } else {
+        socklen_t len = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+  }
+  if (err != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot reach source ", dataplane::to_string(to),
+                                               ": ", std::strerror(err)));
+  }
+  return fd;
+}
+
+TcpConn::TcpConn(int fd) : fd_(fd), in_(1 << 16) {
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+}
+
+TcpConn::TcpConn(TcpConn&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)),
+      in_(std::move(o.in_)),
+      in_len_(o.in_len_),
+      out_(std::move(o.out_)),
+      out_off_(o.out_off_) {}
+
+TcpConn::~TcpConn() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Endpoint TcpConn::peer() const {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  return from_sockaddr(a);
+}
+
+Endpoint TcpConn::local() const { return socket_local(fd_); }
+
+Endpoint socket_local(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return from_sockaddr(a);
+}
+
+bool TcpConn::read_available() {
+  for (;;) {
+    if (in_.size() - in_len_ < 4096) in_.resize(in_.size() * 2);
+    const ssize_t n = ::read(fd_, in_.data() + in_len_, in_.size() - in_len_);
+    if (n > 0) {
+      in_len_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return false;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+}
+
+TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size) {
+  const proto::ConstBytes in(in_.data(), in_len_);
+  const proto::DecodeError e = proto::decode_frame(in, kMaxTcpFrameBody, f);
+  if (e == proto::DecodeError::kTruncated) {
+    // Make room for the whole frame (bounded by kMaxTcpFrameBody).
+    if (in_len_ >= proto::kFrameHeaderBytes) {
+      const size_t need = proto::kFrameHeaderBytes + proto::load_le32(in_.data() + 4);
+      if (in_.size() < need + 4096) in_.resize(need + 4096);
+    }
+    return Next::kNeedMore;
+  }
+  if (e != proto::DecodeError::kOk) return Next::kMalformed;
+  *size = proto::kFrameHeaderBytes + f->header.len;
+  return Next::kFrame;
+}
+
+void TcpConn::consume(size_t n) {
+  std::memmove(in_.data(), in_.data() + n, in_len_ - n);
+  in_len_ -= n;
+}
+
+bool TcpConn::send(proto::ConstBytes b) {
+  out_.insert(out_.end(), b.begin(), b.end());
+  return flush();
+}
+
+bool TcpConn::flush() {
+  while (out_off_ < out_.size()) {
+    const ssize_t n = ::send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_off_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+  if (out_off_ == out_.size()) {
+    out_.clear();
+    out_off_ = 0;
+  } else if (out_off_ > (1u << 20)) {
+    out_.erase(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(out_off_));
+    out_off_ = 0;
+  }
+  return true;
+}
+
+absl::Status read_frame_blocking(TcpConn& conn, int timeout_ms, proto::Frame* f, size_t* size) {
+  for (int waited = 0;;) {
+    switch (conn.next_frame(f, size)) {
+      case TcpConn::Next::kFrame: return absl::OkStatus();
+      case TcpConn::Next::kMalformed:
+        return absl::DataLossError("the peer sent a malformed frame (not a ringfire peer?)");
+      case TcpConn::Next::kNeedMore: break;
+    }
+    if (waited >= timeout_ms) {
+      return absl::DeadlineExceededError("no answer from the peer within the handshake timeout");
+    }
+    pollfd p{conn.fd(), POLLIN, 0};
+    poll(&p, 1, 10);
+    waited += 10;
+    if (!conn.read_available()) return absl::UnavailableError("the peer closed the connection");
+  }
+}
+
+}  // namespace ringfire::control

@@ -1,0 +1,117 @@
+// mirror_worker.cc — datagrams and TCP frames -> MirrorReceiver -> ring.
+#include "dataplane/mirror_worker.h"
+
+#include <unistd.h>
+
+namespace ringfire::dataplane {
+
+MirrorWorker::MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket,
+                           const MirrorWorkerConfig& c, uint64_t first_seq, uint8_t session,
+                           int nak_eventfd)
+    : writer_(std::move(writer)),
+      socket_(std::move(socket)),
+      config_(c),
+      receiver_(&writer_, c.protocol, first_seq, session),
+      faults_(c.rx_faults),
+      nak_eventfd_(nak_eventfd) {
+  publish_stats();
+}
+
+void MirrorWorker::deliver(proto::ConstBytes payload, uint64_t now_ns) {
+  data_seen_ = true;
+  receiver_.on_datagram(payload, now_ns);
+}
+
+void MirrorWorker::receive_with_faults(proto::ConstBytes payload, uint64_t now_ns) {
+  if (!config_.rx_faults.any()) {
+    deliver(payload, now_ns);
+    return;
+  }
+  switch (faults_.decide()) {
+    case FaultAction::kDrop:
+      stats_.fault_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case FaultAction::kDuplicate:
+      deliver(payload, now_ns);
+      deliver(payload, now_ns);
+      break;
+    case FaultAction::kReorder:
+      if (!reordered_) {
+        reordered_.emplace(payload.begin(), payload.end());
+        return;
+      }
+      deliver(payload, now_ns);
+      break;
+    case FaultAction::kDelay:
+      delayed_.push_back(
+          Delayed{now_ns + config_.rx_faults.delay_ns, {payload.begin(), payload.end()}});
+      return;
+    case FaultAction::kPass:
+      deliver(payload, now_ns);
+      break;
+  }
+  if (reordered_) {  // the held datagram arrives after this one
+    deliver(*reordered_, now_ns);
+    reordered_.reset();
+  }
+}
+
+bool MirrorWorker::step(uint64_t now_ns) {
+  bool busy = false;
+  if (socket_) {
+    RxDatagram rx[kBurst];
+    const size_t n = socket_->rx_burst(rx, kBurst);
+    for (size_t i = 0; i < n; ++i) receive_with_faults(rx[i].payload, now_ns);
+    stats_.datagrams.fetch_add(n, std::memory_order_relaxed);
+    busy = n != 0;
+    while (!delayed_.empty() && delayed_.front().due_ns <= now_ns) {
+      deliver(delayed_.front().bytes, now_ns);
+      delayed_.pop_front();
+    }
+    if (config_.punch_to &&
+        now_ns - last_punch_ns_ >=
+            (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {
+      std::byte punch[proto::kFrameHeaderBytes];
+      proto::encode_punch(config_.punch_token, punch);
+      const TxDatagram tx{punch, *config_.punch_to};
+      socket_->tx_burst(&tx, 1);
+      stats_.punches.fetch_add(1, std::memory_order_relaxed);
+      last_punch_ns_ = now_ns;
+    }
+  }
+  for (uint32_t i = 0; i < kBurst; ++i) {
+    proto::ConstBytes msg;
+    if (!tcp_frames_.front(&msg)) break;
+    proto::Frame f;
+    if (proto::decode_frame(msg, msg.size(), &f) == proto::DecodeError::kOk) {
+      receiver_.on_frame(f, msg, /*udp=*/false, now_ns);
+    }
+    tcp_frames_.pop();
+    stats_.tcp_frames.fetch_add(1, std::memory_order_relaxed);
+    busy = true;
+  }
+  if (!unsent_nak_) unsent_nak_ = receiver_.poll_nak(now_ns);
+  if (unsent_nak_ && naks_.try_push(*unsent_nak_)) {
+    unsent_nak_.reset();
+    const uint64_t one = 1;
+    (void)!write(nak_eventfd_, &one, sizeof(one));
+  }
+  publish_stats();
+  return busy;
+}
+
+void MirrorWorker::publish_stats() {
+  const MirrorStats& s = receiver_.stats();
+  constexpr auto r = std::memory_order_relaxed;
+  stats_.records.store(s.records, r);
+  stats_.duplicates.store(s.duplicates, r);
+  stats_.held.store(receiver_.held_frames(), r);
+  stats_.naks.store(s.naks, r);
+  stats_.gap_records.store(s.gap_records, r);
+  stats_.wrong_session.store(s.wrong_session, r);
+  stats_.malformed.store(s.malformed, r);
+  stats_.next_seq.store(receiver_.next_seq(), r);
+  stats_.known_end.store(receiver_.known_end(), r);
+}
+
+}  // namespace ringfire::dataplane

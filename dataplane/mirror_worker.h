@@ -1,0 +1,86 @@
+// mirror_worker.h — the mirror side's poll-mode worker: receives DATA and
+// HEARTBEAT datagrams (multicast or unicast), takes TCP-borne frames the
+// control thread hands over, feeds both to the MirrorReceiver, and hands the
+// NAKs it produces back to the control thread (waking it through an
+// eventfd). Unicast mirrors PUNCH the source until data flows, then keep the
+// path open. Receive-side fault injection (seeded) for tests. step() is the
+// worker's whole, bounded iteration.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "dataplane/byte_queue.h"
+#include "dataplane/fault_injector.h"
+#include "dataplane/kernel_udp.h"
+#include "dataplane/mirror_receiver.h"
+#include "dataplane/spsc_queue.h"
+
+namespace ringfire::dataplane {
+
+struct MirrorWorkerConfig {
+  MirrorConfig protocol;
+  FaultConfig rx_faults;
+  std::optional<Endpoint> punch_to;   // unicast: where to PUNCH
+  uint64_t punch_token = 0;
+  uint64_t punch_retry_ns = 50'000'000;       // until the first datagram
+  uint64_t punch_keepalive_ns = 1'000'000'000;
+};
+
+struct MirrorWorkerStats {
+  std::atomic<uint64_t> datagrams{0};
+  std::atomic<uint64_t> tcp_frames{0};
+  std::atomic<uint64_t> fault_dropped{0};
+  std::atomic<uint64_t> punches{0};
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> duplicates{0};
+  std::atomic<uint64_t> held{0};
+  std::atomic<uint64_t> naks{0};
+  std::atomic<uint64_t> gap_records{0};
+  std::atomic<uint64_t> wrong_session{0};
+  std::atomic<uint64_t> malformed{0};
+  std::atomic<uint64_t> next_seq{0};
+  std::atomic<uint64_t> known_end{0};
+};
+
+class MirrorWorker {
+ public:
+  // socket is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
+  // whenever a NAK is queued.
+  MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket, const MirrorWorkerConfig& c,
+               uint64_t first_seq, uint8_t session, int nak_eventfd);
+
+  bool step(uint64_t now_ns);
+
+  ByteQueue& tcp_frames() { return tcp_frames_; }
+  SpscQueue<proto::Nak, 64>& naks() { return naks_; }
+  const MirrorWorkerStats& stats() const { return stats_; }
+
+ private:
+  struct Delayed {
+    uint64_t due_ns;
+    std::vector<std::byte> bytes;
+  };
+  void deliver(proto::ConstBytes payload, uint64_t now_ns);
+  void receive_with_faults(proto::ConstBytes payload, uint64_t now_ns);
+  void publish_stats();
+
+  MirrorWriter writer_;
+  std::optional<KernelUdp> socket_;
+  MirrorWorkerConfig config_;
+  MirrorReceiver receiver_;
+  FaultInjector faults_;
+  std::optional<std::vector<std::byte>> reordered_;
+  std::deque<Delayed> delayed_;
+  int nak_eventfd_;
+  bool data_seen_ = false;
+  uint64_t last_punch_ns_ = 0;
+  ByteQueue tcp_frames_{8u << 20};
+  SpscQueue<proto::Nak, 64> naks_;
+  std::optional<proto::Nak> unsent_nak_;
+  MirrorWorkerStats stats_;
+};
+
+}  // namespace ringfire::dataplane

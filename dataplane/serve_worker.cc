@@ -1,0 +1,129 @@
+// serve_worker.cc — ring -> DATA frames -> UDP, with pacing and heartbeats.
+#include "dataplane/serve_worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace ringfire::dataplane {
+
+ServeWorker::ServeWorker(ring::RawReader reader, KernelUdp socket, const ServeConfig& config)
+    : reader_(std::move(reader)),
+      socket_(std::move(socket)),
+      config_(config),
+      framer_(reader_.fixed_size(), config.session),
+      pacer_(config.pace_ns),
+      frame_buf_(config.mtu) {
+  stats_.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
+  framer_.begin(frame_buf_.data(), frame_buf_.size());
+}
+
+void ServeWorker::take_commands() {
+  ServeCommand c;
+  while (commands_.try_pop(&c)) {
+    if (c.kind == ServeCommand::Kind::kAllowToken) {
+      unicast_.push_back(Unicast{c.token, std::nullopt});
+    } else {
+      std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
+    }
+  }
+  uint64_t active = 0;
+  for (const Unicast& u : unicast_) active += u.to.has_value();
+  stats_.unicast_mirrors.store(active, std::memory_order_relaxed);
+}
+
+bool ServeWorker::poll_socket() {
+  RxDatagram rx[kBurst];
+  const size_t n = socket_.rx_burst(rx, kBurst);
+  for (size_t i = 0; i < n; ++i) {
+    proto::Frame f;
+    if (proto::decode_frame(rx[i].payload, 0, &f) != proto::DecodeError::kOk ||
+        f.header.kind != proto::FrameKind::kPunch) {
+      stats_.punches_refused.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    auto it = std::find_if(unicast_.begin(), unicast_.end(),
+                           [&](const Unicast& u) { return u.token == f.header.seq; });
+    if (it == unicast_.end()) {
+      stats_.punches_refused.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    stats_.punches.fetch_add(1, std::memory_order_relaxed);
+    it->to = rx[i].from;  // reply to wherever the punch came from (NAT)
+  }
+  return n != 0;
+}
+
+void ServeWorker::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
+  TxDatagram tx[kBurst];
+  size_t n = 0;
+  auto push = [&](const Endpoint& to) {
+    for (uint32_t d = 0; d < config_.dup; ++d) {
+      tx[n++] = TxDatagram{datagram, to};
+      if (n == kBurst) {
+        const size_t sent = socket_.tx_burst(tx, n);
+        stats_.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
+        stats_.datagrams.fetch_add(sent, std::memory_order_relaxed);
+        n = 0;
+      }
+    }
+  };
+  if (config_.multicast) push(*config_.multicast);
+  for (const Unicast& u : unicast_) {
+    if (u.to) push(*u.to);
+  }
+  if (n != 0) {
+    const size_t sent = socket_.tx_burst(tx, n);
+    stats_.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
+    stats_.datagrams.fetch_add(sent, std::memory_order_relaxed);
+  }
+  last_send_ns_ = now_ns;
+}
+
+void ServeWorker::flush(uint64_t now_ns) {
+  const size_t n = framer_.finish();
+  if (n == 0) return;
+  stats_.records.fetch_add(framer_.count(), std::memory_order_relaxed);
+  stats_.frames.fetch_add(1, std::memory_order_relaxed);
+  send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
+  // Release: the control thread reads it for GEOMETRY and the heartbeat's
+  // meaning; only this thread writes it.
+  stats_.next_to_send.store(framer_.end_seq(), std::memory_order_release);
+  pacer_.flushed(now_ns);
+  framer_.begin(frame_buf_.data(), frame_buf_.size());
+}
+
+bool ServeWorker::step(uint64_t now_ns) {
+  take_commands();
+  bool busy = poll_socket();
+  for (uint32_t i = 0; i < config_.burst_records; ++i) {
+    uint32_t len = 0;
+    const ring::ReadResult r = reader_.next(&len);
+    if (r.lost != 0) stats_.lapped.fetch_add(r.lost, std::memory_order_relaxed);
+    if (!r.ok) break;
+    busy = true;
+    if (framer_.add(r.seq, reader_.record(), len)) continue;
+    flush(now_ns);  // full, or r.seq does not follow: a hole or a lap
+    if (!framer_.add(r.seq, reader_.record(), len)) {
+      // Larger than a datagram: the control thread sends it over TCP (if
+      // the queue is full, mirrors see the hole and NAK it instead).
+      if (oversized_.try_push(r.seq) && notify_fd_ >= 0) {
+        const uint64_t one = 1;
+        (void)!write(notify_fd_, &one, sizeof(one));
+      }
+      stats_.left_to_tcp.fetch_add(1, std::memory_order_relaxed);
+      stats_.next_to_send.store(r.seq + 1, std::memory_order_release);
+    }
+  }
+  if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
+  if (framer_.empty() && now_ns - last_send_ns_ >= config_.heartbeat_ns) {
+    std::byte hb[proto::kFrameHeaderBytes];
+    proto::encode_heartbeat(stats_.next_to_send.load(std::memory_order_relaxed), config_.session,
+                            hb);
+    stats_.heartbeats.fetch_add(1, std::memory_order_relaxed);
+    send_to_all(hb, now_ns);
+  }
+  return busy;
+}
+
+}  // namespace ringfire::dataplane

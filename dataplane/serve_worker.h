@@ -1,0 +1,95 @@
+// serve_worker.h — the source side's poll-mode worker: reads the served ring
+// as raw records, packs them into DATA frames, paces them, and sends each
+// frame once to the multicast group or once per unicast mirror (N times with
+// dup), with a heartbeat carrying one past the last sent sequence while idle.
+// It accepts PUNCHes bearing a token the control thread registered, and
+// nothing else: a PUNCH with an unknown token never makes it send anywhere.
+// Commands arrive from the control thread through an SPSC queue; counters
+// are relaxed atomics the control thread reads for the stats line.
+// step() is the worker's whole iteration and does bounded work.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <vector>
+
+#include "dataplane/data_framer.h"
+#include "dataplane/kernel_udp.h"
+#include "dataplane/spsc_queue.h"
+#include "ring/raw_reader.h"
+
+namespace ringfire::dataplane {
+
+struct ServeConfig {
+  uint8_t session = 1;
+  uint16_t mtu = 1472;             // UDP payload per datagram
+  uint64_t pace_ns = 50'000;
+  uint64_t heartbeat_ns = 1'000'000;
+  uint32_t dup = 1;                // sends of each datagram
+  uint32_t burst_records = 32;     // records read per step
+  std::optional<Endpoint> multicast;
+};
+
+// ServeCommand: control thread -> worker.
+struct ServeCommand {
+  enum class Kind : uint8_t { kAllowToken, kForgetToken } kind;
+  uint64_t token;
+};
+
+struct ServeStats {
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> frames{0};
+  std::atomic<uint64_t> datagrams{0};
+  std::atomic<uint64_t> send_failures{0};
+  std::atomic<uint64_t> heartbeats{0};
+  std::atomic<uint64_t> lapped{0};          // records the ring overwrote before we read them
+  std::atomic<uint64_t> left_to_tcp{0};     // records too large for a datagram
+  std::atomic<uint64_t> punches{0};
+  std::atomic<uint64_t> punches_refused{0};
+  std::atomic<uint64_t> unicast_mirrors{0};
+  std::atomic<uint64_t> next_to_send{0};    // one past the last sequence sent
+};
+
+class ServeWorker {
+ public:
+  ServeWorker(ring::RawReader reader, KernelUdp socket, const ServeConfig& config);
+
+  // step reads, frames, sends, answers punches; `now` is CLOCK_MONOTONIC ns.
+  // Returns whether it did any work (for the idle strategy).
+  bool step(uint64_t now_ns);
+
+  SpscQueue<ServeCommand, 256>& commands() { return commands_; }
+  // oversized holds the sequences of records too large for a datagram,
+  // which the control thread sends on each mirror's TCP connection.
+  SpscQueue<uint64_t, 16384>& oversized() { return oversized_; }
+  // set_notify_fd names an eventfd to write when oversized records are
+  // queued (setup, before the worker runs).
+  void set_notify_fd(int fd) { notify_fd_ = fd; }
+  const ServeStats& stats() const { return stats_; }
+  Endpoint local() const { return socket_.local(); }
+
+ private:
+  struct Unicast {
+    uint64_t token;
+    std::optional<Endpoint> to;  // set by the first valid PUNCH
+  };
+  bool poll_socket();
+  void take_commands();
+  void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
+  void flush(uint64_t now_ns);
+
+  ring::RawReader reader_;
+  KernelUdp socket_;
+  ServeConfig config_;
+  DataFramer framer_;
+  Pacer pacer_;
+  std::vector<std::byte> frame_buf_;
+  std::vector<Unicast> unicast_;
+  uint64_t last_send_ns_ = 0;
+  SpscQueue<ServeCommand, 256> commands_;
+  SpscQueue<uint64_t, 16384> oversized_;
+  int notify_fd_ = -1;
+  ServeStats stats_;
+};
+
+}  // namespace ringfire::dataplane

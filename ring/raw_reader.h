@@ -1,0 +1,56 @@
+// raw_reader.h — reads any ring as raw records without knowing its element
+// type: a fixed ring's slot payloads, or a blob ring's blobs (re-checked
+// against the arena, so an overwritten blob is lost, never shipped torn).
+// What `serve` ships and what NAK repair re-reads. One thread.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ring/blob.h"
+#include "ring/consumer.h"
+
+namespace ringfire::ring {
+
+class RawReader {
+ public:
+  static absl::StatusOr<RawReader> attach(RingFile file, StartPosition start) {
+    RawReader r;
+    if (file.blob()) {
+      auto c = BlobConsumer::attach(std::move(file), start);
+      if (!c.ok()) return c.status();
+      r.blob_.emplace(std::move(*c));
+      r.buf_.resize(r.blob_->max_blob());
+    } else {
+      auto c = Consumer::attach(std::move(file), start);
+      if (!c.ok()) return c.status();
+      r.fixed_.emplace(std::move(*c));
+      r.buf_.resize(r.fixed_->record_size());
+    }
+    return r;
+  }
+
+  // next reads the next record into record(); its length into *len.
+  ReadResult next(uint32_t* len) {
+    if (fixed_) {
+      *len = fixed_->record_size();
+      return fixed_->try_read(buf_.data());
+    }
+    return blob_->try_read(buf_.data(), len);
+  }
+  const std::byte* record() const { return buf_.data(); }
+  uint64_t cursor() const { return fixed_ ? fixed_->cursor() : blob_->cursor(); }
+  uint64_t holes_skipped() const { return fixed_ ? fixed_->holes_skipped() : blob_->holes_skipped(); }
+  bool blob() const { return blob_.has_value(); }
+  // fixed_size is the record size of a fixed-slot ring, 0 for a blob ring.
+  uint32_t fixed_size() const { return fixed_ ? fixed_->record_size() : 0; }
+
+ private:
+  RawReader() = default;
+  std::optional<Consumer> fixed_;
+  std::optional<BlobConsumer> blob_;
+  std::vector<std::byte> buf_;
+};
+
+}  // namespace ringfire::ring

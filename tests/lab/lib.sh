@@ -1,0 +1,100 @@
+# lib.sh — the network-namespace lab, sourced by the lab tests: hosts are
+# namespaces joined through veth pairs to a bridge in its own namespace.
+# Addresses 198.18.0.0/24, groups 239.255.0.0/16, nothing else. Every name
+# carries a per-run id; lab_down (run on every exit) kills only the PIDs
+# this script started and deletes only its own namespaces.
+#
+#   lab_up N            hosts h1..hN (198.18.0.1..N), bridge with snooping off
+#   on HOST CMD...      run CMD in a host
+#   bg HOST LOG CMD...  run CMD in a host in the background, logging to LOG
+#   lab_down            undo everything
+
+LAB_ID=${LAB_ID:-$(printf '%05d' $(( $$ % 100000 )))}
+LAB_PREFIX="rf${LAB_ID}"
+LAB_PIDS=()
+LAB_HOSTS=()
+
+lab_skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+
+lab_require() {
+  [[ $(id -u) -eq 0 ]] || lab_skip "the lab needs root (network namespaces)"
+  command -v ip >/dev/null || lab_skip "iproute2 is missing"
+  ip netns add "${LAB_PREFIX}probe" 2>/dev/null || lab_skip "cannot create network namespaces here"
+  ip netns del "${LAB_PREFIX}probe"
+}
+
+lab_up() {
+  local n=$1 br="${LAB_PREFIX}br"
+  lab_require
+  trap lab_down EXIT
+  trap 'exit 130' INT TERM
+  ip netns add "$br"
+  ip -n "$br" link add br0 type bridge mcast_snooping 0 stp_state 0 forward_delay 0
+  ip -n "$br" link set br0 up
+  for i in $(seq 1 "$n"); do
+    local h="${LAB_PREFIX}h$i"
+    ip netns add "$h"
+    LAB_HOSTS+=("$h")
+    ip link add "${LAB_PREFIX}v$i" netns "$h" type veth peer name "${LAB_PREFIX}p$i" netns "$br"
+    ip -n "$br" link set "${LAB_PREFIX}p$i" master br0 up
+    ip -n "$h" link set lo up
+    ip -n "$h" link set "${LAB_PREFIX}v$i" name eth0
+    ip -n "$h" addr add "198.18.0.$i/24" dev eth0
+    ip -n "$h" link set eth0 up
+    ip -n "$h" route add 224.0.0.0/4 dev eth0
+  done
+  # Wait for the links to come up (IPv6 DAD does not matter: IPv4 only).
+  for i in $(seq 1 "$n"); do
+    for _ in $(seq 1 50); do
+      ip netns exec "${LAB_PREFIX}h$i" ping -c1 -W1 -q "198.18.0.$i" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+}
+
+host() { echo "${LAB_PREFIX}h$1"; }
+on() {
+  local h=$1
+  shift
+  ip netns exec "$(host "$h")" "$@"
+}
+bg() {
+  local h=$1 log=$2
+  shift 2
+  ip netns exec "$(host "$h")" "$@" >"$log" 2>&1 &
+  LAB_PIDS+=($!)
+}
+
+# ring_name TAG: a per-run ring name; lab_down removes every ring with the
+# run's prefix (ring_name runs in a subshell, so nothing is recorded here).
+ring_name() { echo "${LAB_PREFIX}-$1"; }
+
+# stop_pid PID: SIGTERM one of our processes and wait for it.
+stop_pid() {
+  kill -TERM "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
+lab_down() {
+  local rc=$?
+  for p in "${LAB_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${LAB_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  for h in "${LAB_HOSTS[@]}"; do ip netns del "$h" 2>/dev/null; done
+  ip netns del "${LAB_PREFIX}br" 2>/dev/null
+  rm -f /dev/shm/"${LAB_PREFIX}"-*
+  exit $rc
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+  local t=$1
+  shift
+  for _ in $(seq 1 $((t * 10))); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}

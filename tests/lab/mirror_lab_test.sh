@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# mirror_lab_test.sh — ring mirroring end to end on the kernel backend, in
+# network namespaces: h1 is the source, h2..h4 mirror it through a bridge.
+# Every record at every mirror is verified (checksum and sequence).
+# Usage: mirror_lab_test.sh PATH/TO/ringfire     (root; exit 77 = skipped)
+set -u
+rf=$1
+source "$(dirname "$0")/lib.sh"
+lab_up 4
+logs=$(mktemp -d /tmp/rf-lab.XXXXXX)
+trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+log() { echo "-- $*"; }
+
+# verify RING WANT_VERIFIED WANT_HOLES: read the whole ring from the oldest
+# record; every record must verify, none lost.
+verify() {
+  local out
+  out=$("$rf" tail "$1" --from oldest --idle-exit 300ms --quiet)
+  local want="tail: $2 records verified, 0 lost, $3 holes skipped, 0 torn, 0 misplaced"
+  [[ "$out" == "$want"* ]] || fail "$1: got '$out', want '$want'"
+}
+# wait_seq LOGFILE SEQ: until a mirror's stats line reports next seq >= SEQ.
+mirror_at() {
+  grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'
+}
+
+src=$(ring_name src)
+"$rf" create "$src" --capacity 262144 --slot-size 64 --schema 0x51 >/dev/null
+
+log "serve on h1: multicast 239.255.0.1:7401 and unicast port 7402"
+bg 1 "$logs/serve" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
+  --udp 7402 --iface eth0
+serve_pid=${LAB_PIDS[-1]}
+wait_for 5 grep -q "^serve: " "$logs/serve" || fail "serve did not start: $(cat "$logs/serve")"
+
+log "4 mirrors at once: clean multicast, multicast and unicast with 5% loss + reordering + duplication, TCP"
+m2=$(ring_name m2); m3=$(ring_name m3); m4=$(ring_name m4); mt=$(ring_name mt)
+bg 2 "$logs/m2" "$rf" mirror 198.18.0.1:7400 "$m2" --from oldest --schema 0x51
+bg 3 "$logs/m3" "$rf" mirror 198.18.0.1:7400 "$m3" --from oldest --loss 50 --reorder 30 --dup-rate 30 --seed 3
+bg 4 "$logs/m4" "$rf" mirror 198.18.0.1:7400 "$m4" --from oldest --unicast --loss 50 --reorder 30 --dup-rate 30 --seed 4
+m4_pid=${LAB_PIDS[-1]}
+bg 2 "$logs/mt" "$rf" mirror 198.18.0.1:7400 "$mt" --from oldest --tcp
+for m in m2 m3 m4 mt; do
+  wait_for 5 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not connect: $(cat "$logs/$m")"
+done
+on 1 "$rf" publish "$src" --count 100000 --rate 100k --quiet >/dev/null
+for m in m2 m3 m4 mt; do
+  wait_for 10 mirror_at "$logs/$m" 100000 || fail "$m did not reach 100000: $(tail -n 2 "$logs/$m")"
+done
+for r in "$m2" "$m3" "$m4" "$mt"; do verify "$r" 100000 0; done
+grep -q "over unicast" "$logs/m4" || fail "m4 is not on unicast: $(head -n 1 "$logs/m4")"
+grep -q "over TCP" "$logs/mt" || fail "mt is not on TCP: $(head -n 1 "$logs/mt")"
+tail -n 1 "$logs/m3" | grep -Eq 'NAKs [1-9]' || fail "m3 saw loss but sent no NAK: $(tail -n 1 "$logs/m3")"
+
+log "a PUNCH with a wrong token never makes the source send anywhere"
+on 2 python3 - <<'PY' || fail "the source answered a PUNCH with a wrong token"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.18.0.2", 0))
+s.settimeout(1.5)
+punch = struct.pack("<BBHIQ", 8, 0, 0, 0, 0x1234567890abcdef)
+for _ in range(5):
+    s.sendto(punch, ("198.18.0.1", 7402))
+try:
+    s.recvfrom(2048)
+    raise SystemExit(1)
+except socket.timeout:
+    raise SystemExit(0)
+PY
+
+log "resume: a stopped mirror restarts where its ring ends, without duplicates"
+stop_pid "$m4_pid"
+on 1 "$rf" publish "$src" --count 20000 --rate 100k --quiet >/dev/null
+bg 4 "$logs/m4b" "$rf" mirror 198.18.0.1:7400 "$m4" --unicast
+wait_for 10 mirror_at "$logs/m4b" 120000 || fail "m4 did not resume: $(tail -n 2 "$logs/m4b")"
+grep -q "from seq 100000 " "$logs/m4b" || fail "m4 resumed at the wrong place: $(head -n 1 "$logs/m4b")"
+verify "$m4" 120000 0
+
+log "start modes: latest holds only what comes after it; a sequence starts there"
+bg 3 "$logs/ml" "$rf" mirror 198.18.0.1:7400 "$(ring_name ml)" --from latest
+bg 3 "$logs/ms" "$rf" mirror 198.18.0.1:7400 "$(ring_name ms)" --from 110000
+wait_for 5 grep -q "^mirror: 198" "$logs/ml" || fail "ml did not connect"
+wait_for 5 grep -q "^mirror: 198" "$logs/ms" || fail "ms did not connect"
+on 1 "$rf" publish "$src" --count 1000 --quiet >/dev/null
+wait_for 10 mirror_at "$logs/ml" 121000 || fail "ml did not follow"
+wait_for 10 mirror_at "$logs/ms" 121000 || fail "ms did not follow"
+verify "$(ring_name ml)" 1000 120000    # everything before it is a hole
+verify "$(ring_name ms)" 11000 110000
+
+log "source restart: the mirrors reconnect to the new session and miss nothing"
+stop_pid "$serve_pid"
+on 1 "$rf" publish "$src" --count 5000 --quiet >/dev/null
+bg 1 "$logs/serve2" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
+  --udp 7402 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/serve2" || fail "serve did not restart"
+on 1 "$rf" publish "$src" --count 5000 --quiet >/dev/null
+for m in m2 m3; do
+  wait_for 10 mirror_at "$logs/$m" 131000 || fail "$m did not catch up after the restart: $(tail -n 1 "$logs/$m")"
+done
+verify "$m2" 131000 0
+verify "$m3" 131000 0
+
+log "hub: the mirror on h2 served again by unicast, a leaf on h4 mirrors the hub"
+bg 2 "$logs/hub" "$rf" serve "$m2" --listen 198.18.0.2:7500 --udp 7502 --from oldest
+wait_for 5 grep -q "^serve: " "$logs/hub" || fail "hub did not start"
+leaf=$(ring_name leaf)
+bg 4 "$logs/leaf" "$rf" mirror 198.18.0.2:7500 "$leaf" --from oldest --unicast
+wait_for 10 mirror_at "$logs/leaf" 131000 || fail "the leaf did not catch up: $(tail -n 1 "$logs/leaf")"
+verify "$leaf" 131000 0
+
+log "blob ring over multicast, records beyond a datagram (sent over TCP)"
+blob=$(ring_name blob)
+"$rf" create "$blob" --blob --capacity 16384 --arena 64Mi >/dev/null
+bg 1 "$logs/bserve" "$rf" serve "$blob" --listen 198.18.0.1:7600 --multicast 239.255.0.2:7601 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/bserve" || fail "blob serve did not start"
+bmirror=$(ring_name bm)
+bg 3 "$logs/bm" "$rf" mirror 198.18.0.1:7600 "$bmirror" --from oldest --loss 20
+wait_for 5 grep -q "^mirror: 198" "$logs/bm" || fail "blob mirror did not connect"
+on 1 "$rf" publish "$blob" --count 5000 --min-size 24 --max-size 4000 --rate 20k --quiet >/dev/null
+wait_for 10 mirror_at "$logs/bm" 5000 || fail "blob mirror did not catch up: $(tail -n 1 "$logs/bm")"
+verify "$bmirror" 5000 0
+
+log "refusals: geometry mismatch, wrong schema, unreachable source (exit 2, nothing written)"
+odd=$(ring_name odd)
+"$rf" create "$odd" --capacity 1024 --slot-size 64 --sparse >/dev/null
+err=$(on 3 "$rf" mirror 198.18.0.1:7400 "$odd" --once 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"does not match the source"* ]] || fail "geometry mismatch: rc $rc, $err"
+"$rf" stat "$odd" | grep -q "write_seq   0 " || fail "the mismatched ring was written"
+err=$(on 3 "$rf" mirror 198.18.0.1:7400 "$(ring_name schema)" --schema 0x99 --once 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 ]] || fail "a schema mismatch was accepted: rc $rc, $err"
+err=$(on 3 "$rf" mirror 198.18.0.9:7400 "$(ring_name none)" --once 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"cannot reach source"* ]] || fail "unreachable source: rc $rc, $err"
+err=$(on 3 "$rf" mirror nowhere:7400 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"IPv4 address"* ]] || fail "bad address: rc $rc, $err"
+
+if (( fails )); then
+  echo "mirror_lab_test: $fails failed"
+  for f in "$logs"/*; do echo "== $f"; tail -n 3 "$f"; done
+  exit 1
+fi
+echo "mirror_lab_test: all passed"
