@@ -17,11 +17,11 @@
 namespace ringfire::cli {
 namespace {
 
-const CommandSpec kMirror{
+const CommandSpec kMirror = {
     "mirror", "HOST:PORT RING", 2, 2,
     "Mirror the ring served at HOST:PORT into RING (created sparse from the source's\n"
     "geometry, or resumed where it ends). Reconnects and resumes if the source goes away.",
-    {
+    with_fault_options({
         {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest)"},
         {"unicast", nullptr, "ask for UDP unicast (punch) instead of multicast"},
         {"tcp", nullptr, "ask for DATA on the TCP connection"},
@@ -30,16 +30,10 @@ const CommandSpec kMirror{
         {"dir", "DIR", "directory for the ring (default /dev/shm)"},
         {"hold", "N", "hold-back depth in frames (default 8192)"},
         {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000)"},
-        {"loss", "PERMILLE", "test: drop this many datagrams per thousand (seeded)"},
-        {"dup-rate", "PERMILLE", "test: duplicate datagrams per thousand"},
-        {"reorder", "PERMILLE", "test: reorder datagrams per thousand"},
-        {"delay", "PERMILLE", "test: delay datagrams per thousand by --delay-us"},
-        {"delay-us", "US", "test: the delay (default 500)"},
-        {"seed", "N", "test: fault injection seed (default 1)"},
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    }};
+    })};
 
 }  // namespace
 
@@ -82,31 +76,20 @@ int cmd_mirror(int argc, char** argv, int first) {
   auto schema = parse_schema(args->str("schema", "0"));
   auto hold = args->count("hold", 8192);
   auto nak_us = args->count("nak-repeat-us", 20000);
-  auto loss = args->count("loss", 0);
-  auto dups = args->count("dup-rate", 0);
-  auto reorder = args->count("reorder", 0);
-  auto delay = args->count("delay", 0);
-  auto delay_us = args->count("delay-us", 500);
-  auto seed = args->count("seed", 1);
+  auto faults = parse_faults(*args);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
-  for (const auto* s : {&schema, &hold, &nak_us, &loss, &dups, &reorder, &delay, &delay_us, &seed}) {
+  for (const auto* s : {&schema, &hold, &nak_us}) {
     if (!s->ok()) return fail("mirror", s->status());
   }
+  if (!faults.ok()) return fail("mirror", faults.status());
   if (!idle_mode.ok()) return fail("mirror", idle_mode.status());
-  if (*loss + *dups + *reorder + *delay > 1000 || *hold == 0 || *hold > (1u << 20)) {
-    return fail("mirror", absl::InvalidArgumentError(
-                              "fault rates are per thousand and must add up to at most 1000; "
-                              "--hold between 1 and 1048576"));
+  if (*hold == 0 || *hold > (1u << 20)) {
+    return fail("mirror", absl::InvalidArgumentError("--hold must be between 1 and 1048576"));
   }
   o.expected_schema = *schema;
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;
-  o.worker.rx_faults.drop_ppm = static_cast<uint32_t>(*loss * 1000);
-  o.worker.rx_faults.duplicate_ppm = static_cast<uint32_t>(*dups * 1000);
-  o.worker.rx_faults.reorder_ppm = static_cast<uint32_t>(*reorder * 1000);
-  o.worker.rx_faults.delay_ppm = static_cast<uint32_t>(*delay * 1000);
-  o.worker.rx_faults.delay_ns = *delay_us * 1000;
-  o.worker.rx_faults.seed = *seed;
+  o.worker.rx_faults = *faults;
   const bool quiet = args->has("quiet");
   const bool once = args->has("once");
   install_stop_handlers();

@@ -15,12 +15,12 @@
 namespace ringfire::cli {
 namespace {
 
-const CommandSpec kServe{
+const CommandSpec kServe = {
     "serve", "RING", 1, 1,
     "Serve a ring to mirrors. The TCP listener carries the handshake, NAK repair and\n"
     "TCP-mode DATA; DATA goes to a multicast group (--multicast) and/or by unicast to\n"
     "mirrors that punch --udp PORT. With neither, every mirror gets DATA over TCP.",
-    {
+    with_fault_options({
         {"listen", "ADDR:PORT", "TCP address for mirrors (required)"},
         {"multicast", "GROUP:PORT", "send DATA to this group (239.255.0.0/16 in labs)"},
         {"iface", "IF", "interface for multicast sends (default: the --listen address)"},
@@ -33,7 +33,7 @@ const CommandSpec kServe{
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    }};
+    })};
 
 }  // namespace
 
@@ -56,9 +56,11 @@ int cmd_serve(int argc, char** argv, int first) {
   auto pace = args->count("pace-us", 50);
   auto heartbeat = args->count("heartbeat-us", 1000);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
+  auto faults = parse_faults(*args);
   for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat}) {
     if (!s->ok()) return fail("serve", s->status());
   }
+  if (!faults.ok()) return fail("serve", faults.status());
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
   if (*ttl == 0 || *ttl > 255 || *mtu < 64 || *mtu > dataplane::kMaxDatagram || *udp_port > 65535 ||
       *dup == 0 || *dup > 16) {
@@ -120,6 +122,7 @@ int cmd_serve(int argc, char** argv, int first) {
   wc.heartbeat_ns = *heartbeat * 1000;
   wc.dup = static_cast<uint32_t>(*dup);
   wc.multicast = group;
+  wc.tx_faults = *faults;
   dataplane::ServeWorker worker(std::move(*reader), std::move(*sock), wc);
 
   control::ServeControlConfig cc;

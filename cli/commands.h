@@ -12,5 +12,6 @@ int cmd_tail(int argc, char** argv, int first);
 int cmd_stat(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_mirror(int argc, char** argv, int first);
+int cmd_compare(int argc, char** argv, int first);
 
 }  // namespace ringfire::cli

@@ -53,4 +53,38 @@ absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text) {
       absl::StrCat("--idle ", text, ": expected spin, yield or backoff"));
 }
 
+std::vector<OptionSpec> with_fault_options(std::vector<OptionSpec> options) {
+  options.push_back({"loss", "PERMILLE", "test: drop this many datagrams per thousand (seeded)"});
+  options.push_back({"dup-rate", "PERMILLE", "test: duplicate datagrams per thousand"});
+  options.push_back({"reorder", "PERMILLE", "test: reorder datagrams per thousand"});
+  options.push_back({"delay", "PERMILLE", "test: delay datagrams per thousand by --delay-us"});
+  options.push_back({"delay-us", "US", "test: the delay (default 500)"});
+  options.push_back({"seed", "N", "test: fault injection seed (default 1)"});
+  return options;
+}
+
+absl::StatusOr<dataplane::FaultConfig> parse_faults(const Args& args) {
+  auto loss = args.count("loss", 0);
+  auto dups = args.count("dup-rate", 0);
+  auto reorder = args.count("reorder", 0);
+  auto delay = args.count("delay", 0);
+  auto delay_us = args.count("delay-us", 500);
+  auto seed = args.count("seed", 1);
+  for (const auto* s : {&loss, &dups, &reorder, &delay, &delay_us, &seed}) {
+    if (!s->ok()) return s->status();
+  }
+  if (*loss + *dups + *reorder + *delay > 1000) {
+    return absl::InvalidArgumentError(
+        "fault rates are per thousand and must add up to at most 1000");
+  }
+  dataplane::FaultConfig f;
+  f.drop_ppm = static_cast<uint32_t>(*loss * 1000);
+  f.duplicate_ppm = static_cast<uint32_t>(*dups * 1000);
+  f.reorder_ppm = static_cast<uint32_t>(*reorder * 1000);
+  f.delay_ppm = static_cast<uint32_t>(*delay * 1000);
+  f.delay_ns = *delay_us * 1000;
+  f.seed = *seed;
+  return f;
+}
+
 }  // namespace ringfire::cli

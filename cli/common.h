@@ -10,6 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cli/args.h"
+#include "dataplane/fault_injector.h"
 #include "ring/consumer.h"
 #include "ring/idle.h"
 
@@ -34,5 +36,11 @@ absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
 absl::StatusOr<uint64_t> parse_schema(const std::string& text);
 // parse_idle reads "spin", "yield" or "backoff".
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text);
+
+// with_fault_options appends the test fault-injection options (--loss,
+// --dup-rate, --reorder, --delay, --delay-us, --seed) to a command's options.
+std::vector<OptionSpec> with_fault_options(std::vector<OptionSpec> options);
+// parse_faults reads them (rates per thousand, at most 1000 in all).
+absl::StatusOr<dataplane::FaultConfig> parse_faults(const Args& args);
 
 }  // namespace ringfire::cli

@@ -170,10 +170,11 @@ bool MirrorSession::relay_frames() {
     if (next == TcpConn::Next::kNeedMore) return true;
     if (next == TcpConn::Next::kMalformed) return false;
     const auto kind = f.header.kind;
+    if (size > worker_->tcp_frames().max_message()) return false;  // can never be relayed
     if (kind == proto::FrameKind::kData || kind == proto::FrameKind::kGap ||
         kind == proto::FrameKind::kHeartbeat) {
       if (!worker_->tcp_frames().try_push(proto::ConstBytes(
-              reinterpret_cast<const std::byte*>(f.body.data()) - proto::kFrameHeaderBytes, size))) {
+              f.body.data() - proto::kFrameHeaderBytes, size))) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
         return true;
       }

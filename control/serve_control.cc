@@ -80,7 +80,7 @@ void ServeControl::send_oversized() {
     if (!r.ok || r.seq != seq) continue;  // overwritten already: mirrors NAK, get a GAP
     dataplane::DataFramer framer(rd.fixed_size(), 0);
     framer.begin(frame_buf_.data(), frame_buf_.size());
-    if (!framer.add(seq, rd.record(), len)) continue;
+    if (!framer.add(seq, rd.record(), len)) continue;  // cannot happen: sized for the ring
     const size_t n = framer.finish();
     for (auto& m : mirrors_) {
       if (m->streaming && !m->tcp_reader) m->conn.send(proto::ConstBytes(frame_buf_.data(), n));
@@ -196,13 +196,15 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
 
 uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t first,
                                   uint64_t last, uint64_t max_records) {
+  // Frames are packed to tcp_frame_bytes; a record larger than that gets a
+  // frame of its own, up to the largest record the ring can hold.
   dataplane::DataFramer framer(reader.fixed_size(), 0);
-  framer.begin(frame_buf_.data(), frame_buf_.size());
+  framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
   uint64_t want = first;
   uint64_t sent = 0;
   auto flush = [&] {
     if (const size_t n = framer.finish()) m.conn.send(proto::ConstBytes(frame_buf_.data(), n));
-    framer.begin(frame_buf_.data(), frame_buf_.size());
+    framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
   };
   auto gap = [&](uint64_t next) {
     flush();
@@ -224,7 +226,11 @@ uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t f
     if (r.seq > last) break;
     if (!framer.add(r.seq, reader.record(), len)) {
       flush();
-      if (!framer.add(r.seq, reader.record(), len)) break;  // larger than a TCP frame: cannot be
+      if (!framer.add(r.seq, reader.record(), len)) {
+        framer.begin(frame_buf_.data(), frame_buf_.size());
+        framer.add(r.seq, reader.record(), len);
+        flush();
+      }
     }
     want = r.seq + 1;
     ++sent;

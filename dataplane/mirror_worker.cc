@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace ringfire::dataplane {
 
 MirrorWorker::MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket,
@@ -13,7 +15,8 @@ MirrorWorker::MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket,
       config_(c),
       receiver_(&writer_, c.protocol, first_seq, session),
       faults_(c.rx_faults),
-      nak_eventfd_(nak_eventfd) {
+      nak_eventfd_(nak_eventfd),
+      tcp_frames_(std::max<size_t>(8u << 20, 2 * (writer_.max_blob() + (64u << 10)))) {
   publish_stats();
 }
 
@@ -22,52 +25,17 @@ void MirrorWorker::deliver(proto::ConstBytes payload, uint64_t now_ns) {
   receiver_.on_datagram(payload, now_ns);
 }
 
-void MirrorWorker::receive_with_faults(proto::ConstBytes payload, uint64_t now_ns) {
-  if (!config_.rx_faults.any()) {
-    deliver(payload, now_ns);
-    return;
-  }
-  switch (faults_.decide()) {
-    case FaultAction::kDrop:
-      stats_.fault_dropped.fetch_add(1, std::memory_order_relaxed);
-      return;
-    case FaultAction::kDuplicate:
-      deliver(payload, now_ns);
-      deliver(payload, now_ns);
-      break;
-    case FaultAction::kReorder:
-      if (!reordered_) {
-        reordered_.emplace(payload.begin(), payload.end());
-        return;
-      }
-      deliver(payload, now_ns);
-      break;
-    case FaultAction::kDelay:
-      delayed_.push_back(
-          Delayed{now_ns + config_.rx_faults.delay_ns, {payload.begin(), payload.end()}});
-      return;
-    case FaultAction::kPass:
-      deliver(payload, now_ns);
-      break;
-  }
-  if (reordered_) {  // the held datagram arrives after this one
-    deliver(*reordered_, now_ns);
-    reordered_.reset();
-  }
-}
-
 bool MirrorWorker::step(uint64_t now_ns) {
   bool busy = false;
   if (socket_) {
     RxDatagram rx[kBurst];
     const size_t n = socket_->rx_burst(rx, kBurst);
-    for (size_t i = 0; i < n; ++i) receive_with_faults(rx[i].payload, now_ns);
+    auto deliver_now = [&](proto::ConstBytes d) { deliver(d, now_ns); };
+    for (size_t i = 0; i < n; ++i) faults_.offer(rx[i].payload, now_ns, deliver_now);
+    faults_.release(now_ns, deliver_now);
     stats_.datagrams.fetch_add(n, std::memory_order_relaxed);
+    stats_.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
     busy = n != 0;
-    while (!delayed_.empty() && delayed_.front().due_ns <= now_ns) {
-      deliver(delayed_.front().bytes, now_ns);
-      delayed_.pop_front();
-    }
     if (config_.punch_to &&
         now_ns - last_punch_ns_ >=
             (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {

@@ -8,12 +8,11 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <optional>
 #include <vector>
 
 #include "dataplane/byte_queue.h"
-#include "dataplane/fault_injector.h"
+#include "dataplane/fault_shaper.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/mirror_receiver.h"
 #include "dataplane/spsc_queue.h"
@@ -48,7 +47,8 @@ struct MirrorWorkerStats {
 class MirrorWorker {
  public:
   // socket is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
-  // whenever a NAK is queued.
+  // whenever a NAK is queued. The TCP frame queue is sized so that a frame
+  // holding the ring's largest record always fits.
   MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket, const MirrorWorkerConfig& c,
                uint64_t first_seq, uint8_t session, int nak_eventfd);
 
@@ -59,25 +59,18 @@ class MirrorWorker {
   const MirrorWorkerStats& stats() const { return stats_; }
 
  private:
-  struct Delayed {
-    uint64_t due_ns;
-    std::vector<std::byte> bytes;
-  };
   void deliver(proto::ConstBytes payload, uint64_t now_ns);
-  void receive_with_faults(proto::ConstBytes payload, uint64_t now_ns);
   void publish_stats();
 
   MirrorWriter writer_;
   std::optional<KernelUdp> socket_;
   MirrorWorkerConfig config_;
   MirrorReceiver receiver_;
-  FaultInjector faults_;
-  std::optional<std::vector<std::byte>> reordered_;
-  std::deque<Delayed> delayed_;
+  FaultShaper faults_;
   int nak_eventfd_;
   bool data_seen_ = false;
   uint64_t last_punch_ns_ = 0;
-  ByteQueue tcp_frames_{8u << 20};
+  ByteQueue tcp_frames_;
   SpscQueue<proto::Nak, 64> naks_;
   std::optional<proto::Nak> unsent_nak_;
   MirrorWorkerStats stats_;

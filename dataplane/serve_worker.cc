@@ -13,6 +13,7 @@ ServeWorker::ServeWorker(ring::RawReader reader, KernelUdp socket, const ServeCo
       config_(config),
       framer_(reader_.fixed_size(), config.session),
       pacer_(config.pace_ns),
+      faults_(config.tx_faults),
       frame_buf_(config.mtu) {
   stats_.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
   framer_.begin(frame_buf_.data(), frame_buf_.size());
@@ -55,6 +56,13 @@ bool ServeWorker::poll_socket() {
 }
 
 void ServeWorker::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
+  faults_.offer(datagram, now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  stats_.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
+  last_send_ns_ = now_ns;
+}
+
+void ServeWorker::transmit(proto::ConstBytes datagram) {
   TxDatagram tx[kBurst];
   size_t n = 0;
   auto push = [&](const Endpoint& to) {
@@ -77,7 +85,6 @@ void ServeWorker::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
     stats_.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
     stats_.datagrams.fetch_add(sent, std::memory_order_relaxed);
   }
-  last_send_ns_ = now_ns;
 }
 
 void ServeWorker::flush(uint64_t now_ns) {
@@ -96,6 +103,7 @@ void ServeWorker::flush(uint64_t now_ns) {
 bool ServeWorker::step(uint64_t now_ns) {
   take_commands();
   bool busy = poll_socket();
+  if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
   for (uint32_t i = 0; i < config_.burst_records; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dataplane/data_framer.h"
+#include "dataplane/fault_shaper.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/spsc_queue.h"
 #include "ring/raw_reader.h"
@@ -28,6 +29,7 @@ struct ServeConfig {
   uint32_t dup = 1;                // sends of each datagram
   uint32_t burst_records = 32;     // records read per step
   std::optional<Endpoint> multicast;
+  FaultConfig tx_faults;           // test: faults on every datagram sent
 };
 
 // ServeCommand: control thread -> worker.
@@ -48,6 +50,7 @@ struct ServeStats {
   std::atomic<uint64_t> punches_refused{0};
   std::atomic<uint64_t> unicast_mirrors{0};
   std::atomic<uint64_t> next_to_send{0};    // one past the last sequence sent
+  std::atomic<uint64_t> fault_dropped{0};   // test: datagrams the send-side faults dropped
 };
 
 class ServeWorker {
@@ -76,6 +79,7 @@ class ServeWorker {
   bool poll_socket();
   void take_commands();
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
+  void transmit(proto::ConstBytes datagram);
   void flush(uint64_t now_ns);
 
   ring::RawReader reader_;
@@ -83,6 +87,7 @@ class ServeWorker {
   ServeConfig config_;
   DataFramer framer_;
   Pacer pacer_;
+  FaultShaper faults_;
   std::vector<std::byte> frame_buf_;
   std::vector<Unicast> unicast_;
   uint64_t last_send_ns_ = 0;

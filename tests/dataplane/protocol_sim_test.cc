@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dataplane/data_framer.h"
-#include "dataplane/fault_injector.h"
+#include "dataplane/fault_shaper.h"
 #include "dataplane/mirror_receiver.h"
 #include "gtest/gtest.h"
 #include "ring/check_record.h"
@@ -47,43 +47,23 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
   auto serve = *ring::Consumer::attach(source.open(), ring::StartPosition::at(0));
   MirrorWriter writer = *MirrorWriter::attach(mirror.open());
   MirrorReceiver rx(&writer, MirrorConfig{}, 0, kSession);
-  FaultInjector fault(faults);
   DataFramer framer(kSlot, kSession);
   Pacer pacer(50 * kUs);
   std::vector<std::byte> frame_buf(1472);
   framer.begin(frame_buf.data(), frame_buf.size());
   std::deque<InFlight> udp;                // unordered: delivered by time
-  std::optional<InFlight> reorder_held;    // sent after the next datagram
   std::deque<InFlight> tcp_to_mirror;      // in order
   std::deque<std::pair<uint64_t, proto::Nak>> tcp_to_source;
   uint64_t last_send_ns = 0;
   std::byte rec[kSlot];
 
+  FaultShaper shaper(faults);
   auto send_udp = [&](std::vector<std::byte> d, uint64_t now) {
     ++res.datagrams;
     last_send_ns = now;
-    const uint64_t arrive = now + 20 * kUs;
-    switch (fault.decide()) {
-      case FaultAction::kDrop: break;
-      case FaultAction::kDuplicate:
-        udp.push_back({arrive, d});
-        udp.push_back({arrive + 1, std::move(d)});
-        break;
-      case FaultAction::kReorder:
-        if (!reorder_held) {
-          reorder_held = InFlight{arrive, std::move(d)};
-          return;
-        }
-        udp.push_back({arrive, std::move(d)});
-        break;
-      case FaultAction::kDelay: udp.push_back({arrive + faults.delay_ns, std::move(d)}); break;
-      case FaultAction::kPass: udp.push_back({arrive, std::move(d)}); break;
-    }
-    if (reorder_held) {  // the held one goes out behind this one
-      reorder_held->at_ns = arrive + 1;
-      udp.push_back(std::move(*reorder_held));
-      reorder_held.reset();
-    }
+    shaper.offer(d, now, [&](proto::ConstBytes b) {
+      udp.push_back({now + 20 * kUs, {b.begin(), b.end()}});
+    });
   };
   auto flush = [&](uint64_t now) {
     const size_t n = framer.finish();
@@ -147,7 +127,8 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
       proto::encode_heartbeat(serve.cursor(), kSession, hb);
       send_udp(hb, now);
     }
-    // The network.
+    // The network (delayed datagrams leave the shaper when due).
+    shaper.release(now, [&](proto::ConstBytes b) { udp.push_back({now + 20 * kUs, {b.begin(), b.end()}}); });
     for (auto it = udp.begin(); it != udp.end();) {
       if (it->at_ns <= now) {
         rx.on_datagram(it->bytes, now);

@@ -49,7 +49,10 @@ on 1 "$rf" publish "$src" --count 100000 --rate 100k --quiet >/dev/null
 for m in m2 m3 m4 mt; do
   wait_for 10 mirror_at "$logs/$m" 100000 || fail "$m did not reach 100000: $(tail -n 2 "$logs/$m")"
 done
-for r in "$m2" "$m3" "$m4" "$mt"; do verify "$r" 100000 0; done
+for r in "$m2" "$m3" "$m4" "$mt"; do
+  verify "$r" 100000 0
+  out=$("$rf" compare "$src" "$r" --exact) || fail "$r is not a byte-for-byte copy: $out"
+done
 grep -q "over unicast" "$logs/m4" || fail "m4 is not on unicast: $(head -n 1 "$logs/m4")"
 grep -q "over TCP" "$logs/mt" || fail "mt is not on TCP: $(head -n 1 "$logs/mt")"
 tail -n 1 "$logs/m3" | grep -Eq 'NAKs [1-9]' || fail "m3 saw loss but sent no NAK: $(tail -n 1 "$logs/m3")"
@@ -121,6 +124,55 @@ wait_for 5 grep -q "^mirror: 198" "$logs/bm" || fail "blob mirror did not connec
 on 1 "$rf" publish "$blob" --count 5000 --min-size 24 --max-size 4000 --rate 20k --quiet >/dev/null
 wait_for 10 mirror_at "$logs/bm" 5000 || fail "blob mirror did not catch up: $(tail -n 1 "$logs/bm")"
 verify "$bmirror" 5000 0
+
+log "blob ring over TCP"
+btcp=$(ring_name btcp)
+bg 4 "$logs/btcp" "$rf" mirror 198.18.0.1:7600 "$btcp" --from oldest --tcp
+wait_for 10 mirror_at "$logs/btcp" 5000 || fail "blob TCP mirror did not catch up: $(tail -n 1 "$logs/btcp")"
+verify "$btcp" 5000 0
+"$rf" compare "$blob" "$btcp" --exact >/dev/null || fail "blob TCP mirror differs"
+"$rf" compare "$blob" "$bmirror" --exact >/dev/null || fail "blob multicast mirror differs"
+
+log "unicast with every datagram sent twice and 5% lost on the way out (send-side faults)"
+dsrc=$(ring_name dsrc)
+"$rf" create "$dsrc" --capacity 65536 >/dev/null
+bg 1 "$logs/dserve" "$rf" serve "$dsrc" --listen 198.18.0.1:7700 --udp 7702 --dup 2 --loss 50 --seed 9
+wait_for 5 grep -q "^serve: " "$logs/dserve" || fail "dup serve did not start"
+dm=$(ring_name dm)
+bg 3 "$logs/dm" "$rf" mirror 198.18.0.1:7700 "$dm" --unicast --from oldest
+wait_for 5 grep -q "^mirror: 198" "$logs/dm" || fail "dup mirror did not connect"
+on 1 "$rf" publish "$dsrc" --count 30000 --rate 50k --quiet >/dev/null
+wait_for 10 mirror_at "$logs/dm" 30000 || fail "dup mirror did not catch up: $(tail -n 1 "$logs/dm")"
+verify "$dm" 30000 0
+"$rf" compare "$dsrc" "$dm" --exact >/dev/null || fail "dup mirror differs"
+tail -n 1 "$logs/dm" | grep -Eq 'dup [1-9]' || fail "no duplicates were dropped: $(tail -n 1 "$logs/dm")"
+
+log "constant lapping: a writer flat out on a 1024-slot ring; mirror readers never see a torn record"
+lsrc=$(ring_name lsrc)
+"$rf" create "$lsrc" --capacity 1024 >/dev/null
+bg 1 "$logs/lserve" "$rf" serve "$lsrc" --listen 198.18.0.1:7800 --multicast 239.255.0.3:7801 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/lserve" || fail "lapping serve did not start"
+lm=$(ring_name lm)
+bg 2 "$logs/lm" "$rf" mirror 198.18.0.1:7800 "$lm" --loss 10
+wait_for 5 grep -q "^mirror: 198" "$logs/lm" || fail "lapping mirror did not connect"
+on 1 "$rf" publish "$lsrc" --duration 1s --quiet >/dev/null
+sleep 1
+out=$("$rf" tail "$lm" --from oldest --idle-exit 300ms --quiet); rc=$?
+[[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "lapped mirror: rc $rc, $out"
+"$rf" compare "$lsrc" "$lm" >/dev/null || fail "a lapped mirror holds a record that differs from the source"
+
+log "blob arena lapping: a 64 KiB arena written flat out; the mirror holds only whole blobs"
+asrc=$(ring_name asrc)
+"$rf" create "$asrc" --blob --capacity 4096 --arena 64Ki >/dev/null
+bg 1 "$logs/aserve" "$rf" serve "$asrc" --listen 198.18.0.1:7900 --multicast 239.255.0.4:7901 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/aserve" || fail "arena serve did not start"
+am=$(ring_name am)
+bg 2 "$logs/am" "$rf" mirror 198.18.0.1:7900 "$am"
+wait_for 5 grep -q "^mirror: 198" "$logs/am" || fail "arena mirror did not connect"
+on 1 "$rf" publish "$asrc" --duration 1s --min-size 24 --max-size 2000 --quiet >/dev/null
+sleep 1
+out=$("$rf" tail "$am" --from oldest --idle-exit 300ms --quiet); rc=$?
+[[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "arena-lapped mirror: rc $rc, $out"
 
 log "refusals: geometry mismatch, wrong schema, unreachable source (exit 2, nothing written)"
 odd=$(ring_name odd)

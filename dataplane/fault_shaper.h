@@ -1,0 +1,81 @@
+// fault_shaper.h — applies a FaultInjector's decisions to a stream of
+// datagrams: drop, deliver twice, hold one back behind the next (reorder),
+// or hold for a delay. Used on the receive path of a mirror and the send
+// path of a source. Copies only what it holds; fault injection is a test
+// facility and is off (a single branch) in production.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "dataplane/fault_injector.h"
+#include "proto/bytes.h"
+
+namespace ringfire::dataplane {
+
+class FaultShaper {
+ public:
+  explicit FaultShaper(const FaultConfig& c) : injector_(c), enabled_(c.any()) {}
+
+  bool enabled() const { return enabled_; }
+  uint64_t dropped() const { return dropped_; }
+
+  // offer passes one datagram through the faults; deliver(bytes) is called
+  // zero, one or two times now (a held datagram may follow it).
+  template <typename Deliver>
+  void offer(proto::ConstBytes d, uint64_t now_ns, Deliver&& deliver) {
+    if (!enabled_) {
+      deliver(d);
+      return;
+    }
+    switch (injector_.decide()) {
+      case FaultAction::kDrop:
+        ++dropped_;
+        return;
+      case FaultAction::kDuplicate:
+        deliver(d);
+        deliver(d);
+        break;
+      case FaultAction::kReorder:
+        if (!reordered_) {
+          reordered_.emplace(d.begin(), d.end());
+          return;
+        }
+        deliver(d);
+        break;
+      case FaultAction::kDelay:
+        delayed_.push_back(Delayed{now_ns + injector_.config().delay_ns, {d.begin(), d.end()}});
+        return;
+      case FaultAction::kPass:
+        deliver(d);
+        break;
+    }
+    if (reordered_) {  // the held datagram goes behind this one
+      deliver(proto::ConstBytes(*reordered_));
+      reordered_.reset();
+    }
+  }
+
+  // release delivers delayed datagrams that are due.
+  template <typename Deliver>
+  void release(uint64_t now_ns, Deliver&& deliver) {
+    while (!delayed_.empty() && delayed_.front().due_ns <= now_ns) {
+      deliver(proto::ConstBytes(delayed_.front().bytes));
+      delayed_.pop_front();
+    }
+  }
+
+ private:
+  struct Delayed {
+    uint64_t due_ns;
+    std::vector<std::byte> bytes;
+  };
+  FaultInjector injector_;
+  bool enabled_;
+  uint64_t dropped_ = 0;
+  std::optional<std::vector<std::byte>> reordered_;
+  std::deque<Delayed> delayed_;
+};
+
+}  // namespace ringfire::dataplane
