@@ -28,27 +28,34 @@ const CommandSpec kPublish{
         {"duration", "TIME", "stop after TIME (e.g. 5s)"},
         {"min-size", "BYTES", "blob rings: smallest record (default 24)"},
         {"max-size", "BYTES", "blob rings: largest record (default 256)"},
+        {"idle", "MODE", "waiting for the next record's time: spin (default), yield or backoff"},
         {"quiet", nullptr, "no per-second lines"},
     }};
 
-// Pacer releases record i at start + i / rate: sleeps when far ahead, spins
-// the last stretch so a steady rate does not jitter by a timer slack.
+// Pacer releases record i at start + i / rate: sleeps when far ahead, and
+// waits out the last stretch with the idle strategy (spin on an isolated
+// core; yield where the core is shared) so a steady rate does not jitter by
+// a timer slack.
 class Pacer {
  public:
-  Pacer(uint64_t rate, uint64_t start_ns) : rate_(rate), start_ns_(start_ns) {}
+  Pacer(uint64_t rate, uint64_t start_ns, ring::IdleMode mode)
+      : rate_(rate), start_ns_(start_ns), idle_(mode) {}
   void wait_for(uint64_t i) {
     if (rate_ == 0) return;
     const uint64_t due = start_ns_ + static_cast<uint64_t>(static_cast<double>(i) * 1e9 / rate_);
     for (;;) {
       const uint64_t now = now_ns();
-      if (now >= due) return;
+      if (now >= due) {
+        idle_.reset();
+        return;
+      }
       if (due - now > 200'000) {
         const uint64_t nap = due - now - 100'000;
         const timespec ts{static_cast<time_t>(nap / 1'000'000'000u),
                           static_cast<long>(nap % 1'000'000'000u)};
         nanosleep(&ts, nullptr);
       } else {
-        ring::cpu_relax();
+        idle_.idle();
       }
     }
   }
@@ -56,9 +63,11 @@ class Pacer {
  private:
   uint64_t rate_;
   uint64_t start_ns_;
+  ring::IdleStrategy idle_;
 };
 
 struct Limits {
+  ring::IdleMode idle = ring::IdleMode::kSpin;
   uint64_t rate = 0;
   uint64_t count = UINT64_MAX;
   uint64_t duration_ns = UINT64_MAX;
@@ -69,7 +78,7 @@ struct Limits {
 template <typename PublishOne>
 int run(const char* what, const Limits& lim, PublishOne publish_one) {
   const uint64_t start = now_ns();
-  Pacer pacer(lim.rate, start);
+  Pacer pacer(lim.rate, start, lim.idle);
   uint64_t n = 0;
   uint64_t first_seq = 0;
   uint64_t last_seq = 0;
@@ -124,6 +133,9 @@ int cmd_publish(int argc, char** argv, int first) {
   lim.count = *count;
   lim.duration_ns = *duration;
   lim.quiet = args->has("quiet");
+  auto idle_mode = parse_idle(args->str("idle", "spin"));
+  if (!idle_mode.ok()) return fail("publish", idle_mode.status());
+  lim.idle = *idle_mode;
   install_stop_handlers();
 
   auto file = ring::RingFile::open(args->positionals()[0]);

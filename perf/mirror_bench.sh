@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# mirror_bench.sh — the ring-mirroring harnesses in the namespace lab, all
+# writing JSON into one results directory, then perf/plot.py for the SVGs.
+#
+#   perf/mirror_bench.sh [--backend kernel] [--out DIR] [--quick]
+#
+# stages    a publisher on h1 at 10 k records/s; push -> read measured at once
+#           on the source ring, a mirror on h1, and mirrors on h2 and h3.
+# pingpong  h1 publishes ring A (one record every 100 us); h2 mirrors it,
+#           echoes every record into ring B, serves B; h1 mirrors B and
+#           measures the round trip: two network hops, four ring hand-offs.
+# stress    the same loop open-loop at fixed rates; delivered % and round
+#           trip per rate; the highest rate with every record echoed.
+#
+# Processes on h1 are pinned to CPU 0, on h2/h3 to CPU 1, and poll with
+# sched_yield between empty polls: on a 2-core machine several spinning
+# processes per core would otherwise take turns once per scheduler tick.
+# Only --backend kernel exists so far; dpdk and xdp plug in here.
+set -u
+backend=kernel
+out=""
+quick=0
+while (($#)); do
+  case $1 in
+    --backend) backend=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) echo "usage: $0 [--backend kernel] [--out DIR] [--quick]" >&2; exit 2 ;;
+  esac
+done
+if [[ $backend != kernel ]]; then
+  echo "mirror_bench: backend '$backend' is not built yet (only kernel)" >&2
+  exit 2
+fi
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+ninja -C "$build" cli/ringfire perf/echo perf/stage_reader >/dev/null || exit 2
+rf=$build/cli/ringfire
+echo_bin=$build/perf/echo
+stage=$build/perf/stage_reader
+out=${out:-$top/perf/results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+source "$top/tests/lab/lib.sh"
+lab_up 3
+logs=$out/logs
+mkdir -p "$logs"
+idle=(--idle yield)
+h1() { on 1 taskset -c 0 "$@"; }
+bg1() { local log=$1; shift; bg 1 "$log" taskset -c 0 "$@"; }
+bg2() { local log=$1; shift; bg 2 "$log" taskset -c 1 "$@"; }
+bg3() { local log=$1; shift; bg 3 "$log" taskset -c 1 "$@"; }
+connected() { wait_for 5 grep -q "^mirror: 198" "$1" || { echo "mirror_bench: $1 did not connect" >&2; exit 1; }; }
+started() { wait_for 5 grep -q "^serve: " "$1" || { echo "mirror_bench: $1 did not start" >&2; exit 1; }; }
+
+echo "== stages ($backend)"
+A=$(ring_name a)
+"$rf" create "$A" --capacity 262144 --slot-size 64 >/dev/null
+bg1 "$logs/serve-a" "$rf" serve "$A" --listen 198.18.0.1:7400 --multicast 239.255.0.10:7401 --iface eth0 "${idle[@]}" --quiet
+started "$logs/serve-a"
+for h in 1 2 3; do
+  bg$h "$logs/mirror-a$h" "$rf" mirror 198.18.0.1:7400 "$(ring_name a$h)" "${idle[@]}" --quiet
+  connected "$logs/mirror-a$h"
+done
+bg1 "$logs/st-src" "$stage" "$A" --name source --json "$out/stages-1-source.json" --idle yield
+bg1 "$logs/st-1" "$stage" "$(ring_name a1)" --name mirror-same-host --json "$out/stages-2-same-host.json" --idle yield
+bg2 "$logs/st-2" "$stage" "$(ring_name a2)" --name mirror-h2 --json "$out/stages-3-h2.json" --idle yield
+bg3 "$logs/st-3" "$stage" "$(ring_name a3)" --name mirror-h3 --json "$out/stages-4-h3.json" --idle yield
+stage_pids=("${LAB_PIDS[@]: -4}")
+sleep 0.5
+secs=$((quick ? 2 : 5))
+h1 "$rf" publish "$A" --rate 10k --duration ${secs}s --idle yield --quiet
+for p in "${stage_pids[@]}"; do wait "$p"; done
+for f in "$out"/stages-*.json; do cat "$f"; done
+
+echo "== pingpong and stress ($backend)"
+B=$(ring_name b)
+"$rf" create "$B" --capacity 262144 --slot-size 64 >/dev/null
+P=$(ring_name p)   # the ping side's fresh ring
+"$rf" create "$P" --capacity 262144 --slot-size 64 >/dev/null
+bg1 "$logs/serve-p" "$rf" serve "$P" --listen 198.18.0.1:7600 --multicast 239.255.0.12:7601 --iface eth0 "${idle[@]}" --quiet
+started "$logs/serve-p"
+bg2 "$logs/mirror-p" "$rf" mirror 198.18.0.1:7600 "$(ring_name p2)" "${idle[@]}" --quiet
+connected "$logs/mirror-p"
+bg2 "$logs/serve-b" "$rf" serve "$B" --listen 198.18.0.2:7500 --multicast 239.255.0.11:7501 --iface eth0 "${idle[@]}" --quiet
+started "$logs/serve-b"
+bg1 "$logs/mirror-b" "$rf" mirror 198.18.0.2:7500 "$(ring_name b1)" "${idle[@]}" --quiet
+connected "$logs/mirror-b"
+bg2 "$logs/pong" "$echo_bin" pong "$(ring_name p2)" "$B" --idle yield
+sleep 0.5
+n=$((quick ? 5000 : 20000))
+h1 "$echo_bin" ping "$P" "$(ring_name b1)" --rate 10000 --count $n --idle yield \
+  --json "$out/pingpong-$backend.json" || echo "mirror_bench: pingpong reported errors"
+sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/pingpong-$backend.json"
+
+rates=(1000 10000 50000 100000 200000 400000 700000 1000000)
+((quick)) && rates=(1000 50000 200000)
+best=0
+for r in "${rates[@]}"; do
+  count=$((r * (quick ? 1 : 3)))
+  ((count > 1000000)) && count=1000000
+  f="$out/stress-$backend-$r.json"
+  h1 "$echo_bin" ping "$P" "$(ring_name b1)" --rate "$r" --count "$count" --idle yield --json "$f"
+  sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
+  grep -q '"delivered_pct": 100[,.]' "$f" && best=$r
+done
+echo "stress: highest zero-loss rate tried: $best records/s"
+echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/summary-$backend.json"
+python3 "$top/perf/plot.py" "$out"
+echo "results and plots in $out"

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""plot.py — turns the harnesses' JSON into SVG plots (no dependencies).
+
+    plot.py RESULTS_DIR
+
+Reads stages-*.json, pingpong-*.json and stress-*.json in RESULTS_DIR and
+writes stages.svg (p50/p99/p99.9 per stage), pingpong.svg (round-trip
+percentiles per backend) and stress.svg (delivered % and p50/p99 round trip
+against the offered rate, one line per backend).
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+W, H, M = 760, 420, 70
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def svg(body, title):
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+            f'font-family="sans-serif" font-size="12">'
+            f'<rect width="{W}" height="{H}" fill="white"/>'
+            f'<text x="{W/2}" y="22" text-anchor="middle" font-size="15">{title}</text>'
+            f'{body}</svg>\n')
+
+
+def log_axis(lo, hi):
+    lo, hi = max(lo, 1e-3), max(hi, lo * 10)
+    return math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+
+
+def bars(groups, series, title, unit="us"):
+    """groups: [(label, {series: value_us})] -> grouped bars on a log axis."""
+    vals = [v for _, d in groups for v in d.values() if v > 0]
+    if not vals:
+        return svg("", title + " (no data)")
+    e0, e1 = log_axis(min(vals), max(vals))
+    ph = H - 2 * M
+    y = lambda v: H - M - ph * (math.log10(max(v, 10 ** e0)) - e0) / (e1 - e0)
+    out = []
+    for e in range(e0, e1 + 1):
+        yy = y(10 ** e)
+        out.append(f'<line x1="{M}" x2="{W-20}" y1="{yy}" y2="{yy}" stroke="#ddd"/>'
+                   f'<text x="{M-6}" y="{yy+4}" text-anchor="end">{10**e:g} {unit}</text>')
+    gw = (W - M - 20) / max(len(groups), 1)
+    bw = gw * 0.8 / max(len(series), 1)
+    for gi, (label, d) in enumerate(groups):
+        x0 = M + gi * gw + gw * 0.1
+        for si, s in enumerate(series):
+            v = d.get(s, 0)
+            if v <= 0:
+                continue
+            out.append(f'<rect x="{x0+si*bw:.1f}" y="{y(v):.1f}" width="{bw-2:.1f}" '
+                       f'height="{H-M-y(v):.1f}" fill="{COLORS[si % len(COLORS)]}">'
+                       f'<title>{label} {s}: {v:.1f} {unit}</title></rect>')
+        out.append(f'<text x="{x0+gw*0.4:.1f}" y="{H-M+16}" text-anchor="middle">{label}</text>')
+    for si, s in enumerate(series):
+        out.append(f'<rect x="{M+si*90}" y="34" width="12" height="12" fill="{COLORS[si]}"/>'
+                   f'<text x="{M+si*90+16}" y="45">{s}</text>')
+    return svg("".join(out), title)
+
+
+def lines(curves, title, ylabel, ylog=True):
+    """curves: {name: [(x, y)]} with x an offered rate on a log axis."""
+    pts = [p for c in curves.values() for p in c if p[1] > 0]
+    if not pts:
+        return svg("", title + " (no data)")
+    x0, x1 = log_axis(min(p[0] for p in pts), max(p[0] for p in pts))
+    pw, ph = W - M - 20, H - 2 * M
+    X = lambda v: M + pw * (math.log10(v) - x0) / (x1 - x0)
+    if ylog:
+        y0, y1 = log_axis(min(p[1] for p in pts), max(p[1] for p in pts))
+        Y = lambda v: H - M - ph * (math.log10(max(v, 10 ** y0)) - y0) / (y1 - y0)
+        ticks = [10 ** e for e in range(y0, y1 + 1)]
+    else:
+        Y = lambda v: H - M - ph * v / 100.0
+        ticks = [0, 25, 50, 75, 100]
+    out = []
+    for t in ticks:
+        out.append(f'<line x1="{M}" x2="{W-20}" y1="{Y(t)}" y2="{Y(t)}" stroke="#ddd"/>'
+                   f'<text x="{M-6}" y="{Y(t)+4}" text-anchor="end">{t:g}</text>')
+    def rate(v):
+        return f"{v/1e6:g}M/s" if v >= 1e6 else (f"{v/1e3:g}k/s" if v >= 1e3 else f"{v:g}/s")
+    for e in range(x0, x1 + 1):
+        out.append(f'<text x="{X(10**e)}" y="{H-M+16}" text-anchor="middle">{rate(10**e)}</text>')
+    out.append(f'<text x="14" y="{H/2}" transform="rotate(-90 14 {H/2})" text-anchor="middle">{ylabel}</text>')
+    for i, (name, c) in enumerate(sorted(curves.items())):
+        c = sorted(p for p in c if p[1] > 0)
+        color = COLORS[i % len(COLORS)]
+        d = " ".join(f"{'M' if j == 0 else 'L'}{X(x):.1f},{Y(v):.1f}" for j, (x, v) in enumerate(c))
+        out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
+        out.extend(f'<circle cx="{X(x):.1f}" cy="{Y(v):.1f}" r="3" fill="{color}"/>' for x, v in c)
+        out.append(f'<text x="{M+10+i*180}" y="45" fill="{color}">{name}</text>')
+    return svg("".join(out), title)
+
+
+def load(pattern):
+    out = []
+    for f in sorted(glob.glob(pattern)):
+        with open(f) as fh:
+            out.append(json.load(fh))
+    return out
+
+
+def main(d):
+    us = lambda r, k: r.get(k, 0) / 1000.0
+    stages = load(os.path.join(d, "stages-*.json"))
+    if stages:
+        groups = [(s["stage"], {"p50": us(s, "p50_ns"), "p99": us(s, "p99_ns"), "p99.9": us(s, "p999_ns")})
+                  for s in stages]
+        open(os.path.join(d, "stages.svg"), "w").write(
+            bars(groups, ["p50", "p99", "p99.9"], "push -> read, per stage"))
+    pp = load(os.path.join(d, "pingpong-*.json"))
+    if pp:
+        groups = [(r.get("backend", "kernel"), {"p50": us(r, "p50_ns"), "p99": us(r, "p99_ns"),
+                                                "p99.9": us(r, "p999_ns")}) for r in pp]
+        open(os.path.join(d, "pingpong.svg"), "w").write(
+            bars(groups, ["p50", "p99", "p99.9"], "ring -> mirror -> ring round trip"))
+    st = load(os.path.join(d, "stress-*.json"))
+    if st:
+        lat, dlv = {}, {}
+        for r in st:
+            b = r.get("backend", "kernel")
+            lat.setdefault(f"{b} p50", []).append((r["rate"], us(r, "p50_ns")))
+            lat.setdefault(f"{b} p99", []).append((r["rate"], us(r, "p99_ns")))
+            dlv.setdefault(b, []).append((r["rate"], r["delivered_pct"]))
+        open(os.path.join(d, "stress.svg"), "w").write(
+            lines(lat, "open-loop round trip against offered rate", "round trip (us)"))
+        open(os.path.join(d, "stress-delivered.svg"), "w").write(
+            lines(dlv, "delivered % against offered rate", "delivered %", ylog=False))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: plot.py RESULTS_DIR")
+    main(sys.argv[1])
