@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "control/ring_geometry.h"
 #include "ring/ring_file.h"
 
 namespace ringfire::control {
@@ -19,27 +20,10 @@ namespace {
 absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const proto::Geometry& g,
                                                    bool exists) {
   const std::string path = ring::ring_path(o.ring, o.dir);
-  if (!exists) {
-    ring::RingOptions ro;
-    ro.name = path;
-    ro.capacity = g.capacity;
-    ro.slot_size = g.slot_size;
-    ro.schema_signature = g.schema_signature;
-    ro.registry_size = g.registry_size;
-    ro.arena_size = g.arena_size;
-    ro.flags = (g.ring_flags & ring::kFlagBlob) | ring::kFlagSparse;
-    return ring::RingFile::create(ro);
-  }
+  if (!exists) return ring::RingFile::create(mirror_ring_options(g, path));
   auto f = ring::RingFile::open(path);
   if (!f.ok()) return f.status();
-  const ring::RingHeader& h = f->header();
-  std::string diff;
-  if (!f->sparse()) diff += " it is not a mirror (sparse) ring;";
-  if (h.capacity != g.capacity) diff += absl::StrCat(" capacity ", h.capacity, " vs ", g.capacity, ";");
-  if (h.slot_size != g.slot_size) diff += absl::StrCat(" slot size ", h.slot_size, " vs ", g.slot_size, ";");
-  if (h.schema_signature != g.schema_signature) diff += " schema signature differs;";
-  if (h.arena_size != g.arena_size) diff += absl::StrCat(" arena ", h.arena_size, " vs ", g.arena_size, ";");
-  if (!diff.empty()) {
+  if (const std::string diff = geometry_mismatch(*f, g); !diff.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "existing ring ", path, " does not match the source:", diff,
         " remove it or mirror into another name (nothing was written)"));

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "control/ring_geometry.h"
 #include "dataplane/data_framer.h"
 
 namespace ringfire::control {
@@ -151,16 +152,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
   }
 
   std::vector<std::byte> buf(128);
-  proto::Geometry g;
-  g.first_seq = first;
-  g.capacity = h.capacity;
-  g.slot_size = h.slot_size;
-  g.ring_flags = h.flags;
-  g.schema_signature = h.schema_signature;
-  g.registry_size = h.registry_size;
-  g.slots_offset = h.slots_offset;
-  g.arena_offset = h.arena_offset;
-  g.arena_size = h.arena_size;
+  const proto::Geometry g = geometry_of(h, first);
   if (!m.conn.send(proto::ConstBytes(buf.data(), proto::encode_geometry(g, buf)))) return false;
 
   proto::Multicast mc;

@@ -15,22 +15,8 @@
 namespace ringfire::control {
 
 using dataplane::Endpoint;
-
-namespace {
-
-sockaddr_in to_sockaddr(const Endpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
-Endpoint from_sockaddr(const sockaddr_in& a) {
-  return Endpoint{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)};
-}
-
-}  // namespace
+using dataplane::from_sockaddr;
+using dataplane::to_sockaddr;
 
 absl::StatusOr<int> tcp_listen(const Endpoint& at) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -18,6 +18,8 @@ absl::Status sys_error(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
+}  // namespace
+
 sockaddr_in to_sockaddr(const Endpoint& e) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -26,7 +28,9 @@ sockaddr_in to_sockaddr(const Endpoint& e) {
   return a;
 }
 
-}  // namespace
+Endpoint from_sockaddr(const sockaddr_in& a) {
+  return Endpoint{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)};
+}
 
 std::string to_string(const Endpoint& e) {
   return absl::StrCat(e.ip >> 24, ".", (e.ip >> 16) & 255, ".", (e.ip >> 8) & 255, ".", e.ip & 255,
@@ -142,8 +146,7 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
   sockaddr_in local{};
   socklen_t len = sizeof(local);
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-  return KernelUdp(fd, Endpoint{ntohl(local.sin_addr.s_addr), ntohs(local.sin_port)},
-                   o.max_datagram);
+  return KernelUdp(fd, from_sockaddr(local), o.max_datagram);
 }
 
 size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
@@ -153,7 +156,7 @@ size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
   for (int i = 0; i < got; ++i) {
     out[i].payload = proto::ConstBytes(static_cast<const std::byte*>(rx_iov_[i].iov_base),
                                        rx_msgs_[i].msg_len);
-    out[i].from = Endpoint{ntohl(rx_addr_[i].sin_addr.s_addr), ntohs(rx_addr_[i].sin_port)};
+    out[i].from = from_sockaddr(rx_addr_[i]);
   }
   return static_cast<size_t>(got);
 }

@@ -27,6 +27,9 @@ struct Endpoint {
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 std::string to_string(const Endpoint& e);
+// to_sockaddr and from_sockaddr convert to and from the sockets API.
+sockaddr_in to_sockaddr(const Endpoint& e);
+Endpoint from_sockaddr(const sockaddr_in& a);
 // parse_endpoint reads "a.b.c.d:port" (port required unless default_port).
 absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port = -1);
 // interface_address returns the first IPv4 address of a network interface.
