@@ -115,14 +115,14 @@ int cmd_mirror(int argc, char** argv, int first) {
     std::thread worker_thread([&] {
       ring::IdleStrategy idle(*idle_mode);
       while (!stop_worker.load(std::memory_order_relaxed)) {
-        if (s.worker().step(now_ns())) {
+        if (s.step(now_ns())) {
           idle.reset();
         } else {
           idle.idle();
         }
       }
     });
-    const auto& st = s.worker().stats();
+    const auto& st = s.stats();
     uint64_t next_report = now_ns() + 1'000'000'000u;
     uint64_t last_records = 0;
     bool alive = true;

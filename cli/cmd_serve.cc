@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "control/serve_control.h"
+#include "dataplane/kernel_udp.h"
 
 namespace ringfire::cli {
 namespace {
@@ -123,7 +124,7 @@ int cmd_serve(int argc, char** argv, int first) {
   wc.dup = static_cast<uint32_t>(*dup);
   wc.multicast = group;
   wc.tx_faults = *faults;
-  dataplane::ServeWorker worker(std::move(*reader), std::move(*sock), wc);
+  dataplane::ServeWorker<dataplane::KernelUdp> worker(std::move(*reader), std::move(*sock), wc);
 
   control::ServeControlConfig cc;
   cc.listen = *listen;
@@ -133,7 +134,7 @@ int cmd_serve(int argc, char** argv, int first) {
   cc.mtu = wc.mtu;
   cc.ttl = static_cast<uint8_t>(*ttl);
   cc.session = session;
-  auto control = control::ServeControl::start(cc, &worker);
+  auto control = control::ServeControl::start(cc, &worker.link());
   if (!control.ok()) return fail("serve", control.status());
 
   std::printf("serve: %s on %s%s%s, session %u\n", ring_path.c_str(),
@@ -163,7 +164,7 @@ int cmd_serve(int argc, char** argv, int first) {
     (void)more;
     const uint64_t now = now_ns();
     if (now >= next_report) {
-      const auto& ws = worker.stats();
+      const auto& ws = worker.link().stats;
       const auto& cs = (*control)->stats();
       const uint64_t records = ws.records.load() + cs.tcp_records;
       const uint64_t frames = ws.frames.load();

@@ -126,8 +126,8 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
     s->description_ = "TCP";
   }
   s->nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  s->worker_ = std::make_unique<dataplane::MirrorWorker>(std::move(*writer), std::move(socket), wc,
-                                                         s->first_seq_, mc.session, s->nak_fd_);
+  s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::KernelUdp>>(
+      std::move(*writer), std::move(socket), wc, s->first_seq_, mc.session, s->nak_fd_);
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -154,10 +154,10 @@ bool MirrorSession::relay_frames() {
     if (next == TcpConn::Next::kNeedMore) return true;
     if (next == TcpConn::Next::kMalformed) return false;
     const auto kind = f.header.kind;
-    if (size > worker_->tcp_frames().max_message()) return false;  // can never be relayed
+    if (size > worker_->link().tcp_frames.max_message()) return false;  // can never be relayed
     if (kind == proto::FrameKind::kData || kind == proto::FrameKind::kGap ||
         kind == proto::FrameKind::kHeartbeat) {
-      if (!worker_->tcp_frames().try_push(proto::ConstBytes(
+      if (!worker_->link().tcp_frames.try_push(proto::ConstBytes(
               f.body.data() - proto::kFrameHeaderBytes, size))) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
         return true;
@@ -171,7 +171,7 @@ void MirrorSession::send_naks() {
   uint64_t ignored;
   (void)!read(nak_fd_, &ignored, sizeof(ignored));
   proto::Nak nak;
-  while (worker_->naks().try_pop(&nak)) {
+  while (worker_->link().naks.try_pop(&nak)) {
     std::byte buf[32];
     conn_.send(proto::ConstBytes(buf, proto::encode_nak(nak, buf)));
   }

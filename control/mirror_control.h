@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "control/tcp_conn.h"
+#include "dataplane/kernel_udp.h"
 #include "dataplane/mirror_worker.h"
 
 namespace ringfire::control {
@@ -36,7 +37,9 @@ class MirrorSession {
   static absl::StatusOr<std::unique_ptr<MirrorSession>> establish(const MirrorOptions& o);
   ~MirrorSession();
 
-  dataplane::MirrorWorker& worker() { return *worker_; }
+  // step is the worker thread's iteration; stats are its counters.
+  bool step(uint64_t now_ns) { return worker_->step(now_ns); }
+  const dataplane::MirrorWorkerStats& stats() { return worker_->link().stats; }
   // poll relays for up to timeout_ms; false once the source is gone.
   bool poll(int timeout_ms);
 
@@ -51,7 +54,7 @@ class MirrorSession {
   TcpConn conn_;
   int epoll_fd_ = -1;
   int nak_fd_ = -1;
-  std::unique_ptr<dataplane::MirrorWorker> worker_;
+  std::unique_ptr<dataplane::MirrorWorker<dataplane::KernelUdp>> worker_;
   std::string description_;
   uint64_t first_seq_ = 0;
   bool queue_full_ = false;

@@ -32,7 +32,7 @@ uint64_t random_token() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
-                                                                 dataplane::ServeWorker* worker) {
+                                                                 dataplane::ServeLink* worker) {
   auto info = ring::RingFile::open(c.ring);
   if (!info.ok()) return info.status();
   std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(*info)));
@@ -48,11 +48,11 @@ absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeCon
   s->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ev.data.ptr = &s->notify_fd_;  // marks the worker's eventfd
   epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->notify_fd_, &ev);
-  worker->set_notify_fd(s->notify_fd_);
+  worker->notify_fd = s->notify_fd_;
   return s;
 }
 
-ServeControl::ServeControl(const ServeControlConfig& c, dataplane::ServeWorker* worker,
+ServeControl::ServeControl(const ServeControlConfig& c, dataplane::ServeLink* worker,
                            ring::RingFile info)
     : config_(c), worker_(worker), info_(std::move(info)) {
   // A TCP frame must hold the largest record the ring can carry.
@@ -64,7 +64,7 @@ ServeControl::ServeControl(const ServeControlConfig& c, dataplane::ServeWorker* 
 
 void ServeControl::send_oversized() {
   uint64_t seq;
-  while (worker_->oversized().try_pop(&seq)) {
+  while (worker_->oversized.try_pop(&seq)) {
     if (!oversized_reader_ || oversized_reader_->cursor() > seq) {
       auto file = ring::RingFile::open(info_.path());
       if (!file.ok()) return;
@@ -121,7 +121,7 @@ void ServeControl::drop(size_t index) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, m.conn.fd(), nullptr);
   if (m.token != 0) {
     // Best effort: if the queue is full the token simply stays allowed.
-    (void)worker_->commands().try_push(
+    (void)worker_->commands.try_push(
         dataplane::ServeCommand{dataplane::ServeCommand::Kind::kForgetToken, m.token});
   }
   mirrors_.erase(mirrors_.begin() + static_cast<std::ptrdiff_t>(index));
@@ -134,7 +134,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
   if (hello.expected_schema != 0 && hello.expected_schema != h.schema_signature) return false;
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
   const uint64_t oldest = ws > h.capacity ? ws - h.capacity : 0;
-  const uint64_t sending = worker_->stats().next_to_send.load(std::memory_order_acquire);
+  const uint64_t sending = worker_->stats.next_to_send.load(std::memory_order_acquire);
   const bool tcp_mode = (hello.flags & proto::kHelloTcpOnly) != 0 ||
                         (!config_.multicast && config_.unicast_port == 0);
   const bool unicast = !tcp_mode && config_.unicast_port != 0 &&
@@ -163,7 +163,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
     mc.port = 0;
   } else if (unicast) {
     m.token = random_token();
-    if (!worker_->commands().try_push(
+    if (!worker_->commands.try_push(
             dataplane::ServeCommand{dataplane::ServeCommand::Kind::kAllowToken, m.token})) {
       return false;
     }

@@ -46,9 +46,10 @@ struct ServeControlStats {
 
 class ServeControl {
  public:
-  // start opens the listening socket; `worker` must outlive this object.
+  // start opens the listening socket; the worker behind `link` must
+  // outlive this object.
   static absl::StatusOr<std::unique_ptr<ServeControl>> start(const ServeControlConfig& c,
-                                                             dataplane::ServeWorker* worker);
+                                                             dataplane::ServeLink* link);
   ~ServeControl();
 
   // poll runs one round: waits up to timeout_us for sockets, handles what
@@ -67,7 +68,7 @@ class ServeControl {
     uint64_t token = 0;
     std::optional<ring::RawReader> tcp_reader;  // TCP-mode mirrors
   };
-  ServeControl(const ServeControlConfig& c, dataplane::ServeWorker* worker, ring::RingFile info);
+  ServeControl(const ServeControlConfig& c, dataplane::ServeLink* link, ring::RingFile info);
 
   void accept_all();
   bool on_readable(Mirror& m);
@@ -83,7 +84,7 @@ class ServeControl {
   void send_oversized();
 
   ServeControlConfig config_;
-  dataplane::ServeWorker* worker_;
+  dataplane::ServeLink* worker_;
   ring::RingFile info_;
   int epoll_fd_ = -1;
   int listen_fd_ = -1;

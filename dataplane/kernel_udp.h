@@ -13,19 +13,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proto/bytes.h"
+#include "dataplane/packet_port.h"
 
 namespace ringfire::dataplane {
 
-inline constexpr size_t kBurst = 32;
 inline constexpr size_t kMaxDatagram = 65507;
 
-// Endpoint is an IPv4 address and port, host order.
-struct Endpoint {
-  uint32_t ip = 0;
-  uint16_t port = 0;
-  friend bool operator==(const Endpoint&, const Endpoint&) = default;
-};
 std::string to_string(const Endpoint& e);
 // to_sockaddr and from_sockaddr convert to and from the sockets API.
 sockaddr_in to_sockaddr(const Endpoint& e);
@@ -43,18 +36,6 @@ struct UdpOptions {
   bool multicast_loop = true;    // a mirror on the source host receives its sends
   int buffer_bytes = 8 << 20;    // SO_RCVBUF/SO_SNDBUF, forced (root) past rmem_max
   size_t max_datagram = 1472;    // receive buffer per datagram
-};
-
-// RxDatagram is one received datagram; payload points into KernelUdp's
-// buffers, valid until the next rx_burst.
-struct RxDatagram {
-  proto::ConstBytes payload;
-  Endpoint from;
-};
-// TxDatagram is one datagram to send.
-struct TxDatagram {
-  proto::ConstBytes payload;
-  Endpoint to;
 };
 
 class KernelUdp {
@@ -86,5 +67,7 @@ class KernelUdp {
   std::array<iovec, kBurst> tx_iov_{};
   std::array<sockaddr_in, kBurst> tx_addr_{};
 };
+
+static_assert(PacketPort<KernelUdp>);
 
 }  // namespace ringfire::dataplane

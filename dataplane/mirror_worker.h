@@ -3,8 +3,9 @@
 // control thread hands over, feeds both to the MirrorReceiver, and hands the
 // NAKs it produces back to the control thread (waking it through an
 // eventfd). Unicast mirrors PUNCH the source until data flows, then keep the
-// path open. Receive-side fault injection (seeded) for tests. step() is the
-// worker's whole, bounded iteration.
+// path open. Receive-side fault injection (seeded) for tests. The packet I/O
+// backend is the template parameter; what the control thread touches is in
+// MirrorLink. step() is the worker's whole, bounded iteration.
 #pragma once
 
 #include <atomic>
@@ -13,7 +14,7 @@
 
 #include "dataplane/byte_queue.h"
 #include "dataplane/fault_shaper.h"
-#include "dataplane/kernel_udp.h"
+#include "dataplane/packet_port.h"
 #include "dataplane/mirror_receiver.h"
 #include "dataplane/spsc_queue.h"
 
@@ -44,36 +45,41 @@ struct MirrorWorkerStats {
   std::atomic<uint64_t> known_end{0};
 };
 
+// MirrorLink is the part of a mirror worker the control thread may touch.
+struct MirrorLink {
+  explicit MirrorLink(size_t tcp_queue_bytes) : tcp_frames(tcp_queue_bytes) {}
+  ByteQueue tcp_frames;             // control -> worker: TCP-borne frames
+  SpscQueue<proto::Nak, 64> naks;   // worker -> control
+  int nak_fd = -1;                  // eventfd the worker writes after queueing a NAK
+  MirrorWorkerStats stats;
+};
+
+template <PacketPort Port>
 class MirrorWorker {
  public:
-  // socket is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
+  // port is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
   // whenever a NAK is queued. The TCP frame queue is sized so that a frame
   // holding the ring's largest record always fits.
-  MirrorWorker(MirrorWriter writer, std::optional<KernelUdp> socket, const MirrorWorkerConfig& c,
+  MirrorWorker(MirrorWriter writer, std::optional<Port> port, const MirrorWorkerConfig& c,
                uint64_t first_seq, uint8_t session, int nak_eventfd);
 
   bool step(uint64_t now_ns);
 
-  ByteQueue& tcp_frames() { return tcp_frames_; }
-  SpscQueue<proto::Nak, 64>& naks() { return naks_; }
-  const MirrorWorkerStats& stats() const { return stats_; }
+  MirrorLink& link() { return link_; }
 
  private:
   void deliver(proto::ConstBytes payload, uint64_t now_ns);
   void publish_stats();
 
   MirrorWriter writer_;
-  std::optional<KernelUdp> socket_;
+  std::optional<Port> port_;
   MirrorWorkerConfig config_;
   MirrorReceiver receiver_;
   FaultShaper faults_;
-  int nak_eventfd_;
   bool data_seen_ = false;
   uint64_t last_punch_ns_ = 0;
-  ByteQueue tcp_frames_;
-  SpscQueue<proto::Nak, 64> naks_;
   std::optional<proto::Nak> unsent_nak_;
-  MirrorWorkerStats stats_;
+  MirrorLink link_;
 };
 
 }  // namespace ringfire::dataplane

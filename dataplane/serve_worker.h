@@ -4,8 +4,8 @@
 // dup), with a heartbeat carrying one past the last sent sequence while idle.
 // It accepts PUNCHes bearing a token the control thread registered, and
 // nothing else: a PUNCH with an unknown token never makes it send anywhere.
-// Commands arrive from the control thread through an SPSC queue; counters
-// are relaxed atomics the control thread reads for the stats line.
+// The packet I/O backend is the template parameter. Everything the control
+// thread touches is in ServeLink: queues and relaxed-atomic counters.
 // step() is the worker's whole iteration and does bounded work.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 #include "dataplane/data_framer.h"
 #include "dataplane/fault_shaper.h"
-#include "dataplane/kernel_udp.h"
+#include "dataplane/packet_port.h"
 #include "dataplane/spsc_queue.h"
 #include "ring/raw_reader.h"
 
@@ -53,23 +53,29 @@ struct ServeStats {
   std::atomic<uint64_t> fault_dropped{0};   // test: datagrams the send-side faults dropped
 };
 
+// ServeLink is the part of a serve worker the control thread may touch.
+struct ServeLink {
+  SpscQueue<ServeCommand, 256> commands;  // control -> worker
+  // oversized holds the sequences of records too large for a datagram,
+  // which the control thread sends on each mirror's TCP connection.
+  SpscQueue<uint64_t, 16384> oversized;   // worker -> control
+  // notify_fd is an eventfd the worker writes when it queues oversized
+  // records (set before the worker runs; -1: none).
+  int notify_fd = -1;
+  ServeStats stats;
+};
+
+template <PacketPort Port>
 class ServeWorker {
  public:
-  ServeWorker(ring::RawReader reader, KernelUdp socket, const ServeConfig& config);
+  ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config);
 
   // step reads, frames, sends, answers punches; `now` is CLOCK_MONOTONIC ns.
   // Returns whether it did any work (for the idle strategy).
   bool step(uint64_t now_ns);
 
-  SpscQueue<ServeCommand, 256>& commands() { return commands_; }
-  // oversized holds the sequences of records too large for a datagram,
-  // which the control thread sends on each mirror's TCP connection.
-  SpscQueue<uint64_t, 16384>& oversized() { return oversized_; }
-  // set_notify_fd names an eventfd to write when oversized records are
-  // queued (setup, before the worker runs).
-  void set_notify_fd(int fd) { notify_fd_ = fd; }
-  const ServeStats& stats() const { return stats_; }
-  Endpoint local() const { return socket_.local(); }
+  ServeLink& link() { return link_; }
+  Endpoint local() const { return port_.local(); }
 
  private:
   struct Unicast {
@@ -83,7 +89,7 @@ class ServeWorker {
   void flush(uint64_t now_ns);
 
   ring::RawReader reader_;
-  KernelUdp socket_;
+  Port port_;
   ServeConfig config_;
   DataFramer framer_;
   Pacer pacer_;
@@ -91,10 +97,7 @@ class ServeWorker {
   std::vector<std::byte> frame_buf_;
   std::vector<Unicast> unicast_;
   uint64_t last_send_ns_ = 0;
-  SpscQueue<ServeCommand, 256> commands_;
-  SpscQueue<uint64_t, 16384> oversized_;
-  int notify_fd_ = -1;
-  ServeStats stats_;
+  ServeLink link_;
 };
 
 }  // namespace ringfire::dataplane
