@@ -1,0 +1,149 @@
+// serve_worker_impl.h — the serve worker's template definitions (the datapath).
+// Included by serve_worker.cc, which instantiates them for the kernel backend,
+// and by anything that instantiates them for another port (a DPDK port, a
+// test's in-memory port).
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "dataplane/serve_worker.h"
+
+namespace ringfire::dataplane {
+
+template <PacketPort Port>
+ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config)
+    : reader_(std::move(reader)),
+      port_(std::move(port)),
+      config_(config),
+      framer_(reader_.fixed_size(), config.session),
+      pacer_(config.pace_ns),
+      faults_(config.tx_faults),
+      frame_buf_(config.mtu) {
+  link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
+  framer_.begin(frame_buf_.data(), frame_buf_.size());
+}
+
+template <PacketPort Port>
+void ServeWorker<Port>::take_commands() {
+  ServeCommand c;
+  while (link_.commands.try_pop(&c)) {
+    if (c.kind == ServeCommand::Kind::kAllowToken) {
+      unicast_.push_back(Unicast{c.token, std::nullopt});
+    } else {
+      std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
+    }
+  }
+  uint64_t active = 0;
+  for (const Unicast& u : unicast_) active += u.to.has_value();
+  link_.stats.unicast_mirrors.store(active, std::memory_order_relaxed);
+}
+
+template <PacketPort Port>
+bool ServeWorker<Port>::poll_socket() {
+  RxDatagram rx[kBurst];
+  const size_t n = port_.rx_burst(rx, kBurst);
+  for (size_t i = 0; i < n; ++i) {
+    proto::Frame f;
+    if (proto::decode_frame(rx[i].payload, 0, &f) != proto::DecodeError::kOk ||
+        f.header.kind != proto::FrameKind::kPunch) {
+      link_.stats.punches_refused.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    auto it = std::find_if(unicast_.begin(), unicast_.end(),
+                           [&](const Unicast& u) { return u.token == f.header.seq; });
+    if (it == unicast_.end()) {
+      link_.stats.punches_refused.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
+    it->to = rx[i].from;  // reply to wherever the punch came from (NAT)
+  }
+  return n != 0;
+}
+
+template <PacketPort Port>
+void ServeWorker<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
+  faults_.offer(datagram, now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
+  last_send_ns_ = now_ns;
+}
+
+template <PacketPort Port>
+void ServeWorker<Port>::transmit(proto::ConstBytes datagram) {
+  TxDatagram tx[kBurst];
+  size_t n = 0;
+  auto push = [&](const Endpoint& to) {
+    for (uint32_t d = 0; d < config_.dup; ++d) {
+      tx[n++] = TxDatagram{datagram, to};
+      if (n == kBurst) {
+        const size_t sent = port_.tx_burst(tx, n);
+        link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
+        link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
+        n = 0;
+      }
+    }
+  };
+  if (config_.multicast) push(*config_.multicast);
+  for (const Unicast& u : unicast_) {
+    if (u.to) push(*u.to);
+  }
+  if (n != 0) {
+    const size_t sent = port_.tx_burst(tx, n);
+    link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
+    link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
+  }
+}
+
+template <PacketPort Port>
+void ServeWorker<Port>::flush(uint64_t now_ns) {
+  const size_t n = framer_.finish();
+  if (n == 0) return;
+  link_.stats.records.fetch_add(framer_.count(), std::memory_order_relaxed);
+  link_.stats.frames.fetch_add(1, std::memory_order_relaxed);
+  send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
+  // Release: the control thread reads it for GEOMETRY and the heartbeat's
+  // meaning; only this thread writes it.
+  link_.stats.next_to_send.store(framer_.end_seq(), std::memory_order_release);
+  pacer_.flushed(now_ns);
+  framer_.begin(frame_buf_.data(), frame_buf_.size());
+}
+
+template <PacketPort Port>
+bool ServeWorker<Port>::step(uint64_t now_ns) {
+  take_commands();
+  bool busy = poll_socket();
+  if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  for (uint32_t i = 0; i < config_.burst_records; ++i) {
+    uint32_t len = 0;
+    const ring::ReadResult r = reader_.next(&len);
+    if (r.lost != 0) link_.stats.lapped.fetch_add(r.lost, std::memory_order_relaxed);
+    if (!r.ok) break;
+    busy = true;
+    if (framer_.add(r.seq, reader_.record(), len)) continue;
+    flush(now_ns);  // full, or r.seq does not follow: a hole or a lap
+    if (!framer_.add(r.seq, reader_.record(), len)) {
+      // Larger than a datagram: the control thread sends it over TCP (if
+      // the queue is full, mirrors see the hole and NAK it instead).
+      if (link_.oversized.try_push(r.seq) && link_.notify_fd >= 0) {
+        const uint64_t one = 1;
+        (void)!write(link_.notify_fd, &one, sizeof(one));
+      }
+      link_.stats.left_to_tcp.fetch_add(1, std::memory_order_relaxed);
+      link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);
+    }
+  }
+  if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
+  if (framer_.empty() && now_ns - last_send_ns_ >= config_.heartbeat_ns) {
+    std::byte hb[proto::kFrameHeaderBytes];
+    proto::encode_heartbeat(link_.stats.next_to_send.load(std::memory_order_relaxed), config_.session,
+                            hb);
+    link_.stats.heartbeats.fetch_add(1, std::memory_order_relaxed);
+    send_to_all(hb, now_ns);
+  }
+  return busy;
+}
+
+}  // namespace ringfire::dataplane

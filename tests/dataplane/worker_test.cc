@@ -1,0 +1,262 @@
+// worker_test.cc — the serve and mirror workers over an in-memory packet
+// port: hand-built datagrams in, and exactly what each worker queued for TX
+// inspected, on a fake clock. Pacing, heartbeats, punch tokens, dup, blobs
+// too large for a datagram; the mirror's NAKs and punches.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "dataplane/mirror_worker_impl.h"
+#include "dataplane/serve_worker_impl.h"
+#include "gtest/gtest.h"
+#include "ring/blob.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::dataplane {
+
+// FakePort is a PacketPort whose traffic a test scripts and inspects.
+struct FakePort {
+  struct Datagram {
+    std::vector<std::byte> bytes;
+    Endpoint peer;
+  };
+  struct State {
+    std::deque<Datagram> inbox;  // rx_burst delivers these
+    std::vector<Datagram> sent;  // tx_burst records these
+    std::vector<Datagram> delivered;
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+  Endpoint self{0xC6120001, 7402};
+
+  size_t rx_burst(RxDatagram* out, size_t n) {
+    State& s = *state;
+    s.delivered.clear();
+    while (!s.inbox.empty() && s.delivered.size() < n) {
+      s.delivered.push_back(std::move(s.inbox.front()));
+      s.inbox.pop_front();
+    }
+    for (size_t i = 0; i < s.delivered.size(); ++i) {
+      out[i] = RxDatagram{s.delivered[i].bytes, s.delivered[i].peer};
+    }
+    return s.delivered.size();
+  }
+  size_t tx_burst(const TxDatagram* in, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      state->sent.push_back({{in[i].payload.begin(), in[i].payload.end()}, in[i].to});
+    }
+    return n;
+  }
+  Endpoint local() const { return self; }
+};
+static_assert(PacketPort<FakePort>);
+
+template class ServeWorker<FakePort>;
+template class MirrorWorker<FakePort>;
+
+namespace {
+
+using ring::testing::ScopedRing;
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+const Endpoint kGroup{0xEFFF0001, 7401};
+
+proto::Frame decode(const FakePort::Datagram& d) {
+  proto::Frame f;
+  EXPECT_EQ(proto::decode_frame(d.bytes, d.bytes.size(), &f), proto::DecodeError::kOk);
+  return f;
+}
+
+std::vector<std::byte> punch(uint64_t token) {
+  std::vector<std::byte> b(16);
+  proto::encode_punch(token, b);
+  return b;
+}
+
+class ServeWorkerTest : public ::testing::Test {
+ protected:
+  ServeWorkerTest() : ring_(ring::testing::fixed_ring(1024, 64)), producer_(*ring::Producer::attach(ring_.open())) {}
+
+  std::unique_ptr<ServeWorker<FakePort>> worker(ServeConfig c) {
+    c.session = 9;
+    auto reader = ring::RawReader::attach(ring_.open(), ring::StartPosition::latest());
+    auto w = std::make_unique<ServeWorker<FakePort>>(std::move(*reader), port_, c);
+    return w;
+  }
+  void publish(int n) {
+    for (int i = 0; i < n; ++i) {
+      ring::fill_record({producer_.claim(), 64}, producer_.next_seq(), 0);
+      producer_.commit();
+    }
+  }
+  std::vector<FakePort::Datagram>& sent() { return port_.state->sent; }
+
+  ScopedRing ring_;
+  ring::Producer producer_;
+  FakePort port_;
+};
+
+TEST_F(ServeWorkerTest, RecordsGoOutAsOneDataFrameToTheGroup) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  auto w = worker(c);
+  publish(3);
+  w->step(1000 * kMs);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(sent()[0].peer, kGroup);
+  const proto::Frame f = decode(sent()[0]);
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kData);
+  EXPECT_EQ(f.header.seq, 0u);
+  EXPECT_EQ(f.header.count, 3);
+  EXPECT_EQ(f.header.flags, 9);  // the session byte
+  EXPECT_EQ(w->link().stats.next_to_send.load(), 3u);
+}
+
+TEST_F(ServeWorkerTest, ARecordWithinThePacingIntervalWaitsAndALoneLateOneLeavesAtOnce) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  auto w = worker(c);
+  publish(1);
+  w->step(1000 * kMs);
+  ASSERT_EQ(sent().size(), 1u);
+  publish(1);
+  w->step(1000 * kMs + 10 * kUs);  // 10 us after the last frame: held
+  EXPECT_EQ(sent().size(), 1u);
+  w->step(1000 * kMs + 50 * kUs);  // the interval has passed
+  ASSERT_EQ(sent().size(), 2u);
+  EXPECT_EQ(decode(sent()[1]).header.seq, 1u);
+  publish(1);
+  w->step(1000 * kMs + 900 * kUs);  // quiet for 850 us: at once
+  ASSERT_EQ(sent().size(), 3u);
+}
+
+TEST_F(ServeWorkerTest, WhenIdleAHeartbeatCarriesOnePastTheLastSentSequence) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  auto w = worker(c);
+  publish(5);
+  w->step(1000 * kMs);
+  w->step(1000 * kMs + 500 * kUs);
+  EXPECT_EQ(sent().size(), 1u);
+  w->step(1001 * kMs);
+  ASSERT_EQ(sent().size(), 2u);
+  const proto::Frame hb = decode(sent()[1]);
+  EXPECT_EQ(hb.header.kind, proto::FrameKind::kHeartbeat);
+  EXPECT_EQ(hb.header.seq, 5u);
+  EXPECT_EQ(hb.header.flags, 9);
+}
+
+TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
+  auto w = worker(ServeConfig{});  // unicast only
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kAllowToken, 77}));
+  const Endpoint attacker{0xC6120002, 5555}, mirror{0xC6120003, 6666};
+  port_.state->inbox.push_back({punch(99), attacker});
+  publish(2);
+  w->step(1000 * kMs);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(w->link().stats.punches_refused.load(), 1u);
+  port_.state->inbox.push_back({punch(77), mirror});
+  publish(1);
+  w->step(1001 * kMs);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(sent()[0].peer, mirror);  // the reply goes where the punch came from
+  for (const auto& d : sent()) EXPECT_NE(d.peer, attacker);
+  EXPECT_EQ(w->link().stats.unicast_mirrors.load(), 0u);  // counted on the next command round
+}
+
+TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.dup = 3;
+  auto w = worker(c);
+  publish(1);
+  w->step(1000 * kMs);
+  ASSERT_EQ(sent().size(), 3u);
+  EXPECT_EQ(sent()[0].bytes, sent()[2].bytes);
+}
+
+TEST(ServeWorkerBlob, ARecordTooLargeForADatagramIsQueuedForTcp) {
+  ScopedRing r(ring::testing::blob_ring(64, 1 << 16));
+  auto p = ring::BlobProducer::attach(r.open());
+  ASSERT_TRUE(p.ok());
+  FakePort port;
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.mtu = 1472;
+  ServeWorker<FakePort> w(*ring::RawReader::attach(r.open(), ring::StartPosition::latest()), port, c);
+  for (uint32_t len : {100u, 3000u, 100u}) {
+    const uint64_t seq = p->next_seq();
+    ring::fill_record(p->reserve(len), seq, 0);
+    p->commit(len);
+  }
+  w.step(1000 * kMs);
+  w.step(1001 * kMs);
+  uint64_t oversized = 0;
+  ASSERT_TRUE(w.link().oversized.try_pop(&oversized));
+  EXPECT_EQ(oversized, 1u);
+  std::vector<uint64_t> firsts;
+  for (const auto& d : port.state->sent) {
+    const proto::Frame f = decode(d);
+    if (f.header.kind == proto::FrameKind::kData) firsts.push_back(f.header.seq);
+  }
+  EXPECT_EQ(firsts, (std::vector<uint64_t>{0, 2}));  // 1 never went over UDP
+}
+
+// ---- the mirror worker
+
+TEST(MirrorWorkerTest, DatagramsLandInTheRingAndALossQueuesANakAndWakesControl) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  FakePort port;
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  MirrorWorker<FakePort> w(*MirrorWriter::attach(r.open()), port, MirrorWorkerConfig{}, 0, 9, efd);
+  auto frame = [](uint64_t seq, uint16_t count) {
+    std::vector<std::byte> f(16 + count * 64);
+    proto::encode_data_header(f.data(), seq, count, count * 64, 9);
+    for (uint16_t i = 0; i < count; ++i) ring::fill_record({f.data() + 16 + i * 64, 64}, seq + i, 0);
+    return f;
+  };
+  port.state->inbox.push_back({frame(0, 4), kGroup});
+  port.state->inbox.push_back({frame(6, 2), kGroup});  // 4..5 lost
+  w.step(1000 * kMs);
+  EXPECT_EQ(w.link().stats.records.load(), 4u);
+  proto::Nak nak;
+  ASSERT_TRUE(w.link().naks.try_pop(&nak));
+  EXPECT_EQ(nak.first, 4u);
+  EXPECT_EQ(nak.last, 5u);
+  uint64_t wakes = 0;
+  EXPECT_EQ(read(efd, &wakes, 8), 8);
+  EXPECT_EQ(wakes, 1u);
+  // The repair arrives by TCP through the link.
+  ASSERT_TRUE(w.link().tcp_frames.try_push(frame(4, 2)));
+  w.step(1001 * kMs);
+  EXPECT_EQ(w.link().stats.next_seq.load(), 8u);
+  close(efd);
+}
+
+TEST(MirrorWorkerTest, AUnicastMirrorPunchesUntilDataFlows) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  FakePort port;
+  MirrorWorkerConfig c;
+  const Endpoint source{0xC6120001, 7402};
+  c.punch_to = source;
+  c.punch_token = 0xABCD;
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  MirrorWorker<FakePort> w(*MirrorWriter::attach(r.open()), port, c, 0, 9, efd);
+  w.step(1000 * kMs);
+  w.step(1010 * kMs);  // within the 50 ms retry: no second punch
+  w.step(1060 * kMs);
+  ASSERT_EQ(port.state->sent.size(), 2u);
+  EXPECT_EQ(port.state->sent[0].peer, source);
+  const proto::Frame f = decode(port.state->sent[0]);
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kPunch);
+  EXPECT_EQ(f.header.seq, 0xABCDu);
+  close(efd);
+}
+
+}  // namespace
+}  // namespace ringfire::dataplane
