@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -42,11 +43,20 @@ absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_por
   std::string host = colon == std::string::npos ? text : text.substr(0, colon);
   Endpoint e;
   in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "': expected an IPv4 address such as 198.18.0.1:7400"));
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) {
+    e.ip = ntohl(a.s_addr);
+  } else {
+    // A host name: resolve it to its first IPv4 address (setup only).
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    addrinfo* res = nullptr;
+    if (host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "': expected an IPv4 address such as 198.18.0.1:7400, or a host name that resolves"));
+    }
+    e.ip = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+    freeaddrinfo(res);
   }
-  e.ip = ntohl(a.s_addr);
   uint32_t port = 0;
   if (colon == std::string::npos) {
     if (default_port < 0) {

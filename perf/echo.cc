@@ -2,6 +2,7 @@
 //
 //   echo pong IN OUT                 copy every record of IN into OUT, as is
 //   echo ping OUT IN --rate R --count N [--json FILE] [--drain-ms MS]
+//                                    (--rate 0: flat out, as fast as it can publish)
 //
 // ping publishes self-checking records into OUT at a fixed rate (open loop:
 // it never waits for echoes), and reads IN, where a pong on the far side of
@@ -80,7 +81,8 @@ int ping(const std::string& out, const std::string& in, uint64_t rate, uint64_t 
     const uint64_t now = monotonic_ns();
     bool busy = false;
     if (sent < count &&
-        now - start >= static_cast<uint64_t>(static_cast<double>(sent) * 1e9 / static_cast<double>(rate))) {
+        (rate == 0 ||
+         now - start >= static_cast<uint64_t>(static_cast<double>(sent) * 1e9 / static_cast<double>(rate)))) {
       ring::fill_record({p->claim(), size}, p->next_seq(), now);
       p->commit();
       ++sent;
@@ -119,7 +121,9 @@ int ping(const std::string& out, const std::string& in, uint64_t rate, uint64_t 
               static_cast<double>(h.percentile(0.99)) / 1e3, static_cast<double>(h.percentile(0.999)) / 1e3,
               static_cast<unsigned long long>(dups), static_cast<unsigned long long>(bad));
   if (!json.empty()) {
-    write_json(json, absl::StrCat("\"harness\": \"echo\", \"rate\": ", rate, ", \"achieved_rate\": ",
+    write_json(json, absl::StrCat("\"harness\": \"echo\", \"rate\": ",
+                                  rate != 0 ? rate : static_cast<uint64_t>(static_cast<double>(count) / secs),
+                                  ", \"flat_out\": ", rate == 0 ? "true" : "false", ", \"achieved_rate\": ",
                                   static_cast<uint64_t>(static_cast<double>(count) / secs),
                                   ", \"sent\": ", count, ", \"delivered\": ", delivered,
                                   ", \"delivered_pct\": ", pct, ", \"duplicates\": ", dups,
@@ -142,7 +146,7 @@ int run(int argc, char** argv) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--json") json = v;
     else if (k == "--idle") idle = v;
-    else if (k == "--rate" && absl::SimpleAtoi(v, &rate) && rate > 0) {}
+    else if (k == "--rate" && absl::SimpleAtoi(v, &rate)) {}
     else if (k == "--count" && absl::SimpleAtoi(v, &count) && count > 0) {}
     else if (k == "--drain-ms" && absl::SimpleAtoi(v, &drain_ms)) {}
     else {

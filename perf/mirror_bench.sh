@@ -9,8 +9,8 @@
 # pingpong  h1 publishes ring A (one record every 100 us); h2 mirrors it,
 #           echoes every record into ring B, serves B; h1 mirrors B and
 #           measures the round trip: two network hops, four ring hand-offs.
-# stress    the same loop open-loop at fixed rates; delivered % and round
-#           trip per rate; the highest rate with every record echoed.
+# stress    the same loop open-loop at fixed rates, then flat out; delivered %
+#           and round trip per rate; the highest rate with every record echoed.
 #
 # Processes on h1 are pinned to CPU 0, on h2/h3 to CPU 1, and poll with
 # sched_yield between empty polls: on a 2-core machine several spinning
@@ -103,6 +103,10 @@ for r in "${rates[@]}"; do
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
   grep -q '"delivered_pct": 100[,.]' "$f" && best=$r
 done
+# Flat out: ping publishes as fast as it can; what comes back, and how fast.
+f="$out/stress-$backend-flat.json"
+h1 "$echo_bin" ping "$P" "$(ring_name b1)" --rate 0 --count 1000000 --idle yield --json "$f"
+sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
 echo "stress: highest zero-loss rate tried: $best records/s"
 echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/summary-$backend.json"
 python3 "$top/perf/plot.py" "$out"

@@ -174,6 +174,29 @@ sleep 1
 out=$("$rf" tail "$am" --from oldest --idle-exit 300ms --quiet); rc=$?
 [[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "arena-lapped mirror: rc $rc, $out"
 
+log "a recreated source ring (sequences restarted) is refused, never written into the mirror"
+rsrc=$(ring_name rsrc)
+"$rf" create "$rsrc" --capacity 4096 >/dev/null
+bg 1 "$logs/rserve" "$rf" serve "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951 --iface eth0
+rserve_pid=${LAB_PIDS[-1]}
+wait_for 5 grep -q "^serve: " "$logs/rserve" || fail "recreate serve did not start"
+rm_=$(ring_name rm)
+bg 3 "$logs/rm" "$rf" mirror 198.18.0.1:7950 "$rm_" --from oldest --once
+rm_pid=${LAB_PIDS[-1]}
+wait_for 5 grep -q "^mirror: 198" "$logs/rm" || fail "recreate mirror did not connect"
+on 1 "$rf" publish "$rsrc" --count 500 --quiet >/dev/null
+wait_for 10 mirror_at "$logs/rm" 500 || fail "recreate mirror did not catch up"
+stop_pid "$rserve_pid"
+wait "$rm_pid" 2>/dev/null
+"$rf" create "$rsrc" --capacity 4096 --force >/dev/null
+on 1 "$rf" publish "$rsrc" --count 10 --quiet >/dev/null
+bg 1 "$logs/rserve2" "$rf" serve "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/rserve2" || fail "recreate serve did not restart"
+err=$(on 3 "$rf" mirror 198.18.0.1:7950 "$rm_" --once 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"not the ring this mirror was made from"* ]] ||
+  fail "a recreated source was not refused: rc $rc, $err"
+verify "$rm_" 500 0
+
 log "refusals: geometry mismatch, wrong schema, unreachable source (exit 2, nothing written)"
 odd=$(ring_name odd)
 "$rf" create "$odd" --capacity 1024 --slot-size 64 --sparse >/dev/null
@@ -186,6 +209,8 @@ err=$(on 3 "$rf" mirror 198.18.0.9:7400 "$(ring_name none)" --once 2>&1 >/dev/nu
 [[ $rc -eq 2 && "$err" == *"cannot reach source"* ]] || fail "unreachable source: rc $rc, $err"
 err=$(on 3 "$rf" mirror nowhere:7400 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"IPv4 address"* ]] || fail "bad address: rc $rc, $err"
+err=$(on 3 "$rf" mirror 198.18.0.1:70000 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad port"* ]] || fail "bad port: rc $rc, $err"
 
 if (( fails )); then
   echo "mirror_lab_test: $fails failed"
