@@ -12,6 +12,10 @@
 #include "cli/common.h"
 #include "control/serve_control.h"
 #include "dataplane/kernel_udp.h"
+#include "ringfire_config.h"
+#if RINGFIRE_HAVE_DPDK
+#include "dataplane/dpdk_port.h"
+#endif
 
 namespace ringfire::cli {
 namespace {
@@ -33,8 +37,98 @@ const CommandSpec kServe = {
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+        {"backend", "NAME", "packet I/O: kernel (default) or dpdk"},
+        {"eal", "ARGS", "dpdk: EAL arguments (default: one lcore, --no-huge, an af_packet vdev on --iface)"},
+        {"dpdk-ip", "ADDR", "dpdk: the port's IPv4 address (default: --iface's)"},
         {"quiet", nullptr, "no per-second stats lines"},
     })};
+
+// ServeRun is everything serve_with needs besides the ring and the port.
+struct ServeRun {
+  std::string ring_path;
+  dataplane::Endpoint listen;
+  std::optional<dataplane::Endpoint> group;
+  bool unicast = false;
+  uint8_t ttl = 1;
+  uint8_t session = 1;
+  ring::IdleMode idle = ring::IdleMode::kBackoff;
+  bool quiet = false;
+  dataplane::ServeConfig worker;
+};
+
+// serve_with runs the worker on its own thread and the control loop here,
+// until SIGINT/SIGTERM; the backend is chosen once, by the caller.
+template <dataplane::PacketPort Port>
+int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
+  const dataplane::Endpoint udp_local = port.local();
+  dataplane::ServeWorker<Port> worker(std::move(reader), std::move(port), run.worker);
+
+  control::ServeControlConfig cc;
+  cc.listen = run.listen;
+  cc.ring = run.ring_path;
+  cc.multicast = run.group;
+  cc.unicast_port = run.unicast ? udp_local.port : 0;
+  cc.mtu = run.worker.mtu;
+  cc.ttl = run.ttl;
+  cc.session = run.session;
+  auto control = control::ServeControl::start(cc, &worker.link());
+  if (!control.ok()) return fail("serve", control.status());
+
+  std::printf("serve: %s on %s%s%s, session %u\n", run.ring_path.c_str(),
+              dataplane::to_string((*control)->listening()).c_str(),
+              run.group ? absl::StrCat(", multicast ", dataplane::to_string(*run.group)).c_str() : "",
+              cc.unicast_port ? absl::StrCat(", unicast port ", cc.unicast_port).c_str() : "",
+              run.session);
+  std::fflush(stdout);
+
+  std::atomic<bool> stop_worker{false};
+  std::thread worker_thread([&] {
+    ring::IdleStrategy idle(run.idle);
+    while (!stop_worker.load(std::memory_order_relaxed)) {
+      if (worker.step(now_ns())) {
+        idle.reset();
+      } else {
+        idle.idle();
+      }
+    }
+  });
+
+  const bool quiet = run.quiet;
+  uint64_t next_report = now_ns() + 1'000'000'000u;
+  uint64_t last_records = 0, last_frames = 0;
+  while (!stop_requested()) {
+    const bool more = (*control)->poll((*control)->has_tcp_mirrors() ? 50 : 100'000);
+    (void)more;
+    const uint64_t now = now_ns();
+    if (now >= next_report) {
+      const auto& ws = worker.link().stats;
+      const auto& cs = (*control)->stats();
+      const uint64_t records = ws.records.load() + cs.tcp_records;
+      const uint64_t frames = ws.frames.load();
+      if (!quiet) {
+        std::printf(
+            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
+            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu\n",
+            static_cast<unsigned long long>(records - last_records),
+            static_cast<unsigned long long>(frames - last_frames),
+            static_cast<unsigned long long>(ws.next_to_send.load()),
+            static_cast<unsigned long long>(cs.mirrors),
+            static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+            static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
+            static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
+            static_cast<unsigned long long>(ws.punches_refused.load()));
+        std::fflush(stdout);
+      }
+      last_records = records;
+      last_frames = frames;
+      next_report = now + 1'000'000'000u;
+    }
+  }
+  stop_worker.store(true);
+  worker_thread.join();
+  std::printf("serve: stopped\n");
+  return 0;
+}
 
 }  // namespace
 
@@ -103,6 +197,55 @@ int cmd_serve(int argc, char** argv, int first) {
       std::move(*file), from == "oldest" ? ring::StartPosition::oldest() : ring::StartPosition::latest());
   if (!reader.ok()) return fail("serve", reader.status());
 
+  uint8_t session = 0;
+  while (session == 0) {
+    if (getrandom(&session, 1, 0) != 1) session = static_cast<uint8_t>(getpid() | 1);
+  }
+  ServeRun run;
+  run.ring_path = ring_path;
+  run.listen = *listen;
+  run.group = group;
+  run.unicast = args->has("udp");
+  run.ttl = static_cast<uint8_t>(*ttl);
+  run.session = session;
+  run.idle = *idle_mode;
+  run.quiet = args->has("quiet");
+  run.worker.session = session;
+  run.worker.mtu = static_cast<uint16_t>(*mtu);
+  run.worker.pace_ns = *pace * 1000;
+  run.worker.heartbeat_ns = *heartbeat * 1000;
+  run.worker.dup = static_cast<uint32_t>(*dup);
+  run.worker.multicast = group;
+  run.worker.tx_faults = *faults;
+
+  const std::string backend = args->str("backend", "kernel");
+  if (backend == "dpdk") {
+#if RINGFIRE_HAVE_DPDK
+    if (!args->has("eal") && !args->has("iface")) {
+      return fail("serve", absl::InvalidArgumentError(
+                               "--backend dpdk needs --iface (for the default af_packet vdev) or --eal"));
+    }
+    const std::string eal = args->str("eal", dataplane::default_eal_args(args->str("iface")));
+    if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return fail("serve", st);
+    dataplane::DpdkPortOptions po;
+    po.ip = iface_ip;
+    if (args->has("dpdk-ip")) {
+      auto ip = dataplane::parse_endpoint(args->str("dpdk-ip"), 0);
+      if (!ip.ok()) return fail("serve", ip.status());
+      po.ip = ip->ip;
+    }
+    po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
+    po.ttl = static_cast<uint8_t>(*ttl);
+    auto port = dataplane::DpdkPort::open(po);
+    if (!port.ok()) return fail("serve", port.status());
+    return serve_with(std::move(*reader), std::move(*port), run);
+#else
+    return fail("serve", absl::FailedPreconditionError("this build has no DPDK backend"));
+#endif
+  }
+  if (backend != "kernel") {
+    return fail("serve", absl::InvalidArgumentError("--backend: kernel or dpdk"));
+  }
   dataplane::UdpOptions uo;
   uo.bind = dataplane::Endpoint{listen->ip, static_cast<uint16_t>(*udp_port)};
   uo.multicast_iface = iface_ip;
@@ -110,87 +253,8 @@ int cmd_serve(int argc, char** argv, int first) {
   uo.max_datagram = 64;  // the worker receives only PUNCHes
   auto sock = dataplane::KernelUdp::open(uo);
   if (!sock.ok()) return fail("serve", sock.status());
-  const dataplane::Endpoint udp_local = sock->local();
-
-  uint8_t session = 0;
-  while (session == 0) {
-    if (getrandom(&session, 1, 0) != 1) session = static_cast<uint8_t>(getpid() | 1);
-  }
-  dataplane::ServeConfig wc;
-  wc.session = session;
-  wc.mtu = static_cast<uint16_t>(*mtu);
-  wc.pace_ns = *pace * 1000;
-  wc.heartbeat_ns = *heartbeat * 1000;
-  wc.dup = static_cast<uint32_t>(*dup);
-  wc.multicast = group;
-  wc.tx_faults = *faults;
-  dataplane::ServeWorker<dataplane::KernelUdp> worker(std::move(*reader), std::move(*sock), wc);
-
-  control::ServeControlConfig cc;
-  cc.listen = *listen;
-  cc.ring = ring_path;
-  cc.multicast = group;
-  cc.unicast_port = args->has("udp") ? udp_local.port : 0;
-  cc.mtu = wc.mtu;
-  cc.ttl = static_cast<uint8_t>(*ttl);
-  cc.session = session;
-  auto control = control::ServeControl::start(cc, &worker.link());
-  if (!control.ok()) return fail("serve", control.status());
-
-  std::printf("serve: %s on %s%s%s, session %u\n", ring_path.c_str(),
-              dataplane::to_string((*control)->listening()).c_str(),
-              group ? absl::StrCat(", multicast ", dataplane::to_string(*group)).c_str() : "",
-              cc.unicast_port ? absl::StrCat(", unicast port ", cc.unicast_port).c_str() : "",
-              session);
-  std::fflush(stdout);
-
-  std::atomic<bool> stop_worker{false};
-  std::thread worker_thread([&] {
-    ring::IdleStrategy idle(*idle_mode);
-    while (!stop_worker.load(std::memory_order_relaxed)) {
-      if (worker.step(now_ns())) {
-        idle.reset();
-      } else {
-        idle.idle();
-      }
-    }
-  });
-
-  const bool quiet = args->has("quiet");
-  uint64_t next_report = now_ns() + 1'000'000'000u;
-  uint64_t last_records = 0, last_frames = 0;
-  while (!stop_requested()) {
-    const bool more = (*control)->poll((*control)->has_tcp_mirrors() ? 50 : 100'000);
-    (void)more;
-    const uint64_t now = now_ns();
-    if (now >= next_report) {
-      const auto& ws = worker.link().stats;
-      const auto& cs = (*control)->stats();
-      const uint64_t records = ws.records.load() + cs.tcp_records;
-      const uint64_t frames = ws.frames.load();
-      if (!quiet) {
-        std::printf(
-            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
-            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu\n",
-            static_cast<unsigned long long>(records - last_records),
-            static_cast<unsigned long long>(frames - last_frames),
-            static_cast<unsigned long long>(ws.next_to_send.load()),
-            static_cast<unsigned long long>(cs.mirrors),
-            static_cast<unsigned long long>(ws.unicast_mirrors.load()),
-            static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
-            static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
-            static_cast<unsigned long long>(ws.punches_refused.load()));
-        std::fflush(stdout);
-      }
-      last_records = records;
-      last_frames = frames;
-      next_report = now + 1'000'000'000u;
-    }
-  }
-  stop_worker.store(true);
-  worker_thread.join();
-  std::printf("serve: stopped\n");
-  return 0;
+  return serve_with(std::move(*reader), std::move(*sock), run);
 }
+
 
 }  // namespace ringfire::cli

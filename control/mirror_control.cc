@@ -7,6 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "control/ring_geometry.h"
+#include "dataplane/kernel_udp.h"
+#include "ringfire_config.h"
+#if RINGFIRE_HAVE_DPDK
+#include "dataplane/dpdk_port.h"
+#endif
 #include "ring/ring_file.h"
 
 namespace ringfire::control {
@@ -100,34 +105,52 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
   s->first_seq_ = std::max(g.first_seq, writer->next_seq());
 
   dataplane::MirrorWorkerConfig wc = o.worker;
-  std::optional<dataplane::KernelUdp> socket;
   const Endpoint local = s->conn_.local();
-  if (mc.group != 0) {
-    dataplane::UdpOptions uo;
-    uo.bind = Endpoint{0, mc.port};
-    uo.multicast_iface = o.iface_ip != 0 ? o.iface_ip : local.ip;
-    uo.join_group = mc.group;
-    uo.max_datagram = std::max<size_t>(mc.mtu, 1472);
-    auto sock = dataplane::KernelUdp::open(uo);
-    if (!sock.ok()) return sock.status();
-    socket.emplace(std::move(*sock));
-    s->description_ = absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}));
-  } else if (mc.port != 0) {
-    dataplane::UdpOptions uo;
-    uo.bind = Endpoint{local.ip, 0};
-    uo.max_datagram = std::max<size_t>(mc.mtu, 1472);
-    auto sock = dataplane::KernelUdp::open(uo);
-    if (!sock.ok()) return sock.status();
-    socket.emplace(std::move(*sock));
+  s->nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (mc.group == 0 && mc.port != 0) {
     wc.punch_to = Endpoint{o.source.ip, mc.port};
     wc.punch_token = mc.token;
-    s->description_ = absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to));
-  } else {
-    s->description_ = "TCP";
   }
-  s->nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::KernelUdp>>(
-      std::move(*writer), std::move(socket), wc, s->first_seq_, mc.session, s->nak_fd_);
+  s->description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))
+                    : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
+                                   : std::string("TCP");
+  if (o.backend == Backend::kDpdk) {
+#if RINGFIRE_HAVE_DPDK
+    dataplane::DpdkPortOptions po;
+    po.ip = o.dpdk_ip != 0 ? o.dpdk_ip : local.ip;
+    po.udp_port = mc.group != 0 ? mc.port : static_cast<uint16_t>(40000 + getpid() % 20000);
+    po.join_group = mc.group;
+    std::optional<dataplane::DpdkPort> port;
+    if (mc.port != 0) {
+      auto p = dataplane::DpdkPort::open(po);
+      if (!p.ok()) return p.status();
+      port.emplace(std::move(*p));
+    }
+    s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::DpdkPort>>(
+        std::move(*writer), std::move(port), wc, s->first_seq_, mc.session, s->nak_fd_);
+    s->description_ += " (dpdk)";
+#else
+    return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
+#endif
+  } else {
+    std::optional<dataplane::KernelUdp> socket;
+    if (mc.port != 0) {
+      dataplane::UdpOptions uo;
+      uo.max_datagram = std::max<size_t>(mc.mtu, 1472);
+      if (mc.group != 0) {
+        uo.bind = Endpoint{0, mc.port};
+        uo.multicast_iface = o.iface_ip != 0 ? o.iface_ip : local.ip;
+        uo.join_group = mc.group;
+      } else {
+        uo.bind = Endpoint{local.ip, 0};
+      }
+      auto sock = dataplane::KernelUdp::open(uo);
+      if (!sock.ok()) return sock.status();
+      socket.emplace(std::move(*sock));
+    }
+    s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::KernelUdp>>(
+        std::move(*writer), std::move(socket), wc, s->first_seq_, mc.session, s->nak_fd_);
+  }
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;

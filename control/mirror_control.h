@@ -11,12 +11,16 @@
 
 #include "absl/status/statusor.h"
 #include "control/tcp_conn.h"
-#include "dataplane/kernel_udp.h"
 #include "dataplane/mirror_worker.h"
 
 namespace ringfire::control {
 
+// Backend is the packet I/O backend a session's worker runs on.
+enum class Backend : uint8_t { kKernel, kDpdk };
+
 struct MirrorOptions {
+  Backend backend = Backend::kKernel;
+  uint32_t dpdk_ip = 0;          // the DPDK port's address; 0: the TCP connection's
   dataplane::Endpoint source;
   std::string ring;              // name in `dir`, or a path
   std::string dir = "/dev/shm";
@@ -54,7 +58,7 @@ class MirrorSession {
   TcpConn conn_;
   int epoll_fd_ = -1;
   int nak_fd_ = -1;
-  std::unique_ptr<dataplane::MirrorWorker<dataplane::KernelUdp>> worker_;
+  std::unique_ptr<dataplane::MirrorStepper> worker_;
   std::string description_;
   uint64_t first_seq_ = 0;
   bool queue_full_ = false;

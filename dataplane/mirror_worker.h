@@ -54,8 +54,17 @@ struct MirrorLink {
   MirrorWorkerStats stats;
 };
 
+// MirrorStepper is how a mirror session drives a worker whatever its backend:
+// one virtual call per iteration, never per packet.
+class MirrorStepper {
+ public:
+  virtual ~MirrorStepper() = default;
+  virtual bool step(uint64_t now_ns) = 0;
+  virtual MirrorLink& link() = 0;
+};
+
 template <PacketPort Port>
-class MirrorWorker {
+class MirrorWorker final : public MirrorStepper {
  public:
   // port is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
   // whenever a NAK is queued. The TCP frame queue is sized so that a frame
@@ -63,9 +72,9 @@ class MirrorWorker {
   MirrorWorker(MirrorWriter writer, std::optional<Port> port, const MirrorWorkerConfig& c,
                uint64_t first_seq, uint8_t session, int nak_eventfd);
 
-  bool step(uint64_t now_ns);
+  bool step(uint64_t now_ns) override;
 
-  MirrorLink& link() { return link_; }
+  MirrorLink& link() override { return link_; }
 
  private:
   void deliver(proto::ConstBytes payload, uint64_t now_ns);

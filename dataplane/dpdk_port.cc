@@ -1,0 +1,297 @@
+// dpdk_port.cc — EAL start-up, port setup, and the DPDK bursts.
+#include "dataplane/dpdk_port.h"
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_cycles.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "proto/net/packet.h"
+
+namespace ringfire::dataplane {
+
+using proto::net::MacAddr;
+
+absl::Status eal_init(const std::string& args) {
+  static bool started = false;
+  if (started) return absl::OkStatus();
+  static std::vector<std::string> words;  // the EAL keeps pointers into argv
+  words = {"ringfire"};
+  for (absl::string_view w : absl::StrSplit(args, ' ', absl::SkipEmpty())) words.emplace_back(w);
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DPDK EAL did not start with '", args, "': ", rte_strerror(rte_errno),
+        " (check --eal: lcores with -l, --no-huge or hugepages, a --vdev or a bound NIC)"));
+  }
+  started = true;
+  // Release the EAL, and remove its runtime directory, when the process
+  // exits: --no-huge runs leave one per file prefix otherwise.
+  static std::string runtime_dir = rte_eal_get_runtime_dir();
+  std::atexit([] {
+    rte_eal_cleanup();
+    std::error_code ec;
+    if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
+  });
+  if (rte_eth_dev_count_avail() == 0) {
+    return absl::FailedPreconditionError(
+        "DPDK started but found no port: give a --vdev (e.g. net_af_packet0,iface=eth0) in --eal");
+  }
+  return absl::OkStatus();
+}
+
+std::string default_eal_args(const std::string& iface) {
+  // One lcore: the first CPU this process may run on (so taskset/cpusets are
+  // honoured rather than everything being moved to CPU 0).
+  int cpu = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) ++cpu;
+  }
+  return absl::StrCat("-l ", cpu, " --no-huge -m 256 --no-pci --no-shconf --file-prefix rf", getpid(),
+                      " --vdev net_af_packet0,iface=", iface, " --log-level=lib.eal:error");
+}
+
+absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
+  static std::atomic<int> pools{0};
+  DpdkPort p(o);
+  if (!rte_eth_dev_is_valid_port(o.port_id)) {
+    return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
+  }
+  const std::string name = absl::StrCat("rf_pool_", getpid(), "_", pools++);
+  p.pool_ = rte_pktmbuf_pool_create(name.c_str(), o.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                    static_cast<int>(rte_socket_id()));
+  if (p.pool_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot create a pool of ", o.mbufs, " mbufs: ", rte_strerror(rte_errno),
+        " (give the EAL more memory: -m, or hugepages)"));
+  }
+  rte_eth_conf conf{};
+  int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, 1024, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
+  if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, 1024, rte_eth_dev_socket_id(o.port_id), nullptr);
+  if (rc == 0) rc = rte_eth_dev_start(o.port_id);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc)));
+  }
+  p.open_ = true;
+  rte_eth_allmulticast_enable(o.port_id);
+  rte_ether_addr addr{};
+  rte_eth_macaddr_get(o.port_id, &addr);
+  std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
+  if (o.join_group != 0) p.send_igmp_report();
+  return p;
+}
+
+DpdkPort::DpdkPort(DpdkPort&& o) noexcept
+    : o_(o.o_),
+      open_(std::exchange(o.open_, false)),
+      pool_(std::exchange(o.pool_, nullptr)),
+      mac_(o.mac_),
+      rx_held_(o.rx_held_),
+      rx_held_n_(std::exchange(o.rx_held_n_, 0)),
+      neighbors_(std::move(o.neighbors_)),
+      last_arp_tsc_(o.last_arp_tsc_),
+      ip_id_(o.ip_id_),
+      stats_(o.stats_) {}
+
+DpdkPort::~DpdkPort() {
+  release_rx();
+  if (open_) rte_eth_dev_stop(o_.port_id);
+  if (pool_ != nullptr) rte_mempool_free(pool_);
+}
+
+void DpdkPort::release_rx() {
+  for (size_t i = 0; i < rx_held_n_; ++i) rte_pktmbuf_free(rx_held_[i]);
+  rx_held_n_ = 0;
+}
+
+void DpdkPort::learn(uint32_t ip, const MacAddr& mac) {
+  if (ip == 0 || proto::net::is_multicast_mac(mac)) return;
+  for (Neighbor& n : neighbors_) {
+    if (n.ip == ip) {
+      n.mac = mac;
+      return;
+    }
+  }
+  if (neighbors_.size() < 256) neighbors_.push_back(Neighbor{ip, mac});
+}
+
+const MacAddr* DpdkPort::neighbor(uint32_t ip) const {
+  for (const Neighbor& n : neighbors_) {
+    if (n.ip == ip) return &n.mac;
+  }
+  return nullptr;
+}
+
+bool DpdkPort::send_frame(rte_mbuf* m) {
+  if (rte_eth_tx_burst(o_.port_id, 0, &m, 1) == 1) {
+    ++stats_.tx_frames;
+    return true;
+  }
+  rte_pktmbuf_free(m);
+  ++stats_.tx_refused;
+  return false;
+}
+
+void DpdkPort::send_arp(uint16_t op, const MacAddr& dst_mac, uint32_t target_ip) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return;
+  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, 60));  // minimum frame
+  if (b == nullptr) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  std::memset(b, 0, 60);
+  const proto::MutableBytes frame(b, 60);
+  proto::net::encode_ether({dst_mac, mac_, proto::net::kEtherTypeArp}, frame);
+  proto::net::ArpPacket a;
+  a.op = static_cast<proto::net::ArpOp>(op);
+  a.sender_mac = mac_;
+  a.sender_ip = o_.ip;
+  a.target_mac = op == 2 ? dst_mac : MacAddr{};
+  a.target_ip = target_ip;
+  proto::net::encode_arp(a, frame.subspan(proto::net::kEtherHeaderBytes));
+  send_frame(m);
+}
+
+void DpdkPort::send_igmp_report() {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return;
+  constexpr size_t kLen = proto::net::kEtherHeaderBytes + 24 + 16;
+  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, 60));
+  if (b == nullptr) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  std::memset(b, 0, 60);
+  const proto::MutableBytes frame(b, kLen);
+  const uint32_t dst = proto::net::kIgmpV3ReportGroup;
+  proto::net::encode_ether({proto::net::multicast_mac(dst), mac_, proto::net::kEtherTypeIpv4}, frame);
+  proto::net::Ipv4Header ip;
+  ip.protocol = proto::net::kIpProtoIgmp;
+  ip.ttl = 1;
+  ip.router_alert = true;
+  ip.tos = 0xc0;
+  ip.total_length = 24 + 16;
+  ip.src = o_.ip;
+  ip.dst = dst;
+  proto::net::encode_ipv4(ip, frame.subspan(proto::net::kEtherHeaderBytes));
+  const uint32_t groups[] = {o_.join_group};
+  proto::net::encode_igmpv3_report(proto::net::IgmpV3RecordType::kChangeToExclude, groups,
+                                   frame.subspan(proto::net::kEtherHeaderBytes + 24));
+  if (send_frame(m)) ++stats_.igmp_reports;
+}
+
+size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
+  release_rx();  // the previous burst's payloads are no longer referenced
+  rte_mbuf* mbufs[kBurst];
+  const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
+  size_t k = 0;
+  for (uint16_t i = 0; i < got; ++i) {
+    rte_mbuf* m = mbufs[i];
+    ++stats_.rx_frames;
+    proto::net::ParsedPacket p;
+    const proto::ConstBytes frame(rte_pktmbuf_mtod(m, const std::byte*), m->data_len);
+    // UDP checksums are trusted to the port: what it flags bad is dropped,
+    // and software does not re-verify, because virtual ports (a veth through
+    // af_packet) hand over the kernel's partial, offloaded checksums.
+    const bool l4_bad = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
+    const proto::net::ParseOptions opt{/*verify_ip_checksum=*/true, /*verify_udp_checksum=*/false};
+    if (m->nb_segs != 1 || l4_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
+      ++stats_.rx_malformed;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    switch (p.kind) {
+      case proto::net::PacketKind::kArp:
+        learn(p.arp.sender_ip, p.arp.sender_mac);
+        if (p.arp.op == proto::net::ArpOp::kRequest && p.arp.target_ip == o_.ip) {
+          send_arp(2, p.arp.sender_mac, p.arp.sender_ip);
+          ++stats_.arp_replies;
+        }
+        rte_pktmbuf_free(m);
+        continue;
+      case proto::net::PacketKind::kIgmp:
+        if (p.igmp.type == proto::net::kIgmpQuery && o_.join_group != 0) send_igmp_report();
+        rte_pktmbuf_free(m);
+        continue;
+      case proto::net::PacketKind::kUdp: {
+        const bool to_us = (p.ip.dst == o_.ip || (o_.join_group != 0 && p.ip.dst == o_.join_group)) &&
+                           p.udp.dst_port == o_.udp_port;
+        if (to_us) {
+          learn(p.ip.src, p.eth.src);
+          out[k++] = RxDatagram{p.payload, Endpoint{p.ip.src, p.udp.src_port}};
+          rx_held_[rx_held_n_++] = m;
+          continue;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    ++stats_.rx_not_ours;
+    rte_pktmbuf_free(m);
+  }
+  return k;
+}
+
+size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
+  rte_mbuf* mbufs[kBurst];
+  uint16_t ready = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Endpoint& to = in[i].to;
+    proto::net::UdpFlow f;
+    f.src_mac = mac_;
+    f.src_ip = o_.ip;
+    f.dst_ip = to.ip;
+    f.src_port = o_.udp_port;
+    f.dst_port = to.port;
+    f.ttl = (to.ip >> 28) == 0xE ? o_.ttl : 64;
+    if ((to.ip >> 28) == 0xE) {
+      f.dst_mac = proto::net::multicast_mac(to.ip);
+    } else if (const MacAddr* mac = neighbor(to.ip)) {
+      f.dst_mac = *mac;
+    } else {
+      // Unknown neighbor: ask (at most every 10 ms) and drop this datagram;
+      // the protocol retries (punches, NAKs, heartbeats).
+      const uint64_t now = rte_get_tsc_cycles();
+      if (now - last_arp_tsc_ > rte_get_tsc_hz() / 100) {
+        send_arp(1, proto::net::kBroadcastMac, to.ip);
+        last_arp_tsc_ = now;
+      }
+      ++stats_.tx_no_neighbor;
+      continue;
+    }
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    if (m == nullptr) break;
+    const size_t len = proto::net::kUdpFrameOverhead + in[i].payload.size();
+    auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+    if (b == nullptr) {
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
+    proto::net::write_udp_headers(f, ip_id_++, in[i].payload.size(), true, proto::MutableBytes(b, len));
+    mbufs[ready++] = m;
+  }
+  const uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
+  for (uint16_t i = sent; i < ready; ++i) rte_pktmbuf_free(mbufs[i]);
+  stats_.tx_frames += sent;
+  stats_.tx_refused += ready - sent;
+  return n;  // every datagram was handled: sent, or dropped and counted
+}
+
+}  // namespace ringfire::dataplane

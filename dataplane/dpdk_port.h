@@ -1,0 +1,94 @@
+// dpdk_port.h — the DPDK packet I/O backend: one ethdev (a PCI NIC or a
+// vdev such as net_af_packet, net_af_xdp, net_memif), one RX and one TX
+// queue, driven as a PacketPort. With no kernel stack under it, the port
+// owns a small L2/L3: it answers ARP for its address and resolves its
+// unicast peers (learning every sender it sees), joins multicast groups with
+// IGMPv3 and answers queries, builds Ethernet/IPv4/UDP itself (checksums in
+// software: af_xdp offers no offloads), and counts and drops everything that
+// is not its own. Setup (EAL, port, mempool) in dpdk_port.cc; the bursts are
+// there too, small and reviewable. Worker thread only after open().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dataplane/packet_port.h"
+#include "proto/net/ethernet.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace ringfire::dataplane {
+
+// eal_init starts DPDK's EAL once per process with `args` (split on
+// spaces), e.g. "-l 0 --no-huge -m 256 --no-pci --no-shconf
+// --vdev net_af_packet0,iface=eth0". Never exits the process.
+absl::Status eal_init(const std::string& args);
+// default_eal_args is what ringfire passes when --eal is not given: one
+// lcore, no hugepages, no shared files, an af_packet vdev on `iface`.
+std::string default_eal_args(const std::string& iface);
+
+struct DpdkPortOptions {
+  uint16_t port_id = 0;
+  uint32_t ip = 0;          // the port's IPv4 address (host order)
+  uint16_t udp_port = 0;    // datagrams to this port are ours
+  uint32_t join_group = 0;  // and to this group (0: none)
+  uint8_t ttl = 1;
+  uint32_t mbufs = 4096;
+};
+
+struct DpdkPortStats {
+  uint64_t rx_frames = 0;
+  uint64_t rx_not_ours = 0;     // other traffic: counted, dropped
+  uint64_t rx_malformed = 0;    // failed to parse: counted, dropped
+  uint64_t arp_replies = 0;
+  uint64_t igmp_reports = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_no_neighbor = 0;  // dropped while ARP resolves
+  uint64_t tx_refused = 0;      // the TX queue was full
+};
+
+class DpdkPort {
+ public:
+  static absl::StatusOr<DpdkPort> open(const DpdkPortOptions& o);
+  DpdkPort(DpdkPort&& o) noexcept;
+  DpdkPort& operator=(DpdkPort&&) = delete;
+  ~DpdkPort();
+
+  size_t rx_burst(RxDatagram* out, size_t n);
+  size_t tx_burst(const TxDatagram* in, size_t n);
+  Endpoint local() const { return Endpoint{o_.ip, o_.udp_port}; }
+  const DpdkPortStats& stats() const { return stats_; }
+  const proto::net::MacAddr& mac() const { return mac_; }
+
+ private:
+  struct Neighbor {
+    uint32_t ip = 0;
+    proto::net::MacAddr mac{};
+  };
+  explicit DpdkPort(const DpdkPortOptions& o) : o_(o) {}
+  void release_rx();
+  void learn(uint32_t ip, const proto::net::MacAddr& mac);
+  const proto::net::MacAddr* neighbor(uint32_t ip) const;
+  bool send_frame(rte_mbuf* m);
+  void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
+  void send_igmp_report();
+
+  DpdkPortOptions o_;
+  bool open_ = false;
+  rte_mempool* pool_ = nullptr;
+  proto::net::MacAddr mac_{};
+  std::array<rte_mbuf*, kBurst> rx_held_{};  // the last burst's mbufs, freed on the next
+  size_t rx_held_n_ = 0;
+  std::vector<Neighbor> neighbors_;
+  uint64_t last_arp_tsc_ = 0;
+  uint16_t ip_id_ = 0;
+  DpdkPortStats stats_;
+};
+
+static_assert(PacketPort<DpdkPort>);
+
+}  // namespace ringfire::dataplane
