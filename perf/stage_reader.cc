@@ -61,8 +61,9 @@ int run(int argc, char** argv) {
     lost += r.lost;
     if (!r.ok) {
       idler.idle();
-      // Wait for the first record indefinitely; after that, stop when quiet.
-      if (started && monotonic_ns() - last > idle_exit_ms * 1'000'000) break;
+      // Wait up to 10 s for the first record; after that, stop when quiet.
+      const uint64_t quiet_ns = monotonic_ns() - last;
+      if (started ? quiet_ns > idle_exit_ms * 1'000'000 : quiet_ns > 10'000'000'000ull) break;
       continue;
     }
     const uint64_t now = monotonic_ns();
