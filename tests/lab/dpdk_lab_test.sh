@@ -16,12 +16,6 @@ fi
 lab_up 3
 logs=$(mktemp -d /tmp/rf-dpdk.XXXXXX)
 trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-log() { echo "-- $*"; }
-mirror_at() {
-  grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'
-}
 check_copy() {  # SOURCE MIRROR COUNT
   local out
   out=$("$rf" tail "$2" --from oldest --idle-exit 300ms --quiet)

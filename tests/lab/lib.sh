@@ -98,3 +98,12 @@ wait_for() {
   done
   return 1
 }
+
+# Test helpers: count failures, announce steps, and read a mirror's stats.
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+log() { echo "-- $*"; }
+# mirror_at LOGFILE SEQ: the mirror's last stats line reports next seq >= SEQ.
+mirror_at() {
+  grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'
+}

@@ -9,9 +9,6 @@ source "$(dirname "$0")/lib.sh"
 lab_up 4
 logs=$(mktemp -d /tmp/rf-lab.XXXXXX)
 trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-log() { echo "-- $*"; }
 
 # verify RING WANT_VERIFIED WANT_HOLES: read the whole ring from the oldest
 # record; every record must verify, none lost.
@@ -20,10 +17,6 @@ verify() {
   out=$("$rf" tail "$1" --from oldest --idle-exit 300ms --quiet)
   local want="tail: $2 records verified, 0 lost, $3 holes skipped, 0 torn, 0 misplaced"
   [[ "$out" == "$want"* ]] || fail "$1: got '$out', want '$want'"
-}
-# wait_seq LOGFILE SEQ: until a mirror's stats line reports next seq >= SEQ.
-mirror_at() {
-  grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'
 }
 
 src=$(ring_name src)
