@@ -14,6 +14,7 @@
 #include "cli/common.h"
 #include "control/mirror_control.h"
 #include "dataplane/kernel_udp.h"
+#include "dataplane/worker_runner.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
 #include "dataplane/dpdk_port.h"
@@ -141,7 +142,8 @@ int cmd_mirror(int argc, char** argv, int first) {
                 static_cast<unsigned long long>(s.first_seq()), s.description().c_str());
     std::fflush(stdout);
     std::atomic<bool> stop_worker{false};
-    std::thread worker_thread([&] {
+    dataplane::WorkerRunner runner;
+    runner.start([&] {
       ring::IdleStrategy idle(*idle_mode);
       while (!stop_worker.load(std::memory_order_relaxed)) {
         if (s.step(now_ns())) {
@@ -151,6 +153,7 @@ int cmd_mirror(int argc, char** argv, int first) {
         }
       }
     });
+    if (!quiet) std::printf("mirror: worker on %s\n", runner.where().c_str());
     const auto& st = s.stats();
     uint64_t next_report = now_ns() + 1'000'000'000u;
     uint64_t last_records = 0;
@@ -182,7 +185,7 @@ int cmd_mirror(int argc, char** argv, int first) {
       next_report = now + 1'000'000'000u;
     }
     stop_worker.store(true);
-    worker_thread.join();
+    runner.join();
     std::printf("mirror: %s; %llu records written, next seq %llu\n",
                 alive ? "stopped" : "source gone", static_cast<unsigned long long>(st.records.load()),
                 static_cast<unsigned long long>(st.next_seq.load()));

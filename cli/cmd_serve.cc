@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "control/serve_control.h"
 #include "dataplane/kernel_udp.h"
+#include "dataplane/worker_runner.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
 #include "dataplane/dpdk_port.h"
@@ -82,7 +83,8 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   std::fflush(stdout);
 
   std::atomic<bool> stop_worker{false};
-  std::thread worker_thread([&] {
+  dataplane::WorkerRunner runner;
+  runner.start([&] {
     ring::IdleStrategy idle(run.idle);
     while (!stop_worker.load(std::memory_order_relaxed)) {
       if (worker.step(now_ns())) {
@@ -92,6 +94,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
       }
     }
   });
+  if (!run.quiet) std::printf("serve: worker on %s\n", runner.where().c_str());
 
   const bool quiet = run.quiet;
   uint64_t next_report = now_ns() + 1'000'000'000u;
@@ -125,7 +128,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
     }
   }
   stop_worker.store(true);
-  worker_thread.join();
+  runner.join();
   std::printf("serve: stopped\n");
   return 0;
 }

@@ -21,8 +21,14 @@ namespace ringfire::dataplane {
 
 using proto::net::MacAddr;
 
+namespace {
+bool g_eal_started = false;
+}  // namespace
+
+bool eal_running() { return g_eal_started; }
+
 absl::Status eal_init(const std::string& args) {
-  static bool started = false;
+  bool& started = g_eal_started;
   if (started) return absl::OkStatus();
   static std::vector<std::string> words;  // the EAL keeps pointers into argv
   words = {"ringfire"};

@@ -27,6 +27,8 @@ namespace ringfire::dataplane {
 // spaces), e.g. "-l 0 --no-huge -m 256 --no-pci --no-shconf
 // --vdev net_af_packet0,iface=eth0". Never exits the process.
 absl::Status eal_init(const std::string& args);
+// eal_running says whether eal_init succeeded in this process.
+bool eal_running();
 // default_eal_args is what ringfire passes when --eal is not given: one
 // lcore, no hugepages, no shared files, an af_packet vdev on `iface`.
 std::string default_eal_args(const std::string& iface);

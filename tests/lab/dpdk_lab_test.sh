@@ -66,6 +66,15 @@ for m in k2 k3 d3; do
 done
 for m in "$k2" "$k3" "$d3"; do check_copy "$dsrc" "$m" 60000; done
 
+log "with two lcores the mirror's worker runs on the worker lcore (rte_eal_remote_launch)"
+lc=$(ring_name lc)
+bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk \
+  --eal "-l 0,1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}lc --vdev net_af_packet0,iface=eth0"
+wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
+on 1 "$rf" publish "$dsrc" --count 1000 --quiet >/dev/null
+wait_for 15 mirror_at "$logs/lc" 61000 || fail "the lcore mirror did not catch up: $(tail -n 1 "$logs/lc")"
+check_copy "$dsrc" "$lc" 61000
+
 log "bad EAL arguments fail at start-up with a message"
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal "--no-such-flag" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"EAL did not start"* ]] || fail "bad --eal: rc $rc, $err"
