@@ -35,6 +35,26 @@ RingOptions fixed(uint32_t size) {
   return o;
 }
 
+// FullRing is a ring filled once with 65,536 records and a reader that
+// rewinds to the oldest when it runs dry (outside the timed region).
+struct FullRing {
+  explicit FullRing(uint32_t size) : ring(fixed(size)), producer(*Producer::attach(ring.open())) {
+    std::vector<std::byte> rec(size, std::byte{1});
+    for (int i = 0; i < (1 << 16); ++i) producer.publish(rec.data());
+    rewind();
+  }
+  void rewind() { reader.emplace(*Consumer::attach(ring.open(), StartPosition::oldest())); }
+  void rewind(benchmark::State& state) {
+    state.PauseTiming();
+    rewind();
+    state.ResumeTiming();
+  }
+  BenchRing ring;
+  Producer producer;
+  std::optional<Consumer> reader;
+};
+
+
 void BM_RingPublish(benchmark::State& state) {
   const auto size = static_cast<uint32_t>(state.range(0));
   BenchRing r(fixed(size));
@@ -50,20 +70,11 @@ BENCHMARK(BM_RingPublish)->Arg(64)->Arg(256)->Arg(1024);
 
 void BM_RingRead(benchmark::State& state) {
   const auto size = static_cast<uint32_t>(state.range(0));
-  BenchRing r(fixed(size));
-  auto p = Producer::attach(r.open());
-  std::vector<std::byte> rec(size, std::byte{1});
-  for (int i = 0; i < (1 << 16); ++i) p->publish(rec.data());
-  std::optional<Consumer> c;
-  c.emplace(*Consumer::attach(r.open(), StartPosition::oldest()));
+  FullRing f(size);
   std::vector<std::byte> out(size);
   for (auto _ : state) {
-    ReadResult res = c->try_read(out.data());
-    if (!res.ok) {
-      state.PauseTiming();
-      c.emplace(*Consumer::attach(r.open(), StartPosition::oldest()));
-      state.ResumeTiming();
-    }
+    ReadResult res = f.reader->try_read(out.data());
+    if (!res.ok) f.rewind(state);
     benchmark::DoNotOptimize(res);
   }
   state.SetItemsProcessed(state.iterations());
@@ -73,23 +84,14 @@ BENCHMARK(BM_RingRead)->Arg(64)->Arg(256)->Arg(1024);
 
 void BM_RingReadBatch(benchmark::State& state) {
   const uint32_t size = 64;
-  BenchRing r(fixed(size));
-  auto p = Producer::attach(r.open());
-  std::vector<std::byte> rec(size, std::byte{1});
-  for (int i = 0; i < (1 << 16); ++i) p->publish(rec.data());
-  std::optional<Consumer> c;
-  c.emplace(*Consumer::attach(r.open(), StartPosition::oldest()));
+  FullRing f(size);
   std::vector<std::byte> out(32 * size);
   uint64_t seqs[32];
   uint64_t lost = 0;
   int64_t records = 0;
   for (auto _ : state) {
-    const size_t n = c->read_batch(out.data(), seqs, 32, &lost);
-    if (n == 0) {
-      state.PauseTiming();
-      c.emplace(*Consumer::attach(r.open(), StartPosition::oldest()));
-      state.ResumeTiming();
-    }
+    const size_t n = f.reader->read_batch(out.data(), seqs, 32, &lost);
+    if (n == 0) f.rewind(state);
     records += static_cast<int64_t>(n);
   }
   state.SetItemsProcessed(records);

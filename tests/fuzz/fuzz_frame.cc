@@ -5,11 +5,9 @@
 #include <vector>
 
 #include "proto/frame.h"
+#include "tests/fuzz/require.h"
 
 using namespace ringfire::proto;
-
-#define REQUIRE(x) \
-  if (!(x)) __builtin_trap()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ConstBytes in(reinterpret_cast<const std::byte*>(data), size);

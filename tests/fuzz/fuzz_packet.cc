@@ -2,12 +2,10 @@
 // (Ethernet, VLAN, ARP, IPv4, IGMP, UDP). Oracle: no sanitizer report, and a
 // UDP payload always lies inside the frame.
 #include "proto/net/packet.h"
+#include "tests/fuzz/require.h"
 
 using namespace ringfire::proto;
 using namespace ringfire::proto::net;
-
-#define REQUIRE(x) \
-  if (!(x)) __builtin_trap()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ConstBytes in(reinterpret_cast<const std::byte*>(data), size);

@@ -5,11 +5,9 @@
 #include <cstring>
 
 #include "ring/ring_file.h"
+#include "tests/fuzz/require.h"
 
 using namespace ringfire::ring;
-
-#define REQUIRE(x) \
-  if (!(x)) __builtin_trap()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RingHeader h;
