@@ -12,13 +12,11 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/dpdk_options.h"
 #include "control/mirror_control.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/worker_runner.h"
 #include "ringfire_config.h"
-#if RINGFIRE_HAVE_DPDK
-#include "dataplane/dpdk_port.h"
-#endif
 
 namespace ringfire::cli {
 namespace {
@@ -27,7 +25,7 @@ const CommandSpec kMirror = {
     "mirror", "HOST:PORT RING", 2, 2,
     "Mirror the ring served at HOST:PORT into RING (created sparse from the source's\n"
     "geometry, or resumed where it ends). Reconnects and resumes if the source goes away.",
-    with_fault_options({
+    with_backend_options(with_fault_options({
         {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest)"},
         {"unicast", nullptr, "ask for UDP unicast (punch) instead of multicast"},
         {"tcp", nullptr, "ask for DATA on the TCP connection"},
@@ -38,11 +36,8 @@ const CommandSpec kMirror = {
         {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000)"},
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
-        {"backend", "NAME", "packet I/O: kernel (default) or dpdk"},
-        {"eal", "ARGS", "dpdk: EAL arguments (default: one lcore, --no-huge, an af_packet vdev on --iface)"},
-        {"dpdk-ip", "ADDR", "dpdk: the port's IPv4 address (default: the TCP connection's)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    })};
+    }), "dpdk: the port's IPv4 address (default: the TCP connection's; af_xdp needs one of its own)")};
 
 }  // namespace
 
@@ -96,26 +91,11 @@ int cmd_mirror(int argc, char** argv, int first) {
     return fail("mirror", absl::InvalidArgumentError("--hold must be between 1 and 1048576"));
   }
   o.expected_schema = *schema;
-  const std::string backend = args->str("backend", "kernel");
-  if (backend == "dpdk") {
-#if RINGFIRE_HAVE_DPDK
-    if (!args->has("eal") && !args->has("iface")) {
-      return fail("mirror", absl::InvalidArgumentError(
-                                "--backend dpdk needs --iface (for the default af_packet vdev) or --eal"));
-    }
-    const std::string eal = args->str("eal", dataplane::default_eal_args(args->str("iface")));
-    if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return fail("mirror", st);
+  auto backend = start_backend(*args);
+  if (!backend.ok()) return fail("mirror", backend.status());
+  if (backend->dpdk) {
     o.backend = control::Backend::kDpdk;
-    if (args->has("dpdk-ip")) {
-      auto ip = dataplane::parse_endpoint(args->str("dpdk-ip"), 0);
-      if (!ip.ok()) return fail("mirror", ip.status());
-      o.dpdk_ip = ip->ip;
-    }
-#else
-    return fail("mirror", absl::FailedPreconditionError("this build has no DPDK backend"));
-#endif
-  } else if (backend != "kernel") {
-    return fail("mirror", absl::InvalidArgumentError("--backend: kernel or dpdk"));
+    o.dpdk_ip = backend->dpdk_ip;
   }
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;

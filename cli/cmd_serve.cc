@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/dpdk_options.h"
 #include "control/serve_control.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/worker_runner.h"
@@ -26,7 +27,7 @@ const CommandSpec kServe = {
     "Serve a ring to mirrors. The TCP listener carries the handshake, NAK repair and\n"
     "TCP-mode DATA; DATA goes to a multicast group (--multicast) and/or by unicast to\n"
     "mirrors that punch --udp PORT. With neither, every mirror gets DATA over TCP.",
-    with_fault_options({
+    with_backend_options(with_fault_options({
         {"listen", "ADDR:PORT", "TCP address for mirrors (required)"},
         {"multicast", "GROUP:PORT", "send DATA to this group (239.255.0.0/16 in labs)"},
         {"iface", "IF", "interface for multicast sends (default: the --listen address)"},
@@ -38,11 +39,8 @@ const CommandSpec kServe = {
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
-        {"backend", "NAME", "packet I/O: kernel (default) or dpdk"},
-        {"eal", "ARGS", "dpdk: EAL arguments (default: one lcore, --no-huge, an af_packet vdev on --iface)"},
-        {"dpdk-ip", "ADDR", "dpdk: the port's IPv4 address (default: --iface's)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    })};
+    }), "dpdk: the port's IPv4 address (default: --iface's; af_xdp needs one of its own)")};
 
 // ServeRun is everything serve_with needs besides the ring and the port.
 struct ServeRun {
@@ -69,6 +67,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   cc.ring = run.ring_path;
   cc.multicast = run.group;
   cc.unicast_port = run.unicast ? udp_local.port : 0;
+  cc.data_ip = udp_local.ip;
   cc.mtu = run.worker.mtu;
   cc.ttl = run.ttl;
   cc.session = run.session;
@@ -78,7 +77,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   std::printf("serve: %s on %s%s%s, session %u\n", run.ring_path.c_str(),
               dataplane::to_string((*control)->listening()).c_str(),
               run.group ? absl::StrCat(", multicast ", dataplane::to_string(*run.group)).c_str() : "",
-              cc.unicast_port ? absl::StrCat(", unicast port ", cc.unicast_port).c_str() : "",
+              cc.unicast_port ? absl::StrCat(", unicast ", dataplane::to_string(udp_local)).c_str() : "",
               run.session);
   std::fflush(stdout);
 
@@ -221,33 +220,18 @@ int cmd_serve(int argc, char** argv, int first) {
   run.worker.multicast = group;
   run.worker.tx_faults = *faults;
 
-  const std::string backend = args->str("backend", "kernel");
-  if (backend == "dpdk") {
+  auto backend = start_backend(*args);
+  if (!backend.ok()) return fail("serve", backend.status());
+  if (backend->dpdk) {
 #if RINGFIRE_HAVE_DPDK
-    if (!args->has("eal") && !args->has("iface")) {
-      return fail("serve", absl::InvalidArgumentError(
-                               "--backend dpdk needs --iface (for the default af_packet vdev) or --eal"));
-    }
-    const std::string eal = args->str("eal", dataplane::default_eal_args(args->str("iface")));
-    if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return fail("serve", st);
     dataplane::DpdkPortOptions po;
-    po.ip = iface_ip;
-    if (args->has("dpdk-ip")) {
-      auto ip = dataplane::parse_endpoint(args->str("dpdk-ip"), 0);
-      if (!ip.ok()) return fail("serve", ip.status());
-      po.ip = ip->ip;
-    }
+    po.ip = backend->dpdk_ip != 0 ? backend->dpdk_ip : iface_ip;
     po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
     po.ttl = static_cast<uint8_t>(*ttl);
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());
     return serve_with(std::move(*reader), std::move(*port), run);
-#else
-    return fail("serve", absl::FailedPreconditionError("this build has no DPDK backend"));
 #endif
-  }
-  if (backend != "kernel") {
-    return fail("serve", absl::InvalidArgumentError("--backend: kernel or dpdk"));
   }
   dataplane::UdpOptions uo;
   uo.bind = dataplane::Endpoint{listen->ip, static_cast<uint16_t>(*udp_port)};

@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
   const Endpoint local = s->conn_.local();
   s->nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (mc.group == 0 && mc.port != 0) {
-    wc.punch_to = Endpoint{o.source.ip, mc.port};
+    wc.punch_to = Endpoint{mc.data_ip != 0 ? mc.data_ip : o.source.ip, mc.port};
     wc.punch_token = mc.token;
   }
   s->description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))

@@ -169,6 +169,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
     }
     mc.port = config_.unicast_port;
     mc.token = m.token;
+    mc.data_ip = config_.data_ip;
   } else {
     mc.group = config_.multicast->ip;
     mc.port = config_.multicast->port;

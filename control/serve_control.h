@@ -24,6 +24,7 @@ struct ServeControlConfig {
   std::string ring;                             // name or path of the served ring
   std::optional<dataplane::Endpoint> multicast;  // group:port announced to mirrors
   uint16_t unicast_port = 0;                     // the worker's UDP port for PUNCH (0: none)
+  uint32_t data_ip = 0;                          // the worker's address (0: as the TCP listener)
   uint16_t mtu = 1472;
   uint8_t ttl = 1;
   uint8_t session = 1;

@@ -16,6 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "proto/net/packet.h"
+#include "ringfire_config.h"
+#if RINGFIRE_HAVE_XDP_STEER
+#include "dataplane/xdp_steer.h"
+#endif
 
 namespace ringfire::dataplane {
 
@@ -27,9 +31,17 @@ bool g_eal_started = false;
 
 bool eal_running() { return g_eal_started; }
 
-absl::Status eal_init(const std::string& args) {
+absl::Status eal_init(const std::string& given) {
   bool& started = g_eal_started;
   if (started) return absl::OkStatus();
+#if RINGFIRE_HAVE_XDP_STEER
+  // net_af_xdp gets ringfire's steering program unless the user gave one.
+  auto steered = with_steer_program(given);
+  if (!steered.ok()) return steered.status();
+  const std::string args = *steered;
+#else
+  const std::string& args = given;
+#endif
   static std::vector<std::string> words;  // the EAL keeps pointers into argv
   words = {"ringfire"};
   for (absl::string_view w : absl::StrSplit(args, ' ', absl::SkipEmpty())) words.emplace_back(w);
@@ -37,7 +49,7 @@ absl::Status eal_init(const std::string& args) {
   for (auto& w : words) argv.push_back(w.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "DPDK EAL did not start with '", args, "': ", rte_strerror(rte_errno),
+        "DPDK EAL did not start with '", given, "': ", rte_strerror(rte_errno),
         " (check --eal: lcores with -l, --no-huge or hugepages, a --vdev or a bound NIC)"));
   }
   started = true;
@@ -45,6 +57,8 @@ absl::Status eal_init(const std::string& args) {
   // exits: --no-huge runs leave one per file prefix otherwise.
   static std::string runtime_dir = rte_eal_get_runtime_dir();
   std::atexit([] {
+    uint16_t port;
+    RTE_ETH_FOREACH_DEV(port) rte_eth_dev_close(port);  // af_xdp: detaches its XDP program
     rte_eal_cleanup();
     std::error_code ec;
     if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
@@ -56,7 +70,14 @@ absl::Status eal_init(const std::string& args) {
   return absl::OkStatus();
 }
 
-std::string default_eal_args(const std::string& iface) {
+absl::StatusOr<Pmd> parse_pmd(const std::string& name) {
+  if (name == "af_packet") return Pmd::kAfPacket;
+  if (name == "af_xdp") return Pmd::kAfXdp;
+  return absl::InvalidArgumentError(absl::StrCat("--pmd: af_packet or af_xdp, not '", name,
+                                                 "' (other vdevs: give the whole --eal)"));
+}
+
+std::string default_eal_args(const std::string& iface, Pmd pmd) {
   // One lcore: the first CPU this process may run on (so taskset/cpusets are
   // honoured rather than everything being moved to CPU 0).
   int cpu = 0;
@@ -66,7 +87,7 @@ std::string default_eal_args(const std::string& iface) {
     while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) ++cpu;
   }
   return absl::StrCat("-l ", cpu, " --no-huge -m 256 --no-pci --no-shconf --file-prefix rf", getpid(),
-                      " --vdev net_af_packet0,iface=", iface, " --log-level=lib.eal:error");
+                      " --vdev ", pmd == Pmd::kAfXdp ? "net_af_xdp0" : "net_af_packet0", ",iface=", iface, " --log-level=lib.eal:error");
 }
 
 absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
@@ -97,6 +118,13 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   rte_ether_addr addr{};
   rte_eth_macaddr_get(o.port_id, &addr);
   std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
+#if RINGFIRE_HAVE_XDP_STEER
+  char dev_name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(o.port_id, dev_name);
+  if (const std::string iface = steered_iface(dev_name); !iface.empty()) {
+    if (absl::Status st = steer_to_port(iface, o.ip, o.join_group); !st.ok()) return st;
+  }
+#endif
   if (o.join_group != 0) p.send_igmp_report();
   return p;
 }

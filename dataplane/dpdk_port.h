@@ -29,9 +29,12 @@ namespace ringfire::dataplane {
 absl::Status eal_init(const std::string& args);
 // eal_running says whether eal_init succeeded in this process.
 bool eal_running();
+// The vdevs ringfire can set up by itself on a kernel interface.
+enum class Pmd { kAfPacket, kAfXdp };
+absl::StatusOr<Pmd> parse_pmd(const std::string& name);
 // default_eal_args is what ringfire passes when --eal is not given: one
-// lcore, no hugepages, no shared files, an af_packet vdev on `iface`.
-std::string default_eal_args(const std::string& iface);
+// lcore, no hugepages, no shared files, a `pmd` vdev on `iface`.
+std::string default_eal_args(const std::string& iface, Pmd pmd);
 
 struct DpdkPortOptions {
   uint16_t port_id = 0;

@@ -168,12 +168,13 @@ size_t encode_multicast(const Multicast& m, MutableBytes out) {
   w.u8(m.session);
   w.le16(0);
   w.le64(m.token);
+  w.be32(m.data_ip);
   return finish(w);
 }
 
 DecodeError decode_multicast(const Frame& f, Multicast* out) {
   if (f.header.kind != FrameKind::kMulticast) return DecodeError::kBadKind;
-  if (f.body.size() < kMulticastBody) return DecodeError::kBadLength;
+  if (f.body.size() < kMulticastBodyMin) return DecodeError::kBadLength;
   ByteReader r(f.body);
   out->group = r.be32();
   out->port = r.le16();
@@ -182,6 +183,7 @@ DecodeError decode_multicast(const Frame& f, Multicast* out) {
   out->session = r.u8();
   r.skip(2);
   out->token = r.le64();
+  out->data_ip = f.body.size() >= kMulticastBody ? r.be32() : 0;
   if (out->port == 0 && out->group != 0) return DecodeError::kBadValue;  // a group needs a port
   return DecodeError::kOk;
 }

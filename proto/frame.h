@@ -89,8 +89,10 @@ struct Multicast {
   uint8_t ttl = 0;
   uint8_t session = 0;    // stamped in the flags byte of UDP DATA/HEARTBEAT
   uint64_t token = 0;     // a PUNCH must carry it
+  uint32_t data_ip = 0;   // where to PUNCH; 0 = the TCP connection's peer
 };
-inline constexpr size_t kMulticastBody = 20;
+inline constexpr size_t kMulticastBody = 24;
+inline constexpr size_t kMulticastBodyMin = 20;  // sources before data_ip
 
 // ---- DATA: source -> mirror. seq = first record's sequence, count records
 // of consecutive sequences, flags = session byte.

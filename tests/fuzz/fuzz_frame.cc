@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         REQUIRE(decode_frame(out, 64, &g) == DecodeError::kOk);
         REQUIRE(decode_multicast(g, &back) == DecodeError::kOk);
         REQUIRE(back.group == m.group && back.port == m.port && back.token == m.token &&
-                back.session == m.session);
+                back.session == m.session && back.data_ip == m.data_ip);
         break;
       }
       case FrameKind::kNak: {

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# dpdk_lab_test.sh — the DPDK backend in the namespace lab (net_af_packet
-# on each host's veth, --no-huge): a kernel source serving DPDK mirrors
-# (multicast, and unicast through 5% injected loss + reordering), and a DPDK
-# source serving kernel mirrors and a DPDK mirror at once. Every mirror must
-# be a byte-for-byte copy. Skips (77) where the build has no DPDK.
-# Usage: dpdk_lab_test.sh PATH/TO/ringfire
+# dpdk_lab_test.sh — the DPDK backend in the namespace lab, on each host's
+# veth through PMD (net_af_packet or net_af_xdp), --no-huge: a kernel source
+# serving DPDK mirrors (multicast, and unicast through 5% injected loss +
+# reordering), and a DPDK source serving kernel mirrors and a DPDK mirror at
+# once. Every mirror must be a byte-for-byte copy. With af_xdp every DPDK
+# port has its own address (198.18.0.10N) beside the kernel's on the same
+# veth, and ringfire's XDP program keeps the control TCP with the kernel.
+# Skips (77) where the build has no DPDK.
+# Usage: dpdk_lab_test.sh PATH/TO/ringfire af_packet|af_xdp
 set -u
 rf=$1
+pmd=${2:-af_packet}
 source "$(dirname "$0")/lib.sh"
+# dpdk HOST: the DPDK options for a process on that host.
+dpdk() {
+  echo "--backend dpdk --iface eth0 --pmd $pmd"
+  [[ $pmd == af_xdp ]] && echo "--dpdk-ip 198.18.0.10$1"
+}
 # A build without DPDK refuses --backend dpdk before anything else happens;
 # one with it fails on the deliberately bad EAL flag instead.
 if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
@@ -31,9 +40,9 @@ bg 1 "$logs/serve" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.2
   --udp 7402 --iface eth0
 wait_for 5 grep -q "^serve: " "$logs/serve" || fail "serve did not start: $(cat "$logs/serve")"
 m2=$(ring_name m2); m3=$(ring_name m3)
-bg 2 "$logs/m2" "$rf" mirror 198.18.0.1:7400 "$m2" --from oldest --backend dpdk --iface eth0
-bg 3 "$logs/m3" "$rf" mirror 198.18.0.1:7400 "$m3" --from oldest --unicast --backend dpdk \
-  --iface eth0 --loss 50 --reorder 30 --seed 5
+bg 2 "$logs/m2" "$rf" mirror 198.18.0.1:7400 "$m2" --from oldest $(dpdk 2)
+bg 3 "$logs/m3" "$rf" mirror 198.18.0.1:7400 "$m3" --from oldest --unicast $(dpdk 3) \
+  --loss 50 --reorder 30 --seed 5
 for m in m2 m3; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not start: $(cat "$logs/$m")"
 done
@@ -45,17 +54,24 @@ done
 check_copy "$src" "$m2" 60000
 check_copy "$src" "$m3" 60000
 grep -q "(dpdk)" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
+# One XDP program per interface: free the veths for the next DPDK processes.
+stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
+if [[ $pmd == af_xdp ]]; then
+  for h in 2 3; do
+    on "$h" ip link show eth0 | grep -q "xdp" && fail "h$h: the stopped mirror left its XDP program on eth0"
+  done
+fi
 
-log "DPDK source on h1; kernel multicast and unicast mirrors and a DPDK mirror at once"
+log "DPDK source on h1; kernel multicast (h2) and unicast (h3) mirrors and a DPDK mirror (h3) at once"
 dsrc=$(ring_name dsrc)
 "$rf" create "$dsrc" --capacity 262144 >/dev/null
 bg 1 "$logs/dserve" "$rf" serve "$dsrc" --listen 198.18.0.1:7500 --multicast 239.255.0.2:7501 \
-  --udp 7502 --iface eth0 --backend dpdk
+  --udp 7502 $(dpdk 1)
 wait_for 10 grep -q "^serve: " "$logs/dserve" || fail "DPDK serve did not start: $(cat "$logs/dserve")"
 k2=$(ring_name k2); k3=$(ring_name k3); d3=$(ring_name d3)
 bg 2 "$logs/k2" "$rf" mirror 198.18.0.1:7500 "$k2" --from oldest
 bg 3 "$logs/k3" "$rf" mirror 198.18.0.1:7500 "$k3" --from oldest --unicast
-bg 2 "$logs/d3" "$rf" mirror 198.18.0.1:7500 "$d3" --from oldest --backend dpdk --iface eth0
+bg 3 "$logs/d3" "$rf" mirror 198.18.0.1:7500 "$d3" --from oldest $(dpdk 3)
 for m in k2 k3 d3; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not start: $(cat "$logs/$m")"
 done
@@ -65,15 +81,24 @@ for m in k2 k3 d3; do
   wait_for 15 mirror_at "$logs/$m" 60000 || fail "$m did not catch up: $(tail -n 1 "$logs/$m")"
 done
 for m in "$k2" "$k3" "$d3"; do check_copy "$dsrc" "$m" 60000; done
+stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
 
 log "with two lcores the mirror's worker runs on the worker lcore (rte_eal_remote_launch)"
 lc=$(ring_name lc)
 bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk \
-  --eal "-l 0,1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}lc --vdev net_af_packet0,iface=eth0"
+  $([[ $pmd == af_xdp ]] && echo "--dpdk-ip 198.18.0.103") \
+  --eal "-l 0,1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}lc --vdev net_${pmd}0,iface=eth0"
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
 on 1 "$rf" publish "$dsrc" --count 1000 --quiet >/dev/null
 wait_for 15 mirror_at "$logs/lc" 61000 || fail "the lcore mirror did not catch up: $(tail -n 1 "$logs/lc")"
 check_copy "$dsrc" "$lc" 61000
+
+if [[ $pmd == af_xdp ]]; then
+  log "af_xdp on the kernel's own address is refused: it would take the control connection"
+  err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name own)" --backend dpdk --pmd af_xdp --iface eth0 \
+    --dpdk-ip 198.18.0.2 --once 2>&1 >/dev/null); rc=$?
+  [[ $rc -eq 2 && "$err" == *"give the DPDK port an address of its own"* ]] || fail "own address: rc $rc, $err"
+fi
 
 log "bad EAL arguments fail at start-up with a message"
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal "--no-such-flag" 2>&1 >/dev/null); rc=$?

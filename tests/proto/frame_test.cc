@@ -72,10 +72,11 @@ TEST(FrameGolden, Multicast) {
   m.ttl = 1;
   m.session = 7;
   m.token = 0x0123456789ABCDEF;
+  m.data_ip = 0xC6120165;  // 198.18.1.101
   std::vector<std::byte> buf(64);
   buf.resize(encode_multicast(m, buf));
-  EXPECT_EQ(to_hex(buf), to_hex(hex("07 00 0000 14000000 0000000000000000 |"
-                                    "efff0001 e81c c005 01 07 0000 efcdab8967452301")));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("07 00 0000 18000000 0000000000000000 |"
+                                    "efff0001 e81c c005 01 07 0000 efcdab8967452301 c6120165")));
   Multicast back;
   ASSERT_EQ(decode_multicast(decode(buf), &back), DecodeError::kOk);
   EXPECT_EQ(back.group, m.group);
@@ -83,6 +84,19 @@ TEST(FrameGolden, Multicast) {
   EXPECT_EQ(back.mtu, 1472);
   EXPECT_EQ(back.session, 7);
   EXPECT_EQ(back.token, m.token);
+  EXPECT_EQ(back.data_ip, m.data_ip);
+}
+
+TEST(FrameGolden, MulticastFromAnOlderSourceHasNoDataAddress) {
+  // The 20-byte body that sources sent before data_ip existed.
+  const auto old = hex("07 00 0000 14000000 0000000000000000 |"
+                       "00000000 e91c c005 01 07 0000 efcdab8967452301");
+  Multicast back;
+  back.data_ip = 1;
+  ASSERT_EQ(decode_multicast(decode(old), &back), DecodeError::kOk);
+  EXPECT_EQ(back.group, 0u);
+  EXPECT_EQ(back.port, 7401);
+  EXPECT_EQ(back.data_ip, 0u);  // punch the TCP peer
 }
 
 TEST(FrameGolden, DataHeaderCarriesTheSessionInFlags) {

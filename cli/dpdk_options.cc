@@ -1,0 +1,60 @@
+// dpdk_options.cc — see dpdk_options.h.
+#include "cli/dpdk_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "dataplane/kernel_udp.h"
+#include "ringfire_config.h"
+#if RINGFIRE_HAVE_DPDK
+#include "dataplane/dpdk_port.h"
+#endif
+
+namespace ringfire::cli {
+
+std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, const char* ip_default) {
+  options.push_back({"backend", "NAME", "packet I/O: kernel (default) or dpdk"});
+  options.push_back({"eal", "ARGS",
+                     "dpdk: EAL arguments (default: one lcore, --no-huge, a --pmd vdev on --iface)"});
+  options.push_back({"pmd", "NAME",
+                     "dpdk: the default vdev on --iface: af_packet (default) or af_xdp (needs --dpdk-ip)"});
+  options.push_back({"dpdk-ip", "ADDR", ip_default});
+  return options;
+}
+
+absl::StatusOr<Backend> start_backend(const Args& args) {
+  Backend b;
+  const std::string backend = args.str("backend", "kernel");
+  if (backend == "kernel") {
+    for (const char* o : {"eal", "pmd", "dpdk-ip"}) {
+      if (args.has(o)) {
+        return absl::InvalidArgumentError(absl::StrCat("--", o, " needs --backend dpdk"));
+      }
+    }
+    return b;
+  }
+  if (backend != "dpdk") return absl::InvalidArgumentError("--backend: kernel or dpdk");
+#if RINGFIRE_HAVE_DPDK
+  b.dpdk = true;
+  std::string eal = args.str("eal");
+  if (!args.has("eal")) {
+    if (!args.has("iface")) {
+      return absl::InvalidArgumentError("--backend dpdk needs --iface (for the default vdev) or --eal");
+    }
+    auto pmd = dataplane::parse_pmd(args.str("pmd", "af_packet"));
+    if (!pmd.ok()) return pmd.status();
+    eal = dataplane::default_eal_args(args.str("iface"), *pmd);
+  } else if (args.has("pmd")) {
+    return absl::InvalidArgumentError("--pmd chooses the default vdev: with --eal, name the vdev there");
+  }
+  if (args.has("dpdk-ip")) {
+    auto ip = dataplane::parse_endpoint(args.str("dpdk-ip"), 0);
+    if (!ip.ok()) return ip.status();
+    b.dpdk_ip = ip->ip;
+  }
+  if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return st;
+  return b;
+#else
+  return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
+#endif
+}
+
+}  // namespace ringfire::cli
