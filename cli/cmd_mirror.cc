@@ -166,6 +166,7 @@ int cmd_mirror(int argc, char** argv, int first) {
     }
     stop_worker.store(true);
     runner.join();
+    if (const std::string port = s.port_summary(); !port.empty()) std::printf("mirror: port: %s\n", port.c_str());
     std::printf("mirror: %s; %llu records written, next seq %llu\n",
                 alive ? "stopped" : "source gone", static_cast<unsigned long long>(st.records.load()),
                 static_cast<unsigned long long>(st.next_seq.load()));

@@ -128,6 +128,9 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   }
   stop_worker.store(true);
   runner.join();
+  if constexpr (requires(const Port& p) { p.summary(); }) {
+    std::printf("serve: port: %s\n", worker.port().summary().c_str());
+  }
   std::printf("serve: stopped\n");
   return 0;
 }

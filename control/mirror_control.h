@@ -44,6 +44,8 @@ class MirrorSession {
   // step is the worker thread's iteration; stats are its counters.
   bool step(uint64_t now_ns) { return worker_->step(now_ns); }
   const dataplane::MirrorWorkerStats& stats() { return worker_->link().stats; }
+  // port_summary: the packet port's counters, once the worker has stopped.
+  std::string port_summary() const { return worker_->port_summary(); }
   // poll relays for up to timeout_ms; false once the source is gone.
   bool poll(int timeout_ms);
 

@@ -4,6 +4,7 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_cycles.h>
 #include <sched.h>
 #include <unistd.h>
@@ -90,24 +91,64 @@ std::string default_eal_args(const std::string& iface, Pmd pmd) {
                       " --vdev ", pmd == Pmd::kAfXdp ? "net_af_xdp0" : "net_af_packet0", ",iface=", iface, " --log-level=lib.eal:error");
 }
 
+// packed_pool makes an mbuf pool whose objects lie back to back, none
+// padded out to a page boundary: net_af_xdp registers the pool as its UMEM
+// and assumes `count * object size` bytes from the first object cover them
+// all. A default pool on 4 KiB pages (--no-huge) spreads 2.4 KiB objects
+// one per page, the UMEM misses the last ~40 % of them, and the socket stops
+// receiving once the fill ring has been handed those. (Packing is only for
+// ports without DMA: an mbuf may now straddle a page.)
+rte_mempool* packed_pool(const std::string& name, uint32_t n, unsigned cache) {
+  rte_mempool* mp = rte_mempool_create_empty(
+      name.c_str(), n, sizeof(rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE, cache,
+      sizeof(rte_pktmbuf_pool_private), static_cast<int>(rte_socket_id()), RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+  if (mp == nullptr) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(mp, &priv);
+  if (rte_mempool_populate_default(mp) < 0) {
+    rte_mempool_free(mp);
+    return nullptr;
+  }
+  rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+  return mp;
+}
+
 absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   static std::atomic<int> pools{0};
   DpdkPort p(o);
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
   }
+  // The pool must cover every mbuf the port can hold at once: the RX and TX
+  // descriptors, a burst in each direction, the per-core cache; and on
+  // af_xdp, whose mbufs are the UMEM, also the fill and completion rings
+  // (2048 each). Short of that, the PMD stops receiving and sending for
+  // want of an mbuf, and nothing ever frees one.
+  constexpr uint16_t kRxDesc = 1024, kTxDesc = 1024;
+  constexpr unsigned kCache = 256;
+  rte_eth_dev_info info{};
+  rte_eth_dev_info_get(o.port_id, &info);
+  const bool af_xdp = info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_xdp") == 0;
+  uint32_t mbufs = o.mbufs;
+  if (mbufs == 0) mbufs = af_xdp ? 16383 : 4095;  // 2^n - 1: the mempool's best size
   const std::string name = absl::StrCat("rf_pool_", getpid(), "_", pools++);
-  p.pool_ = rte_pktmbuf_pool_create(name.c_str(), o.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                    static_cast<int>(rte_socket_id()));
+  p.pool_ = af_xdp ? packed_pool(name, mbufs, kCache)
+                   : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                             static_cast<int>(rte_socket_id()));
   if (p.pool_ == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot create a pool of ", o.mbufs, " mbufs: ", rte_strerror(rte_errno),
-        " (give the EAL more memory: -m, or hugepages)"));
+        "cannot create a pool of ", mbufs, " mbufs (", mbufs * (RTE_MBUF_DEFAULT_BUF_SIZE + 192) >> 20,
+        " MiB): ", rte_strerror(rte_errno), " (give the EAL more memory: -m, or hugepages)"));
   }
   rte_eth_conf conf{};
   int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
-  if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, 1024, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
-  if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, 1024, rte_eth_dev_socket_id(o.port_id), nullptr);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
+  if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
   if (rc == 0) rc = rte_eth_dev_start(o.port_id);
   if (rc != 0) {
     return absl::FailedPreconditionError(
@@ -145,6 +186,15 @@ DpdkPort::~DpdkPort() {
   release_rx();
   if (open_) rte_eth_dev_stop(o_.port_id);
   if (pool_ != nullptr) rte_mempool_free(pool_);
+}
+
+std::string DpdkPort::summary() const {
+  const DpdkPortStats& s = stats_;
+  return absl::StrCat("rx ", s.rx_frames, " frames (", s.rx_not_ours, " not ours, ", s.rx_malformed,
+                      " malformed), tx ", s.tx_frames, " frames (", s.tx_refused, " refused by the queue, ",
+                      s.tx_no_mbuf, " without an mbuf, ", s.tx_no_neighbor, " awaiting ARP), ",
+                      s.arp_replies, " ARP replies, ", s.igmp_reports, " IGMP reports; ",
+                      pool_ ? rte_mempool_avail_count(pool_) : 0, " of ", pool_ ? pool_->size : 0, " mbufs free");
 }
 
 void DpdkPort::release_rx() {
@@ -310,7 +360,10 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       continue;
     }
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (m == nullptr) break;
+    if (m == nullptr) {
+      stats_.tx_no_mbuf += n - i;
+      break;
+    }
     const size_t len = proto::net::kUdpFrameOverhead + in[i].payload.size();
     auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
     if (b == nullptr) {

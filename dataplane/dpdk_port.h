@@ -42,7 +42,7 @@ struct DpdkPortOptions {
   uint16_t udp_port = 0;    // datagrams to this port are ours
   uint32_t join_group = 0;  // and to this group (0: none)
   uint8_t ttl = 1;
-  uint32_t mbufs = 4096;
+  uint32_t mbufs = 0;       // 0: sized for the port's queues (see open)
 };
 
 struct DpdkPortStats {
@@ -54,6 +54,7 @@ struct DpdkPortStats {
   uint64_t tx_frames = 0;
   uint64_t tx_no_neighbor = 0;  // dropped while ARP resolves
   uint64_t tx_refused = 0;      // the TX queue was full
+  uint64_t tx_no_mbuf = 0;      // the pool was empty
 };
 
 class DpdkPort {
@@ -67,6 +68,8 @@ class DpdkPort {
   size_t tx_burst(const TxDatagram* in, size_t n);
   Endpoint local() const { return Endpoint{o_.ip, o_.udp_port}; }
   const DpdkPortStats& stats() const { return stats_; }
+  // summary: the counters in one line, for an operator.
+  std::string summary() const;
   const proto::net::MacAddr& mac() const { return mac_; }
 
  private:

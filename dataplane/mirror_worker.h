@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "dataplane/byte_queue.h"
@@ -61,6 +62,9 @@ class MirrorStepper {
   virtual ~MirrorStepper() = default;
   virtual bool step(uint64_t now_ns) = 0;
   virtual MirrorLink& link() = 0;
+  // port_summary: the packet port's counters in one line ("" if it keeps
+  // none); call once the worker has stopped.
+  virtual std::string port_summary() const = 0;
 };
 
 template <PacketPort Port>
@@ -73,6 +77,12 @@ class MirrorWorker final : public MirrorStepper {
                uint64_t first_seq, uint8_t session, int nak_eventfd);
 
   bool step(uint64_t now_ns) override;
+  std::string port_summary() const override {
+    if constexpr (requires(const Port& p) { p.summary(); }) {
+      if (port_) return port_->summary();
+    }
+    return "";
+  }
 
   MirrorLink& link() override { return link_; }
 

@@ -76,6 +76,8 @@ class ServeWorker {
 
   ServeLink& link() { return link_; }
   Endpoint local() const { return port_.local(); }
+  // port: for its counters once the worker has stopped.
+  const Port& port() const { return port_; }
 
  private:
   struct Unicast {

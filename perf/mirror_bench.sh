@@ -2,25 +2,35 @@
 # mirror_bench.sh — the ring-mirroring harnesses in the namespace lab, all
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
-#   perf/mirror_bench.sh [--backend kernel[,dpdk]] [--out DIR] [--quick]
+#   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif] [--out DIR] [--quick]
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
-# the figures compare as ratios measured in one run.
+# the figures compare as ratios measured in one run. `dpdk` = af_packet.
 #
+# Topology: h1, h2, h3 on a bridge (eth0, 198.18.0.N: control TCP, and the
+# stages harness), plus two direct links h1 <-> h2 for the round-trip
+# harnesses: d1 (198.18.1.0/24, ring P from h1 to h2) and d2 (198.18.2.0/24,
+# ring B back). af_packet and af_xdp drive those veths through DPDK
+# (--no-huge); af_xdp ports take addresses of their own (.10N) beside the
+# kernel's; memif replaces d1 and d2 with two net_memif links between the
+# DPDK processes.
+#
+# raw       the packet path alone (perf/packet_raw, same ports, same link d1):
+#           one-datagram-in-flight ping-pong, and 64-byte datagrams/s blasted
+#           h1 -> h2: the ceiling each mirror figure is a fraction of.
 # stages    a publisher on h1 at 10 k records/s; push -> read measured at once
-#           on the source ring, a mirror on h1, and mirrors on h2 and h3.
-# pingpong  h1 publishes ring A (one record every 100 us); h2 mirrors it,
-#           echoes every record into ring B, serves B; h1 mirrors B and
-#           measures the round trip: two network hops, four ring hand-offs.
+#           on the source ring, a mirror on h1 (kernel only), and mirrors on
+#           h2 and h3 (not on memif: point to point).
+# pingpong  h1 publishes ring P (one record every 100 us); h2 mirrors it over
+#           d1, echoes every record into ring B, serves B; h1 mirrors B over
+#           d2 and measures the round trip: two hops, four ring hand-offs.
 # stress    the same loop open-loop at fixed rates, then flat out; delivered %
 #           and round trip per rate; the highest rate with every record echoed.
 #
 # Processes on h1 are pinned to CPU 0, on h2/h3 to CPU 1, and poll with
 # sched_yield between empty polls: on a 2-core machine several spinning
 # processes per core would otherwise take turns once per scheduler tick.
-# The dpdk backend drives each host's veth through DPDK's net_af_packet vdev
-# (--no-huge); serve and mirror processes get --backend dpdk --iface eth0.
 set -u
 backend=kernel
 out=""
@@ -30,23 +40,38 @@ while (($#)); do
     --backend) backend=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: $0 [--backend kernel[,dpdk]] [--out DIR] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--out DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
-IFS=, read -r -a backends <<<"$backend"
+IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
 for b in "${backends[@]}"; do
-  [[ $b == kernel || $b == dpdk ]] || { echo "mirror_bench: unknown backend '$b' (kernel, dpdk)" >&2; exit 2; }
+  [[ $b =~ ^(kernel|af_packet|af_xdp|memif)$ ]] ||
+    { echo "mirror_bench: unknown backend '$b' (kernel, af_packet, af_xdp, memif)" >&2; exit 2; }
 done
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
-ninja -C "$build" cli/ringfire perf/echo perf/stage_reader >/dev/null || exit 2
+ninja -C "$build" cli/ringfire perf/echo perf/stage_reader perf/packet_raw >/dev/null || exit 2
 rf=$build/cli/ringfire
 echo_bin=$build/perf/echo
 stage=$build/perf/stage_reader
+raw=$build/perf/packet_raw
 out=${out:-$top/perf/results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 source "$top/tests/lab/lib.sh"
 lab_up 3
+# The direct links: d1 carries ring P (h1 -> h2), d2 ring B (h2 -> h1).
+for l in 1 2; do
+  ip link add "${LAB_PREFIX}d${l}a" netns "$(host 1)" type veth peer name "${LAB_PREFIX}d${l}b" netns "$(host 2)"
+  for h in 1 2; do
+    ab=$([[ $h == 1 ]] && echo a || echo b)
+    on $h ip link set "${LAB_PREFIX}d${l}${ab}" name "d$l"
+    on $h ip addr add "198.18.$l.$h/24" dev "d$l"
+    on $h ip link set "d$l" up
+  done
+done
+for l in d1 d2; do
+  wait_for 5 link_up 1 $l || { echo "mirror_bench: link $l is down" >&2; exit 1; }
+done
 logs=$out/logs
 mkdir -p "$logs"
 idle=(--idle yield)
@@ -57,22 +82,78 @@ bg3() { local log=$1; shift; bg 3 "$log" taskset -c 1 "$@"; }
 connected() { wait_for 5 grep -q "^mirror: 198" "$1" || { echo "mirror_bench: $1 did not connect" >&2; exit 1; }; }
 started() { wait_for 5 grep -q "^serve: " "$1" || { echo "mirror_bench: $1 did not start" >&2; exit 1; }; }
 
+# flags BACKEND HOST LINK ROLE: a serve/mirror process's data-plane options
+# on host HOST (1..3), link LINK (eth0, d1, d2), memif ROLE (server, client).
+flags() {
+  local b=$1 h=$2 link=$3 role=${4:-} net
+  case $link in eth0) net=0 ;; d1) net=1 ;; d2) net=2 ;; esac
+  case $b in
+    kernel) echo "--iface $link" ;;
+    af_packet) echo "--backend dpdk --pmd af_packet --iface $link" ;;
+    af_xdp) echo "--backend dpdk --pmd af_xdp --iface $link --dpdk-ip 198.18.$net.10$h" ;;
+    memif)
+      local eal="-l+$((h == 1 ? 0 : 1))+--no-huge+-m+256+--no-pci+--no-shconf+--file-prefix+${LAB_PREFIX}m$h$link"
+      eal+="+--vdev+net_memif0,role=$role,socket=$out/$link.memif,socket-abstract=no"
+      echo "--backend dpdk --dpdk-ip 198.18.$net.$h --eal $eal" ;;
+  esac
+}
+# fl: flags one per line (the memif EAL string is one word, '+' for spaces).
+fl() { local IFS=' ' w; for w in $(flags "$@"); do echo "${w//+/ }"; done; }
+
+run_raw() {
+  local b=$1
+  local e1=(--backend kernel) e2=(--backend kernel) ip1=198.18.1.1 ip2=198.18.1.2
+  local dp="-m 256 --no-pci --no-shconf --log-level=lib.eal:error"
+  case $b in
+    af_packet|af_xdp)
+      e1=(--backend dpdk --eal "-l 0 --no-huge $dp --file-prefix ${LAB_PREFIX}r1 --vdev net_${b}0,iface=d1")
+      e2=(--backend dpdk --eal "-l 1 --no-huge $dp --file-prefix ${LAB_PREFIX}r2 --vdev net_${b}0,iface=d1")
+      [[ $b == af_xdp ]] && ip1=198.18.1.101 && ip2=198.18.1.102 ;;
+    memif)
+      e2=(--backend dpdk --eal "-l 1 --no-huge $dp --file-prefix ${LAB_PREFIX}r2 --vdev net_memif0,role=server,socket=$out/raw.memif,socket-abstract=no")
+      e1=(--backend dpdk --eal "-l 0 --no-huge $dp --file-prefix ${LAB_PREFIX}r1 --vdev net_memif0,role=client,socket=$out/raw.memif,socket-abstract=no") ;;
+  esac
+  echo "== raw packet path ($b)"
+  bg2 "$logs/$b-raw-reflect" "$raw" reflect "${e2[@]}" --ip $ip2 --port 9000
+  local pid=${LAB_PIDS[-1]}
+  sleep 1.5
+  h1 "$raw" ping "${e1[@]}" --ip $ip1 --port 9000 --peer $ip2:9000 --count $((quick ? 20000 : 100000)) \
+    --json "$out/raw-ping-$b.json" 2>&1 | grep "^packet_raw"
+  stop_pid "$pid"
+  bg2 "$logs/$b-raw-count" "$raw" count "${e2[@]}" --ip $ip2 --port 9000 --seconds $((quick ? 2 : 4)) \
+    --json "$out/raw-pps-$b.json"
+  pid=${LAB_PIDS[-1]}
+  sleep 1.5
+  h1 "$raw" blast "${e1[@]}" --ip $ip1 --port 9000 --peer $ip2:9000 --seconds $((quick ? 4 : 7)) 2>&1 | grep "^packet_raw"
+  wait "$pid"; grep "^packet_raw" "$logs/$b-raw-count"
+  for f in ping pps; do sed -i "s/^{/{\"backend\": \"$b\", /" "$out/raw-$f-$b.json"; done
+}
+
 run_backend() {
   local backend=$1 p0=$2 g=$3
-  local bflags=()
-  [[ $backend == dpdk ]] && bflags=(--backend dpdk --iface eth0)
+  local first_pid=${#LAB_PIDS[@]}
+  run_raw "$backend"
+  [[ $backend == memif ]] || run_stages "$backend" "$p0" "$g"
+  run_loop "$backend" "$p0" "$g"
+  # Stop this backend's processes before the next one is measured.
+  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+}
+
+run_stages() {
+  local backend=$1 p0=$2 g=$3
   local first_pid=${#LAB_PIDS[@]}
   echo "== stages ($backend)"
   A=$(ring_name ${backend}-a)
   "$rf" create "$A" --capacity 262144 --slot-size 64 >/dev/null
-  bg1 "$logs/$backend-serve-a" "$rf" serve "${bflags[@]}" "$A" --listen 198.18.0.1:$((p0)) --multicast 239.255.$g.10:$((p0 + 1)) --iface eth0 "${idle[@]}" --quiet
+  bg1 "$logs/$backend-serve-a" "$rf" serve $(flags $backend 1 eth0) "$A" --listen 198.18.0.1:$((p0)) --multicast 239.255.$g.10:$((p0 + 1)) "${idle[@]}" --quiet
   started "$logs/$backend-serve-a"
   # A DPDK port does not loop its own transmissions back to its host (nor
   # does a NIC): on a DPDK source host, readers read the ring itself.
   local hosts=(1 2 3)
-  [[ $backend == dpdk ]] && hosts=(2 3)
+  [[ $backend != kernel ]] && hosts=(2 3)
   for h in "${hosts[@]}"; do
-    bg$h "$logs/$backend-mirror-a$h" "$rf" mirror "${bflags[@]}" 198.18.0.1:$((p0)) "$(ring_name ${backend}-a$h)" "${idle[@]}" --quiet
+    bg$h "$logs/$backend-mirror-a$h" "$rf" mirror $(flags $backend $h eth0) 198.18.0.1:$((p0)) "$(ring_name ${backend}-a$h)" "${idle[@]}"
     connected "$logs/$backend-mirror-a$h"
   done
   bg1 "$logs/$backend-st-src" "$stage" "$A" --name $backend-source --json "$out/stages-$backend-1-source.json" --idle yield
@@ -85,19 +166,25 @@ run_backend() {
   h1 "$rf" publish "$A" --rate 10k --duration ${secs}s --idle yield --quiet
   for p in "${stage_pids[@]}"; do wait "$p"; done
   for f in "$out"/stages-$backend-*.json; do cat "$f"; done
+  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+}
 
+run_loop() {
+  local backend=$1 p0=$2 g=$3
   echo "== pingpong and stress ($backend)"
   B=$(ring_name ${backend}-b)
   "$rf" create "$B" --capacity 262144 --slot-size 64 >/dev/null
   P=$(ring_name ${backend}-p)   # the ping side's fresh ring
   "$rf" create "$P" --capacity 262144 --slot-size 64 >/dev/null
-  bg1 "$logs/$backend-serve-p" "$rf" serve "${bflags[@]}" "$P" --listen 198.18.0.1:$((p0 + 2)) --multicast 239.255.$g.12:$((p0 + 3)) --iface eth0 "${idle[@]}" --quiet
+  local IFS=$'\n'
+  bg1 "$logs/$backend-serve-p" "$rf" serve $(fl $backend 1 d1 server) "$P" --listen 198.18.0.1:$((p0 + 2)) --multicast 239.255.$g.12:$((p0 + 3)) "${idle[@]}" --quiet
   started "$logs/$backend-serve-p"
-  bg2 "$logs/$backend-mirror-p" "$rf" mirror "${bflags[@]}" 198.18.0.1:$((p0 + 2)) "$(ring_name ${backend}-p2)" "${idle[@]}" --quiet
+  bg2 "$logs/$backend-mirror-p" "$rf" mirror $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 2)) "$(ring_name ${backend}-p2)" "${idle[@]}"
   connected "$logs/$backend-mirror-p"
-  bg2 "$logs/$backend-serve-b" "$rf" serve "${bflags[@]}" "$B" --listen 198.18.0.2:$((p0 + 4)) --multicast 239.255.$g.11:$((p0 + 5)) --iface eth0 "${idle[@]}" --quiet
+  bg2 "$logs/$backend-serve-b" "$rf" serve $(fl $backend 2 d2 server) "$B" --listen 198.18.0.2:$((p0 + 4)) --multicast 239.255.$g.11:$((p0 + 5)) "${idle[@]}" --quiet
   started "$logs/$backend-serve-b"
-  bg1 "$logs/$backend-mirror-b" "$rf" mirror "${bflags[@]}" 198.18.0.2:$((p0 + 4)) "$(ring_name ${backend}-b1)" "${idle[@]}" --quiet
+  bg1 "$logs/$backend-mirror-b" "$rf" mirror $(fl $backend 1 d2 client) 198.18.0.2:$((p0 + 4)) "$(ring_name ${backend}-b1)" "${idle[@]}"
   connected "$logs/$backend-mirror-b"
   bg2 "$logs/$backend-pong" "$echo_bin" pong "$(ring_name ${backend}-p2)" "$B" --idle yield
   sleep 0.5
@@ -123,9 +210,6 @@ run_backend() {
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
   echo "stress ($backend): highest zero-loss rate tried: $best records/s"
   echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/summary-$backend.json"
-  # Stop this backend's processes before the next one is measured.
-  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
 }
 
 i=0

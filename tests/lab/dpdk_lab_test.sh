@@ -54,6 +54,7 @@ done
 check_copy "$src" "$m2" 60000
 check_copy "$src" "$m3" 60000
 grep -q "(dpdk)" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
+by_udp "$logs/m2" || fail "m2's DATA did not come by UDP: $(tail -n 1 "$logs/m2")"
 # One XDP program per interface: free the veths for the next DPDK processes.
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 if [[ $pmd == af_xdp ]]; then
@@ -81,6 +82,7 @@ for m in k2 k3 d3; do
   wait_for 15 mirror_at "$logs/$m" 60000 || fail "$m did not catch up: $(tail -n 1 "$logs/$m")"
 done
 for m in "$k2" "$k3" "$d3"; do check_copy "$dsrc" "$m" 60000; done
+for m in k2 k3 d3; do by_udp "$logs/$m" || fail "$m's DATA did not come by UDP: $(tail -n 1 "$logs/$m")"; done
 stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
 
 log "with two lcores the mirror's worker runs on the worker lcore (rte_eal_remote_launch)"

@@ -46,13 +46,15 @@ lab_up() {
     ip -n "$h" link set eth0 up
     ip -n "$h" route add 224.0.0.0/4 dev eth0
   done
-  # Wait for the links to come up (IPv6 DAD does not matter: IPv4 only).
+  # Wait for carrier on every link (IPv4 only: IPv6 DAD does not matter).
   for i in $(seq 1 "$n"); do
-    for _ in $(seq 1 50); do
-      ip netns exec "${LAB_PREFIX}h$i" ping -c1 -W1 -q "198.18.0.$i" >/dev/null 2>&1 && break
-      sleep 0.1
-    done
+    wait_for 5 link_up "$i" eth0 || echo "lab: h$i eth0 has no carrier" >&2
   done
+}
+
+# link_up HOST IF: the interface has carrier (its veth peer is up).
+link_up() {
+  ip -n "${LAB_PREFIX}h$1" -o link show "$2" 2>/dev/null | grep -q "state UP"
 }
 
 host() { echo "${LAB_PREFIX}h$1"; }
@@ -103,6 +105,19 @@ wait_for() {
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 log() { echo "-- $*"; }
+# mirror_stat LOGFILE NAME: a counter from the mirror's last stats line
+# (e.g. "TCP frames", "datagrams").
+mirror_stat() {
+  grep -Eo "$2 [0-9]+" "$1" | tail -n 1 | awk '{print $NF}'
+}
+# by_udp LOGFILE [TCP_FRAMES_BEFORE]: since then, the mirror's DATA came by
+# UDP, not repaired over TCP (fewer than 50 TCP frames): a fault-free data
+# path that silently stalls would otherwise pass on NAK repair alone.
+by_udp() {
+  local now
+  now=$(mirror_stat "$1" "TCP frames")
+  (( ${now:-999} - ${2:-0} < 50 ))
+}
 # mirror_at LOGFILE SEQ: the mirror's last stats line reports next seq >= SEQ.
 mirror_at() {
   grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'
