@@ -193,12 +193,12 @@ run_loop() {
     --json "$out/pingpong-$backend.json" || echo "mirror_bench: pingpong reported errors"
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/pingpong-$backend.json"
 
-  rates=(1000 10000 50000 100000 200000 400000 700000 1000000)
+  rates=(1000 10000 50000 100000 200000 400000 700000 1000000 1500000 2000000 3000000)
   ((quick)) && rates=(1000 50000 200000)
   best=0
   for r in "${rates[@]}"; do
     count=$((r * (quick ? 1 : 3)))
-    ((count > 1000000)) && count=1000000
+    ((count > 2000000)) && count=2000000
     f="$out/stress-$backend-$r.json"
     h1 "$echo_bin" ping "$P" "$(ring_name ${backend}-b1)" --rate "$r" --count "$count" --idle yield --json "$f"
     sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
