@@ -37,7 +37,7 @@ const CommandSpec kMirror = {
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    }), "dpdk: the port's IPv4 address (default: the TCP connection's; af_xdp needs one of its own)")};
+    }), "dpdk: the port's IPv4 address (default: the TCP connection's)")};
 
 }  // namespace
 
@@ -96,6 +96,7 @@ int cmd_mirror(int argc, char** argv, int first) {
   if (backend->dpdk) {
     o.backend = control::Backend::kDpdk;
     o.dpdk_ip = backend->dpdk_ip;
+    o.dpdk_neighbors = backend->neighbors;
   }
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;

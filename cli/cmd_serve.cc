@@ -40,7 +40,7 @@ const CommandSpec kServe = {
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
-    }), "dpdk: the port's IPv4 address (default: --iface's; af_xdp needs one of its own)")};
+    }), "dpdk: the port's IPv4 address (default: --iface's)")};
 
 // ServeRun is everything serve_with needs besides the ring and the port.
 struct ServeRun {
@@ -231,6 +231,7 @@ int cmd_serve(int argc, char** argv, int first) {
     po.ip = backend->dpdk_ip != 0 ? backend->dpdk_ip : iface_ip;
     po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
     po.ttl = static_cast<uint8_t>(*ttl);
+    po.neighbors = backend->neighbors;
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());
     return serve_with(std::move(*reader), std::move(*port), run);

@@ -15,8 +15,10 @@ std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, co
   options.push_back({"eal", "ARGS",
                      "dpdk: EAL arguments (default: one lcore, --no-huge, a --pmd vdev on --iface)"});
   options.push_back({"pmd", "NAME",
-                     "dpdk: the default vdev on --iface: af_packet (default) or af_xdp (needs --dpdk-ip)"});
+                     "dpdk: the default vdev on --iface: af_packet (default) or af_xdp"});
   options.push_back({"dpdk-ip", "ADDR", ip_default});
+  options.push_back({"neighbor", "IP=MAC,...",
+                     "dpdk: peers' MACs, pinned: never ARPed for (e.g. 198.18.0.1=02:00:00:00:00:01)"});
   return options;
 }
 
@@ -24,7 +26,7 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
   Backend b;
   const std::string backend = args.str("backend", "kernel");
   if (backend == "kernel") {
-    for (const char* o : {"eal", "pmd", "dpdk-ip"}) {
+    for (const char* o : {"eal", "pmd", "dpdk-ip", "neighbor"}) {
       if (args.has(o)) {
         return absl::InvalidArgumentError(absl::StrCat("--", o, " needs --backend dpdk"));
       }
@@ -49,6 +51,11 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
     auto ip = dataplane::parse_endpoint(args.str("dpdk-ip"), 0);
     if (!ip.ok()) return ip.status();
     b.dpdk_ip = ip->ip;
+  }
+  if (args.has("neighbor")) {
+    auto n = dataplane::parse_neighbors(args.str("neighbor"));
+    if (!n.ok()) return n.status();
+    b.neighbors = std::move(*n);
   }
   if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return st;
   return b;

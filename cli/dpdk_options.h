@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/args.h"
+#include "dataplane/packet_port.h"
 
 namespace ringfire::cli {
 
@@ -18,6 +19,7 @@ std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, co
 struct Backend {
   bool dpdk = false;
   uint32_t dpdk_ip = 0;  // --dpdk-ip (host order), 0 when not given
+  std::vector<dataplane::StaticNeighbor> neighbors;  // --neighbor
 };
 
 // start_backend reads the options; for --backend dpdk it starts the EAL

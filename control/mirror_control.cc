@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
     po.ip = o.dpdk_ip != 0 ? o.dpdk_ip : local.ip;
     po.udp_port = mc.group != 0 ? mc.port : static_cast<uint16_t>(40000 + getpid() % 20000);
     po.join_group = mc.group;
+    po.neighbors = o.dpdk_neighbors;
     std::optional<dataplane::DpdkPort> port;
     if (mc.port != 0) {
       auto p = dataplane::DpdkPort::open(po);

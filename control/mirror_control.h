@@ -21,6 +21,7 @@ enum class Backend : uint8_t { kKernel, kDpdk };
 struct MirrorOptions {
   Backend backend = Backend::kKernel;
   uint32_t dpdk_ip = 0;          // the DPDK port's address; 0: the TCP connection's
+  std::vector<dataplane::StaticNeighbor> dpdk_neighbors;  // MACs pinned on the DPDK port
   dataplane::Endpoint source;
   std::string ring;              // name in `dir`, or a path
   std::string dir = "/dev/shm";

@@ -163,9 +163,14 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   char dev_name[RTE_ETH_NAME_MAX_LEN] = {};
   rte_eth_dev_get_name_by_port(o.port_id, dev_name);
   if (const std::string iface = steered_iface(dev_name); !iface.empty()) {
-    if (absl::Status st = steer_to_port(iface, o.ip, o.join_group); !st.ok()) return st;
+    auto steer = steer_to_port(iface, o.ip, o.udp_port, o.join_group);
+    if (!steer.ok()) return steer.status();
+    // Sharing the kernel's address, the port sees no ARP reply: start from
+    // what the kernel has resolved (the control peer among them).
+    for (const StaticNeighbor& n : steer->kernel_neighbors) p.learn(n.ip, n.mac);
   }
 #endif
+  for (const StaticNeighbor& n : o.neighbors) p.neighbors_.push_back(Neighbor{n.ip, n.mac, true});
   if (o.join_group != 0) p.send_igmp_report();
   return p;
 }
@@ -179,11 +184,14 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       rx_held_n_(std::exchange(o.rx_held_n_, 0)),
       neighbors_(std::move(o.neighbors_)),
       last_arp_tsc_(o.last_arp_tsc_),
+      next_report_tsc_(o.next_report_tsc_),
+      reports_sent_(o.reports_sent_),
       ip_id_(o.ip_id_),
       stats_(o.stats_) {}
 
 DpdkPort::~DpdkPort() {
   release_rx();
+  if (open_ && o_.join_group != 0) send_igmp_report(/*leave=*/true);  // a snooping switch stops at once
   if (open_) rte_eth_dev_stop(o_.port_id);
   if (pool_ != nullptr) rte_mempool_free(pool_);
 }
@@ -206,7 +214,7 @@ void DpdkPort::learn(uint32_t ip, const MacAddr& mac) {
   if (ip == 0 || proto::net::is_multicast_mac(mac)) return;
   for (Neighbor& n : neighbors_) {
     if (n.ip == ip) {
-      n.mac = mac;
+      if (!n.fixed) n.mac = mac;
       return;
     }
   }
@@ -251,7 +259,7 @@ void DpdkPort::send_arp(uint16_t op, const MacAddr& dst_mac, uint32_t target_ip)
   send_frame(m);
 }
 
-void DpdkPort::send_igmp_report() {
+void DpdkPort::send_igmp_report(bool leave) {
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
   if (m == nullptr) return;
   constexpr size_t kLen = proto::net::kEtherHeaderBytes + 24 + 16;
@@ -274,13 +282,22 @@ void DpdkPort::send_igmp_report() {
   ip.dst = dst;
   proto::net::encode_ipv4(ip, frame.subspan(proto::net::kEtherHeaderBytes));
   const uint32_t groups[] = {o_.join_group};
-  proto::net::encode_igmpv3_report(proto::net::IgmpV3RecordType::kChangeToExclude, groups,
+  // Joining is "exclude no source"; leaving is "include no source".
+  proto::net::encode_igmpv3_report(leave ? proto::net::IgmpV3RecordType::kChangeToInclude
+                                         : proto::net::IgmpV3RecordType::kChangeToExclude,
+                                   groups,
                                    frame.subspan(proto::net::kEtherHeaderBytes + 24));
   if (send_frame(m)) ++stats_.igmp_reports;
+  // Unsolicited reports: once more after 1 s (IGMP's robustness: the first
+  // may be lost), then every 60 s, so a snooping switch without a querier
+  // (membership interval 260 s) keeps forwarding the group.
+  ++reports_sent_;
+  next_report_tsc_ = rte_get_tsc_cycles() + rte_get_tsc_hz() * (reports_sent_ < 2 ? 1 : 60);
 }
 
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
+  if (o_.join_group != 0 && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
   rte_mbuf* mbufs[kBurst];
   const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
   size_t k = 0;

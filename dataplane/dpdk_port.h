@@ -43,6 +43,9 @@ struct DpdkPortOptions {
   uint32_t join_group = 0;  // and to this group (0: none)
   uint8_t ttl = 1;
   uint32_t mbufs = 0;       // 0: sized for the port's queues (see open)
+  // Peers whose MAC is fixed: never ARPed for, never relearned (a peer that
+  // cannot answer ARP, e.g. behind the af_xdp PMD's default program).
+  std::vector<StaticNeighbor> neighbors;
 };
 
 struct DpdkPortStats {
@@ -76,6 +79,7 @@ class DpdkPort {
   struct Neighbor {
     uint32_t ip = 0;
     proto::net::MacAddr mac{};
+    bool fixed = false;  // from DpdkPortOptions::neighbors
   };
   explicit DpdkPort(const DpdkPortOptions& o) : o_(o) {}
   void release_rx();
@@ -83,7 +87,9 @@ class DpdkPort {
   const proto::net::MacAddr* neighbor(uint32_t ip) const;
   bool send_frame(rte_mbuf* m);
   void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
-  void send_igmp_report();
+  // send_igmp_report announces the joined group (or, with leave, that it
+  // is left); IGMPv3, to 224.0.0.22.
+  void send_igmp_report(bool leave = false);
 
   DpdkPortOptions o_;
   bool open_ = false;
@@ -93,6 +99,8 @@ class DpdkPort {
   size_t rx_held_n_ = 0;
   std::vector<Neighbor> neighbors_;
   uint64_t last_arp_tsc_ = 0;
+  uint64_t next_report_tsc_ = 0;  // unsolicited membership reports
+  uint32_t reports_sent_ = 0;
   uint16_t ip_id_ = 0;
   DpdkPortStats stats_;
 };

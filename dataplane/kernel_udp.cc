@@ -7,10 +7,12 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ringfire::dataplane {
 namespace {
@@ -183,6 +185,28 @@ size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
     sent += static_cast<size_t>(k);
   }
   return sent;
+}
+
+absl::StatusOr<std::vector<StaticNeighbor>> parse_neighbors(const std::string& text) {
+  std::vector<StaticNeighbor> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    StaticNeighbor n;
+    unsigned m[6];
+    char tail = 0;
+    const std::string mac(eq == absl::string_view::npos ? "" : item.substr(eq + 1));
+    auto ip = parse_endpoint(std::string(item.substr(0, eq)), 0);
+    if (eq == absl::string_view::npos || !ip.ok() ||
+        std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5],
+                    &tail) != 6) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--neighbor: '", item, "' is not IP=MAC (e.g. 198.18.0.1=02:00:00:00:00:01)"));
+    }
+    n.ip = ip->ip;
+    for (int i = 0; i < 6; ++i) n.mac[i] = static_cast<uint8_t>(m[i]);
+    out.push_back(n);
+  }
+  return out;
 }
 
 }  // namespace ringfire::dataplane

@@ -25,6 +25,8 @@ sockaddr_in to_sockaddr(const Endpoint& e);
 Endpoint from_sockaddr(const sockaddr_in& a);
 // parse_endpoint reads "a.b.c.d:port" (port required unless default_port).
 absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port = -1);
+// parse_neighbors reads "IP=MAC[,IP=MAC...]" (MAC as aa:bb:cc:dd:ee:ff).
+absl::StatusOr<std::vector<StaticNeighbor>> parse_neighbors(const std::string& text);
 // interface_address returns the first IPv4 address of a network interface.
 absl::StatusOr<uint32_t> interface_address(const std::string& ifname);
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "proto/bytes.h"
+#include "proto/net/ethernet.h"
 
 namespace ringfire::dataplane {
 
@@ -20,6 +21,12 @@ struct Endpoint {
   uint32_t ip = 0;
   uint16_t port = 0;
   friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+
+// StaticNeighbor pins a peer's MAC for a port with its own L2 (DPDK).
+struct StaticNeighbor {
+  uint32_t ip = 0;  // host order
+  proto::net::MacAddr mac{};
 };
 
 // RxDatagram is one received UDP payload; it points into the port's

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -104,6 +105,32 @@ bool is_kernel_address(const std::string& iface, uint32_t ip) {
   return found;
 }
 
+// kernel_neighbors reads the kernel's complete ARP entries on `iface`
+// (/proc/net/arp: "IP HWtype Flags HWaddress Mask Device").
+std::vector<StaticNeighbor> kernel_neighbors(const std::string& iface) {
+  std::vector<StaticNeighbor> out;
+  FILE* f = std::fopen("/proc/net/arp", "r");
+  if (f == nullptr) return out;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    char ip[64], mac[64], dev[64];
+    unsigned type, flags, m[6];
+    if (std::sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", ip, &type, &flags, mac, dev) != 5) continue;
+    if (iface != dev || (flags & 0x2) == 0) continue;  // ATF_COM: the entry is complete
+    in_addr a{};
+    if (inet_pton(AF_INET, ip, &a) != 1 ||
+        std::sscanf(mac, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6) {
+      continue;
+    }
+    StaticNeighbor n;
+    n.ip = ntohl(a.s_addr);
+    for (int i = 0; i < 6; ++i) n.mac[i] = static_cast<uint8_t>(m[i]);
+    out.push_back(n);
+  }
+  std::fclose(f);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> with_steer_program(const std::string& args) {
@@ -127,24 +154,25 @@ std::string steered_iface(const std::string& device_name) {
   return it == steered().end() ? std::string() : it->second;
 }
 
-absl::Status steer_to_port(const std::string& iface, uint32_t ip, uint32_t group) {
-  if (is_kernel_address(iface, ip)) {
-    in_addr a{htonl(ip)};
-    return absl::InvalidArgumentError(absl::StrCat(
-        "net_af_xdp on ", iface, " would take ", inet_ntoa(a),
-        " away from the kernel, which carries the control connection on it: give the DPDK port an "
-        "address of its own on that subnet with --dpdk-ip"));
+absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint16_t udp_port,
+                                          uint32_t group) {
+  SteerResult r;
+  r.shared = is_kernel_address(iface, ip);
+  if (r.shared && udp_port == 0) {
+    return absl::InvalidArgumentError("a DPDK port sharing the kernel's address needs a UDP port");
   }
   auto fd = config_map_fd(iface);
   if (!fd.ok()) return fd.status();
   struct {
     uint32_t ip, group;  // network order, as steer.bpf.c reads them
-  } cfg{htonl(ip), htonl(group)};
+    uint16_t port, shared;
+  } cfg{htonl(ip), htonl(group), htons(udp_port), static_cast<uint16_t>(r.shared)};
   const uint32_t key = 0;
   const int rc = bpf_map_update_elem(*fd, &key, &cfg, BPF_ANY);
   close(*fd);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot configure the XDP program on ", iface));
-  return absl::OkStatus();
+  if (r.shared) r.kernel_neighbors = kernel_neighbors(iface);
+  return r;
 }
 
 }  // namespace ringfire::dataplane

@@ -3,15 +3,18 @@
 // kernel would lose its TCP control connection and its ARP. ringfire
 // instead passes `xdp_prog=` (the program in xdp/steer.bpf.c, embedded in
 // the binary) and, once the port is up, tells the program which address and
-// group are the DPDK port's; all else stays with the kernel. The DPDK port
-// therefore needs an address of its own, not the kernel's on that interface.
-// Start-up only; nothing here is on the hot path.
+// group are the DPDK port's; all else stays with the kernel. The port may
+// share the kernel's address (then only its UDP port is steered, and the
+// kernel keeps ARP) or have one of its own on the subnet. Start-up only.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "dataplane/packet_port.h"
 
 namespace ringfire::dataplane {
 
@@ -24,10 +27,19 @@ absl::StatusOr<std::string> with_steer_program(const std::string& args);
 // "net_af_xdp0") if ringfire's program was given to it, else "".
 std::string steered_iface(const std::string& device_name);
 
-// steer_to_port tells the program on `iface` to hand the port the frames
-// for `ip` (ARP and IPv4) and for `group` (UDP, and IGMP); host order, group
-// 0 for none. Fails, saying what to change, when `ip` is the kernel's own
-// address on that interface (the control connection would vanish).
-absl::Status steer_to_port(const std::string& iface, uint32_t ip, uint32_t group);
+// SteerResult: how the port is steered, and, when it shares the kernel's
+// address (so ARP replies go to the kernel), the neighbours the kernel
+// already knows on that interface, to seed the port's table with.
+struct SteerResult {
+  bool shared = false;
+  std::vector<StaticNeighbor> kernel_neighbors;
+};
+
+// steer_to_port tells the program on `iface` to hand the port the UDP
+// datagrams for `ip`:`udp_port` and `group`:`udp_port` (host order; group 0
+// for none), IGMP when it has a group, and, when `ip` is not the kernel's
+// address on `iface`, ARP for `ip` and all IPv4 to it.
+absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint16_t udp_port,
+                                          uint32_t group);
 
 }  // namespace ringfire::dataplane

@@ -2,7 +2,8 @@
 # mirror_bench.sh — the ring-mirroring harnesses in the namespace lab, all
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
-#   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif] [--out DIR] [--quick]
+#   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
+#                        [--harness raw,stages,loop,fanout] [--out DIR] [--quick]
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -27,20 +28,26 @@
 #           d2 and measures the round trip: two hops, four ring hand-offs.
 # stress    the same loop open-loop at fixed rates, then flat out; delivered %
 #           and round trip per rate; the highest rate with every record echoed.
+#           (pingpong and stress are the `loop` harness.)
+# fanout    a source on h1 multicasting through the bridge to one mirror (h2),
+#           then two (h2, h3): the highest publish rate at which every mirror
+#           gets every record with no NAK (no UDP loss), for each.
 #
 # Processes on h1 are pinned to CPU 0, on h2/h3 to CPU 1, and poll with
 # sched_yield between empty polls: on a 2-core machine several spinning
 # processes per core would otherwise take turns once per scheduler tick.
 set -u
 backend=kernel
+harness=raw,stages,loop,fanout
 out=""
 quick=0
 while (($#)); do
   case $1 in
     --backend) backend=$2; shift 2 ;;
+    --harness) harness=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--out DIR] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,fanout] [--out DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -129,12 +136,62 @@ run_raw() {
   for f in ping pps; do sed -i "s/^{/{\"backend\": \"$b\", /" "$out/raw-$f-$b.json"; done
 }
 
+wants() { [[ ",$harness," == *",$1,"* ]]; }
+
+run_fanout() {
+  local backend=$1 p0=$2 g=$3
+  local first_pid=${#LAB_PIDS[@]}
+  echo "== fanout ($backend)"
+  F=$(ring_name ${backend}-f)
+  "$rf" create "$F" --capacity 1048576 --slot-size 64 >/dev/null
+  bg1 "$logs/$backend-serve-f" "$rf" serve $(flags $backend 1 eth0) "$F" --listen 198.18.0.1:$((p0 + 6)) \
+    --multicast 239.255.$g.13:$((p0 + 7)) "${idle[@]}" --quiet
+  started "$logs/$backend-serve-f"
+  local published=0
+  for n in 1 2; do
+    local hosts=(2) pids=()
+    ((n == 2)) && hosts=(2 3)
+    for h in "${hosts[@]}"; do
+      bg$h "$logs/$backend-fan$n-$h" "$rf" mirror $(flags $backend $h eth0) 198.18.0.1:$((p0 + 6)) \
+        "$(ring_name ${backend}-f$n$h)" "${idle[@]}"
+      pids+=("${LAB_PIDS[-1]}")
+      connected "$logs/$backend-fan$n-$h"
+    done
+    sleep 1.5
+    local best=0 rates=(100000 200000 400000 700000 1000000 1500000 2000000 3000000)
+    ((quick)) && rates=(100000 400000 1000000)
+    for r in "${rates[@]}"; do
+      local count=$((r * 2)) ok=1 naks=()
+      ((count > 2000000)) && count=2000000
+      for h in "${hosts[@]}"; do naks+=("$(mirror_stat "$logs/$backend-fan$n-$h" NAKs)"); done
+      h1 "$rf" publish "$F" --rate "$r" --count "$count" --idle yield --quiet >/dev/null
+      published=$((published + count))
+      local i=0
+      for h in "${hosts[@]}"; do
+        local log="$logs/$backend-fan$n-$h"
+        wait_for 15 mirror_at "$log" "$published" || ok=0
+        sleep 1.1  # a stats line after the last record
+        [[ $(mirror_stat "$log" NAKs) == "${naks[$i]:-0}" ]] || ok=0
+        i=$((i + 1))
+      done
+      ((ok)) || break
+      best=$r
+    done
+    echo "fanout ($backend): $n mirror(s): highest rate with no NAK: $best records/s"
+    echo "{\"backend\": \"$backend\", \"mirrors\": $n, \"highest_no_nak_rate\": $best}" > "$out/fanout-$backend-$n.json"
+    for p in "${pids[@]}"; do stop_pid "$p"; done
+  done
+  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+}
+
 run_backend() {
   local backend=$1 p0=$2 g=$3
   local first_pid=${#LAB_PIDS[@]}
-  run_raw "$backend"
-  [[ $backend == memif ]] || run_stages "$backend" "$p0" "$g"
-  run_loop "$backend" "$p0" "$g"
+  wants raw && run_raw "$backend"
+  wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
+  wants loop && run_loop "$backend" "$p0" "$g"
+  wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
   # Stop this backend's processes before the next one is measured.
   for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done

@@ -3,10 +3,12 @@
 
     plot.py RESULTS_DIR
 
-Reads stages-*.json, pingpong-*.json and stress-*.json in RESULTS_DIR and
-writes stages.svg (p50/p99/p99.9 per stage), pingpong.svg (round-trip
-percentiles per backend) and stress.svg (delivered % and p50/p99 round trip
-against the offered rate, one line per backend).
+Reads stages-*.json, pingpong-*.json, stress-*.json, raw-*.json and
+summary-*.json in RESULTS_DIR and writes stages.svg (p50/p99/p99.9 per
+stage), pingpong.svg (round-trip percentiles per backend), stress.svg
+(delivered % and p50/p99 round trip against the offered rate, one line per
+backend), raw.svg (the mirror round trip beside the raw packet round trip
+of the same path) and summary.md (every ratio the targets are stated in).
 """
 import glob
 import json
@@ -15,7 +17,8 @@ import os
 import sys
 
 W, H, M = 760, 420, 70
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+          "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
 def svg(body, title):
@@ -92,7 +95,7 @@ def lines(curves, title, ylabel, ylog=True):
         d = " ".join(f"{'M' if j == 0 else 'L'}{X(x):.1f},{Y(v):.1f}" for j, (x, v) in enumerate(c))
         out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"/>')
         out.extend(f'<circle cx="{X(x):.1f}" cy="{Y(v):.1f}" r="3" fill="{color}"/>' for x, v in c)
-        out.append(f'<text x="{M+10+i*180}" y="45" fill="{color}">{name}</text>')
+        out.append(f'<text x="{M+10+(i%4)*170}" y="{45+(i//4)*14}" fill="{color}">{name}</text>')
     return svg("".join(out), title)
 
 
@@ -130,6 +133,37 @@ def main(d):
             lines(lat, "open-loop round trip against offered rate", "round trip (us)"))
         open(os.path.join(d, "stress-delivered.svg"), "w").write(
             lines(dlv, "delivered % against offered rate", "delivered %", ylog=False))
+    raw = {r["backend"]: r for r in load(os.path.join(d, "raw-ping-*.json"))}
+    pps = {r["backend"]: r for r in load(os.path.join(d, "raw-pps-*.json"))}
+    mirror = {r.get("backend", "kernel"): r for r in pp}
+    if raw:
+        groups = [(b, {"raw p50": us(raw[b], "p50_ns"), "mirror p50": us(mirror.get(b, {}), "p50_ns")})
+                  for b in raw]
+        open(os.path.join(d, "raw.svg"), "w").write(
+            bars(groups, ["raw p50", "mirror p50"], "mirror round trip beside the raw packet round trip"))
+    best = {r["backend"]: r["highest_zero_loss_rate"] for r in load(os.path.join(d, "summary-*.json"))}
+    rows = ["| backend | raw ping p50 | mirror round trip p50 | ÷ raw | ÷ kernel | raw 64-B pps "
+            "| zero-loss records/s | ÷ kernel |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    k_rt = us(mirror.get("kernel", {}), "p50_ns")
+    k_best = best.get("kernel", 0)
+    for b in ["kernel", "af_packet", "af_xdp", "memif"]:
+        if b not in raw and b not in mirror:
+            continue
+        rt, r0 = us(mirror.get(b, {}), "p50_ns"), us(raw.get(b, {}), "p50_ns")
+        ratio = lambda a, c: f"{a / c:.2f}" if a and c else "–"
+        rows.append(f"| {b} | {r0:.1f} µs | {rt:.1f} µs | {ratio(rt, r0)} | {ratio(rt, k_rt)} "
+                    f"| {pps.get(b, {}).get('best_pps', 0):,} | {best.get(b, 0):,} | {ratio(best.get(b, 0), k_best)} |")
+    fan = {}
+    for r in load(os.path.join(d, "fanout-*.json")):
+        fan.setdefault(r["backend"], {})[r["mirrors"]] = r["highest_no_nak_rate"]
+    if fan:
+        rows += ["", "| backend | multicast, 1 mirror: highest rate with no NAK | 2 mirrors | 2 ÷ 1 |",
+                 "| --- | --- | --- | --- |"]
+        for b, m in fan.items():
+            one, two = m.get(1, 0), m.get(2, 0)
+            rows.append(f"| {b} | {one:,} | {two:,} | {two / one:.2f} |" if one else f"| {b} | 0 | {two:,} | – |")
+    open(os.path.join(d, "summary.md"), "w").write("\n".join(rows) + "\n")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

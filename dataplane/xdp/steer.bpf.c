@@ -1,25 +1,30 @@
 // steer.bpf.c — the XDP program ringfire loads under DPDK's net_af_xdp PMD
 // (devarg xdp_prog=). The PMD's default program takes every frame on the
-// queue, so the host's kernel loses its TCP control connection, its ARP and
-// everything else. This one steers to the AF_XDP socket only what belongs to
-// the DPDK port's own IPv4 address, which differs from the kernel's address
-// on the same interface:
-//   - ARP whose target is that address (requests and replies);
-//   - IPv4 to that address;
-//   - multicast UDP to the group the port joined, and IGMP (the port
-//     answers queries for its group itself);
-// and passes the rest to the kernel. Until user space writes rf_config
-// (after the PMD has attached the program), everything passes.
+// queue, so the host's kernel would lose its TCP control connection, its ARP
+// and everything else. This one steers to the AF_XDP socket only what is the
+// DPDK port's, and passes the rest to the kernel. Two modes:
+//   - shared address (the port uses the kernel's own address, as on a cloud
+//     instance with one IP): only UDP to the port's address and UDP port, or
+//     to its group and port; ARP stays with the kernel, which answers with
+//     the same MAC;
+//   - own address (a second address on the subnet): also ARP for it and
+//     every IPv4 datagram to it.
+// IGMP goes to the port when it has joined a group (it answers queries for
+// its group itself). Until user space writes rf_config (after the PMD has
+// attached the program), everything passes.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
 struct rf_config {
-  __u32 ip;     // network order; 0 = not configured, pass everything
-  __u32 group;  // network order; 0 = none
+  __u32 ip;      // network order; 0 = not configured, pass everything
+  __u32 group;   // network order; 0 = none
+  __u16 port;    // network order: the port's UDP port (its group's too)
+  __u16 shared;  // 1: ip is also the kernel's address
 };
 
 struct {
@@ -60,16 +65,20 @@ int ringfire_steer(struct xdp_md *ctx) {
   if (eth->h_proto == bpf_htons(ETH_P_ARP)) {
     struct arp_ipv4 *arp = (void *)(eth + 1);
     if ((void *)(arp + 1) > end) return XDP_PASS;
-    ours = arp->tpa == cfg->ip;
+    ours = !cfg->shared && arp->tpa == cfg->ip;
   } else if (eth->h_proto == bpf_htons(ETH_P_IP)) {
     struct iphdr *ip = (void *)(eth + 1);
     if ((void *)(ip + 1) > end) return XDP_PASS;
-    if (ip->daddr == cfg->ip) {
-      ours = 1;
-    } else if (ip->protocol == IPPROTO_IGMP) {
+    if (ip->protocol == IPPROTO_IGMP) {
       ours = cfg->group != 0;
-    } else if (ip->protocol == IPPROTO_UDP) {
-      ours = cfg->group != 0 && ip->daddr == cfg->group;
+    } else if (!cfg->shared && ip->daddr == cfg->ip) {
+      ours = 1;
+    } else if (ip->protocol == IPPROTO_UDP && (ip->daddr == cfg->ip || (cfg->group && ip->daddr == cfg->group)) &&
+               !(ip->frag_off & bpf_htons(0x1fff))) {
+      if (ip->ihl < 5) return XDP_PASS;
+      struct udphdr *udp = (void *)ip + ip->ihl * 4;
+      if ((void *)(udp + 1) > end) return XDP_PASS;
+      ours = udp->dest == cfg->port;
     }
   }
   if (!ours) return XDP_PASS;
