@@ -129,11 +129,15 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   // af_xdp, whose mbufs are the UMEM, also the fill and completion rings
   // (2048 each). Short of that, the PMD stops receiving and sending for
   // want of an mbuf, and nothing ever frees one.
-  constexpr uint16_t kRxDesc = 1024, kTxDesc = 1024;
+  constexpr uint16_t kTxDesc = 1024;
   constexpr unsigned kCache = 256;
   rte_eth_dev_info info{};
   rte_eth_dev_info_get(o.port_id, &info);
   const bool af_xdp = info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_xdp") == 0;
+  // An XSK's RX ring is all the buffering there is between the kernel and
+  // a worker that the scheduler has put aside (a socket has megabytes): 4096
+  // descriptors ride out ~40 ms at 100 k datagrams/s. Its fill ring is 4096.
+  const uint16_t kRxDesc = af_xdp ? 4096 : 1024;
   uint32_t mbufs = o.mbufs;
   if (mbufs == 0) mbufs = af_xdp ? 16383 : 4095;  // 2^n - 1: the mempool's best size
   const std::string name = absl::StrCat("rf_pool_", getpid(), "_", pools++);
