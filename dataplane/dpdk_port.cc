@@ -7,15 +7,20 @@
 #include <rte_mbuf_pool_ops.h>
 #include <rte_cycles.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
+
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "proto/net/packet.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_XDP_STEER
@@ -28,6 +33,32 @@ using proto::net::MacAddr;
 
 namespace {
 bool g_eal_started = false;
+
+// clear_stale_memif_sockets removes the socket file of a net_memif server
+// (socket-abstract=no) that nothing listens on any more, left by a process
+// that was killed: the PMD refuses to start over it ("Address already in
+// use"). A live server's socket is left alone.
+void clear_stale_memif_sockets(const std::vector<std::string>& words) {
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] != "--vdev" || words[i + 1].rfind("net_memif", 0) != 0) continue;
+    std::string role = "server", path, abstract_ = "yes";
+    for (absl::string_view kv : absl::StrSplit(words[i + 1], ',')) {
+      if (absl::ConsumePrefix(&kv, "role=")) role = std::string(kv);
+      if (absl::ConsumePrefix(&kv, "socket=")) path = std::string(kv);
+      if (absl::ConsumePrefix(&kv, "socket-abstract=")) abstract_ = std::string(kv);
+    }
+    if (role != "server" || abstract_ != "no" || path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) continue;
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno == ECONNREFUSED) {
+      unlink(path.c_str());
+    }
+    close(fd);
+  }
+}
 }  // namespace
 
 bool eal_running() { return g_eal_started; }
@@ -46,6 +77,7 @@ absl::Status eal_init(const std::string& given) {
   static std::vector<std::string> words;  // the EAL keeps pointers into argv
   words = {"ringfire"};
   for (absl::string_view w : absl::StrSplit(args, ' ', absl::SkipEmpty())) words.emplace_back(w);
+  clear_stale_memif_sockets(words);
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
@@ -59,7 +91,10 @@ absl::Status eal_init(const std::string& given) {
   static std::string runtime_dir = rte_eal_get_runtime_dir();
   std::atexit([] {
     uint16_t port;
-    RTE_ETH_FOREACH_DEV(port) rte_eth_dev_close(port);  // af_xdp: detaches its XDP program
+    RTE_ETH_FOREACH_DEV(port) {
+      rte_eth_dev_stop(port);
+      rte_eth_dev_close(port);  // af_xdp: detaches its XDP program
+    }
     rte_eal_cleanup();
     std::error_code ec;
     if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
@@ -119,7 +154,6 @@ rte_mempool* packed_pool(const std::string& name, uint32_t n, unsigned cache) {
 }
 
 absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
-  static std::atomic<int> pools{0};
   DpdkPort p(o);
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
@@ -140,23 +174,38 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   const uint16_t kRxDesc = af_xdp ? 4096 : 1024;
   uint32_t mbufs = o.mbufs;
   if (mbufs == 0) mbufs = af_xdp ? 16383 : 4095;  // 2^n - 1: the mempool's best size
-  const std::string name = absl::StrCat("rf_pool_", getpid(), "_", pools++);
-  p.pool_ = af_xdp ? packed_pool(name, mbufs, kCache)
-                   : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                             static_cast<int>(rte_socket_id()));
+  // One pool per port for the life of the process: the PMD keeps mbufs of
+  // it in its queues until the port is closed (at exit), so a session that
+  // ends must not free it, and the next session on the port reuses it.
+  static std::array<rte_mempool*, RTE_MAX_ETHPORTS> port_pools{};
+  rte_mempool*& pool = port_pools[o.port_id];
+  if (pool == nullptr) {
+    const std::string name = absl::StrCat("rf_pool_", o.port_id);
+    pool = af_xdp ? packed_pool(name, mbufs, kCache)
+                  : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                            static_cast<int>(rte_socket_id()));
+  }
+  p.pool_ = pool;
   if (p.pool_ == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot create a pool of ", mbufs, " mbufs (", mbufs * (RTE_MBUF_DEFAULT_BUF_SIZE + 192) >> 20,
         " MiB): ", rte_strerror(rte_errno), " (give the EAL more memory: -m, or hugepages)"));
   }
-  rte_eth_conf conf{};
-  int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
-  if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
-  if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
-  if (rc == 0) rc = rte_eth_dev_start(o.port_id);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc)));
+  // The port, too, is started once and stays up until exit: a later session
+  // (a mirror reconnecting to a restarted source) takes it as it is. af_xdp
+  // cannot set its queue up again (the socket of the first setup holds it).
+  static std::array<bool, RTE_MAX_ETHPORTS> port_started{};
+  if (!port_started[o.port_id]) {
+    rte_eth_conf conf{};
+    int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
+    if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
+    if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
+    if (rc == 0) rc = rte_eth_dev_start(o.port_id);
+    if (rc != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc)));
+    }
+    port_started[o.port_id] = true;
   }
   p.open_ = true;
   rte_eth_allmulticast_enable(o.port_id);
@@ -196,8 +245,6 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
 DpdkPort::~DpdkPort() {
   release_rx();
   if (open_ && o_.join_group != 0) send_igmp_report(/*leave=*/true);  // a snooping switch stops at once
-  if (open_) rte_eth_dev_stop(o_.port_id);
-  if (pool_ != nullptr) rte_mempool_free(pool_);
 }
 
 std::string DpdkPort::summary() const {

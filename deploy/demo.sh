@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # demo.sh — the main job on a fresh machine (root): installs packages,
-# builds, then starts a three-host lab (network namespaces on a bridge) with
+# builds, then starts a four-host lab (network namespaces on a bridge) with
 # a source ring on h1 served over UDP multicast and unicast, a multicast
 # mirror on h2, a unicast mirror on h3 with 5 % of its datagrams dropped on
-# purpose, and a local reader on h1. Publishes for a few seconds, shows the
+# purpose, a kernel-bypass multicast mirror on h4 (DPDK, net_af_xdp with
+# ringfire's XDP program; the kernel keeps the control TCP), and a local
+# reader on h1. Publishes for a few seconds, shows the
 # live stats, then proves every mirror holds the source's records byte for
 # byte. Removes namespaces, rings and processes on every exit path.
 set -euo pipefail
@@ -19,8 +21,8 @@ set +e
 source tests/lab/lib.sh
 logs=$(mktemp -d /tmp/rf-demo.XXXXXX)
 trap 'rm -rf "$logs"; lab_down' EXIT
-lab_up 3
-echo "== lab: h1 198.18.0.1 (source), h2 198.18.0.2, h3 198.18.0.3, one bridge"
+lab_up 4
+echo "== lab: h1 198.18.0.1 (source), h2 .2, h3 .3, h4 .4 (DPDK), one bridge"
 
 src=$(ring_name md)
 "$rf" create "$src" --capacity 262144 --slot-size 64 --schema 0x51
@@ -31,8 +33,11 @@ m2=$(ring_name md-h2)
 m3=$(ring_name md-h3)
 bg 2 "$logs/m2" "$rf" mirror 198.18.0.1:7400 "$m2" --schema 0x51
 bg 3 "$logs/m3" "$rf" mirror 198.18.0.1:7400 "$m3" --unicast --loss 50 --seed 7
+m4=$(ring_name md-h4)
+bg 4 "$logs/m4" "$rf" mirror 198.18.0.1:7400 "$m4" --schema 0x51 --backend dpdk --pmd af_xdp --iface eth0
 wait_for 5 grep -q "^mirror: 198" "$logs/m2"
 wait_for 5 grep -q "^mirror: 198" "$logs/m3"
+wait_for 10 grep -q "^mirror: 198" "$logs/m4" || { echo "the DPDK mirror did not start:"; grep -v TELEMETRY "$logs/m4"; }
 bg 1 "$logs/local" "$rf" tail "$src" --name strategy --idle-exit 1s --quiet
 local_reader=${LAB_PIDS[-1]}
 head -n 1 "$logs/serve"
@@ -43,10 +48,11 @@ echo "== publishing 100,000 records/s for 4 s on h1"
 on 1 "$rf" publish "$src" --rate 100k --duration 4s --quiet &
 pub=$!
 sleep 2.5
-echo "-- live, once a second (source, multicast mirror, unicast mirror with 5% loss):"
+echo "-- live, once a second (source, multicast mirror, unicast mirror with 5% loss, DPDK mirror):"
 tail -n 1 "$logs/serve"
 tail -n 1 "$logs/m2"
 tail -n 1 "$logs/m3"
+tail -n 1 "$logs/m4"
 echo "-- the mirror ring on h3, as its readers see it:"
 "$rf" stat "$m3" | sed -n '1,2p;6,7p'
 wait "$pub"
@@ -54,7 +60,7 @@ wait "$local_reader"
 sleep 0.5
 
 echo "== verification"
-for m in "$m2" "$m3"; do
+for m in "$m2" "$m3" "$m4"; do
   "$rf" tail "$m" --from oldest --idle-exit 300ms --quiet
   "$rf" compare "$src" "$m" --exact
 done

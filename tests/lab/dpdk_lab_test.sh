@@ -57,6 +57,22 @@ check_copy "$src" "$m2" 60000
 check_copy "$src" "$m3" 60000
 grep -q "(dpdk)" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
 by_udp "$logs/m2" || fail "m2's DATA did not come by UDP: $(tail -n 1 "$logs/m2")"
+log "the source restarts: the DPDK mirrors reconnect through the port they have up, and resume"
+stop_pid "${LAB_PIDS[0]}"
+bg 1 "$logs/serve2" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
+  --udp 7402 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/serve2" || fail "serve did not restart: $(cat "$logs/serve2")"
+reconnected() { (( $(grep -c "^mirror: 198" "$1") >= 2 )); }
+for m in m2 m3; do
+  wait_for 10 reconnected "$logs/$m" || fail "$m did not reconnect: $(grep -v TELEMETRY "$logs/$m" | tail -n 3)"
+done
+sleep 0.5
+on 1 "$rf" publish "$src" --count 10000 --rate 50k --quiet >/dev/null
+for m in m2 m3; do
+  wait_for 15 mirror_at "$logs/$m" 70000 || fail "$m did not resume: $(tail -n 1 "$logs/$m")"
+done
+check_copy "$src" "$m2" 70000
+check_copy "$src" "$m3" 70000
 # One XDP program per interface: free the veths for the next DPDK processes.
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 grep -q "mirror: port: .* 0 awaiting ARP" "$logs/m3" ||
