@@ -141,9 +141,17 @@ def main(d):
                   for b in raw]
         open(os.path.join(d, "raw.svg"), "w").write(
             bars(groups, ["raw p50", "mirror p50"], "mirror round trip beside the raw packet round trip"))
-    best = {r["backend"]: r["highest_zero_loss_rate"] for r in load(os.path.join(d, "summary-*.json"))}
+    # Sustained: every record echoed AND the loop keeping up (round-trip
+    # median under 1 ms). "Every record" alone also counts rates the loop
+    # only absorbs by queueing for tens of ms while the ring holds the
+    # backlog, which it could not sustain.
+    best = {}
+    for r in st:
+        b = r.get("backend", "kernel")
+        if not r.get("flat_out") and r["delivered_pct"] >= 100 and r["p50_ns"] < 1e6:
+            best[b] = max(best.get(b, 0), r["rate"])
     rows = ["| backend | raw ping p50 | mirror round trip p50 | ÷ raw | ÷ kernel | raw 64-B pps "
-            "| zero-loss records/s | ÷ kernel |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "| sustained records/s | ÷ kernel |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     k_rt = us(mirror.get("kernel", {}), "p50_ns")
     k_best = best.get("kernel", 0)
     for b in ["kernel", "af_packet", "af_xdp", "memif"]:
