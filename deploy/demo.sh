@@ -43,6 +43,7 @@ local_reader=${LAB_PIDS[-1]}
 head -n 1 "$logs/serve"
 head -n 1 "$logs/m2"
 head -n 1 "$logs/m3"
+grep "^mirror: 198" "$logs/m4"
 
 echo "== publishing 100,000 records/s for 4 s on h1"
 on 1 "$rf" publish "$src" --rate 100k --duration 4s --quiet &
