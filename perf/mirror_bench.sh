@@ -188,8 +188,7 @@ run_fanout() {
     echo "{\"backend\": \"$backend\", \"mirrors\": $n, \"highest_no_nak_rate\": $best}" > "$out/fanout-$backend-$n.json"
     for p in "${pids[@]}"; do stop_pid "$p"; done
   done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+  stop_since "$first_pid"
 }
 
 run_backend() {
@@ -199,9 +198,7 @@ run_backend() {
   wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
   wants loop && run_loop "$backend" "$p0" "$g"
   wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
-  # Stop this backend's processes before the next one is measured.
-  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+  stop_since "$first_pid"  # before the next backend is measured
 }
 
 run_stages() {
@@ -230,8 +227,7 @@ run_stages() {
   h1 "$rf" publish "$A" --rate 10k --duration ${secs}s --idle yield --quiet
   for p in "${stage_pids[@]}"; do wait "$p"; done
   for f in "$out"/stages-$backend-*.json; do cat "$f"; done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${LAB_PIDS[@]:$first_pid}"; do wait "$p" 2>/dev/null; done
+  stop_since "$first_pid"
 }
 
 run_loop() {

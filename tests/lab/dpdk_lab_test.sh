@@ -26,13 +26,6 @@ fi
 lab_up 3
 logs=$(mktemp -d /tmp/rf-dpdk.XXXXXX)
 trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
-check_copy() {  # SOURCE MIRROR COUNT
-  local out
-  out=$("$rf" tail "$2" --from oldest --idle-exit 300ms --quiet)
-  [[ "$out" == "tail: $3 records verified, 0 lost, 0 holes skipped, 0 torn, 0 misplaced"* ]] ||
-    fail "$2: $out"
-  out=$("$rf" compare "$1" "$2" --exact) || fail "$2 is not a byte-for-byte copy: $out"
-}
 
 log "kernel source on h1; DPDK mirrors on h2 (multicast) and h3 (unicast, 5% loss + reordering)"
 src=$(ring_name src)
@@ -49,14 +42,10 @@ for m in m2 m3; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not start: $(cat "$logs/$m")"
 done
 sleep 0.5
-on 1 "$rf" publish "$src" --count 60000 --rate 50k --quiet >/dev/null
-for m in m2 m3; do
-  wait_for 15 mirror_at "$logs/$m" 60000 || fail "$m did not catch up: $(tail -n 1 "$logs/$m")"
-done
-check_copy "$src" "$m2" 60000
-check_copy "$src" "$m3" 60000
+publish_and_check 1 "$src" 60000 60000 "$logs" m2 m3
 grep -q "(dpdk)" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
 by_udp "$logs/m2" || fail "m2's DATA did not come by UDP: $(tail -n 1 "$logs/m2")"
+
 log "the source restarts: the DPDK mirrors reconnect through the port they have up, and resume"
 stop_pid "${LAB_PIDS[0]}"
 bg 1 "$logs/serve2" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
@@ -67,12 +56,7 @@ for m in m2 m3; do
   wait_for 10 reconnected "$logs/$m" || fail "$m did not reconnect: $(grep -v TELEMETRY "$logs/$m" | tail -n 3)"
 done
 sleep 0.5
-on 1 "$rf" publish "$src" --count 10000 --rate 50k --quiet >/dev/null
-for m in m2 m3; do
-  wait_for 15 mirror_at "$logs/$m" 70000 || fail "$m did not resume: $(tail -n 1 "$logs/$m")"
-done
-check_copy "$src" "$m2" 70000
-check_copy "$src" "$m3" 70000
+publish_and_check 1 "$src" 10000 70000 "$logs" m2 m3
 # One XDP program per interface: free the veths for the next DPDK processes.
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 grep -q "mirror: port: .* 0 awaiting ARP" "$logs/m3" ||
@@ -97,11 +81,7 @@ for m in k2 k3 d3; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not start: $(cat "$logs/$m")"
 done
 sleep 0.5
-on 1 "$rf" publish "$dsrc" --count 60000 --rate 50k --quiet >/dev/null
-for m in k2 k3 d3; do
-  wait_for 15 mirror_at "$logs/$m" 60000 || fail "$m did not catch up: $(tail -n 1 "$logs/$m")"
-done
-for m in "$k2" "$k3" "$d3"; do check_copy "$dsrc" "$m" 60000; done
+publish_and_check 1 "$dsrc" 60000 60000 "$logs" k2 k3 d3
 for m in k2 k3 d3; do by_udp "$logs/$m" || fail "$m's DATA did not come by UDP: $(tail -n 1 "$logs/$m")"; done
 stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
 
@@ -111,9 +91,7 @@ bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk 
   $([[ $pmd == af_xdp ]] && echo "--dpdk-ip 198.18.0.103") \
   --eal "-l 0,1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}lc --vdev net_${pmd}0,iface=eth0"
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
-on 1 "$rf" publish "$dsrc" --count 1000 --quiet >/dev/null
-wait_for 15 mirror_at "$logs/lc" 61000 || fail "the lcore mirror did not catch up: $(tail -n 1 "$logs/lc")"
-check_copy "$dsrc" "$lc" 61000
+publish_and_check 1 "$dsrc" 1000 61000 "$logs" lc
 
 log "bad EAL arguments fail at start-up with a message"
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal "--no-such-flag" 2>&1 >/dev/null); rc=$?

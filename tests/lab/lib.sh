@@ -80,6 +80,14 @@ stop_pid() {
   wait "$1" 2>/dev/null
 }
 
+# stop_since N: SIGTERM every process started since LAB_PIDS had N entries,
+# then wait for them all.
+stop_since() {
+  local p
+  for p in "${LAB_PIDS[@]:$1}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${LAB_PIDS[@]:$1}"; do wait "$p" 2>/dev/null; done
+}
+
 lab_down() {
   local rc=$?
   for p in "${LAB_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -105,6 +113,29 @@ wait_for() {
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 log() { echo "-- $*"; }
+# check_copy SOURCE MIRROR COUNT: the mirror ring reads back COUNT records,
+# none lost, torn or misplaced, and is byte for byte the source's ($rf).
+check_copy() {
+  local out
+  out=$("$rf" tail "$2" --from oldest --idle-exit 300ms --quiet)
+  [[ "$out" == "tail: $3 records verified, 0 lost, 0 holes skipped, 0 torn, 0 misplaced"* ]] ||
+    fail "$2: $out"
+  out=$("$rf" compare "$1" "$2" --exact) || fail "$2 is not a byte-for-byte copy: $out"
+}
+
+# publish_and_check HOST SOURCE COUNT TOTAL LOGDIR NAME...: publish COUNT
+# records on HOST, wait for each mirror NAME (its log LOGDIR/NAME, its ring
+# ring_name NAME) to reach TOTAL, and check each copy.
+publish_and_check() {
+  local h=$1 src=$2 count=$3 total=$4 logs=$5 m
+  shift 5
+  on "$h" "$rf" publish "$src" --count "$count" --rate 50k --quiet >/dev/null
+  for m in "$@"; do
+    wait_for 15 mirror_at "$logs/$m" "$total" || fail "$m did not reach $total: $(tail -n 1 "$logs/$m")"
+  done
+  for m in "$@"; do check_copy "$src" "$(ring_name "$m")" "$total"; done
+}
+
 # mirror_stat LOGFILE NAME: a counter from the mirror's last stats line
 # (e.g. "TCP frames", "datagrams").
 mirror_stat() {
