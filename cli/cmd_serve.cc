@@ -232,6 +232,7 @@ int cmd_serve(int argc, char** argv, int first) {
     po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
     po.ttl = static_cast<uint8_t>(*ttl);
     po.neighbors = backend->neighbors;
+    po.max_payload = static_cast<uint16_t>(*mtu);
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());
     return serve_with(std::move(*reader), std::move(*port), run);

@@ -90,12 +90,24 @@ absl::Status eal_init(const std::string& given) {
   // exits: --no-huge runs leave one per file prefix otherwise.
   static std::string runtime_dir = rte_eal_get_runtime_dir();
   std::atexit([] {
+    // af_xdp ports are stopped and closed: that detaches their XDP program
+    // from the interface. A process with a memif port skips the EAL's own
+    // clean-up: memif's interrupt thread, handling a peer that exits at the
+    // same moment, crashed in it (DPDK 22.11: the EAL unmaps memory the
+    // thread still uses). memif needs no hugepages, so nothing is left but
+    // the runtime directory, removed below.
+    bool memif = false;
     uint16_t port;
     RTE_ETH_FOREACH_DEV(port) {
-      rte_eth_dev_stop(port);
-      rte_eth_dev_close(port);  // af_xdp: detaches its XDP program
+      rte_eth_dev_info info{};
+      if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) continue;
+      memif |= std::strcmp(info.driver_name, "net_memif") == 0;
+      if (std::strcmp(info.driver_name, "net_af_xdp") == 0) {
+        rte_eth_dev_stop(port);
+        rte_eth_dev_close(port);
+      }
     }
-    rte_eal_cleanup();
+    if (!memif) rte_eal_cleanup();
     std::error_code ec;
     if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
   });
@@ -157,6 +169,17 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   DpdkPort p(o);
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
+  }
+  // A datagram must fit the port's MTU and one mbuf (no multi-segment yet).
+  uint16_t port_mtu = 1500;
+  rte_eth_dev_get_mtu(o.port_id, &port_mtu);
+  const size_t ip_bytes = size_t{o.max_payload} + 28;
+  const size_t mbuf_room = RTE_MBUF_DEFAULT_BUF_SIZE - RTE_PKTMBUF_HEADROOM;
+  if (ip_bytes > port_mtu || ip_bytes + 18 > mbuf_room) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu,
+        ", ", mbuf_room, "-byte mbufs): use --mtu ", std::min<size_t>(port_mtu, mbuf_room - 18) - 28,
+        " or less at the source, or raise the interface's MTU"));
   }
   // The pool must cover every mbuf the port can hold at once: the RX and TX
   // descriptors, a burst in each direction, the per-core cache; and on

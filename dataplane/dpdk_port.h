@@ -42,6 +42,7 @@ struct DpdkPortOptions {
   uint16_t udp_port = 0;    // datagrams to this port are ours
   uint32_t join_group = 0;  // and to this group (0: none)
   uint8_t ttl = 1;
+  uint16_t max_payload = 1472;  // the largest UDP payload it sends or receives
   uint32_t mbufs = 0;       // 0: sized for the port's queues (see open)
   // Peers whose MAC is fixed: never ARPed for, never relearned (a peer that
   // cannot answer ARP, e.g. behind the af_xdp PMD's default program).

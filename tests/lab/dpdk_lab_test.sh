@@ -98,6 +98,8 @@ err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal 
 [[ $rc -eq 2 && "$err" == *"EAL did not start"* ]] || fail "bad --eal: rc $rc, $err"
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" $(dpdk 2) --neighbor 198.18.0.1=zz 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"is not IP=MAC"* ]] || fail "bad --neighbor: rc $rc, $err"
+err=$(on 2 "$rf" serve "$dsrc" --listen 198.18.0.2:7600 --udp 7602 $(dpdk 2) --mtu 4000 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"do not fit"*"use --mtu"* ]] || fail "oversized --mtu: rc $rc, $err"
 
 if (( fails )); then
   echo "dpdk_lab_test: $fails failed"
