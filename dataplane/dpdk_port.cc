@@ -385,6 +385,15 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
     // af_packet) hand over the kernel's partial, offloaded checksums.
     const bool l4_bad = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
     const proto::net::ParseOptions opt{/*verify_ip_checksum=*/true, /*verify_udp_checksum=*/false};
+    // IPv4 that is neither UDP nor IGMP is someone else's (a TCP segment
+    // that af_packet hands over as a 64 KiB GSO chain, say): not ours, not
+    // malformed. Untagged frames only; the full parse handles VLANs.
+    if (m->data_len >= 34 && frame[12] == std::byte{0x08} && frame[13] == std::byte{0x00} &&
+        frame[23] != std::byte{proto::net::kIpProtoUdp} && frame[23] != std::byte{proto::net::kIpProtoIgmp}) {
+      ++stats_.rx_not_ours;
+      rte_pktmbuf_free(m);
+      continue;
+    }
     if (m->nb_segs != 1 || l4_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
       ++stats_.rx_malformed;
       rte_pktmbuf_free(m);

@@ -61,6 +61,8 @@ publish_and_check 1 "$src" 10000 70000 "$logs" m2 m3
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 grep -q "mirror: port: .* 0 awaiting ARP" "$logs/m3" ||
   fail "m3 waited on ARP for a pinned --neighbor: $(grep 'port:' "$logs/m3")"
+grep -q "mirror: port: .* not ours, 0 malformed)" "$logs/m2" ||
+  fail "m2 counted frames of a clean lab as malformed: $(grep 'port:' "$logs/m2")"
 if [[ $pmd == af_xdp ]]; then
   for h in 2 3; do
     on "$h" ip link show eth0 | grep -q "xdp" && fail "h$h: the stopped mirror left its XDP program on eth0"
