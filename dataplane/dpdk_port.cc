@@ -225,8 +225,14 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
     if (rc == 0) rc = rte_eth_dev_start(o.port_id);
     if (rc != 0) {
+      std::string hint;
+#if RINGFIRE_HAVE_XDP_STEER
+      char dev[RTE_ETH_NAME_MAX_LEN] = {};
+      rte_eth_dev_get_name_by_port(o.port_id, dev);
+      if (const std::string iface = steered_iface(dev); !iface.empty()) hint = attached_program_hint(iface);
+#endif
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc)));
+          absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc), hint));
     }
     port_started[o.port_id] = true;
   }

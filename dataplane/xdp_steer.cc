@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sys/mman.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -31,20 +32,19 @@ std::map<std::string, std::string>& steered() {  // vdev name -> interface
   return m;
 }
 
+// program_file puts the embedded object in a memfd and names it by its
+// /proc/self/fd path: the PMD reads it like a file, and nothing is left on
+// disk however the process ends.
 absl::StatusOr<std::string> program_file() {
   static std::string path;
   if (!path.empty()) return path;
-  std::string p = absl::StrCat("/tmp/ringfire-steer-", getpid(), ".bpf.o");
-  const int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", p, ": ", std::strerror(errno)));
-  const bool ok = write(fd, kSteerObject, sizeof(kSteerObject)) == static_cast<ssize_t>(sizeof(kSteerObject));
-  close(fd);
-  if (!ok) {
-    unlink(p.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", p));
+  const int fd = memfd_create("ringfire-steer.bpf.o", MFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  if (write(fd, kSteerObject, sizeof(kSteerObject)) != static_cast<ssize_t>(sizeof(kSteerObject))) {
+    close(fd);
+    return absl::InternalError("cannot write the XDP object to its memfd");
   }
-  path = std::move(p);
-  std::atexit([] { unlink(path.c_str()); });
+  path = absl::StrCat("/proc/self/fd/", fd);  // kept open for the process's life
   return path;
 }
 
@@ -147,6 +147,22 @@ absl::StatusOr<std::string> with_steer_program(const std::string& args) {
     }
   }
   return absl::StrJoin(words, " ");
+}
+
+std::string attached_program_hint(const std::string& iface) {
+  const unsigned ifindex = if_nametoindex(iface.c_str());
+  uint32_t prog_id = 0;
+  if (ifindex == 0 || bpf_xdp_query_id(static_cast<int>(ifindex), 0, &prog_id) != 0 || prog_id == 0) return "";
+  std::string name = "?";
+  if (const int fd = bpf_prog_get_fd_by_id(prog_id); fd >= 0) {
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) name = info.name;
+    close(fd);
+  }
+  return absl::StrCat("; XDP program ", prog_id, " ('", name, "') is attached to ", iface,
+                      ", left by a process that was killed? If nothing else uses it: ip link set dev ",
+                      iface, " xdp off");
 }
 
 std::string steered_iface(const std::string& device_name) {

@@ -19,8 +19,8 @@
 namespace ringfire::dataplane {
 
 // with_steer_program returns EAL `args` where every net_af_xdp vdev without
-// an xdp_prog= devarg gets ringfire's program (written once to a private
-// file, removed at exit), and records which vdev sits on which interface.
+// an xdp_prog= devarg gets ringfire's program (in a memfd: nothing on disk),
+// and records which vdev sits on which interface.
 absl::StatusOr<std::string> with_steer_program(const std::string& args);
 
 // steered_iface: the interface under vdev `device_name` (e.g.
@@ -34,6 +34,11 @@ struct SteerResult {
   bool shared = false;
   std::vector<StaticNeighbor> kernel_neighbors;
 };
+
+// attached_program_hint: when an XDP program is attached to `iface`, a
+// sentence naming it and how to remove it (for a port that failed to start:
+// a killed af_xdp process leaves its program behind); "" otherwise.
+std::string attached_program_hint(const std::string& iface);
 
 // steer_to_port tells the program on `iface` to hand the port the UDP
 // datagrams for `ip`:`udp_port` and `group`:`udp_port` (host order; group 0

@@ -95,6 +95,19 @@ bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk 
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
 publish_and_check 1 "$dsrc" 1000 61000 "$logs" lc
 
+if [[ $pmd == af_xdp ]]; then
+  log "a killed af_xdp mirror leaves its XDP program: the next one says what to do, then starts"
+  bg 2 "$logs/kx" "$rf" mirror 198.18.0.1:7500 "$(ring_name kx)" $(dpdk 2)
+  wait_for 10 grep -q "^mirror: 198" "$logs/kx" || fail "kx did not start: $(grep -v TELEMETRY "$logs/kx")"
+  kill -KILL "${LAB_PIDS[-1]}"; wait "${LAB_PIDS[-1]}" 2>/dev/null
+  err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name ky)" $(dpdk 2) --once 2>&1 >/dev/null); rc=$?
+  [[ $rc -eq 2 && "$err" == *"ringfire_steer"*"ip link set dev eth0 xdp off"* ]] || fail "stale XDP program: rc $rc, $err"
+  on 2 ip link set dev eth0 xdp off
+  rm -rf /var/run/dpdk/rf"${LAB_PIDS[-1]}"  # the killed process's runtime directory
+  bg 2 "$logs/kz" "$rf" mirror 198.18.0.1:7500 "$(ring_name kz)" $(dpdk 2)
+  wait_for 10 grep -q "^mirror: 198" "$logs/kz" || fail "kz did not start after xdp off: $(grep -v TELEMETRY "$logs/kz")"
+fi
+
 log "bad EAL arguments fail at start-up with a message"
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal "--no-such-flag" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"EAL did not start"* ]] || fail "bad --eal: rc $rc, $err"
