@@ -149,7 +149,7 @@ int cmd_mirror(int argc, char** argv, int first) {
       if (!quiet) {
         std::printf(
             "mirror: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
-            "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu\n",
+            "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
             static_cast<unsigned long long>(records - last_records),
             static_cast<unsigned long long>(next),
             static_cast<unsigned long long>(end > next ? end - next : 0),
@@ -159,7 +159,8 @@ int cmd_mirror(int argc, char** argv, int first) {
             static_cast<unsigned long long>(st.duplicates.load()),
             static_cast<unsigned long long>(st.datagrams.load()),
             static_cast<unsigned long long>(st.tcp_frames.load()),
-            static_cast<unsigned long long>(st.fault_dropped.load()));
+            static_cast<unsigned long long>(st.fault_dropped.load()),
+            static_cast<unsigned long long>(s.port_drops()));
         std::fflush(stdout);
       }
       last_records = records;

@@ -55,6 +55,16 @@ struct ServeRun {
   dataplane::ServeConfig worker;
 };
 
+// port_drops: ", port drops N" for a port that counts its losses (DPDK).
+template <typename Port>
+std::string port_drops(const Port& port) {
+  if constexpr (requires { port.drops(); }) {
+    return absl::StrCat(", port drops ", port.drops());
+  } else {
+    return "";
+  }
+}
+
 // serve_with runs the worker on its own thread and the control loop here,
 // until SIGINT/SIGTERM; the backend is chosen once, by the caller.
 template <dataplane::PacketPort Port>
@@ -110,7 +120,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
       if (!quiet) {
         std::printf(
             "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
-            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu\n",
+            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu%s\n",
             static_cast<unsigned long long>(records - last_records),
             static_cast<unsigned long long>(frames - last_frames),
             static_cast<unsigned long long>(ws.next_to_send.load()),
@@ -118,7 +128,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
             static_cast<unsigned long long>(ws.unicast_mirrors.load()),
             static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
             static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
-            static_cast<unsigned long long>(ws.punches_refused.load()));
+            static_cast<unsigned long long>(ws.punches_refused.load()), port_drops(worker.port()).c_str());
         std::fflush(stdout);
       }
       last_records = records;

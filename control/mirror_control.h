@@ -47,6 +47,7 @@ class MirrorSession {
   const dataplane::MirrorWorkerStats& stats() { return worker_->link().stats; }
   // port_summary: the packet port's counters, once the worker has stopped.
   std::string port_summary() const { return worker_->port_summary(); }
+  uint64_t port_drops() const { return worker_->port_drops(); }
   // poll relays for up to timeout_ms; false once the source is gone.
   bool poll(int timeout_ms);
 

@@ -278,11 +278,12 @@ DpdkPort::~DpdkPort() {
 
 std::string DpdkPort::summary() const {
   const DpdkPortStats& s = stats_;
-  return absl::StrCat("rx ", s.rx_frames, " frames (", s.rx_not_ours, " not ours, ", s.rx_malformed,
-                      " malformed), tx ", s.tx_frames, " frames (", s.tx_refused, " refused by the queue, ",
-                      s.tx_no_mbuf, " without an mbuf, ", s.tx_no_neighbor, " awaiting ARP), ",
-                      s.arp_replies, " ARP replies, ", s.igmp_reports, " IGMP reports; ",
-                      pool_ ? rte_mempool_avail_count(pool_) : 0, " of ", pool_ ? pool_->size : 0, " mbufs free");
+  return absl::StrCat("rx ", s.rx_frames.get(), " frames (", s.rx_not_ours.get(), " not ours, ",
+                      s.rx_malformed.get(), " malformed), tx ", s.tx_frames.get(), " frames (",
+                      s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
+                      s.tx_no_neighbor.get(), " awaiting ARP), ", s.arp_replies.get(), " ARP replies, ",
+                      s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
+                      " of ", pool_ ? pool_->size : 0, " mbufs free");
 }
 
 void DpdkPort::release_rx() {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dataplane/counter.h"
 #include "dataplane/packet_port.h"
 #include "proto/net/ethernet.h"
 
@@ -49,16 +50,21 @@ struct DpdkPortOptions {
   std::vector<StaticNeighbor> neighbors;
 };
 
+// DpdkPortStats: written by the worker, readable by any thread meanwhile.
 struct DpdkPortStats {
-  uint64_t rx_frames = 0;
-  uint64_t rx_not_ours = 0;     // other traffic: counted, dropped
-  uint64_t rx_malformed = 0;    // failed to parse: counted, dropped
-  uint64_t arp_replies = 0;
-  uint64_t igmp_reports = 0;
-  uint64_t tx_frames = 0;
-  uint64_t tx_no_neighbor = 0;  // dropped while ARP resolves
-  uint64_t tx_refused = 0;      // the TX queue was full
-  uint64_t tx_no_mbuf = 0;      // the pool was empty
+  Counter rx_frames;
+  Counter rx_not_ours;     // other traffic: counted, dropped
+  Counter rx_malformed;    // failed to parse: counted, dropped
+  Counter arp_replies;
+  Counter igmp_reports;
+  Counter tx_frames;
+  Counter tx_no_neighbor;  // dropped while ARP resolves
+  Counter tx_refused;      // the TX queue was full
+  Counter tx_no_mbuf;      // the pool was empty
+  // drops: what was lost at this port, either way (not "not ours").
+  uint64_t drops() const {
+    return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get();
+  }
 };
 
 class DpdkPort {
@@ -72,8 +78,10 @@ class DpdkPort {
   size_t tx_burst(const TxDatagram* in, size_t n);
   Endpoint local() const { return Endpoint{o_.ip, o_.udp_port}; }
   const DpdkPortStats& stats() const { return stats_; }
-  // summary: the counters in one line, for an operator.
+  // summary: the counters in one line, for an operator; drops: the losses
+  // among them. Both may be called from another thread while it runs.
   std::string summary() const;
+  uint64_t drops() const { return stats_.drops(); }
   const proto::net::MacAddr& mac() const { return mac_; }
 
  private:

@@ -65,6 +65,9 @@ class MirrorStepper {
   // port_summary: the packet port's counters in one line ("" if it keeps
   // none); call once the worker has stopped.
   virtual std::string port_summary() const = 0;
+  // port_drops: what the packet port lost (0 if it keeps no count); may be
+  // called while the worker runs.
+  virtual uint64_t port_drops() const = 0;
 };
 
 template <PacketPort Port>
@@ -77,6 +80,12 @@ class MirrorWorker final : public MirrorStepper {
                uint64_t first_seq, uint8_t session, int nak_eventfd);
 
   bool step(uint64_t now_ns) override;
+  uint64_t port_drops() const override {
+    if constexpr (requires(const Port& p) { p.drops(); }) {
+      if (port_) return port_->drops();
+    }
+    return 0;
+  }
   std::string port_summary() const override {
     if constexpr (requires(const Port& p) { p.summary(); }) {
       if (port_) return port_->summary();
