@@ -1,4 +1,6 @@
 // dpdk_port.cc — EAL start-up, port setup, and the DPDK bursts.
+// rte_eth_get_monitor_addr (the af_xdp RX gate) is experimental in 22.11.
+#define ALLOW_EXPERIMENTAL_API 1
 #include "dataplane/dpdk_port.h"
 
 #include <rte_eal.h>
@@ -253,6 +255,11 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   }
 #endif
   for (const StaticNeighbor& n : o.neighbors) p.neighbors_.push_back(Neighbor{n.ip, n.mac, true});
+  if (af_xdp) {
+    rte_power_monitor_cond pmc{};
+    p.rx_gate_ = rte_eth_get_monitor_addr(o.port_id, 0, &pmc) == 0 && pmc.size == sizeof(uint32_t);
+    p.forced_rx_interval_ = rte_get_tsc_hz() / 1000;
+  }
   if (o.join_group != 0) p.send_igmp_report();
   return p;
 }
@@ -267,6 +274,10 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       neighbors_(std::move(o.neighbors_)),
       last_arp_tsc_(o.last_arp_tsc_),
       next_report_tsc_(o.next_report_tsc_),
+      rx_gate_(o.rx_gate_),
+      last_rx_full_(o.last_rx_full_),
+      next_forced_rx_tsc_(o.next_forced_rx_tsc_),
+      forced_rx_interval_(o.forced_rx_interval_),
       reports_sent_(o.reports_sent_),
       ip_id_(o.ip_id_),
       stats_(o.stats_) {}
@@ -376,11 +387,25 @@ void DpdkPort::send_igmp_report(bool leave) {
   next_report_tsc_ = rte_get_tsc_cycles() + rte_get_tsc_hz() * (reports_sent_ < 2 ? 1 : 60);
 }
 
+bool DpdkPort::rx_may_have_frames() {
+  if (!rx_gate_ || last_rx_full_) return true;
+  rte_power_monitor_cond pmc{};
+  if (rte_eth_get_monitor_addr(o_.port_id, 0, &pmc) != 0) return true;
+  const uint32_t producer = *static_cast<const volatile uint32_t*>(pmc.addr);
+  if (pmc.fn(producer, pmc.opaque) != 0) return true;  // the producer moved
+  const uint64_t now = rte_get_tsc_cycles();
+  if (now < next_forced_rx_tsc_) return false;
+  next_forced_rx_tsc_ = now + forced_rx_interval_;
+  return true;
+}
+
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
   if (o_.join_group != 0 && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
+  if (!rx_may_have_frames()) return 0;
   rte_mbuf* mbufs[kBurst];
   const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
+  last_rx_full_ = got == n;
   size_t k = 0;
   for (uint16_t i = 0; i < got; ++i) {
     rte_mbuf* m = mbufs[i];

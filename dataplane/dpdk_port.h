@@ -99,6 +99,7 @@ class DpdkPort {
   // send_igmp_report announces the joined group (or, with leave, that it
   // is left); IGMPv3, to 224.0.0.22.
   void send_igmp_report(bool leave = false);
+  bool rx_may_have_frames();
 
   DpdkPortOptions o_;
   bool open_ = false;
@@ -109,6 +110,14 @@ class DpdkPort {
   std::vector<Neighbor> neighbors_;
   uint64_t last_arp_tsc_ = 0;
   uint64_t next_report_tsc_ = 0;  // unsolicited membership reports
+  // af_xdp: an empty RX burst costs a recvfrom(); poll the socket's RX ring
+  // producer instead and burst when it moved (or the last burst was full),
+  // or every 1 ms regardless (the syscall drives NAPI for a NIC whose IRQs
+  // are deferred to busy polling: napi_defer_hard_irqs; not the default).
+  bool rx_gate_ = false;
+  bool last_rx_full_ = false;
+  uint64_t next_forced_rx_tsc_ = 0;
+  uint64_t forced_rx_interval_ = 0;
   uint32_t reports_sent_ = 0;
   uint16_t ip_id_ = 0;
   DpdkPortStats stats_;
