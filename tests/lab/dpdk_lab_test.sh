@@ -95,6 +95,22 @@ bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk 
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
 publish_and_check 1 "$dsrc" 1000 61000 "$logs" lc
 
+if [[ $pmd == af_packet ]]; then
+  free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  if (( free >= 40 )); then
+    log "with hugepages (--in-memory -m 64): the same mirror, its EAL memory in 2 MiB pages"
+    bg 2 "$logs/hp" "$rf" mirror 198.18.0.1:7500 "$(ring_name hp)" --from oldest --backend dpdk \
+      --eal "-l 0 --in-memory -m 64 --no-pci --vdev net_af_packet0,iface=eth0"
+    wait_for 10 grep -q "^mirror: 198" "$logs/hp" || fail "hp did not start: $(grep -v TELEMETRY "$logs/hp" | tail -3)"
+    now_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    (( now_free < free )) || fail "hp took no hugepage ($free free before, $now_free now)"
+    sleep 0.5
+    publish_and_check 1 "$dsrc" 1000 62000 "$logs" hp
+  else
+    log "hugepages: skipped, $free free 2 MiB pages (tests/run.sh reserves 64)"
+  fi
+fi
+
 if [[ $pmd == af_xdp ]]; then
   log "a killed af_xdp mirror leaves its XDP program: the next one says what to do, then starts"
   bg 2 "$logs/kx" "$rf" mirror 198.18.0.1:7500 "$(ring_name kx)" $(dpdk 2)
