@@ -36,6 +36,26 @@ using proto::net::MacAddr;
 namespace {
 bool g_eal_started = false;
 
+// driver_is says whether `port` is driven by the PMD named `name`.
+bool driver_is(uint16_t port, const char* name) {
+  rte_eth_dev_info info{};
+  return rte_eth_dev_info_get(port, &info) == 0 && info.driver_name != nullptr &&
+         std::strcmp(info.driver_name, name) == 0;
+}
+
+// steered_iface_of: the interface under `port` if ringfire's XDP program
+// steers it ("" otherwise, and in a build without the program).
+std::string steered_iface_of(uint16_t port) {
+#if RINGFIRE_HAVE_XDP_STEER
+  char dev[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port, dev);
+  return steered_iface(dev);
+#else
+  (void)port;
+  return "";
+#endif
+}
+
 // clear_stale_memif_sockets removes the socket file of a net_memif server
 // (socket-abstract=no) that nothing listens on any more, left by a process
 // that was killed: the PMD refuses to start over it ("Address already in
@@ -101,10 +121,8 @@ absl::Status eal_init(const std::string& given) {
     bool memif = false;
     uint16_t port;
     RTE_ETH_FOREACH_DEV(port) {
-      rte_eth_dev_info info{};
-      if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) continue;
-      memif |= std::strcmp(info.driver_name, "net_memif") == 0;
-      if (std::strcmp(info.driver_name, "net_af_xdp") == 0) {
+      memif |= driver_is(port, "net_memif");
+      if (driver_is(port, "net_af_xdp")) {
         rte_eth_dev_stop(port);
         rte_eth_dev_close(port);
       }
@@ -190,9 +208,8 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   // want of an mbuf, and nothing ever frees one.
   constexpr uint16_t kTxDesc = 1024;
   constexpr unsigned kCache = 256;
-  rte_eth_dev_info info{};
-  rte_eth_dev_info_get(o.port_id, &info);
-  const bool af_xdp = info.driver_name != nullptr && std::strcmp(info.driver_name, "net_af_xdp") == 0;
+  const bool af_xdp = driver_is(o.port_id, "net_af_xdp");
+  const std::string steer_iface = steered_iface_of(o.port_id);
   // An XSK's RX ring is all the buffering there is between the kernel and
   // a worker that the scheduler has put aside (a socket has megabytes): 4096
   // descriptors ride out ~40 ms at 100 k datagrams/s. Its fill ring is 4096.
@@ -229,9 +246,7 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     if (rc != 0) {
       std::string hint;
 #if RINGFIRE_HAVE_XDP_STEER
-      char dev[RTE_ETH_NAME_MAX_LEN] = {};
-      rte_eth_dev_get_name_by_port(o.port_id, dev);
-      if (const std::string iface = steered_iface(dev); !iface.empty()) hint = attached_program_hint(iface);
+      if (!steer_iface.empty()) hint = attached_program_hint(steer_iface);
 #endif
       return absl::FailedPreconditionError(
           absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc), hint));
@@ -244,10 +259,8 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   rte_eth_macaddr_get(o.port_id, &addr);
   std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
 #if RINGFIRE_HAVE_XDP_STEER
-  char dev_name[RTE_ETH_NAME_MAX_LEN] = {};
-  rte_eth_dev_get_name_by_port(o.port_id, dev_name);
-  if (const std::string iface = steered_iface(dev_name); !iface.empty()) {
-    auto steer = steer_to_port(iface, o.ip, o.udp_port, o.join_group);
+  if (!steer_iface.empty()) {
+    auto steer = steer_to_port(steer_iface, o.ip, o.udp_port, o.join_group);
     if (!steer.ok()) return steer.status();
     // Sharing the kernel's address, the port sees no ARP reply: start from
     // what the kernel has resolved (the control peer among them).
