@@ -5,6 +5,8 @@
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_udp.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_cycles.h>
@@ -35,6 +37,8 @@ using proto::net::MacAddr;
 
 namespace {
 bool g_eal_started = false;
+// An Ethernet header with one VLAN tag: what a frame adds to its IP packet.
+constexpr size_t kMaxL2Header = 18;
 
 // driver_is says whether `port` is driven by the PMD named `name`.
 bool driver_is(uint16_t port, const char* name) {
@@ -190,17 +194,14 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
   }
-  // A datagram must fit the port's MTU and one mbuf (no multi-segment yet).
+  // A datagram must fit the port's MTU and one mbuf (checked below, once
+  // the port is up). Chained mbufs and jumbo pools are not built: no port on
+  // this machine takes an MTU over 1500 from DPDK (net_tap caps frames at
+  // 1522, memif refuses), so neither could be tested.
   uint16_t port_mtu = 1500;
-  rte_eth_dev_get_mtu(o.port_id, &port_mtu);
+  const bool af_xdp = driver_is(o.port_id, "net_af_xdp");
   const size_t ip_bytes = size_t{o.max_payload} + 28;
-  const size_t mbuf_room = RTE_MBUF_DEFAULT_BUF_SIZE - RTE_PKTMBUF_HEADROOM;
-  if (ip_bytes > port_mtu || ip_bytes + 18 > mbuf_room) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu,
-        ", ", mbuf_room, "-byte mbufs): use --mtu ", std::min<size_t>(port_mtu, mbuf_room - 18) - 28,
-        " or less at the source, or raise the interface's MTU"));
-  }
+  constexpr uint16_t room = RTE_MBUF_DEFAULT_BUF_SIZE;
   // The pool must cover every mbuf the port can hold at once: the RX and TX
   // descriptors, a burst in each direction, the per-core cache; and on
   // af_xdp, whose mbufs are the UMEM, also the fill and completion rings
@@ -208,7 +209,6 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   // want of an mbuf, and nothing ever frees one.
   constexpr uint16_t kTxDesc = 1024;
   constexpr unsigned kCache = 256;
-  const bool af_xdp = driver_is(o.port_id, "net_af_xdp");
   const std::string steer_iface = steered_iface_of(o.port_id);
   // An XSK's RX ring is all the buffering there is between the kernel and
   // a worker that the scheduler has put aside (a socket has megabytes): 4096
@@ -224,14 +224,21 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   if (pool == nullptr) {
     const std::string name = absl::StrCat("rf_pool_", o.port_id);
     pool = af_xdp ? packed_pool(name, mbufs, kCache)
-                  : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                            static_cast<int>(rte_socket_id()));
+                  : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, room, static_cast<int>(rte_socket_id()));
   }
   p.pool_ = pool;
   if (p.pool_ == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot create a pool of ", mbufs, " mbufs (", mbufs * (RTE_MBUF_DEFAULT_BUF_SIZE + 192) >> 20,
+        "cannot create a pool of ", mbufs, " mbufs (", (uint64_t{mbufs} * (room + 192)) >> 20,
         " MiB): ", rte_strerror(rte_errno), " (give the EAL more memory: -m, or hugepages)"));
+  }
+  // Offloads the port has: UDP checksums on TX (a NIC, net_tap; the payload
+  // is not summed twice), IPv4 and UDP checksum verdicts on RX. af_xdp,
+  // af_packet and memif offer none: software does it.
+  static std::array<uint64_t, RTE_MAX_ETHPORTS> port_tx_offloads{};
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(o.port_id, &info) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot query DPDK port ", o.port_id));
   }
   // The port, too, is started once and stays up until exit: a later session
   // (a mirror reconnecting to a restarted source) takes it as it is. af_xdp
@@ -239,6 +246,9 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   static std::array<bool, RTE_MAX_ETHPORTS> port_started{};
   if (!port_started[o.port_id]) {
     rte_eth_conf conf{};
+    conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+    conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
+    port_tx_offloads[o.port_id] = conf.txmode.offloads;
     int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
     if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
     if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
@@ -253,7 +263,16 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     }
     port_started[o.port_id] = true;
   }
+  rte_eth_dev_get_mtu(o.port_id, &port_mtu);
+  const size_t mbuf_room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+  if (ip_bytes > port_mtu || ip_bytes + kMaxL2Header > mbuf_room) {
+    const size_t fits = std::min<size_t>(port_mtu, mbuf_room - kMaxL2Header) - 28;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu, ", ",
+        mbuf_room, "-byte mbufs): use --mtu ", fits, " or less at the source, or raise the interface's MTU"));
+  }
   p.open_ = true;
+  p.tx_udp_cksum_ = (port_tx_offloads[o.port_id] & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
   rte_eth_allmulticast_enable(o.port_id);
   rte_ether_addr addr{};
   rte_eth_macaddr_get(o.port_id, &addr);
@@ -292,6 +311,7 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       next_forced_rx_tsc_(o.next_forced_rx_tsc_),
       forced_rx_interval_(o.forced_rx_interval_),
       reports_sent_(o.reports_sent_),
+      tx_udp_cksum_(o.tx_udp_cksum_),
       ip_id_(o.ip_id_),
       stats_(o.stats_) {}
 
@@ -307,7 +327,8 @@ std::string DpdkPort::summary() const {
                       s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
                       s.tx_no_neighbor.get(), " awaiting ARP), ", s.arp_replies.get(), " ARP replies, ",
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
-                      " of ", pool_ ? pool_->size : 0, " mbufs free");
+                      " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
+                      tx_udp_cksum_ ? "the port" : "software");
 }
 
 void DpdkPort::release_rx() {
@@ -429,7 +450,10 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
     // and software does not re-verify, because virtual ports (a veth through
     // af_packet) hand over the kernel's partial, offloaded checksums.
     const bool l4_bad = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
-    const proto::net::ParseOptions opt{/*verify_ip_checksum=*/true, /*verify_udp_checksum=*/false};
+    const uint64_t ip_verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+    const bool ip_bad = ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_BAD;
+    const proto::net::ParseOptions opt{/*verify_ip_checksum=*/ip_verdict != RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                                       /*verify_udp_checksum=*/false};
     // IPv4 that is neither UDP nor IGMP is someone else's (a TCP segment
     // that af_packet hands over as a 64 KiB GSO chain, say): not ours, not
     // malformed. Untagged frames only; the full parse handles VLANs.
@@ -439,7 +463,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
       rte_pktmbuf_free(m);
       continue;
     }
-    if (m->nb_segs != 1 || l4_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
+    if (m->nb_segs != 1 || l4_bad || ip_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
       ++stats_.rx_malformed;
       rte_pktmbuf_free(m);
       continue;
@@ -516,7 +540,16 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       continue;
     }
     std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
-    proto::net::write_udp_headers(f, ip_id_++, in[i].payload.size(), true, proto::MutableBytes(b, len));
+    proto::net::write_udp_headers(f, ip_id_++, in[i].payload.size(), !tx_udp_cksum_, proto::MutableBytes(b, len));
+    if (tx_udp_cksum_) {
+      // The port sums the datagram; it starts from the pseudo-header's sum.
+      m->l2_len = proto::net::kEtherHeaderBytes;
+      m->l3_len = proto::net::kIpv4HeaderBytes;
+      m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+      auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(b + proto::net::kEtherHeaderBytes);
+      auto* udp = reinterpret_cast<rte_udp_hdr*>(b + proto::net::kEtherHeaderBytes + proto::net::kIpv4HeaderBytes);
+      udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+    }
     mbufs[ready++] = m;
   }
   const uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;

@@ -3,9 +3,9 @@
 // queue, driven as a PacketPort. With no kernel stack under it, the port
 // owns a small L2/L3: it answers ARP for its address and resolves its
 // unicast peers (learning every sender it sees), joins multicast groups with
-// IGMPv3 and answers queries, builds Ethernet/IPv4/UDP itself (checksums in
-// software: af_xdp offers no offloads), and counts and drops everything that
-// is not its own. Setup (EAL, port, mempool) in dpdk_port.cc; the bursts are
+// IGMPv3 and answers queries, builds Ethernet/IPv4/UDP itself (UDP checksums
+// by the port where it offers that, in software otherwise: af_xdp offers no
+// offloads), and counts and drops everything that is not its own. Setup (EAL, port, mempool) in dpdk_port.cc; the bursts are
 // there too, small and reviewable. Worker thread only after open().
 #pragma once
 
@@ -119,6 +119,7 @@ class DpdkPort {
   uint64_t next_forced_rx_tsc_ = 0;
   uint64_t forced_rx_interval_ = 0;
   uint32_t reports_sent_ = 0;
+  bool tx_udp_cksum_ = false;  // the port computes UDP checksums
   uint16_t ip_id_ = 0;
   DpdkPortStats stats_;
 };
