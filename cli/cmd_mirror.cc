@@ -97,6 +97,7 @@ int cmd_mirror(int argc, char** argv, int first) {
     o.backend = control::Backend::kDpdk;
     o.dpdk_ip = backend->dpdk_ip;
     o.dpdk_neighbors = backend->neighbors;
+    o.dpdk_exception_port = backend->exception_port;
   }
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;

@@ -195,9 +195,14 @@ int cmd_serve(int argc, char** argv, int first) {
   }
   uint32_t iface_ip = listen->ip;
   if (args->has("iface")) {
+    // A DPDK port with an address of its own may sit on an interface the
+    // kernel has no address on (--iface only names the default vdev's).
     auto ip = dataplane::interface_address(args->str("iface"));
-    if (!ip.ok()) return fail("serve", ip.status());
-    iface_ip = *ip;
+    if (ip.ok()) {
+      iface_ip = *ip;
+    } else if (!args->has("dpdk-ip")) {
+      return fail("serve", ip.status());
+    }
   }
   if (group && iface_ip == 0) {
     return fail("serve", absl::InvalidArgumentError(
@@ -242,6 +247,7 @@ int cmd_serve(int argc, char** argv, int first) {
     po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
     po.ttl = static_cast<uint8_t>(*ttl);
     po.neighbors = backend->neighbors;
+    po.exception_port = backend->exception_port;
     po.max_payload = static_cast<uint16_t>(*mtu);
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());

@@ -19,6 +19,10 @@ std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, co
   options.push_back({"dpdk-ip", "ADDR", ip_default});
   options.push_back({"neighbor", "IP=MAC,...",
                      "dpdk: peers' MACs, pinned: never ARPed for (e.g. 198.18.0.1=02:00:00:00:00:01)"});
+  options.push_back({"exception-tap", "NAME",
+                     "dpdk: hand every frame that is not ringfire's to tap NAME (an existing persistent "
+                     "multi_queue tap keeps its addresses), and send what it sends: give NAME the port's "
+                     "address and the kernel answers ping, ARP and TCP for it"});
   return options;
 }
 
@@ -26,7 +30,7 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
   Backend b;
   const std::string backend = args.str("backend", "kernel");
   if (backend == "kernel") {
-    for (const char* o : {"eal", "pmd", "dpdk-ip", "neighbor"}) {
+    for (const char* o : {"eal", "pmd", "dpdk-ip", "neighbor", "exception-tap"}) {
       if (args.has(o)) {
         return absl::InvalidArgumentError(absl::StrCat("--", o, " needs --backend dpdk"));
       }
@@ -57,7 +61,22 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
     if (!n.ok()) return n.status();
     b.neighbors = std::move(*n);
   }
+  // The exception tap is one more vdev, after the data port's (port 0).
+  const std::string tap = args.str("exception-tap");
+  constexpr const char* kTapDev = "net_tap_rf_exception";
+  if (args.has("exception-tap")) {
+    if (tap.empty() || tap.size() >= 16 || tap.find_first_of(" ,=") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--exception-tap: an interface name of 1 to 15 characters, "
+                                                     "no spaces, commas or '=', not '", tap, "'"));
+    }
+    absl::StrAppend(&eal, " --vdev ", kTapDev, ",iface=", tap);
+  }
   if (absl::Status st = dataplane::eal_init(eal); !st.ok()) return st;
+  if (args.has("exception-tap")) {
+    auto port = dataplane::port_by_name(kTapDev);
+    if (!port.ok()) return port.status();
+    b.exception_port = *port;
+  }
   return b;
 #else
   return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");

@@ -1,5 +1,5 @@
 // dpdk_options.h — the packet I/O backend options `serve` and `mirror`
-// share (--backend, --eal, --pmd, --dpdk-ip) and starting DPDK's EAL from
+// share (--backend, --eal, --pmd, --dpdk-ip, --neighbor, --exception-tap) and starting DPDK's EAL from
 // them. Start-up only.
 #pragma once
 
@@ -20,6 +20,7 @@ struct Backend {
   bool dpdk = false;
   uint32_t dpdk_ip = 0;  // --dpdk-ip (host order), 0 when not given
   std::vector<dataplane::StaticNeighbor> neighbors;  // --neighbor
+  int exception_port = -1;  // --exception-tap: the tap's DPDK port
 };
 
 // start_backend reads the options; for --backend dpdk it starts the EAL

@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
     po.udp_port = mc.group != 0 ? mc.port : static_cast<uint16_t>(40000 + getpid() % 20000);
     po.join_group = mc.group;
     po.neighbors = o.dpdk_neighbors;
+    po.exception_port = o.dpdk_exception_port;
     po.max_payload = std::max<uint16_t>(mc.mtu, 64);
     std::optional<dataplane::DpdkPort> port;
     if (mc.port != 0) {

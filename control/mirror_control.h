@@ -22,6 +22,7 @@ struct MirrorOptions {
   Backend backend = Backend::kKernel;
   uint32_t dpdk_ip = 0;          // the DPDK port's address; 0: the TCP connection's
   std::vector<dataplane::StaticNeighbor> dpdk_neighbors;  // MACs pinned on the DPDK port
+  int dpdk_exception_port = -1;  // the DPDK port's exception port (-1: none)
   dataplane::Endpoint source;
   std::string ring;              // name in `dir`, or a path
   std::string dir = "/dev/shm";

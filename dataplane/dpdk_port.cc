@@ -142,6 +142,14 @@ absl::Status eal_init(const std::string& given) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint16_t> port_by_name(const std::string& name) {
+  uint16_t id = 0;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
+    return absl::NotFoundError(absl::StrCat("DPDK has no port named ", name, " (did its vdev fail to start?)"));
+  }
+  return id;
+}
+
 absl::StatusOr<Pmd> parse_pmd(const std::string& name) {
   if (name == "af_packet") return Pmd::kAfPacket;
   if (name == "af_xdp") return Pmd::kAfXdp;
@@ -187,6 +195,33 @@ rte_mempool* packed_pool(const std::string& name, uint32_t n, unsigned cache) {
   }
   rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
   return mp;
+}
+
+// start_exception_port sets up the exception port (once per process) with
+// a small pool of its own, and gives it the data port's MAC: the kernel
+// behind it then sends as the port, and takes frames sent to the port.
+absl::Status start_exception_port(uint16_t exc, uint16_t data_port) {
+  static std::array<bool, RTE_MAX_ETHPORTS> started{};
+  if (started[exc]) return absl::OkStatus();
+  if (!rte_eth_dev_is_valid_port(exc) || exc == data_port) {
+    return absl::InvalidArgumentError(absl::StrCat("the exception port ", exc, " is not a second DPDK port"));
+  }
+  rte_mempool* pool = rte_pktmbuf_pool_create(absl::StrCat("rf_exc_", exc).c_str(), 1023, 32, 0,
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
+  rte_ether_addr mac{};
+  rte_eth_conf conf{};
+  int rc = pool == nullptr ? -ENOMEM : rte_eth_dev_configure(exc, 1, 1, &conf);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(exc, 0, 256, rte_eth_dev_socket_id(exc), nullptr, pool);
+  if (rc == 0) rc = rte_eth_tx_queue_setup(exc, 0, 256, rte_eth_dev_socket_id(exc), nullptr);
+  if (rc == 0) rc = rte_eth_macaddr_get(data_port, &mac);
+  if (rc == 0) rc = rte_eth_dev_default_mac_addr_set(exc, &mac);
+  if (rc == 0) rc = rte_eth_dev_start(exc);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot start the exception port ", exc, ": ",
+                                                      rte_strerror(rc < 0 ? -rc : rc)));
+  }
+  started[exc] = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
@@ -271,6 +306,11 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
         "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu, ", ",
         mbuf_room, "-byte mbufs): use --mtu ", fits, " or less at the source, or raise the interface's MTU"));
   }
+  if (o.exception_port >= 0) {
+    if (absl::Status st = start_exception_port(static_cast<uint16_t>(o.exception_port), o.port_id); !st.ok()) {
+      return st;
+    }
+  }
   p.open_ = true;
   p.tx_udp_cksum_ = (port_tx_offloads[o.port_id] & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
   rte_eth_allmulticast_enable(o.port_id);
@@ -303,6 +343,9 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       mac_(o.mac_),
       rx_held_(o.rx_held_),
       rx_held_n_(std::exchange(o.rx_held_n_, 0)),
+      exc_out_(o.exc_out_),
+      exc_out_n_(std::exchange(o.exc_out_n_, 0)),
+      next_exc_poll_tsc_(o.next_exc_poll_tsc_),
       neighbors_(std::move(o.neighbors_)),
       last_arp_tsc_(o.last_arp_tsc_),
       next_report_tsc_(o.next_report_tsc_),
@@ -323,7 +366,8 @@ DpdkPort::~DpdkPort() {
 std::string DpdkPort::summary() const {
   const DpdkPortStats& s = stats_;
   return absl::StrCat("rx ", s.rx_frames.get(), " frames (", s.rx_not_ours.get(), " not ours, ",
-                      s.rx_malformed.get(), " malformed), tx ", s.tx_frames.get(), " frames (",
+                      s.rx_malformed.get(), " malformed, ", s.rx_exception.get(), " to the exception port), tx ",
+                      s.tx_frames.get(), " frames (", s.tx_exception.get(), " from the exception port, ",
                       s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
                       s.tx_no_neighbor.get(), " awaiting ARP), ", s.arp_replies.get(), " ARP replies, ",
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
@@ -436,7 +480,10 @@ bool DpdkPort::rx_may_have_frames() {
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
   if (o_.join_group != 0 && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
-  if (!rx_may_have_frames()) return 0;
+  if (!rx_may_have_frames()) {
+    if (o_.exception_port >= 0) flush_exception();
+    return 0;
+  }
   rte_mbuf* mbufs[kBurst];
   const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
   last_rx_full_ = got == n;
@@ -459,8 +506,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
     // malformed. Untagged frames only; the full parse handles VLANs.
     if (m->data_len >= 34 && frame[12] == std::byte{0x08} && frame[13] == std::byte{0x00} &&
         frame[23] != std::byte{proto::net::kIpProtoUdp} && frame[23] != std::byte{proto::net::kIpProtoIgmp}) {
-      ++stats_.rx_not_ours;
-      rte_pktmbuf_free(m);
+      not_ours(m);
       continue;
     }
     if (m->nb_segs != 1 || l4_bad || ip_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
@@ -475,7 +521,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
           send_arp(2, p.arp.sender_mac, p.arp.sender_ip);
           ++stats_.arp_replies;
         }
-        rte_pktmbuf_free(m);
+        to_exception(m);  // the kernel behind it resolves its peers too
         continue;
       case proto::net::PacketKind::kIgmp:
         if (p.igmp.type == proto::net::kIgmpQuery && o_.join_group != 0) send_igmp_report();
@@ -495,10 +541,48 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
       default:
         break;
     }
-    ++stats_.rx_not_ours;
+    not_ours(m);
+  }
+  if (o_.exception_port >= 0) flush_exception();
+  return k;
+}
+
+void DpdkPort::not_ours(rte_mbuf* m) {
+  ++stats_.rx_not_ours;
+  to_exception(m);
+}
+
+void DpdkPort::to_exception(rte_mbuf* m) {
+  if (o_.exception_port >= 0 && exc_out_n_ < exc_out_.size()) {
+    // From a veth, a TCP segment may carry a partial checksum the kernel
+    // behind the tap would drop; finish it (one frame chain only).
+    if (m->nb_segs == 1) {
+      proto::net::complete_partial_checksum(proto::MutableBytes(rte_pktmbuf_mtod(m, std::byte*), m->data_len));
+    }
+    exc_out_[exc_out_n_++] = m;
+  } else {
     rte_pktmbuf_free(m);
   }
-  return k;
+}
+
+void DpdkPort::flush_exception() {
+  const auto exc = static_cast<uint16_t>(o_.exception_port);
+  if (exc_out_n_ != 0) {
+    const uint16_t sent = rte_eth_tx_burst(exc, 0, exc_out_.data(), static_cast<uint16_t>(exc_out_n_));
+    for (size_t i = sent; i < exc_out_n_; ++i) rte_pktmbuf_free(exc_out_[i]);
+    stats_.rx_exception += sent;
+    exc_out_n_ = 0;
+  }
+  const uint64_t now = rte_get_tsc_cycles();
+  if (now < next_exc_poll_tsc_) return;
+  next_exc_poll_tsc_ = now + rte_get_tsc_hz() / 10000;
+  rte_mbuf* in[kBurst];
+  const uint16_t got = rte_eth_rx_burst(exc, 0, in, kBurst);
+  if (got == 0) return;
+  const uint16_t sent = rte_eth_tx_burst(o_.port_id, 0, in, got);
+  for (uint16_t i = sent; i < got; ++i) rte_pktmbuf_free(in[i]);
+  stats_.tx_exception += sent;
+  stats_.tx_refused += got - sent;
 }
 
 size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {

@@ -30,6 +30,8 @@ namespace ringfire::dataplane {
 absl::Status eal_init(const std::string& args);
 // eal_running says whether eal_init succeeded in this process.
 bool eal_running();
+// port_by_name: the port id of the device named `name` (e.g. a vdev).
+absl::StatusOr<uint16_t> port_by_name(const std::string& name);
 // The vdevs ringfire can set up by itself on a kernel interface.
 enum class Pmd { kAfPacket, kAfXdp };
 absl::StatusOr<Pmd> parse_pmd(const std::string& name);
@@ -48,12 +50,19 @@ struct DpdkPortOptions {
   // Peers whose MAC is fixed: never ARPed for, never relearned (a peer that
   // cannot answer ARP, e.g. behind the af_xdp PMD's default program).
   std::vector<StaticNeighbor> neighbors;
+  // The exception port (a net_tap; -1: none): every well-formed frame that
+  // is not ringfire's, and every ARP frame, goes to it, and what it sends
+  // goes out of this port. Its MAC is made this port's, so the kernel on
+  // the tap, given the port's address, answers ping, ARP and TCP for it.
+  int exception_port = -1;
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.
 struct DpdkPortStats {
   Counter rx_frames;
-  Counter rx_not_ours;     // other traffic: counted, dropped
+  Counter rx_not_ours;     // other traffic: counted, dropped (or handed to the exception port)
+  Counter rx_exception;    // handed to the exception port
+  Counter tx_exception;    // from the exception port out of this one
   Counter rx_malformed;    // failed to parse: counted, dropped
   Counter arp_replies;
   Counter igmp_reports;
@@ -100,6 +109,13 @@ class DpdkPort {
   // is left); IGMPv3, to 224.0.0.22.
   void send_igmp_report(bool leave = false);
   bool rx_may_have_frames();
+  // not_ours takes a frame that is someone else's: to the exception port's
+  // next burst, or freed. flush_exception sends that burst, and forwards
+  // what the exception port has sent (polled every 100 us: a tap read is a
+  // syscall).
+  void not_ours(rte_mbuf* m);
+  void to_exception(rte_mbuf* m);  // not counted: an ARP frame also handled here
+  void flush_exception();
 
   DpdkPortOptions o_;
   bool open_ = false;
@@ -107,6 +123,9 @@ class DpdkPort {
   proto::net::MacAddr mac_{};
   std::array<rte_mbuf*, kBurst> rx_held_{};  // the last burst's mbufs, freed on the next
   size_t rx_held_n_ = 0;
+  std::array<rte_mbuf*, kBurst> exc_out_{};  // this burst's frames for the exception port
+  size_t exc_out_n_ = 0;
+  uint64_t next_exc_poll_tsc_ = 0;
   std::vector<Neighbor> neighbors_;
   uint64_t last_arp_tsc_ = 0;
   uint64_t next_report_tsc_ = 0;  // unsolicited membership reports

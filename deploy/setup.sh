@@ -16,6 +16,7 @@ packages=(
   dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3
+  iputils-ping                             # the exception-port lab pings a DPDK address
 )
 
 missing=()

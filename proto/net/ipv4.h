@@ -10,6 +10,7 @@ namespace ringfire::proto::net {
 
 inline constexpr size_t kIpv4HeaderBytes = 20;
 inline constexpr uint8_t kIpProtoIgmp = 2;
+inline constexpr uint8_t kIpProtoTcp = 6;
 inline constexpr uint8_t kIpProtoUdp = 17;
 inline constexpr uint16_t kIpFlagDontFragment = 0x4000;
 inline constexpr uint16_t kIpFlagMoreFragments = 0x2000;

@@ -62,4 +62,32 @@ DecodeError parse_packet(ConstBytes frame, const ParseOptions& opt, ParsedPacket
   return DecodeError::kOk;
 }
 
+bool complete_partial_checksum(MutableBytes frame) {
+  if (frame.size() < kEtherHeaderBytes + kIpv4HeaderBytes || load_be16(frame.data() + 12) != kEtherTypeIpv4) {
+    return false;
+  }
+  std::byte* ip = frame.data() + kEtherHeaderBytes;
+  const size_t ihl = (std::to_integer<size_t>(ip[0]) & 0xf) * 4;
+  const size_t total = load_be16(ip + 2);
+  const auto protocol = std::to_integer<uint8_t>(ip[9]);
+  if (ihl < kIpv4HeaderBytes || total < ihl || kEtherHeaderBytes + total > frame.size()) return false;
+  if ((load_be16(ip + 6) & 0x3fff) != 0) return false;  // a fragment: no whole segment to sum
+  const size_t at = protocol == kIpProtoTcp ? 16 : protocol == kIpProtoUdp ? 6 : 0;
+  const size_t l4_len = total - ihl;
+  if (at == 0 || l4_len < at + 2) return false;
+  std::byte* l4 = ip + ihl;
+  const uint32_t src = load_be32(ip + 12);
+  const uint32_t dst = load_be32(ip + 16);
+  const uint32_t pseudo = (src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + protocol +
+                          static_cast<uint32_t>(l4_len);
+  const ConstBytes segment(l4, l4_len);
+  if (load_be16(l4 + at) != static_cast<uint16_t>(~fold_checksum(pseudo))) return false;
+  if (fold_checksum(ones_complement_sum(segment, pseudo)) == 0) return false;  // right as it is
+  store_be16(l4 + at, 0);
+  uint16_t c = fold_checksum(ones_complement_sum(segment, pseudo));
+  if (protocol == kIpProtoUdp && c == 0) c = 0xffff;
+  store_be16(l4 + at, c);
+  return true;
+}
+
 }  // namespace ringfire::proto::net

@@ -63,4 +63,12 @@ struct ParseOptions {
 // parse_packet decodes an Ethernet frame; any malformed layer is an error.
 DecodeError parse_packet(ConstBytes frame, const ParseOptions& opt, ParsedPacket* out);
 
+// complete_partial_checksum finishes the TCP or UDP checksum of an untagged
+// IPv4 frame whose checksum field holds only the pseudo-header's sum: what a
+// veth sends when the kernel left the sum to a NIC that never ran
+// (CHECKSUM_PARTIAL), as af_packet and af_xdp read it raw. Returns whether
+// it changed the frame; a checksum that is right, or wrong in any other way,
+// is left for the receiver to judge.
+bool complete_partial_checksum(MutableBytes frame);
+
 }  // namespace ringfire::proto::net

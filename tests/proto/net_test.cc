@@ -153,6 +153,31 @@ TEST(Packet, BuildThenParseAUdpFrame) {
   EXPECT_EQ(parse_packet(buf, ParseOptions{}, &p), DecodeError::kBadChecksum);
 }
 
+// A veth hands af_packet and af_xdp a segment whose checksum the kernel
+// left to offload: the field holds the pseudo-header's sum only.
+TEST(Packet, CompletesPartialChecksumsOnly) {
+  auto udp = hex("020000000002 020000000001 0800 | 4500 0024 1234 4000 4011 9c6d c6120001 c6120002 |"
+                 "1ce8 1ce9 0010 8c49 | 72696e6766697265");
+  EXPECT_TRUE(complete_partial_checksum(udp));
+  EXPECT_EQ(to_hex(std::span(udp).subspan(40, 2)), "80 35");
+  EXPECT_FALSE(complete_partial_checksum(udp));  // right now: left alone
+  ParsedPacket p;
+  EXPECT_EQ(parse_packet(udp, ParseOptions{}, &p), DecodeError::kOk);
+
+  auto tcp = hex("020000000002 020000000001 0800 | 4500 002c 0000 4000 4006 aea4 c6120001 c6120002 |"
+                 "c000 1ce8 00000001 00000000 5002 faf0 8c46 0000 | 72696e67");
+  EXPECT_TRUE(complete_partial_checksum(tcp));
+  EXPECT_EQ(to_hex(std::span(tcp).subspan(50, 2)), "6b 0b");
+
+  auto corrupt = hex("020000000002 020000000001 0800 | 4500 0024 1234 4000 4011 9c6d c6120001 c6120002 |"
+                     "1ce8 1ce9 0010 8036 | 72696e6766697265");  // wrong, and not partial
+  EXPECT_FALSE(complete_partial_checksum(corrupt));
+  EXPECT_EQ(to_hex(std::span(corrupt).subspan(40, 2)), "80 36");
+  auto truncated = std::vector<std::byte>(udp.begin(), udp.end() - 4);  // IP length says more
+  store_be16(truncated.data() + 40, 0x8c49);
+  EXPECT_FALSE(complete_partial_checksum(truncated));
+}
+
 TEST(Packet, EthernetPaddingIsNotPayload) {
   std::vector<std::byte> buf(kUdpFrameOverhead + 2);
   ASSERT_EQ(write_udp_headers(lab_flow(), 1, 2, false, buf), buf.size());
