@@ -4,7 +4,7 @@
     plot.py RESULTS_DIR
 
 Reads stages-*.json, pingpong-*.json, stress-*.json, raw-*.json and
-summary-*.json in RESULTS_DIR and writes stages.svg (p50/p99/p99.9 per
+summary-*.json and rate-*.json in RESULTS_DIR and writes stages.svg (p50/p99/p99.9 per
 stage), pingpong.svg (round-trip percentiles per backend), stress.svg
 (delivered % and p50/p99 round trip against the offered rate, one line per
 backend), raw.svg (the mirror round trip beside the raw packet round trip
@@ -161,6 +161,13 @@ def main(d):
         ratio = lambda a, c: f"{a / c:.2f}" if a and c else "–"
         rows.append(f"| {b} | {r0:.1f} µs | {rt:.1f} µs | {ratio(rt, r0)} | {ratio(rt, k_rt)} "
                     f"| {pps.get(b, {}).get('best_pps', 0):,} | {best.get(b, 0):,} | {ratio(best.get(b, 0), k_best)} |")
+    one_way = {r["backend"]: r["highest_zero_loss_rate"] for r in load(os.path.join(d, "rate-*.json"))}
+    if one_way:
+        k = one_way.get("kernel", 0)
+        rows += ["", "| backend | one way h1 → h2: highest zero-loss records/s | ÷ kernel |", "| --- | --- | --- |"]
+        for b in ["kernel", "af_packet", "af_xdp", "memif"]:
+            if b in one_way:
+                rows.append(f"| {b} | {one_way[b]:,} | {one_way[b] / k:.2f} |" if k else f"| {b} | {one_way[b]:,} | – |")
     fan = {}
     for r in load(os.path.join(d, "fanout-*.json")):
         fan.setdefault(r["backend"], {})[r["mirrors"]] = r["highest_no_nak_rate"]
