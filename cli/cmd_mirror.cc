@@ -15,6 +15,7 @@
 #include "cli/dpdk_options.h"
 #include "control/mirror_control.h"
 #include "dataplane/kernel_udp.h"
+#include "dataplane/tsc_clock.h"
 #include "dataplane/worker_runner.h"
 #include "ringfire_config.h"
 
@@ -127,8 +128,9 @@ int cmd_mirror(int argc, char** argv, int first) {
     dataplane::WorkerRunner runner;
     runner.start([&] {
       ring::IdleStrategy idle(*idle_mode);
+      dataplane::TscClock clock;  // deadlines from the TSC: no clock call per poll
       while (!stop_worker.load(std::memory_order_relaxed)) {
-        if (s.step(now_ns())) {
+        if (s.step(clock.now_ns())) {
           idle.reset();
         } else {
           idle.idle();

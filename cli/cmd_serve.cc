@@ -13,6 +13,7 @@
 #include "cli/dpdk_options.h"
 #include "control/serve_control.h"
 #include "dataplane/kernel_udp.h"
+#include "dataplane/tsc_clock.h"
 #include "dataplane/worker_runner.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
@@ -95,8 +96,9 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   dataplane::WorkerRunner runner;
   runner.start([&] {
     ring::IdleStrategy idle(run.idle);
+    dataplane::TscClock clock;  // pacing and heartbeat deadlines from the TSC
     while (!stop_worker.load(std::memory_order_relaxed)) {
-      if (worker.step(now_ns())) {
+      if (worker.step(clock.now_ns())) {
         idle.reset();
       } else {
         idle.idle();

@@ -229,14 +229,22 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
   }
-  // A datagram must fit the port's MTU and one mbuf (checked below, once
-  // the port is up). Chained mbufs and jumbo pools are not built: no port on
-  // this machine takes an MTU over 1500 from DPDK (net_tap caps frames at
-  // 1522, memif refuses), so neither could be tested.
+  // A datagram must fit the port's MTU and one mbuf. Chained mbufs and
+  // jumbo pools are not built: no port on this machine takes an MTU over
+  // 1500 from DPDK (net_tap caps frames at 1522, memif refuses), so neither
+  // could be tested.
   uint16_t port_mtu = 1500;
   const bool af_xdp = driver_is(o.port_id, "net_af_xdp");
   const size_t ip_bytes = size_t{o.max_payload} + 28;
   constexpr uint16_t room = RTE_MBUF_DEFAULT_BUF_SIZE;
+  rte_eth_dev_get_mtu(o.port_id, &port_mtu);
+  const size_t mbuf_room = size_t{room} - RTE_PKTMBUF_HEADROOM;
+  if (ip_bytes > port_mtu || ip_bytes + kMaxL2Header > mbuf_room) {
+    const size_t fits = std::min<size_t>(port_mtu, mbuf_room - kMaxL2Header) - 28;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu, ", ",
+        mbuf_room, "-byte mbufs): use --mtu ", fits, " or less at the source, or raise the interface's MTU"));
+  }
   // The pool must cover every mbuf the port can hold at once: the RX and TX
   // descriptors, a burst in each direction, the per-core cache; and on
   // af_xdp, whose mbufs are the UMEM, also the fill and completion rings
@@ -297,14 +305,6 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
           absl::StrCat("cannot start DPDK port ", o.port_id, ": ", rte_strerror(-rc), hint));
     }
     port_started[o.port_id] = true;
-  }
-  rte_eth_dev_get_mtu(o.port_id, &port_mtu);
-  const size_t mbuf_room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
-  if (ip_bytes > port_mtu || ip_bytes + kMaxL2Header > mbuf_room) {
-    const size_t fits = std::min<size_t>(port_mtu, mbuf_room - kMaxL2Header) - 28;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "UDP payloads of ", o.max_payload, " bytes do not fit DPDK port ", o.port_id, " (MTU ", port_mtu, ", ",
-        mbuf_room, "-byte mbufs): use --mtu ", fits, " or less at the source, or raise the interface's MTU"));
   }
   if (o.exception_port >= 0) {
     if (absl::Status st = start_exception_port(static_cast<uint16_t>(o.exception_port), o.port_id); !st.ok()) {

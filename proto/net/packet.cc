@@ -76,6 +76,7 @@ bool complete_partial_checksum(MutableBytes frame) {
   const size_t l4_len = total - ihl;
   if (at == 0 || l4_len < at + 2) return false;
   std::byte* l4 = ip + ihl;
+  if (protocol == kIpProtoUdp && load_be16(l4 + 4) != l4_len) return false;  // lengths disagree: not ours to fix
   const uint32_t src = load_be32(ip + 12);
   const uint32_t dst = load_be32(ip + 16);
   const uint32_t pseudo = (src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + protocol +

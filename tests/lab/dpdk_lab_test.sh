@@ -20,12 +20,9 @@ dpdk() {
 }
 # A build without DPDK refuses --backend dpdk before anything else happens;
 # one with it fails on the deliberately bad EAL flag instead.
-if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
-  lab_skip "this build has no DPDK backend"
-fi
+require_dpdk
 lab_up 3
-logs=$(mktemp -d /tmp/rf-dpdk.XXXXXX)
-trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+lab_logs dpdk
 
 log "kernel source on h1; DPDK mirrors on h2 (multicast) and h3 (unicast, 5% loss + reordering)"
 src=$(ring_name src)
@@ -61,7 +58,7 @@ publish_and_check 1 "$src" 10000 70000 "$logs" m2 m3
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 grep -q "mirror: port: .* 0 awaiting ARP" "$logs/m3" ||
   fail "m3 waited on ARP for a pinned --neighbor: $(grep 'port:' "$logs/m3")"
-grep -q "mirror: port: .* not ours, 0 malformed)" "$logs/m2" ||
+grep -q "mirror: port: .* not ours, 0 malformed," "$logs/m2" ||
   fail "m2 counted frames of a clean lab as malformed: $(grep 'port:' "$logs/m2")"
 if [[ $pmd == af_xdp ]]; then
   for h in 2 3; do
@@ -130,7 +127,7 @@ err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" --backend dpdk --eal 
 err=$(on 2 "$rf" mirror 198.18.0.1:7500 "$(ring_name bad)" $(dpdk 2) --neighbor 198.18.0.1=zz 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"is not IP=MAC"* ]] || fail "bad --neighbor: rc $rc, $err"
 err=$(on 2 "$rf" serve "$dsrc" --listen 198.18.0.2:7600 --udp 7602 $(dpdk 2) --mtu 4000 2>&1 >/dev/null); rc=$?
-[[ $rc -eq 2 && "$err" == *"do not fit"*"use --mtu"* ]] || fail "oversized --mtu: rc $rc, $err"
+[[ $rc -eq 2 && "$err" == *"do not fit"*"use --mtu"* ]] || fail "oversized --mtu: rc $rc, $err (serve: $(on 2 ip -d link show eth0 | grep -o "xdp.*" | head -1))"
 
 if (( fails )); then
   echo "dpdk_lab_test: $fails failed"

@@ -15,12 +15,9 @@
 set -u
 rf=$1
 source "$(dirname "$0")/lib.sh"
-if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
-  lab_skip "this build has no DPDK backend"
-fi
+require_dpdk
 lab_up 2
-logs=$(mktemp -d /tmp/rf-exc.XXXXXX)
-trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+lab_logs exc
 ip link add "${LAB_PREFIX}d1a" netns "$(host 1)" type veth peer name "${LAB_PREFIX}d1b" netns "$(host 2)"
 on 1 ip link set "${LAB_PREFIX}d1a" name d1
 on 2 ip link set "${LAB_PREFIX}d1b" name d1

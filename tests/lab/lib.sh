@@ -19,6 +19,20 @@ lab_skip() {
   exit 77
 }
 
+# require_dpdk: skip (77) when $rf was built without the DPDK backend.
+require_dpdk() {
+  if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
+    lab_skip "this build has no DPDK backend"
+  fi
+}
+
+# lab_logs TAG: sets $logs to a fresh log directory, removed on exit with
+# the lab (kept when KEEP_LOGS is set). Call after lab_up.
+lab_logs() {
+  logs=$(mktemp -d "/tmp/rf-$1.XXXXXX")
+  trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+}
+
 lab_require() {
   [[ $(id -u) -eq 0 ]] || lab_skip "the lab needs root (network namespaces)"
   command -v ip >/dev/null || lab_skip "iproute2 is missing"

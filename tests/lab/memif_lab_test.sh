@@ -11,13 +11,10 @@
 set -u
 rf=$1
 source "$(dirname "$0")/lib.sh"
-if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
-  lab_skip "this build has no DPDK backend"
-fi
+require_dpdk
 lab_up 2
-logs=$(mktemp -d /tmp/rf-memif.XXXXXX)
+lab_logs memif
 sock="$logs/memif.sock"  # a file, not an abstract socket: the hosts are different namespaces
-trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
 # eal CPU ROLE: EAL arguments for one end of the link.
 eal() {
   echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM" \

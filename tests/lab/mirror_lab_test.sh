@@ -19,8 +19,7 @@ if [[ $backend == af_packet ]]; then
   MB=(--backend dpdk --pmd af_packet --iface eth0)
 fi
 lab_up 4
-logs=$(mktemp -d /tmp/rf-lab.XXXXXX)
-trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+lab_logs lab
 
 # verify RING WANT_VERIFIED WANT_HOLES: read the whole ring from the oldest
 # record; every record must verify, none lost.

@@ -14,12 +14,9 @@
 set -u
 rf=$1
 source "$(dirname "$0")/lib.sh"
-if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
-  lab_skip "this build has no DPDK backend"
-fi
+require_dpdk
 lab_up 1
-logs=$(mktemp -d /tmp/rf-tap.XXXXXX)
-trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+lab_logs tap
 # eal TAP: EAL arguments for a process whose port is a new tap, TAP.
 eal() {
   echo "-l 0 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$1" \
