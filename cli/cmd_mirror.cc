@@ -73,11 +73,9 @@ int cmd_mirror(int argc, char** argv, int first) {
                                 "--from ", from, ": expected latest, oldest or a sequence number")));
     }
   }
-  if (args->has("iface")) {
-    auto ip = dataplane::interface_address(args->str("iface"));
-    if (!ip.ok()) return fail("mirror", ip.status());
-    o.iface_ip = *ip;
-  }
+  auto iface_ip = iface_address(*args, 0);
+  if (!iface_ip.ok()) return fail("mirror", iface_ip.status());
+  o.iface_ip = *iface_ip;
   auto schema = parse_schema(args->str("schema", "0"));
   auto hold = args->count("hold", 8192);
   auto nak_us = args->count("nak-repeat-us", 20000);

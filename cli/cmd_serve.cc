@@ -195,17 +195,9 @@ int cmd_serve(int argc, char** argv, int first) {
     }
     group = *g;
   }
-  uint32_t iface_ip = listen->ip;
-  if (args->has("iface")) {
-    // A DPDK port with an address of its own may sit on an interface the
-    // kernel has no address on (--iface only names the default vdev's).
-    auto ip = dataplane::interface_address(args->str("iface"));
-    if (ip.ok()) {
-      iface_ip = *ip;
-    } else if (!args->has("dpdk-ip")) {
-      return fail("serve", ip.status());
-    }
-  }
+  auto iface = iface_address(*args, listen->ip);
+  if (!iface.ok()) return fail("serve", iface.status());
+  const uint32_t iface_ip = *iface;
   if (group && iface_ip == 0) {
     return fail("serve", absl::InvalidArgumentError(
                              "multicast needs an interface: give --iface, or --listen on an address"));

@@ -26,6 +26,13 @@ std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, co
   return options;
 }
 
+absl::StatusOr<uint32_t> iface_address(const Args& args, uint32_t fallback) {
+  if (!args.has("iface")) return fallback;
+  auto ip = dataplane::interface_address(args.str("iface"));
+  if (!ip.ok() && args.has("dpdk-ip")) return fallback;
+  return ip;
+}
+
 absl::StatusOr<Backend> start_backend(const Args& args) {
   Backend b;
   const std::string backend = args.str("backend", "kernel");

@@ -23,6 +23,11 @@ struct Backend {
   int exception_port = -1;  // --exception-tap: the tap's DPDK port
 };
 
+// iface_address: the IPv4 address of --iface (for multicast), `fallback`
+// without --iface, and `fallback` too when the interface has none but
+// --dpdk-ip is given: then --iface only names the DPDK port's interface.
+absl::StatusOr<uint32_t> iface_address(const Args& args, uint32_t fallback);
+
 // start_backend reads the options; for --backend dpdk it starts the EAL
 // (with --eal, or a default built from --pmd and --iface) and fails with a
 // message that says what to change.

@@ -2,24 +2,40 @@
 # mirror_lab_test.sh — ring mirroring end to end, in network namespaces: h1
 # is the source, h2..h4 mirror it through a bridge. Every
 # record at every mirror is verified (checksum and sequence). With BACKEND
-# af_packet, every source and every mirror runs on DPDK (net_af_packet on
-# its host's veth, several DPDK processes per host): the same scenarios, the
-# other data path.
-# Usage: mirror_lab_test.sh PATH/TO/ringfire [kernel|af_packet]
+# af_packet or af_xdp, every source and every mirror runs on DPDK: the same
+# scenarios, another data path. af_packet: on its host's eth0, several DPDK
+# processes per host. af_xdp (one process per interface): each process on a
+# veth of its own into the bridge, with an address of its own that the
+# kernel does not have (198.18.0.101 and up), control TCP on eth0.
+# Usage: mirror_lab_test.sh PATH/TO/ringfire [kernel|af_packet|af_xdp]
 #        (root; exit 77 = skipped)
 set -u
 rf=$1
 backend=${2:-kernel}
 source "$(dirname "$0")/lib.sh"
-MB=()  # the backend options of every mirror and every source
-if [[ $backend == af_packet ]]; then
-  if "$rf" mirror "${MB[@]}" 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
-    lab_skip "this build has no DPDK backend"
-  fi
-  MB=(--backend dpdk --pmd af_packet --iface eth0)
-fi
+[[ $backend =~ ^(kernel|af_packet|af_xdp)$ ]] || { echo "usage: $0 RINGFIRE [kernel|af_packet|af_xdp]" >&2; exit 2; }
+[[ $backend != kernel ]] && require_dpdk
 lab_up 4
 lab_logs lab
+
+# mb HOST: the options that put one source or mirror process on HOST on the
+# backend under test (with the interface for its multicast).
+mb() {
+  case $backend in
+    kernel) echo "--iface eth0" ;;
+    af_packet) echo "--backend dpdk --pmd af_packet --iface eth0" ;;
+    af_xdp)
+      local n
+      n=$(($(cat "$logs/xdp-ifaces" 2>/dev/null || echo 0) + 1))  # $(mb) is a subshell: count in a file
+      echo "$n" >"$logs/xdp-ifaces"
+      ip link add "${LAB_PREFIX}x$n" netns "$(host "$1")" type veth peer name "${LAB_PREFIX}y$n" netns "${LAB_PREFIX}br"
+      ip -n "${LAB_PREFIX}br" link set "${LAB_PREFIX}y$n" master br0 up
+      on "$1" ip link set "${LAB_PREFIX}x$n" name "x$n"
+      on "$1" ip link set "x$n" up
+      wait_for 5 link_up "$1" "x$n" || echo "mirror_lab: x$n on h$1 has no carrier" >&2
+      echo "--backend dpdk --pmd af_xdp --iface x$n --dpdk-ip 198.18.0.$((100 + n))" ;;
+  esac
+}
 
 # verify RING WANT_VERIFIED WANT_HOLES: read the whole ring from the oldest
 # record; every record must verify, none lost.
@@ -34,22 +50,22 @@ src=$(ring_name src)
 "$rf" create "$src" --capacity 262144 --slot-size 64 --schema 0x51 >/dev/null
 
 log "serve on h1: multicast 239.255.0.1:7401 and unicast port 7402"
-bg 1 "$logs/serve" "$rf" serve "${MB[@]}" "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
-  --udp 7402 --iface eth0
+bg 1 "$logs/serve" "$rf" serve $(mb 1) "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
+  --udp 7402
 serve_pid=${LAB_PIDS[-1]}
 wait_for 5 grep -q "^serve: " "$logs/serve" || fail "serve did not start: $(cat "$logs/serve")"
 
 log "4 mirrors at once: clean multicast, multicast and unicast with 5% loss + reordering + duplication, TCP"
 m2=$(ring_name m2); m3=$(ring_name m3); m4=$(ring_name m4); mt=$(ring_name mt)
-bg 2 "$logs/m2" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$m2" --from oldest --schema 0x51
-bg 3 "$logs/m3" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$m3" --from oldest --loss 50 --reorder 30 --dup-rate 30 --seed 3
-bg 4 "$logs/m4" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$m4" --from oldest --unicast --loss 50 --reorder 30 --dup-rate 30 --seed 4
+bg 2 "$logs/m2" "$rf" mirror $(mb 2) 198.18.0.1:7400 "$m2" --from oldest --schema 0x51
+bg 3 "$logs/m3" "$rf" mirror $(mb 3) 198.18.0.1:7400 "$m3" --from oldest --loss 50 --reorder 30 --dup-rate 30 --seed 3
+bg 4 "$logs/m4" "$rf" mirror $(mb 4) 198.18.0.1:7400 "$m4" --from oldest --unicast --loss 50 --reorder 30 --dup-rate 30 --seed 4
 m4_pid=${LAB_PIDS[-1]}
-bg 2 "$logs/mt" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$mt" --from oldest --tcp
+bg 2 "$logs/mt" "$rf" mirror $(mb 2) 198.18.0.1:7400 "$mt" --from oldest --tcp
 for m in m2 m3 m4 mt; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not connect: $(cat "$logs/$m")"
 done
-if [[ $backend == af_packet ]]; then
+if [[ $backend != kernel ]]; then
   for m in m2 m3 m4; do
     grep -q "^mirror: 198.*(dpdk)" "$logs/$m" || fail "$m is not on DPDK: $(grep '^mirror: 198' "$logs/$m")"
   done
@@ -62,19 +78,22 @@ for r in "$m2" "$m3" "$m4" "$mt"; do
   verify "$r" 100000 0
   out=$("$rf" compare "$src" "$r" --exact) || fail "$r is not a byte-for-byte copy: $out"
 done
+by_udp "$logs/m2" || fail "m2 (clean multicast) got its DATA by repair, not by UDP: $(tail -n 1 "$logs/m2")"
 grep -q "over unicast" "$logs/m4" || fail "m4 is not on unicast: $(head -n 1 "$logs/m4")"
 grep -q "over TCP" "$logs/mt" || fail "mt is not on TCP: $(head -n 1 "$logs/mt")"
 tail -n 1 "$logs/m3" | grep -Eq 'NAKs [1-9]' || fail "m3 saw loss but sent no NAK: $(tail -n 1 "$logs/m3")"
 
 log "a PUNCH with a wrong token never makes the source send anywhere"
-on 2 python3 - <<'PY' || fail "the source answered a PUNCH with a wrong token"
-import socket, struct
+data=$(grep -Eo "unicast [0-9.]+" "$logs/serve" | head -n 1 | awk '{print $2}')
+[[ -n $data ]] || fail "serve did not announce its unicast address: $(head -n 1 "$logs/serve")"
+on 2 env DATA_IP="$data" python3 - <<'PY' || fail "the source answered a PUNCH with a wrong token"
+import os, socket, struct
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("198.18.0.2", 0))
 s.settimeout(1.5)
 punch = struct.pack("<BBHIQ", 8, 0, 0, 0, 0x1234567890abcdef)
 for _ in range(5):
-    s.sendto(punch, ("198.18.0.1", 7402))
+    s.sendto(punch, (os.environ["DATA_IP"], 7402))
 try:
     s.recvfrom(2048)
     raise SystemExit(1)
@@ -85,14 +104,14 @@ PY
 log "resume: a stopped mirror restarts where its ring ends, without duplicates"
 stop_pid "$m4_pid"
 on 1 "$rf" publish "$src" --count 20000 --rate 100k --quiet >/dev/null
-bg 4 "$logs/m4b" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$m4" --unicast
+bg 4 "$logs/m4b" "$rf" mirror $(mb 4) 198.18.0.1:7400 "$m4" --unicast
 wait_for 10 mirror_at "$logs/m4b" 120000 || fail "m4 did not resume: $(tail -n 2 "$logs/m4b")"
 grep -q "from seq 100000 " "$logs/m4b" || fail "m4 resumed at the wrong place: $(head -n 1 "$logs/m4b")"
 verify "$m4" 120000 0
 
 log "start modes: latest holds only what comes after it; a sequence starts there"
-bg 3 "$logs/ml" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$(ring_name ml)" --from latest
-bg 3 "$logs/ms" "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$(ring_name ms)" --from 110000
+bg 3 "$logs/ml" "$rf" mirror $(mb 3) 198.18.0.1:7400 "$(ring_name ml)" --from latest
+bg 3 "$logs/ms" "$rf" mirror $(mb 3) 198.18.0.1:7400 "$(ring_name ms)" --from 110000
 wait_for 5 grep -q "^mirror: 198" "$logs/ml" || fail "ml did not connect"
 wait_for 5 grep -q "^mirror: 198" "$logs/ms" || fail "ms did not connect"
 on 1 "$rf" publish "$src" --count 1000 --quiet >/dev/null
@@ -104,8 +123,8 @@ verify "$(ring_name ms)" 11000 110000
 log "source restart: the mirrors reconnect to the new session and miss nothing"
 stop_pid "$serve_pid"
 on 1 "$rf" publish "$src" --count 5000 --quiet >/dev/null
-bg 1 "$logs/serve2" "$rf" serve "${MB[@]}" "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
-  --udp 7402 --iface eth0
+bg 1 "$logs/serve2" "$rf" serve $(mb 1) "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
+  --udp 7402
 wait_for 5 grep -q "^serve: " "$logs/serve2" || fail "serve did not restart"
 on 1 "$rf" publish "$src" --count 5000 --quiet >/dev/null
 for m in m2 m3; do
@@ -115,20 +134,20 @@ verify "$m2" 131000 0
 verify "$m3" 131000 0
 
 log "hub: the mirror on h2 served again by unicast, a leaf on h4 mirrors the hub"
-bg 2 "$logs/hub" "$rf" serve "${MB[@]}" "$m2" --listen 198.18.0.2:7500 --udp 7502 --from oldest
+bg 2 "$logs/hub" "$rf" serve $(mb 2) "$m2" --listen 198.18.0.2:7500 --udp 7502 --from oldest
 wait_for 5 grep -q "^serve: " "$logs/hub" || fail "hub did not start"
 leaf=$(ring_name leaf)
-bg 4 "$logs/leaf" "$rf" mirror "${MB[@]}" 198.18.0.2:7500 "$leaf" --from oldest --unicast
+bg 4 "$logs/leaf" "$rf" mirror $(mb 4) 198.18.0.2:7500 "$leaf" --from oldest --unicast
 wait_for 10 mirror_at "$logs/leaf" 131000 || fail "the leaf did not catch up: $(tail -n 1 "$logs/leaf")"
 verify "$leaf" 131000 0
 
 log "blob ring over multicast, records beyond a datagram (sent over TCP)"
 blob=$(ring_name blob)
 "$rf" create "$blob" --blob --capacity 16384 --arena 64Mi >/dev/null
-bg 1 "$logs/bserve" "$rf" serve "${MB[@]}" "$blob" --listen 198.18.0.1:7600 --multicast 239.255.0.2:7601 --iface eth0
+bg 1 "$logs/bserve" "$rf" serve $(mb 1) "$blob" --listen 198.18.0.1:7600 --multicast 239.255.0.2:7601
 wait_for 5 grep -q "^serve: " "$logs/bserve" || fail "blob serve did not start"
 bmirror=$(ring_name bm)
-bg 3 "$logs/bm" "$rf" mirror "${MB[@]}" 198.18.0.1:7600 "$bmirror" --from oldest --loss 20
+bg 3 "$logs/bm" "$rf" mirror $(mb 3) 198.18.0.1:7600 "$bmirror" --from oldest --loss 20
 wait_for 5 grep -q "^mirror: 198" "$logs/bm" || fail "blob mirror did not connect"
 on 1 "$rf" publish "$blob" --count 5000 --min-size 24 --max-size 4000 --rate 20k --quiet >/dev/null
 wait_for 10 mirror_at "$logs/bm" 5000 || fail "blob mirror did not catch up: $(tail -n 1 "$logs/bm")"
@@ -136,7 +155,7 @@ verify "$bmirror" 5000 0
 
 log "blob ring over TCP"
 btcp=$(ring_name btcp)
-bg 4 "$logs/btcp" "$rf" mirror "${MB[@]}" 198.18.0.1:7600 "$btcp" --from oldest --tcp
+bg 4 "$logs/btcp" "$rf" mirror $(mb 4) 198.18.0.1:7600 "$btcp" --from oldest --tcp
 wait_for 10 mirror_at "$logs/btcp" 5000 || fail "blob TCP mirror did not catch up: $(tail -n 1 "$logs/btcp")"
 verify "$btcp" 5000 0
 "$rf" compare "$blob" "$btcp" --exact >/dev/null || fail "blob TCP mirror differs"
@@ -145,10 +164,10 @@ verify "$btcp" 5000 0
 log "unicast with every datagram sent twice and 5% lost on the way out (send-side faults)"
 dsrc=$(ring_name dsrc)
 "$rf" create "$dsrc" --capacity 65536 >/dev/null
-bg 1 "$logs/dserve" "$rf" serve "${MB[@]}" "$dsrc" --listen 198.18.0.1:7700 --udp 7702 --dup 2 --loss 50 --seed 9
+bg 1 "$logs/dserve" "$rf" serve $(mb 1) "$dsrc" --listen 198.18.0.1:7700 --udp 7702 --dup 2 --loss 50 --seed 9
 wait_for 5 grep -q "^serve: " "$logs/dserve" || fail "dup serve did not start"
 dm=$(ring_name dm)
-bg 3 "$logs/dm" "$rf" mirror "${MB[@]}" 198.18.0.1:7700 "$dm" --unicast --from oldest
+bg 3 "$logs/dm" "$rf" mirror $(mb 3) 198.18.0.1:7700 "$dm" --unicast --from oldest
 wait_for 5 grep -q "^mirror: 198" "$logs/dm" || fail "dup mirror did not connect"
 on 1 "$rf" publish "$dsrc" --count 30000 --rate 50k --quiet >/dev/null
 wait_for 10 mirror_at "$logs/dm" 30000 || fail "dup mirror did not catch up: $(tail -n 1 "$logs/dm")"
@@ -159,10 +178,10 @@ tail -n 1 "$logs/dm" | grep -Eq 'dup [1-9]' || fail "no duplicates were dropped:
 log "constant lapping: a writer flat out on a 1024-slot ring; mirror readers never see a torn record"
 lsrc=$(ring_name lsrc)
 "$rf" create "$lsrc" --capacity 1024 >/dev/null
-bg 1 "$logs/lserve" "$rf" serve "${MB[@]}" "$lsrc" --listen 198.18.0.1:7800 --multicast 239.255.0.3:7801 --iface eth0
+bg 1 "$logs/lserve" "$rf" serve $(mb 1) "$lsrc" --listen 198.18.0.1:7800 --multicast 239.255.0.3:7801
 wait_for 5 grep -q "^serve: " "$logs/lserve" || fail "lapping serve did not start"
 lm=$(ring_name lm)
-bg 2 "$logs/lm" "$rf" mirror "${MB[@]}" 198.18.0.1:7800 "$lm" --loss 10
+bg 2 "$logs/lm" "$rf" mirror $(mb 2) 198.18.0.1:7800 "$lm" --loss 10
 wait_for 5 grep -q "^mirror: 198" "$logs/lm" || fail "lapping mirror did not connect"
 on 1 "$rf" publish "$lsrc" --duration 1s --quiet >/dev/null
 sleep 1
@@ -173,10 +192,10 @@ out=$("$rf" tail "$lm" --from oldest --idle-exit 300ms --quiet); rc=$?
 log "blob arena lapping: a 64 KiB arena written flat out; the mirror holds only whole blobs"
 asrc=$(ring_name asrc)
 "$rf" create "$asrc" --blob --capacity 4096 --arena 64Ki >/dev/null
-bg 1 "$logs/aserve" "$rf" serve "${MB[@]}" "$asrc" --listen 198.18.0.1:7900 --multicast 239.255.0.4:7901 --iface eth0
+bg 1 "$logs/aserve" "$rf" serve $(mb 1) "$asrc" --listen 198.18.0.1:7900 --multicast 239.255.0.4:7901
 wait_for 5 grep -q "^serve: " "$logs/aserve" || fail "arena serve did not start"
 am=$(ring_name am)
-bg 2 "$logs/am" "$rf" mirror "${MB[@]}" 198.18.0.1:7900 "$am"
+bg 2 "$logs/am" "$rf" mirror $(mb 2) 198.18.0.1:7900 "$am"
 wait_for 5 grep -q "^mirror: 198" "$logs/am" || fail "arena mirror did not connect"
 on 1 "$rf" publish "$asrc" --duration 1s --min-size 24 --max-size 2000 --quiet >/dev/null
 sleep 1
@@ -186,11 +205,11 @@ out=$("$rf" tail "$am" --from oldest --idle-exit 300ms --quiet); rc=$?
 log "a recreated source ring (sequences restarted) is refused, never written into the mirror"
 rsrc=$(ring_name rsrc)
 "$rf" create "$rsrc" --capacity 4096 >/dev/null
-bg 1 "$logs/rserve" "$rf" serve "${MB[@]}" "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951 --iface eth0
+bg 1 "$logs/rserve" "$rf" serve $(mb 1) "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951
 rserve_pid=${LAB_PIDS[-1]}
 wait_for 5 grep -q "^serve: " "$logs/rserve" || fail "recreate serve did not start"
 rm_=$(ring_name rm)
-bg 3 "$logs/rm" "$rf" mirror "${MB[@]}" 198.18.0.1:7950 "$rm_" --from oldest --once
+bg 3 "$logs/rm" "$rf" mirror $(mb 3) 198.18.0.1:7950 "$rm_" --from oldest --once
 rm_pid=${LAB_PIDS[-1]}
 wait_for 5 grep -q "^mirror: 198" "$logs/rm" || fail "recreate mirror did not connect"
 on 1 "$rf" publish "$rsrc" --count 500 --quiet >/dev/null
@@ -199,9 +218,9 @@ stop_pid "$rserve_pid"
 wait "$rm_pid" 2>/dev/null
 "$rf" create "$rsrc" --capacity 4096 --force >/dev/null
 on 1 "$rf" publish "$rsrc" --count 10 --quiet >/dev/null
-bg 1 "$logs/rserve2" "$rf" serve "${MB[@]}" "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951 --iface eth0
+bg 1 "$logs/rserve2" "$rf" serve $(mb 1) "$rsrc" --listen 198.18.0.1:7950 --multicast 239.255.0.5:7951
 wait_for 5 grep -q "^serve: " "$logs/rserve2" || fail "recreate serve did not restart"
-err=$(on 3 "$rf" mirror "${MB[@]}" 198.18.0.1:7950 "$rm_" --once 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) 198.18.0.1:7950 "$rm_" --once 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"not the ring this mirror was made from"* ]] ||
   fail "a recreated source was not refused: rc $rc, $err"
 verify "$rm_" 500 0
@@ -209,16 +228,16 @@ verify "$rm_" 500 0
 log "refusals: geometry mismatch, wrong schema, unreachable source (exit 2, nothing written)"
 odd=$(ring_name odd)
 "$rf" create "$odd" --capacity 1024 --slot-size 64 --sparse >/dev/null
-err=$(on 3 "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$odd" --once 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) 198.18.0.1:7400 "$odd" --once 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"does not match the source"* ]] || fail "geometry mismatch: rc $rc, $err"
 "$rf" stat "$odd" | grep -q "write_seq   0 " || fail "the mismatched ring was written"
-err=$(on 3 "$rf" mirror "${MB[@]}" 198.18.0.1:7400 "$(ring_name schema)" --schema 0x99 --once 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) 198.18.0.1:7400 "$(ring_name schema)" --schema 0x99 --once 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 ]] || fail "a schema mismatch was accepted: rc $rc, $err"
-err=$(on 3 "$rf" mirror "${MB[@]}" 198.18.0.9:7400 "$(ring_name none)" --once 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) 198.18.0.9:7400 "$(ring_name none)" --once 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"cannot reach source"* ]] || fail "unreachable source: rc $rc, $err"
-err=$(on 3 "$rf" mirror "${MB[@]}" nowhere:7400 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) nowhere:7400 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"IPv4 address"* ]] || fail "bad address: rc $rc, $err"
-err=$(on 3 "$rf" mirror "${MB[@]}" 198.18.0.1:70000 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
+err=$(on 3 "$rf" mirror $(mb 3) 198.18.0.1:70000 "$(ring_name none)" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"bad port"* ]] || fail "bad port: rc $rc, $err"
 
 if (( fails )); then
