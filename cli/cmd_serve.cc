@@ -38,6 +38,8 @@ const CommandSpec kServe = {
         {"dup", "N", "send every datagram N times (default 1)"},
         {"pace-us", "US", "pacing interval (default 50)"},
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
+        {"repair-udp-max", "N", "NAKs of up to N records are repaired by UDP first, through the data plane "
+                                "(default 1024; 0: every repair over TCP)"},
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
@@ -53,6 +55,7 @@ struct ServeRun {
   uint8_t session = 1;
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   bool quiet = false;
+  uint32_t udp_repair_max = 1024;
   dataplane::ServeConfig worker;
 };
 
@@ -71,13 +74,23 @@ std::string port_drops(const Port& port) {
 template <dataplane::PacketPort Port>
 int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   const dataplane::Endpoint udp_local = port.local();
-  dataplane::ServeWorker<Port> worker(std::move(reader), std::move(port), run.worker);
+  // The worker's second reader, for NAK repair through the data plane.
+  std::optional<ring::RawReader> repair_reader;
+  if (run.udp_repair_max != 0) {
+    auto file = ring::RingFile::open(run.ring_path);
+    if (!file.ok()) return fail("serve", file.status());
+    auto r = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(0));
+    if (!r.ok()) return fail("serve", r.status());
+    repair_reader.emplace(std::move(*r));
+  }
+  dataplane::ServeWorker<Port> worker(std::move(reader), std::move(port), run.worker, std::move(repair_reader));
 
   control::ServeControlConfig cc;
   cc.listen = run.listen;
   cc.ring = run.ring_path;
   cc.multicast = run.group;
   cc.unicast_port = run.unicast ? udp_local.port : 0;
+  cc.udp_repair_max = run.udp_repair_max;
   cc.data_ip = udp_local.ip;
   cc.mtu = run.worker.mtu;
   cc.ttl = run.ttl;
@@ -122,14 +135,14 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
       if (!quiet) {
         std::printf(
             "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
-            "NAKs %llu (%llu records), GAPs %llu, lapped %llu, punches refused %llu%s\n",
+            "NAKs %llu (%llu records, %llu by UDP), GAPs %llu, lapped %llu, punches refused %llu%s\n",
             static_cast<unsigned long long>(records - last_records),
             static_cast<unsigned long long>(frames - last_frames),
             static_cast<unsigned long long>(ws.next_to_send.load()),
             static_cast<unsigned long long>(cs.mirrors),
             static_cast<unsigned long long>(ws.unicast_mirrors.load()),
             static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
-            static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
+            static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
             static_cast<unsigned long long>(ws.punches_refused.load()), port_drops(worker.port()).c_str());
         std::fflush(stdout);
       }
@@ -167,18 +180,19 @@ int cmd_serve(int argc, char** argv, int first) {
   auto dup = args->count("dup", 1);
   auto pace = args->count("pace-us", 50);
   auto heartbeat = args->count("heartbeat-us", 1000);
+  auto repair_max = args->count("repair-udp-max", 1024);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto faults = parse_faults(*args);
-  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat}) {
+  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max}) {
     if (!s->ok()) return fail("serve", s->status());
   }
   if (!faults.ok()) return fail("serve", faults.status());
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
   if (*ttl == 0 || *ttl > 255 || *mtu < 64 || *mtu > dataplane::kMaxDatagram || *udp_port > 65535 ||
-      *dup == 0 || *dup > 16) {
+      *dup == 0 || *dup > 16 || *repair_max > 65536) {
     return fail("serve", absl::InvalidArgumentError(
                              "need 1 <= --ttl <= 255, 64 <= --mtu <= 65507, --udp a port, "
-                             "1 <= --dup <= 16"));
+                             "1 <= --dup <= 16, --repair-udp-max <= 65536"));
   }
   const std::string from = args->str("from", "latest");
   if (from != "latest" && from != "oldest") {
@@ -231,6 +245,7 @@ int cmd_serve(int argc, char** argv, int first) {
   run.worker.dup = static_cast<uint32_t>(*dup);
   run.worker.multicast = group;
   run.worker.tx_faults = *faults;
+  run.udp_repair_max = static_cast<uint32_t>(*repair_max);
 
   auto backend = start_backend(*args);
   if (!backend.ok()) return fail("serve", backend.status());

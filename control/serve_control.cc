@@ -159,6 +159,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
   mc.mtu = config_.mtu;
   mc.ttl = config_.ttl;
   mc.session = config_.session;
+  m.udp = !tcp_mode;
   if (tcp_mode) {
     mc.port = 0;
   } else if (unicast) {
@@ -234,6 +235,21 @@ uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t f
 
 bool ServeControl::on_nak(Mirror& m, const proto::Nak& nak) {
   ++stats_.naks;
+  const bool repeat = nak.first == m.last_nak_first;
+  m.last_nak_first = nak.first;
+  if (m.udp && !repeat && nak.last >= nak.first && nak.last - nak.first < config_.udp_repair_max) {
+    const ring::RingHeader& h = info_.header();
+    const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
+    const uint64_t oldest = ws > h.capacity ? ws - h.capacity : 0;
+    // Only what the ring still holds, with room to spare before it laps.
+    if ((ws <= h.capacity || nak.first >= oldest + h.capacity / 8) && nak.last < ws &&
+        worker_->commands.try_push(dataplane::ServeCommand{dataplane::ServeCommand::Kind::kRepair, m.token,
+                                                           nak.first, nak.last})) {
+      ++stats_.udp_repairs;
+      stats_.nak_records += nak.last - nak.first + 1;
+      return true;
+    }
+  }
   auto file = ring::RingFile::open(info_.path());
   if (!file.ok()) return false;
   auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(nak.first));

@@ -1,8 +1,9 @@
 // serve_control.h — the source side's control thread: owns the listening
 // socket and every mirror's TCP connection (epoll). Answers HELLO with
 // GEOMETRY and MULTICAST (group or unicast port, MTU, TTL, session byte, a
-// fresh token registered with the worker), serves NAKs from the ring (DATA
-// for what it holds, GAP for what it no longer does), and streams DATA on
+// fresh token registered with the worker), serves NAKs (a small one first
+// through the worker, by UDP; otherwise from the ring over TCP: DATA for
+// what it holds, GAP for what it no longer does), and streams DATA on
 // the connection to mirrors that asked for TCP. Talks to the serve worker
 // only through its command queue and counters; never touches a datagram.
 #pragma once
@@ -31,6 +32,11 @@ struct ServeControlConfig {
   size_t tcp_frame_bytes = 64u << 10;
   size_t max_backlog_bytes = 64u << 20;  // a mirror further behind is dropped
   uint32_t tcp_records_per_poll = 4096;
+  // A NAK of at most this many records is first repaired through the data
+  // plane (the worker re-sends from the ring by UDP); larger ones, repeats
+  // of a NAK (that repair was lost), and what the ring no longer holds go
+  // over TCP. 0: every repair over TCP.
+  uint32_t udp_repair_max = 1024;
 };
 
 struct ServeControlStats {
@@ -40,6 +46,7 @@ struct ServeControlStats {
   uint64_t dropped_slow = 0;
   uint64_t naks = 0;
   uint64_t nak_records = 0;  // records retransmitted
+  uint64_t udp_repairs = 0;  // NAKs handed to the worker to repair by UDP
   uint64_t gaps = 0;
   uint64_t tcp_records = 0;  // records streamed to TCP-mode mirrors
   uint64_t oversized = 0;    // records too large for a datagram, sent over TCP
@@ -66,7 +73,9 @@ class ServeControl {
     explicit Mirror(int fd) : conn(fd) {}
     TcpConn conn;
     bool streaming = false;      // HELLO answered
+    bool udp = false;            // DATA by multicast or unicast (not TCP mode)
     uint64_t token = 0;
+    uint64_t last_nak_first = UINT64_MAX;  // a NAK for the same hole again: its repair was lost
     std::optional<ring::RawReader> tcp_reader;  // TCP-mode mirrors
   };
   ServeControl(const ServeControlConfig& c, dataplane::ServeLink* link, ring::RingFile info);

@@ -4,11 +4,15 @@
 // dup), with a heartbeat carrying one past the last sent sequence while idle.
 // It accepts PUNCHes bearing a token the control thread registered, and
 // nothing else: a PUNCH with an unknown token never makes it send anywhere.
+// It also repairs: a NAK range the control thread hands it is re-read from
+// the ring and sent through the data plane (to the group, or to the unicast
+// mirror that asked), a burst per step beside the live stream.
 // The packet I/O backend is the template parameter. Everything the control
 // thread touches is in ServeLink: queues and relaxed-atomic counters.
 // step() is the worker's whole iteration and does bounded work.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <optional>
 #include <vector>
@@ -34,8 +38,10 @@ struct ServeConfig {
 
 // ServeCommand: control thread -> worker.
 struct ServeCommand {
-  enum class Kind : uint8_t { kAllowToken, kForgetToken } kind;
-  uint64_t token;
+  enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair } kind;
+  uint64_t token;     // kRepair: the unicast mirror that asked; 0: the multicast group
+  uint64_t first = 0; // kRepair: records first..last (inclusive)
+  uint64_t last = 0;
 };
 
 struct ServeStats {
@@ -51,6 +57,9 @@ struct ServeStats {
   std::atomic<uint64_t> unicast_mirrors{0};
   std::atomic<uint64_t> next_to_send{0};    // one past the last sequence sent
   std::atomic<uint64_t> fault_dropped{0};   // test: datagrams the send-side faults dropped
+  std::atomic<uint64_t> repairs{0};         // NAK ranges repaired through the data plane
+  std::atomic<uint64_t> repair_records{0};
+  std::atomic<uint64_t> repairs_cut{0};     // ended early: lapped, or no room (the mirror NAKs again)
 };
 
 // ServeLink is the part of a serve worker the control thread may touch.
@@ -68,7 +77,10 @@ struct ServeLink {
 template <PacketPort Port>
 class ServeWorker {
  public:
-  ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config);
+  // `repair_reader`, a second reader of the same ring, serves kRepair
+  // commands (without one they are refused: counted in repairs_cut).
+  ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config,
+              std::optional<ring::RawReader> repair_reader = std::nullopt);
 
   // step reads, frames, sends, answers punches; `now` is CLOCK_MONOTONIC ns.
   // Returns whether it did any work (for the idle strategy).
@@ -84,11 +96,20 @@ class ServeWorker {
     uint64_t token;
     std::optional<Endpoint> to;  // set by the first valid PUNCH
   };
+  struct Repair {
+    Endpoint to;
+    uint64_t next = 0;
+    uint64_t last = 0;
+  };
+  static constexpr size_t kMaxRepairs = 64;
   bool poll_socket();
   void take_commands();
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
   void flush(uint64_t now_ns);
+  void queue_repair(const ServeCommand& c);
+  // repair_step sends up to a burst of the oldest pending repair's records.
+  bool repair_step();
 
   ring::RawReader reader_;
   Port port_;
@@ -99,6 +120,12 @@ class ServeWorker {
   std::vector<std::byte> frame_buf_;
   std::vector<Unicast> unicast_;
   uint64_t last_send_ns_ = 0;
+  std::optional<ring::RawReader> repair_reader_;
+  DataFramer repair_framer_;
+  std::vector<std::byte> repair_buf_;
+  std::array<Repair, kMaxRepairs> repairs_{};  // a FIFO: no allocation on the hot path
+  size_t repair_head_ = 0;
+  size_t repair_count_ = 0;
   ServeLink link_;
 };
 

@@ -13,14 +13,18 @@
 namespace ringfire::dataplane {
 
 template <PacketPort Port>
-ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config)
+ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config,
+                               std::optional<ring::RawReader> repair_reader)
     : reader_(std::move(reader)),
       port_(std::move(port)),
       config_(config),
       framer_(reader_.fixed_size(), config.session),
       pacer_(config.pace_ns),
       faults_(config.tx_faults),
-      frame_buf_(config.mtu) {
+      frame_buf_(config.mtu),
+      repair_reader_(std::move(repair_reader)),
+      repair_framer_(reader_.fixed_size(), config.session),
+      repair_buf_(config.mtu) {
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
   framer_.begin(frame_buf_.data(), frame_buf_.size());
 }
@@ -29,7 +33,9 @@ template <PacketPort Port>
 void ServeWorker<Port>::take_commands() {
   ServeCommand c;
   while (link_.commands.try_pop(&c)) {
-    if (c.kind == ServeCommand::Kind::kAllowToken) {
+    if (c.kind == ServeCommand::Kind::kRepair) {
+      queue_repair(c);
+    } else if (c.kind == ServeCommand::Kind::kAllowToken) {
       unicast_.push_back(Unicast{c.token, std::nullopt});
     } else {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
@@ -112,6 +118,72 @@ void ServeWorker<Port>::flush(uint64_t now_ns) {
 }
 
 template <PacketPort Port>
+void ServeWorker<Port>::queue_repair(const ServeCommand& c) {
+  std::optional<Endpoint> to;
+  if (c.token == 0) {
+    to = config_.multicast;
+  } else {
+    for (const Unicast& u : unicast_) {
+      if (u.token == c.token) to = u.to;
+    }
+  }
+  if (!to || !repair_reader_ || repair_count_ == kMaxRepairs || c.last < c.first) {
+    link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, c.first, c.last};
+  link_.stats.repairs.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <PacketPort Port>
+bool ServeWorker<Port>::repair_step() {
+  if (repair_count_ == 0) return false;
+  Repair& job = repairs_[repair_head_];
+  ring::RawReader& rd = *repair_reader_;
+  rd.seek(job.next);
+  repair_framer_.begin(repair_buf_.data(), repair_buf_.size());
+  bool done = false;
+  uint64_t records = 0;
+  auto send = [&] {
+    if (const size_t n = repair_framer_.finish()) {
+      const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to};
+      const size_t sent = port_.tx_burst(&tx, 1);
+      link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
+      link_.stats.send_failures.fetch_add(1 - sent, std::memory_order_relaxed);
+    }
+    repair_framer_.begin(repair_buf_.data(), repair_buf_.size());
+  };
+  for (uint32_t i = 0; i < config_.burst_records && !done; ++i) {
+    uint32_t len = 0;
+    const ring::ReadResult r = rd.next(&len);
+    if (!r.ok || r.seq != job.next) {
+      // Overwritten since the control thread looked (or a hole): the rest
+      // is the TCP path's to answer, with a GAP, when the mirror asks again.
+      link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+      done = true;
+      break;
+    }
+    if (!repair_framer_.add(r.seq, rd.record(), len)) {
+      send();
+      if (!repair_framer_.add(r.seq, rd.record(), len)) {  // larger than a datagram
+        link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+        done = true;
+        break;
+      }
+    }
+    ++records;
+    done = job.next++ == job.last;
+  }
+  send();
+  link_.stats.repair_records.fetch_add(records, std::memory_order_relaxed);
+  if (done) {
+    repair_head_ = (repair_head_ + 1) % kMaxRepairs;
+    --repair_count_;
+  }
+  return true;
+}
+
+template <PacketPort Port>
 bool ServeWorker<Port>::step(uint64_t now_ns) {
   take_commands();
   bool busy = poll_socket();
@@ -136,6 +208,7 @@ bool ServeWorker<Port>::step(uint64_t now_ns) {
     }
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
+  busy |= repair_step();
   if (framer_.empty() && now_ns - last_send_ns_ >= config_.heartbeat_ns) {
     std::byte hb[proto::kFrameHeaderBytes];
     proto::encode_heartbeat(link_.stats.next_to_send.load(std::memory_order_relaxed), config_.session,

@@ -103,6 +103,7 @@ class BlobConsumer {
   uint64_t overwritten() const { return overwritten_; }
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }
   const RingFile& file() const { return file_; }
+  void seek(uint64_t seq) { cursor_.seek(seq); }
 
   // try_read copies the next blob into `out` (at least max_blob() bytes) and
   // its length into `*len`. A blob overwritten in the arena before or while

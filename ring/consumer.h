@@ -48,6 +48,8 @@ class SlotCursor {
 
   uint64_t cursor() const { return cursor_; }
   uint64_t holes_skipped() const { return holes_; }
+  // seek moves the cursor to `seq`; the next read finds it, or the lap.
+  void seek(uint64_t seq) { cursor_ = seq; }
 
   // next copies the next record's `len` payload bytes into `dst`.
   ReadResult next(std::byte* dst, size_t len) {
@@ -130,6 +132,7 @@ class Consumer {
   uint64_t total_lost() const { return lost_; }
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }
   const RingFile& file() const { return file_; }
+  void seek(uint64_t seq) { cursor_.seek(seq); }
 
   // try_read copies the next record (record_size() bytes) into `out`.
   ReadResult try_read(std::byte* out) {

@@ -41,6 +41,14 @@ class RawReader {
   }
   const std::byte* record() const { return buf_.data(); }
   uint64_t cursor() const { return fixed_ ? fixed_->cursor() : blob_->cursor(); }
+  // seek makes `seq` the next record to read (NAK repair re-reads a range).
+  void seek(uint64_t seq) {
+    if (fixed_) {
+      fixed_->seek(seq);
+    } else {
+      blob_->seek(seq);
+    }
+  }
   uint64_t holes_skipped() const { return fixed_ ? fixed_->holes_skipped() : blob_->holes_skipped(); }
   bool blob() const { return blob_.has_value(); }
   // fixed_size is the record size of a fixed-slot ring, 0 for a blob ring.

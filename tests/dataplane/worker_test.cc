@@ -85,7 +85,8 @@ class ServeWorkerTest : public ::testing::Test {
   std::unique_ptr<ServeWorker<FakePort>> worker(ServeConfig c) {
     c.session = 9;
     auto reader = ring::RawReader::attach(ring_.open(), ring::StartPosition::latest());
-    auto w = std::make_unique<ServeWorker<FakePort>>(std::move(*reader), port_, c);
+    auto repair = ring::RawReader::attach(ring_.open(), ring::StartPosition::at(0));
+    auto w = std::make_unique<ServeWorker<FakePort>>(std::move(*reader), port_, c, std::move(*repair));
     return w;
   }
   void publish(int n) {
@@ -167,6 +168,56 @@ TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
   EXPECT_EQ(sent()[0].peer, mirror);  // the reply goes where the punch came from
   for (const auto& d : sent()) EXPECT_NE(d.peer, attacker);
   EXPECT_EQ(w->link().stats.unicast_mirrors.load(), 0u);  // counted on the next command round
+}
+
+TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorThatAsked) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.mtu = 64 * 4 + proto::kFrameHeaderBytes;  // four records a datagram
+  auto w = worker(c);
+  publish(10);
+  w->step(1000 * kMs);
+  w->step(1000 * kMs + 100 * kUs);
+  sent().clear();
+  // Records 2..7 again, for a multicast mirror (token 0): to the group.
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 0, 2, 7}));
+  w->step(1001 * kMs);
+  ASSERT_EQ(sent().size(), 2u);
+  EXPECT_EQ(sent()[0].peer, kGroup);
+  EXPECT_EQ(decode(sent()[0]).header.seq, 2u);
+  EXPECT_EQ(decode(sent()[0]).header.count, 4);
+  EXPECT_EQ(decode(sent()[1]).header.seq, 6u);
+  EXPECT_EQ(decode(sent()[1]).header.count, 2);
+  EXPECT_EQ(decode(sent()[1]).header.flags, 9);  // the session byte
+  EXPECT_EQ(w->link().stats.repair_records.load(), 6u);
+  // For a unicast mirror: only where its punch came from; an unknown token
+  // (or one that has not punched yet) is refused, nothing sent.
+  sent().clear();
+  const Endpoint mirror{0xC6120003, 6666};
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kAllowToken, 77}));
+  port_.state->inbox.push_back({punch(77), mirror});
+  w->step(1002 * kMs);
+  sent().clear();
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 77, 9, 9}));
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 78, 0, 1}));
+  w->step(1002 * kMs + 10 * kUs);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(sent()[0].peer, mirror);
+  EXPECT_EQ(decode(sent()[0]).header.seq, 9u);
+  EXPECT_EQ(w->link().stats.repairs.load(), 2u);
+  EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
+}
+
+TEST_F(ServeWorkerTest, ARepairOfRecordsTheRingNoLongerHoldsIsCutNotSentTorn) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  auto w = worker(c);
+  publish(1100);  // a 1024-slot ring: 0..75 are overwritten
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 0, 10, 20}));
+  w->step(1000 * kMs);
+  for (const auto& d : sent()) EXPECT_GE(decode(d).header.seq, 76u);
+  EXPECT_EQ(w->link().stats.repair_records.load(), 0u);
+  EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
 }
 
 TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
