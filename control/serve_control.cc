@@ -246,10 +246,12 @@ bool ServeControl::on_nak(Mirror& m, const proto::Nak& nak) {
         worker_->commands.try_push(dataplane::ServeCommand{dataplane::ServeCommand::Kind::kRepair, m.token,
                                                            nak.first, nak.last})) {
       ++stats_.udp_repairs;
-      stats_.nak_records += nak.last - nak.first + 1;
-      return true;
     }
   }
+  // And over TCP, always: the datagram is the fast path, the connection the
+  // sure one (whichever arrives second is dropped as stale). A lost repair
+  // datagram would otherwise hold the hole, and every record behind it,
+  // until the NAK repeats.
   auto file = ring::RingFile::open(info_.path());
   if (!file.ok()) return false;
   auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(nak.first));

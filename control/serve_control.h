@@ -1,9 +1,9 @@
 // serve_control.h — the source side's control thread: owns the listening
 // socket and every mirror's TCP connection (epoll). Answers HELLO with
 // GEOMETRY and MULTICAST (group or unicast port, MTU, TTL, session byte, a
-// fresh token registered with the worker), serves NAKs (a small one first
-// through the worker, by UDP; otherwise from the ring over TCP: DATA for
-// what it holds, GAP for what it no longer does), and streams DATA on
+// fresh token registered with the worker), serves NAKs from the ring over
+// TCP (DATA for what it holds, GAP for what it no longer does; optionally a
+// small one through the worker by UDP as well), and streams DATA on
 // the connection to mirrors that asked for TCP. Talks to the serve worker
 // only through its command queue and counters; never touches a datagram.
 #pragma once
@@ -32,11 +32,11 @@ struct ServeControlConfig {
   size_t tcp_frame_bytes = 64u << 10;
   size_t max_backlog_bytes = 64u << 20;  // a mirror further behind is dropped
   uint32_t tcp_records_per_poll = 4096;
-  // A NAK of at most this many records is first repaired through the data
-  // plane (the worker re-sends from the ring by UDP); larger ones, repeats
-  // of a NAK (that repair was lost), and what the ring no longer holds go
-  // over TCP. 0: every repair over TCP.
-  uint32_t udp_repair_max = 1024;
+  // A NAK of at most this many records from a UDP mirror is also repaired
+  // through the data plane: the worker re-sends the range from the ring by
+  // UDP, beside the TCP answer (whichever arrives second is stale). Not for
+  // a repeated NAK, nor for what the ring is about to overwrite. 0: TCP only.
+  uint32_t udp_repair_max = 0;
 };
 
 struct ServeControlStats {

@@ -3,7 +3,7 @@
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
-#                        [--harness raw,stages,loop,rate,fanout] [--out DIR] [--quick]
+#                        [--harness raw,stages,loop,rate,repair,fanout] [--out DIR] [--quick]
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -35,6 +35,12 @@
 #           highest rate at which the mirror gets every record with no NAK
 #           and no GAP (zero loss, nothing repaired), as the rate the
 #           publisher achieved; the last step is the publisher flat out.
+# repair    a source on h1, a mirror on h2 (through the bridge) dropping 2 %
+#           of what it receives (seeded), a reader of the mirror ring on h2:
+#           publish -> read latency at 10 k records/s, once with every
+#           repair over TCP (the default), once with small repairs also sent
+#           by UDP through the source's worker (--repair-udp-max 1024). The
+#           tail (p99, p99.9) is the repaired records and those behind them.
 # fanout    a source on h1 multicasting through the bridge to one mirror (h2),
 #           then two (h2, h3): the highest publish rate at which every mirror
 #           gets every record with no NAK and no GAP (no UDP loss, no lap),
@@ -48,7 +54,7 @@
 # processes per core would otherwise take turns once per scheduler tick.
 set -u
 backend=kernel
-harness=raw,stages,loop,rate,fanout
+harness=raw,stages,loop,rate,repair,fanout
 out=""
 quick=0
 while (($#)); do
@@ -57,7 +63,7 @@ while (($#)); do
     --harness) harness=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,rate,fanout] [--out DIR] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,rate,repair,fanout] [--out DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -204,6 +210,7 @@ run_backend() {
   wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
   wants loop && run_loop "$backend" "$p0" "$g"
   wants rate && run_rate "$backend" "$p0" "$g"
+  wants repair && [[ $backend != memif ]] && run_repair "$backend" "$p0" "$g"
   wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
   stop_since "$first_pid"  # before the next backend is measured
 }
@@ -278,6 +285,34 @@ run_loop() {
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
   echo "stress ($backend): highest sustained rate tried: $best records/s"
   echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/summary-$backend.json"
+}
+
+run_repair() {
+  local backend=$1 p0=$2 g=$3 mode max
+  for mode in tcp udp; do
+    local first_pid=${#LAB_PIDS[@]}
+    max=$([[ $mode == tcp ]] && echo 0 || echo 1024)
+    echo "== repair by $mode ($backend)"
+    local R M
+    R=$(ring_name ${backend}-x$mode)
+    M=$(ring_name ${backend}-x${mode}2)
+    "$rf" create "$R" --capacity 262144 --slot-size 64 >/dev/null
+    bg1 "$logs/$backend-serve-x$mode" "$rf" serve $(flags $backend 1 eth0) "$R" --listen 198.18.0.1:$((p0 + 10)) \
+      --multicast 239.255.$g.15:$((p0 + 11)) --repair-udp-max "$max" "${idle[@]}"
+    started "$logs/$backend-serve-x$mode"
+    bg2 "$logs/$backend-mirror-x$mode" "$rf" mirror $(flags $backend 2 eth0) 198.18.0.1:$((p0 + 10)) "$M" \
+      --loss 20 --seed 5 "${idle[@]}"
+    connected "$logs/$backend-mirror-x$mode"
+    bg2 "$logs/$backend-st-x$mode" "$stage" "$M" --name "$backend-repair-by-$mode" \
+      --json "$out/repair-$backend-$mode.json" --idle yield
+    local st=${LAB_PIDS[-1]}
+    sleep 0.5
+    h1 "$rf" publish "$R" --rate 10k --duration $((quick ? 2 : 5))s --idle yield --quiet
+    wait "$st"
+    grep -h "NAKs" "$logs/$backend-serve-x$mode" | tail -n 1
+    stop_since "$first_pid"
+    rm -f "/dev/shm/$R" "/dev/shm/$M"
+  done
 }
 
 run_rate() {

@@ -4,7 +4,7 @@
     plot.py RESULTS_DIR
 
 Reads stages-*.json, pingpong-*.json, stress-*.json, raw-*.json and
-summary-*.json and rate-*.json in RESULTS_DIR and writes stages.svg (p50/p99/p99.9 per
+summary-*.json, rate-*.json and repair-*.json in RESULTS_DIR and writes stages.svg (p50/p99/p99.9 per
 stage), pingpong.svg (round-trip percentiles per backend), stress.svg
 (delivered % and p50/p99 round trip against the offered rate, one line per
 backend), raw.svg (the mirror round trip beside the raw packet round trip
@@ -168,6 +168,18 @@ def main(d):
         for b in ["kernel", "af_packet", "af_xdp", "memif"]:
             if b in one_way:
                 rows.append(f"| {b} | {one_way[b]:,} | {one_way[b] / k:.2f} |" if k else f"| {b} | {one_way[b]:,} | – |")
+    rep = {}
+    for r in load(os.path.join(d, "repair-*.json")):
+        rep.setdefault(r["stage"].split("-repair-by-")[0], {})[r["stage"].rsplit("-", 1)[1]] = r
+    if rep:
+        rows += ["", "| backend | 2 % loss: p50 / p99 / p99.9, repair over TCP | by UDP as well | p99.9 UDP ÷ TCP |",
+                 "| --- | --- | --- | --- |"]
+        for b in ["kernel", "af_packet", "af_xdp"]:
+            t, u = rep.get(b, {}).get("tcp"), rep.get(b, {}).get("udp")
+            if not t or not u:
+                continue
+            f = lambda r: " / ".join(f"{us(r, k):.1f}" for k in ("p50_ns", "p99_ns", "p999_ns")) + " µs"
+            rows.append(f"| {b} | {f(t)} | {f(u)} | {u['p999_ns'] / t['p999_ns']:.2f} |")
     fan = {}
     for r in load(os.path.join(d, "fanout-*.json")):
         fan.setdefault(r["backend"], {})[r["mirrors"]] = r["highest_no_nak_rate"]
