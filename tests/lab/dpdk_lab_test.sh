@@ -54,6 +54,20 @@ for m in m2 m3; do
 done
 sleep 0.5
 publish_and_check 1 "$src" 10000 70000 "$logs" m2 m3
+
+log "link flap: h2's eth0 down for 1 s while the source publishes; the DPDK mirror repairs the outage"
+naks_before=$(mirror_stat "$logs/m2" NAKs)
+on 1 "$rf" publish "$src" --count 40000 --rate 20k --quiet >/dev/null &
+publisher=$!
+sleep 0.5
+on 2 ip link set eth0 down
+sleep 1
+on 2 ip link set eth0 up
+wait "$publisher"
+wait_for 30 mirror_at "$logs/m2" 110000 || fail "m2 did not recover from the link flap: $(tail -n 1 "$logs/m2")"
+check_copy "$src" "$m2" 110000
+sleep 1.1
+(( $(mirror_stat "$logs/m2" NAKs) > ${naks_before:-0} )) || fail "the flap lost nothing: the test did not test it"
 # One XDP program per interface: free the veths for the next DPDK processes.
 stop_pid "${LAB_PIDS[1]}"; stop_pid "${LAB_PIDS[2]}"
 grep -q "mirror: port: .* 0 awaiting ARP" "$logs/m3" ||
