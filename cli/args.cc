@@ -58,7 +58,11 @@ absl::StatusOr<Args> Args::parse(const CommandSpec& spec, int argc, char** argv,
       a.help_ = true;
       return a;
     }
-    if (arg.rfind("--", 0) != 0 || arg == "--") {
+    if (arg == "--") {  // the rest is passed through (EAL arguments)
+      a.rest_.assign(argv + i + 1, argv + argc);
+      break;
+    }
+    if (arg.rfind("--", 0) != 0) {
       a.positionals_.push_back(arg);
       continue;
     }

@@ -38,6 +38,8 @@ class Args {
 
   bool help() const { return help_; }
   const std::vector<std::string>& positionals() const { return positionals_; }
+  // rest: the words after a bare "--", untouched (EAL arguments).
+  const std::vector<std::string>& rest() const { return rest_; }
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string str(const std::string& name, const std::string& def = "") const;
   // count parses an integer with an optional k/M/G/Ki/Mi/Gi suffix.
@@ -49,6 +51,7 @@ class Args {
   std::string command_;
   bool help_ = false;
   std::vector<std::string> positionals_;
+  std::vector<std::string> rest_;
   std::map<std::string, std::string> values_;
 };
 

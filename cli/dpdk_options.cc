@@ -2,6 +2,7 @@
 #include "cli/dpdk_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dataplane/kernel_udp.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
@@ -13,7 +14,8 @@ namespace ringfire::cli {
 std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, const char* ip_default) {
   options.push_back({"backend", "NAME", "packet I/O: kernel (default) or dpdk"});
   options.push_back({"eal", "ARGS",
-                     "dpdk: EAL arguments (default: one lcore, --no-huge, a --pmd vdev on --iface)"});
+                     "dpdk: EAL arguments, or give them after -- (default: one lcore, --no-huge, a --pmd vdev "
+                     "on --iface)"});
   options.push_back({"pmd", "NAME",
                      "dpdk: the default vdev on --iface: af_packet (default) or af_xdp"});
   options.push_back({"dpdk-ip", "ADDR", ip_default});
@@ -42,21 +44,34 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
         return absl::InvalidArgumentError(absl::StrCat("--", o, " needs --backend dpdk"));
       }
     }
+    if (!args.rest().empty()) {
+      return absl::InvalidArgumentError("the words after -- are EAL arguments: they need --backend dpdk");
+    }
     return b;
   }
   if (backend != "dpdk") return absl::InvalidArgumentError("--backend: kernel or dpdk");
 #if RINGFIRE_HAVE_DPDK
   b.dpdk = true;
-  std::string eal = args.str("eal");
-  if (!args.has("eal")) {
+  // EAL arguments: --eal "...", or the words after --, as DPDK's own tools
+  // take them; without either, a default built from --pmd and --iface.
+  std::string eal;
+  const bool after_dashes = !args.rest().empty();
+  if (after_dashes && args.has("eal")) {
+    return absl::InvalidArgumentError("give EAL arguments with --eal or after --, not both");
+  }
+  if (after_dashes || args.has("eal")) {
+    if (args.has("pmd")) {
+      return absl::InvalidArgumentError("--pmd chooses the default vdev: with EAL arguments, name the vdev there");
+    }
+    eal = after_dashes ? absl::StrJoin(args.rest(), " ") : args.str("eal");
+  } else {
     if (!args.has("iface")) {
-      return absl::InvalidArgumentError("--backend dpdk needs --iface (for the default vdev) or --eal");
+      return absl::InvalidArgumentError("--backend dpdk needs --iface (for the default vdev), --eal, or EAL "
+                                        "arguments after --");
     }
     auto pmd = dataplane::parse_pmd(args.str("pmd", "af_packet"));
     if (!pmd.ok()) return pmd.status();
     eal = dataplane::default_eal_args(args.str("iface"), *pmd);
-  } else if (args.has("pmd")) {
-    return absl::InvalidArgumentError("--pmd chooses the default vdev: with --eal, name the vdev there");
   }
   if (args.has("dpdk-ip")) {
     auto ip = dataplane::parse_endpoint(args.str("dpdk-ip"), 0);

@@ -73,6 +73,13 @@ out=$("$rf" tail "$ring-blob" --from oldest --idle-exit 200ms --quiet)
 [[ "$out" == *"1024 records verified, 0 lost, 0 holes skipped, 0 torn, 0 misplaced, last seq 4999"* ]] ||
   { echo "FAIL: blob tail: $out"; fails=$((fails + 1)); }
 
+# Backend options: EAL arguments after -- go to DPDK, only with --backend dpdk.
+expect_fail 2 "need --backend dpdk" "$rf" mirror 198.18.0.1:1 "$ring-m" -- -l 0
+expect_fail 2 "with --eal or after --, not both" "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk --eal "-l 0" -- -l 0
+if ! "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk --eal x 2>&1 | grep -q "no DPDK backend"; then
+  expect_fail 2 "EAL did not start with '-l 0 --no-such-flag'" "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk -- -l 0 --no-such-flag
+fi
+
 rm -f /tmp/rf-cli-$$.*
 if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi
 echo "cli_test: all passed"
