@@ -58,7 +58,7 @@ struct DpdkPortOptions {
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.
-struct DpdkPortStats {
+struct alignas(64) DpdkPortStats {
   Counter rx_frames;
   Counter rx_not_ours;     // other traffic: counted, dropped (or handed to the exception port)
   Counter rx_exception;    // handed to the exception port

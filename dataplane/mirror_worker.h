@@ -30,7 +30,7 @@ struct MirrorWorkerConfig {
   uint64_t punch_keepalive_ns = 1'000'000'000;
 };
 
-struct MirrorWorkerStats {
+struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes, control reads
   std::atomic<uint64_t> datagrams{0};
   std::atomic<uint64_t> tcp_frames{0};
   std::atomic<uint64_t> fault_dropped{0};
@@ -71,7 +71,7 @@ class MirrorStepper {
 };
 
 template <PacketPort Port>
-class MirrorWorker final : public MirrorStepper {
+class alignas(64) MirrorWorker final : public MirrorStepper {
  public:
   // port is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
   // whenever a NAK is queued. The TCP frame queue is sized so that a frame

@@ -44,7 +44,7 @@ struct ServeCommand {
   uint64_t last = 0;
 };
 
-struct ServeStats {
+struct alignas(64) ServeStats {  // its own cache lines: the worker writes, control reads
   std::atomic<uint64_t> records{0};
   std::atomic<uint64_t> frames{0};
   std::atomic<uint64_t> datagrams{0};
@@ -75,7 +75,7 @@ struct ServeLink {
 };
 
 template <PacketPort Port>
-class ServeWorker {
+class alignas(64) ServeWorker {
  public:
   // `repair_reader`, a second reader of the same ring, serves kRepair
   // commands (without one they are refused: counted in repairs_cut).
