@@ -2,8 +2,10 @@
 # dpdk_lab_test.sh — the DPDK backend in the namespace lab, on each host's
 # veth through PMD (net_af_packet or net_af_xdp), --no-huge: a kernel source
 # serving DPDK mirrors (multicast, and unicast through 5% injected loss +
-# reordering), and a DPDK source serving kernel mirrors and a DPDK mirror at
-# once. Every mirror must be a byte-for-byte copy. With af_xdp, ringfire's
+# reordering; a source restart; a link flap), and a DPDK source serving
+# kernel mirrors and a DPDK mirror at once, whose DATA on the wire is the
+# kernel source's, header for header and byte for byte (capture_udp.py).
+# Every mirror must be a byte-for-byte copy. With af_xdp, ringfire's
 # XDP program keeps the control TCP (and all else) with the kernel: on h1
 # and h2 the DPDK port shares the kernel's address (only its UDP port is
 # steered), on h3 it has an address of its own (198.18.0.103).
@@ -98,13 +100,33 @@ publish_and_check 1 "$dsrc" 60000 60000 "$logs" k2 k3 d3
 for m in k2 k3 d3; do by_udp "$logs/$m" || fail "$m's DATA did not come by UDP: $(tail -n 1 "$logs/$m")"; done
 stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
 
+log "on the wire, a DPDK source's DATA is the kernel source's: the same record, the same headers"
+bg 1 "$logs/kserve" "$rf" serve "$dsrc" --listen 198.18.0.1:7510 --multicast 239.255.0.3:7511 --iface eth0
+wait_for 5 grep -q "^serve: " "$logs/kserve" || fail "the kernel serve did not start: $(cat "$logs/kserve")"
+on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.2 7501 10 >"$logs/wire-dpdk" &
+cap_dpdk=$!
+on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.3 7511 10 >"$logs/wire-kernel" &
+cap_kernel=$!
+sleep 1
+on 1 "$rf" publish "$dsrc" --count 1 --quiet >/dev/null
+wait "$cap_dpdk" "$cap_kernel"
+python3 - "$logs/wire-dpdk" "$logs/wire-kernel" <<'PY' || fail "the DPDK source's frame differs: $(cat "$logs/wire-dpdk") vs $(cat "$logs/wire-kernel")"
+import json, sys
+d, k = (json.load(open(f)) for f in sys.argv[1:3])
+assert d.pop("eth_dst") == "01005e7f0002" and k.pop("eth_dst") == "01005e7f0003", "group MACs"
+assert d.pop("udp_checksum") == "ok", "the DPDK checksum"
+assert k.pop("udp_checksum") in ("ok", "partial"), "the kernel checksum"
+assert d == k, "headers or payload"
+PY
+stop_pid "${LAB_PIDS[-1]}"
+
 log "with two lcores the mirror's worker runs on the worker lcore (rte_eal_remote_launch)"
 lc=$(ring_name lc)
 bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk \
   $([[ $pmd == af_xdp ]] && echo "--dpdk-ip 198.18.0.103") \
   --eal "-l 0,1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}lc --vdev net_${pmd}0,iface=eth0"
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
-publish_and_check 1 "$dsrc" 1000 61000 "$logs" lc
+publish_and_check 1 "$dsrc" 1000 61001 "$logs" lc  # 61000 + the wire check's record
 
 if [[ $pmd == af_packet ]]; then
   free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
@@ -116,7 +138,7 @@ if [[ $pmd == af_packet ]]; then
     now_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
     (( now_free < free )) || fail "hp took no hugepage ($free free before, $now_free now)"
     sleep 0.5
-    publish_and_check 1 "$dsrc" 1000 62000 "$logs" hp
+    publish_and_check 1 "$dsrc" 1000 62001 "$logs" hp
   else
     log "hugepages: skipped, $free free 2 MiB pages (tests/run.sh reserves 64)"
   fi
