@@ -10,8 +10,9 @@ cd "$top"
 
 bash deploy/setup.sh || { echo "tests: 0 passed, 1 failed (setup)"; exit 1; }
 
-# 64 more 2 MiB pages: a private hugetlbfs for the hugetlbfs ring test, and
-# the DPDK lab's --in-memory EAL (which takes its pages from the pool).
+# 96 more 2 MiB pages: a private hugetlbfs for the hugetlbfs ring test, and
+# the DPDK labs' --in-memory EALs (which take their pages from the pool: up
+# to 128 MiB for af_xdp's UMEM-sized pool).
 huge_dir=$(mktemp -d /tmp/rf-huge.XXXXXX)
 huge_before=$(cat /proc/sys/vm/nr_hugepages)
 cleanup() {
@@ -20,7 +21,7 @@ cleanup() {
   echo "$huge_before" > /proc/sys/vm/nr_hugepages 2>/dev/null
 }
 trap cleanup EXIT
-echo $((huge_before + 64)) > /proc/sys/vm/nr_hugepages 2>/dev/null
+echo $((huge_before + 96)) > /proc/sys/vm/nr_hugepages 2>/dev/null
 if mount -t hugetlbfs -o pagesize=2M none "$huge_dir" 2>/dev/null &&
    (( $(awk '/HugePages_Free/ {print $2}' /proc/meminfo) >= 2 )); then
   export RINGFIRE_TEST_HUGETLBFS=$huge_dir

@@ -128,20 +128,26 @@ bg 3 "$logs/lc" "$rf" mirror 198.18.0.1:7500 "$lc" --from oldest --backend dpdk 
 wait_for 10 grep -q "^mirror: worker on lcore 1" "$logs/lc" || fail "the worker is not on lcore 1: $(grep -v TELEMETRY "$logs/lc" | head -3)"
 publish_and_check 1 "$dsrc" 1000 61001 "$logs" lc  # 61000 + the wire check's record
 
-if [[ $pmd == af_packet ]]; then
-  free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-  if (( free >= 40 )); then
-    log "with hugepages (--in-memory -m 64): the same mirror, its EAL memory in 2 MiB pages"
-    bg 2 "$logs/hp" "$rf" mirror 198.18.0.1:7500 "$(ring_name hp)" --from oldest --backend dpdk \
-      --eal "-l 0 --in-memory -m 64 --no-pci --vdev net_af_packet0,iface=eth0"
-    wait_for 10 grep -q "^mirror: 198" "$logs/hp" || fail "hp did not start: $(grep -v TELEMETRY "$logs/hp" | tail -3)"
-    now_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-    (( now_free < free )) || fail "hp took no hugepage ($free free before, $now_free now)"
-    sleep 0.5
-    publish_and_check 1 "$dsrc" 1000 62001 "$logs" hp
-  else
-    log "hugepages: skipped, $free free 2 MiB pages (tests/run.sh reserves 64)"
-  fi
+# On hugepages: af_xdp's pool (its UMEM) is 40 MiB, so it needs -m 128.
+mem=$([[ $pmd == af_xdp ]] && echo 128 || echo 64)
+free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+if (( free >= mem / 2 + 8 )); then
+  log "with hugepages (--in-memory -m $mem, EAL arguments after --): a DPDK mirror whose memory is 2 MiB pages"
+  bg 2 "$logs/hp" "$rf" mirror 198.18.0.1:7500 "$(ring_name hp)" --from oldest --backend dpdk \
+    $([[ $pmd == af_xdp ]] && echo "--dpdk-ip 198.18.0.102") -- -l 0 --in-memory -m "$mem" --no-pci \
+    --vdev "net_${pmd}0,iface=eth0"
+  wait_for 15 grep -q "^mirror: 198" "$logs/hp" || fail "hp did not start: $(grep -v TELEMETRY "$logs/hp" | tail -3)"
+  now_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  (( now_free < free )) || fail "hp took no hugepage ($free free before, $now_free now)"
+  sleep 1.2
+  tcp_before=$(mirror_stat "$logs/hp" "TCP frames")
+  # More datagrams than the pool has mbufs: every mbuf (every UMEM frame) cycles.
+  publish_and_check 1 "$dsrc" 40000 101001 "$logs" hp
+  sleep 1.2
+  by_udp "$logs/hp" "$tcp_before" || fail "hp's DATA did not come by UDP: $(tail -n 1 "$logs/hp")"
+  stop_pid "${LAB_PIDS[-1]}"  # hp: frees h2's eth0
+else
+  log "hugepages: skipped, $free free 2 MiB pages (tests/run.sh reserves 96)"
 fi
 
 if [[ $pmd == af_xdp ]]; then
