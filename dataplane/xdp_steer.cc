@@ -161,8 +161,8 @@ std::string attached_program_hint(const std::string& iface) {
     close(fd);
   }
   return absl::StrCat("; XDP program ", prog_id, " ('", name, "') is attached to ", iface,
-                      ", left by a process that was killed? If nothing else uses it: ip link set dev ",
-                      iface, " xdp off");
+                      ": another af_xdp process uses ", iface, " (one per interface), or one that was killed "
+                      "left it. If nothing uses it: ip link set dev ", iface, " xdp off");
 }
 
 std::string steered_iface(const std::string& device_name) {

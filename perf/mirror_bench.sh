@@ -102,8 +102,9 @@ h1() { on 1 taskset -c 0 "$@"; }
 bg1() { local log=$1; shift; bg 1 "$log" taskset -c 0 "$@"; }
 bg2() { local log=$1; shift; bg 2 "$log" taskset -c 1 "$@"; }
 bg3() { local log=$1; shift; bg 3 "$log" taskset -c 1 "$@"; }
-connected() { wait_for 5 grep -q "^mirror: 198" "$1" || { echo "mirror_bench: $1 did not connect" >&2; exit 1; }; }
-started() { wait_for 5 grep -q "^serve: " "$1" || { echo "mirror_bench: $1 did not start" >&2; exit 1; }; }
+# (the log appears once the background process has started: 2>/dev/null)
+connected() { wait_for 5 grep -qs "^mirror: 198" "$1" || { echo "mirror_bench: $1 did not connect" >&2; exit 1; }; }
+started() { wait_for 5 grep -qs "^serve: " "$1" || { echo "mirror_bench: $1 did not start" >&2; exit 1; }; }
 
 # flags BACKEND HOST LINK ROLE: a serve/mirror process's data-plane options
 # on host HOST (1..3), link LINK (eth0, d1, d2), memif ROLE (server, client).
@@ -246,6 +247,7 @@ run_stages() {
 
 run_loop() {
   local backend=$1 p0=$2 g=$3
+  local first_pid=${#LAB_PIDS[@]}
   echo "== pingpong and stress ($backend)"
   B=$(ring_name ${backend}-b)
   "$rf" create "$B" --capacity 262144 --slot-size 64 >/dev/null
@@ -285,6 +287,7 @@ run_loop() {
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$f"
   echo "stress ($backend): highest sustained rate tried: $best records/s"
   echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/summary-$backend.json"
+  stop_since "$first_pid"  # af_xdp: one process per interface, and the next harness uses d1
 }
 
 run_repair() {
