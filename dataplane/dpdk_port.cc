@@ -639,7 +639,16 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
     }
     mbufs[ready++] = m;
   }
-  const uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
+  uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
+  // A full TX queue (a memif peer, a NIC, the XSK ring) drains while we
+  // wait: retry for up to ~20 us before dropping, rather than turning a
+  // burst into NAKs. Bounded, so a dead peer costs 20 us a burst, no more.
+  if (sent < ready) {
+    const uint64_t give_up = rte_get_tsc_cycles() + rte_get_tsc_hz() / 50000;
+    while (sent < ready && rte_get_tsc_cycles() < give_up) {
+      sent += rte_eth_tx_burst(o_.port_id, 0, mbufs + sent, static_cast<uint16_t>(ready - sent));
+    }
+  }
   for (uint16_t i = sent; i < ready; ++i) rte_pktmbuf_free(mbufs[i]);
   stats_.tx_frames += sent;
   stats_.tx_refused += ready - sent;
