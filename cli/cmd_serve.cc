@@ -39,7 +39,7 @@ const CommandSpec kServe = {
         {"pace-us", "US", "pacing interval (default 50)"},
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"repair-udp-max", "N", "NAKs of up to N records are also repaired by UDP, through the data plane, "
-                                "besides TCP (default 0: TCP only)"},
+                                "besides TCP (default 1024; 0: TCP only)"},
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
@@ -55,7 +55,7 @@ struct ServeRun {
   uint8_t session = 1;
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   bool quiet = false;
-  uint32_t udp_repair_max = 0;
+  uint32_t udp_repair_max = 1024;
   dataplane::ServeConfig worker;
 };
 
@@ -180,7 +180,7 @@ int cmd_serve(int argc, char** argv, int first) {
   auto dup = args->count("dup", 1);
   auto pace = args->count("pace-us", 50);
   auto heartbeat = args->count("heartbeat-us", 1000);
-  auto repair_max = args->count("repair-udp-max", 0);
+  auto repair_max = args->count("repair-udp-max", 1024);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto faults = parse_faults(*args);
   for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max}) {

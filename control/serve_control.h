@@ -36,7 +36,7 @@ struct ServeControlConfig {
   // through the data plane: the worker re-sends the range from the ring by
   // UDP, beside the TCP answer (whichever arrives second is stale). Not for
   // a repeated NAK, nor for what the ring is about to overwrite. 0: TCP only.
-  uint32_t udp_repair_max = 0;
+  uint32_t udp_repair_max = 1024;
 };
 
 struct ServeControlStats {

@@ -38,8 +38,8 @@
 # repair    a source on h1, a mirror on h2 (through the bridge) dropping 2 %
 #           of what it receives (seeded), a reader of the mirror ring on h2:
 #           publish -> read latency at 10 k records/s, once with every
-#           repair over TCP (the default), once with small repairs also sent
-#           by UDP through the source's worker (--repair-udp-max 1024). The
+#           repair over TCP (--repair-udp-max 0), once with small repairs also
+#           sent by UDP through the source's worker (the default, 1024). The
 #           tail (p99, p99.9) is the repaired records and those behind them.
 # fanout    a source on h1 multicasting through the bridge to one mirror (h2),
 #           then two (h2, h3): the highest publish rate at which every mirror

@@ -49,9 +49,9 @@ verify() {
 src=$(ring_name src)
 "$rf" create "$src" --capacity 262144 --slot-size 64 --schema 0x51 >/dev/null
 
-log "serve on h1: multicast 239.255.0.1:7401 and unicast port 7402, small repairs by UDP too"
+log "serve on h1: multicast 239.255.0.1:7401 and unicast port 7402 (small repairs by UDP as well)"
 bg 1 "$logs/serve" "$rf" serve $(mb 1) "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 \
-  --udp 7402 --repair-udp-max 1024
+  --udp 7402
 serve_pid=${LAB_PIDS[-1]}
 wait_for 5 grep -q "^serve: " "$logs/serve" || fail "serve did not start: $(cat "$logs/serve")"
 
