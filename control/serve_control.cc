@@ -248,10 +248,10 @@ bool ServeControl::on_nak(Mirror& m, const proto::Nak& nak) {
       ++stats_.udp_repairs;
     }
   }
-  // And over TCP, always: the datagram is the fast path, the connection the
-  // sure one (whichever arrives second is dropped as stale). A lost repair
-  // datagram would otherwise hold the hole, and every record behind it,
-  // until the NAK repeats.
+  // And over TCP, always: the datagram is a second, independent path, the
+  // connection the sure one (whichever arrives second is dropped as stale).
+  // A lost repair datagram alone would hold the hole, and every record
+  // behind it, until the NAK repeats (20 ms).
   auto file = ring::RingFile::open(info_.path());
   if (!file.ok()) return false;
   auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(nak.first));

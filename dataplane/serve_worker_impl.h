@@ -157,8 +157,8 @@ bool ServeWorker<Port>::repair_step() {
     uint32_t len = 0;
     const ring::ReadResult r = rd.next(&len);
     if (!r.ok || r.seq != job.next) {
-      // Overwritten since the control thread looked (or a hole): the rest
-      // is the TCP path's to answer, with a GAP, when the mirror asks again.
+      // Overwritten since the control thread looked (or a hole): the TCP
+      // answer, sent alongside, covers it (with a GAP where it must).
       link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
       done = true;
       break;
