@@ -105,6 +105,10 @@ bg3() { local log=$1; shift; bg 3 "$log" taskset -c 1 "$@"; }
 # (the log appears once the background process has started: 2>/dev/null)
 connected() { wait_for 5 grep -qs "^mirror: 198" "$1" || { echo "mirror_bench: $1 did not connect" >&2; exit 1; }; }
 started() { wait_for 5 grep -qs "^serve: " "$1" || { echo "mirror_bench: $1 did not start" >&2; exit 1; }; }
+# serve1 LOG ARGS...: `ringfire serve ARGS` on h1 (CPU 0), waited for.
+serve1() { local log=$1; shift; bg1 "$log" "$rf" serve "$@"; started "$log"; }
+# mirror_on HOST LOG ARGS...: `ringfire mirror ARGS` on HOST, waited for.
+mirror_on() { local h=$1 log=$2; shift 2; "bg$h" "$log" "$rf" mirror "$@"; connected "$log"; }
 
 # flags BACKEND HOST LINK ROLE: a serve/mirror process's data-plane options
 # on host HOST (1..3), link LINK (eth0, d1, d2), memif ROLE (server, client).
@@ -161,9 +165,8 @@ run_fanout() {
   echo "== fanout ($backend)"
   F=$(ring_name ${backend}-f)
   "$rf" create "$F" --capacity 16384 --slot-size 1024 >/dev/null
-  bg1 "$logs/$backend-serve-f" "$rf" serve $(flags $backend 1 eth0) "$F" --listen 198.18.0.1:$((p0 + 6)) \
+  serve1 "$logs/$backend-serve-f" $(flags $backend 1 eth0) "$F" --listen 198.18.0.1:$((p0 + 6)) \
     --multicast 239.255.$g.13:$((p0 + 7)) "${idle[@]}" --quiet
-  started "$logs/$backend-serve-f"
   local published=0
   for n in 1 2; do
     local hosts=(2) pids=()
@@ -222,15 +225,13 @@ run_stages() {
   echo "== stages ($backend)"
   A=$(ring_name ${backend}-a)
   "$rf" create "$A" --capacity 262144 --slot-size 64 >/dev/null
-  bg1 "$logs/$backend-serve-a" "$rf" serve $(flags $backend 1 eth0) "$A" --listen 198.18.0.1:$((p0)) --multicast 239.255.$g.10:$((p0 + 1)) "${idle[@]}" --quiet
-  started "$logs/$backend-serve-a"
+  serve1 "$logs/$backend-serve-a" $(flags $backend 1 eth0) "$A" --listen 198.18.0.1:$((p0)) --multicast 239.255.$g.10:$((p0 + 1)) "${idle[@]}" --quiet
   # A DPDK port does not loop its own transmissions back to its host (nor
   # does a NIC): on a DPDK source host, readers read the ring itself.
   local hosts=(1 2 3)
   [[ $backend != kernel ]] && hosts=(2 3)
   for h in "${hosts[@]}"; do
-    bg$h "$logs/$backend-mirror-a$h" "$rf" mirror $(flags $backend $h eth0) 198.18.0.1:$((p0)) "$(ring_name ${backend}-a$h)" "${idle[@]}"
-    connected "$logs/$backend-mirror-a$h"
+    mirror_on $h "$logs/$backend-mirror-a$h" $(flags $backend $h eth0) 198.18.0.1:$((p0)) "$(ring_name ${backend}-a$h)" "${idle[@]}"
   done
   bg1 "$logs/$backend-st-src" "$stage" "$A" --name $backend-source --json "$out/stages-$backend-1-source.json" --idle yield
   [[ $backend == kernel ]] && bg1 "$logs/$backend-st-1" "$stage" "$(ring_name ${backend}-a1)" --name $backend-same-host --json "$out/stages-$backend-2-same-host.json" --idle yield
@@ -254,14 +255,11 @@ run_loop() {
   P=$(ring_name ${backend}-p)   # the ping side's fresh ring
   "$rf" create "$P" --capacity 262144 --slot-size 64 >/dev/null
   local IFS=$'\n'
-  bg1 "$logs/$backend-serve-p" "$rf" serve $(fl $backend 1 d1 server) "$P" --listen 198.18.0.1:$((p0 + 2)) --multicast 239.255.$g.12:$((p0 + 3)) "${idle[@]}" --quiet
-  started "$logs/$backend-serve-p"
-  bg2 "$logs/$backend-mirror-p" "$rf" mirror $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 2)) "$(ring_name ${backend}-p2)" "${idle[@]}"
-  connected "$logs/$backend-mirror-p"
+  serve1 "$logs/$backend-serve-p" $(fl $backend 1 d1 server) "$P" --listen 198.18.0.1:$((p0 + 2)) --multicast 239.255.$g.12:$((p0 + 3)) "${idle[@]}" --quiet
+  mirror_on 2 "$logs/$backend-mirror-p" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 2)) "$(ring_name ${backend}-p2)" "${idle[@]}"
   bg2 "$logs/$backend-serve-b" "$rf" serve $(fl $backend 2 d2 server) "$B" --listen 198.18.0.2:$((p0 + 4)) --multicast 239.255.$g.11:$((p0 + 5)) "${idle[@]}" --quiet
   started "$logs/$backend-serve-b"
-  bg1 "$logs/$backend-mirror-b" "$rf" mirror $(fl $backend 1 d2 client) 198.18.0.2:$((p0 + 4)) "$(ring_name ${backend}-b1)" "${idle[@]}"
-  connected "$logs/$backend-mirror-b"
+  mirror_on 1 "$logs/$backend-mirror-b" $(fl $backend 1 d2 client) 198.18.0.2:$((p0 + 4)) "$(ring_name ${backend}-b1)" "${idle[@]}"
   bg2 "$logs/$backend-pong" "$echo_bin" pong "$(ring_name ${backend}-p2)" "$B" --idle yield
   sleep 0.5
   n=$((quick ? 5000 : 20000))
@@ -300,12 +298,10 @@ run_repair() {
     R=$(ring_name ${backend}-x$mode)
     M=$(ring_name ${backend}-x${mode}2)
     "$rf" create "$R" --capacity 262144 --slot-size 64 >/dev/null
-    bg1 "$logs/$backend-serve-x$mode" "$rf" serve $(flags $backend 1 eth0) "$R" --listen 198.18.0.1:$((p0 + 10)) \
+    serve1 "$logs/$backend-serve-x$mode" $(flags $backend 1 eth0) "$R" --listen 198.18.0.1:$((p0 + 10)) \
       --multicast 239.255.$g.15:$((p0 + 11)) --repair-udp-max "$max" "${idle[@]}"
-    started "$logs/$backend-serve-x$mode"
-    bg2 "$logs/$backend-mirror-x$mode" "$rf" mirror $(flags $backend 2 eth0) 198.18.0.1:$((p0 + 10)) "$M" \
+    mirror_on 2 "$logs/$backend-mirror-x$mode" $(flags $backend 2 eth0) 198.18.0.1:$((p0 + 10)) "$M" \
       --loss 20 --seed 5 "${idle[@]}"
-    connected "$logs/$backend-mirror-x$mode"
     bg2 "$logs/$backend-st-x$mode" "$stage" "$M" --name "$backend-repair-by-$mode" \
       --json "$out/repair-$backend-$mode.json" --idle yield
     local st=${LAB_PIDS[-1]}
@@ -327,12 +323,10 @@ run_rate() {
   M=$(ring_name ${backend}-r2)
   "$rf" create "$R" --capacity 4194304 --slot-size 64 >/dev/null
   local IFS=$'\n'
-  bg1 "$logs/$backend-serve-r" "$rf" serve $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
+  serve1 "$logs/$backend-serve-r" $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
     --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet
-  started "$logs/$backend-serve-r"
   log=$logs/$backend-mirror-r
-  bg2 "$log" "$rf" mirror $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}"
-  connected "$log"
+  mirror_on 2 "$log" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}"
   unset IFS
   sleep 1
   # A step passes when every record arrived with no NAK and no GAP; its
