@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -35,6 +36,11 @@ const CommandSpec kMirror = {
         {"dir", "DIR", "directory for the ring (default /dev/shm)"},
         {"hold", "N", "hold-back depth in frames (default 8192)"},
         {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000)"},
+        {"psk-file", "FILE", "authenticate with this pre-shared key (the source's), and believe only "
+                             "datagrams that carry its MAC"},
+        {"accept-from", "IP,...", "also believe UDP from these addresses (a multicast relay); by default "
+                                  "only the source's announced data address"},
+        {"peer-timeout", "DURATION", "give the source up when it is silent this long (default 5s)"},
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
@@ -90,6 +96,23 @@ int cmd_mirror(int argc, char** argv, int first) {
     return fail("mirror", absl::InvalidArgumentError("--hold must be between 1 and 1048576"));
   }
   o.expected_schema = *schema;
+  auto peer_timeout = args->duration_ns("peer-timeout", 5'000'000'000);
+  if (!peer_timeout.ok()) return fail("mirror", peer_timeout.status());
+  if (*peer_timeout < 500'000'000) {
+    return fail("mirror", absl::InvalidArgumentError("--peer-timeout must be at least 500ms"));
+  }
+  o.peer_timeout_ns = *peer_timeout;
+  if (args->has("psk-file")) {
+    auto k = control::load_psk(args->str("psk-file"));
+    if (!k.ok()) return fail("mirror", k.status());
+    o.psk = std::move(*k);
+  }
+  for (absl::string_view ip : absl::StrSplit(args->str("accept-from"), ',', absl::SkipEmpty())) {
+    auto e = dataplane::parse_endpoint(std::string(ip), 0);
+    if (!e.ok()) return fail("mirror", absl::InvalidArgumentError(absl::StrCat("--accept-from: ", e.status().message())));
+    if (o.accept_from.size() == 8) return fail("mirror", absl::InvalidArgumentError("--accept-from: at most 8 addresses"));
+    o.accept_from.push_back(e->ip);
+  }
   auto backend = start_backend(*args);
   if (!backend.ok()) return fail("mirror", backend.status());
   if (backend->dpdk) {
@@ -112,6 +135,10 @@ int cmd_mirror(int argc, char** argv, int first) {
       // mirrored before (the source restarting).
       const bool retry = attempt > 0 && !once &&
                          session.status().code() == absl::StatusCode::kUnavailable;
+      if (retry && attempt % 25 == 1) {
+        std::printf("mirror: reconnecting: %s\n", std::string(session.status().message()).c_str());
+        std::fflush(stdout);
+      }
       if (!retry) return fail("mirror", session.status());
       const timespec ts{0, 200'000'000};
       nanosleep(&ts, nullptr);
@@ -139,6 +166,7 @@ int cmd_mirror(int argc, char** argv, int first) {
     const auto& st = s.stats();
     uint64_t next_report = now_ns() + 1'000'000'000u;
     uint64_t last_records = 0;
+    uint64_t last_rejected = 0;
     bool alive = true;
     while (alive && !stop_requested()) {
       alive = s.poll(100);
@@ -166,12 +194,28 @@ int cmd_mirror(int argc, char** argv, int first) {
       }
       last_records = records;
       next_report = now + 1'000'000'000u;
+      // What strangers sent, by reason, whenever it changed.
+      if (const uint64_t rejected = st.rejected(); rejected != last_rejected) {
+        last_rejected = rejected;
+        constexpr auto r = std::memory_order_relaxed;
+        std::printf("mirror: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
+                    "wrong-session %llu, implausible %llu, malformed %llu)\n",
+                    static_cast<unsigned long long>(rejected),
+                    static_cast<unsigned long long>(st.wrong_sender.load(r)),
+                    static_cast<unsigned long long>(st.bad_mac.load(r)),
+                    static_cast<unsigned long long>(st.wrong_kind.load(r)),
+                    static_cast<unsigned long long>(st.wrong_session.load(r)),
+                    static_cast<unsigned long long>(st.implausible.load(r)),
+                    static_cast<unsigned long long>(st.malformed.load(r)));
+        std::fflush(stdout);
+      }
     }
     stop_worker.store(true);
     runner.join();
     if (const std::string port = s.port_summary(); !port.empty()) std::printf("mirror: port: %s\n", port.c_str());
     std::printf("mirror: %s; %llu records written, next seq %llu\n",
-                alive ? "stopped" : "source gone", static_cast<unsigned long long>(st.records.load()),
+                alive ? "stopped" : absl::StrCat("source gone (", s.end_reason(), ")").c_str(),
+                static_cast<unsigned long long>(st.records.load()),
                 static_cast<unsigned long long>(st.next_seq.load()));
     std::fflush(stdout);
     if (alive || once) break;

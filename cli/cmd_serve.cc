@@ -1,6 +1,7 @@
 // cmd_serve.cc — `ringfire serve`: serve a ring to mirrors over UDP
 // multicast, UDP unicast and/or TCP, on the kernel network stack.
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -40,7 +41,14 @@ const CommandSpec kServe = {
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"repair-udp-max", "N", "NAKs of up to N records are also repaired by UDP, through the data plane, "
                                 "besides TCP (default 1024; 0: TCP only)"},
+        {"heartbeat-max-us", "US", "heartbeats back off while idle up to this (default 100000)"},
         {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
+        {"psk-file", "FILE", "require mirrors to authenticate with this pre-shared key (>= 32 bytes, "
+                             "mode 600); every datagram then carries a MAC"},
+        {"max-connections", "N", "TCP connections at most (default 256); more are refused"},
+        {"handshake-timeout", "DURATION", "a connection must complete its HELLO within (default 5s)"},
+        {"peer-timeout", "DURATION", "a mirror silent this long is dropped (default 5s; mirrors report every 100 ms)"},
+        {"slow-mirror-pct", "PCT", "warn when a mirror lags by this share of the ring (default 50)"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
         {"quiet", nullptr, "no per-second stats lines"},
     }), "dpdk: the port's IPv4 address (default: --iface's)")};
@@ -51,13 +59,26 @@ struct ServeRun {
   dataplane::Endpoint listen;
   std::optional<dataplane::Endpoint> group;
   bool unicast = false;
-  uint8_t ttl = 1;
-  uint8_t session = 1;
+  uint32_t iface_ip = 0;
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   bool quiet = false;
-  uint32_t udp_repair_max = 1024;
   dataplane::ServeConfig worker;
+  control::ServeControlConfig control;  // listen, ring, ports and data_ip are filled in by serve_with
 };
+
+// refusals: the rejection counters by reason, for the log line printed
+// when they change.
+std::string refusals(const control::ServeControlStats& c, const dataplane::ServeStats& w) {
+  constexpr auto r = std::memory_order_relaxed;
+  return absl::StrCat(
+      "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", handshake-timeout ", c.handshake_timeouts,
+      ", malformed ", c.malformed, ", oversized ", c.oversized, ", wrong-kind ", c.wrong_kind, ", bad-hello ",
+      c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", slow ", c.slow_cut,
+      ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),
+      " (malformed ", w.punch_malformed.load(r), ", wrong-kind ", w.punch_wrong_kind.load(r),
+      ", unknown-token ", w.punch_unknown_token.load(r), ", wrong-sender ", w.punch_wrong_sender.load(r),
+      ", bad-mac ", w.punch_bad_mac.load(r), ", replayed ", w.punch_replayed.load(r), ")");
+}
 
 // port_drops: ", port drops N" for a port that counts its losses (DPDK).
 template <typename Port>
@@ -76,7 +97,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   const dataplane::Endpoint udp_local = port.local();
   // The worker's second reader, for NAK repair through the data plane.
   std::optional<ring::RawReader> repair_reader;
-  if (run.udp_repair_max != 0) {
+  if (run.control.udp_repair_max != 0) {
     auto file = ring::RingFile::open(run.ring_path);
     if (!file.ok()) return fail("serve", file.status());
     auto r = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(0));
@@ -85,24 +106,30 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   }
   dataplane::ServeWorker<Port> worker(std::move(reader), std::move(port), run.worker, std::move(repair_reader));
 
-  control::ServeControlConfig cc;
+  control::ServeControlConfig cc = run.control;
   cc.listen = run.listen;
   cc.ring = run.ring_path;
   cc.multicast = run.group;
   cc.unicast_port = run.unicast ? udp_local.port : 0;
-  cc.udp_repair_max = run.udp_repair_max;
-  cc.data_ip = udp_local.ip;
+  // Where the worker's datagrams come from (mirrors believe only that
+  // address): its socket's, or for a socket on any address the multicast
+  // interface's.
+  cc.data_ip = udp_local.ip != 0 ? udp_local.ip : run.iface_ip;
   cc.mtu = run.worker.mtu;
-  cc.ttl = run.ttl;
-  cc.session = run.session;
+  cc.session = run.worker.session;
+  cc.log = [quiet = run.quiet](const std::string& line) {
+    std::printf("serve: %s\n", line.c_str());
+    std::fflush(stdout);
+    (void)quiet;
+  };
   auto control = control::ServeControl::start(cc, &worker.link());
   if (!control.ok()) return fail("serve", control.status());
 
-  std::printf("serve: %s on %s%s%s, session %u\n", run.ring_path.c_str(),
+  std::printf("serve: %s on %s%s%s, session %u%s\n", run.ring_path.c_str(),
               dataplane::to_string((*control)->listening()).c_str(),
               run.group ? absl::StrCat(", multicast ", dataplane::to_string(*run.group)).c_str() : "",
-              cc.unicast_port ? absl::StrCat(", unicast ", dataplane::to_string(udp_local)).c_str() : "",
-              run.session);
+              cc.unicast_port ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{cc.data_ip, udp_local.port})).c_str() : "",
+              run.worker.session, cc.psk ? ", authenticated (PSK)" : "");
   std::fflush(stdout);
 
   std::atomic<bool> stop_worker{false};
@@ -123,28 +150,40 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   const bool quiet = run.quiet;
   uint64_t next_report = now_ns() + 1'000'000'000u;
   uint64_t last_records = 0, last_frames = 0;
+  std::string last_refusals = refusals((*control)->stats(), worker.link().stats);
+  bool more = false;
   while (!stop_requested()) {
-    const bool more = (*control)->poll((*control)->has_tcp_mirrors() ? 50 : 100'000);
-    (void)more;
+    more = (*control)->poll(more ? 0 : (*control)->has_tcp_mirrors() ? 50 : 100'000);
     const uint64_t now = now_ns();
     if (now >= next_report) {
       const auto& ws = worker.link().stats;
       const auto& cs = (*control)->stats();
       const uint64_t records = ws.records.load() + cs.tcp_records;
       const uint64_t frames = ws.frames.load();
+      uint64_t slowest = 0;
+      for (const control::MirrorView& m : (*control)->mirrors()) slowest = std::max(slowest, m.lag);
       if (!quiet) {
         std::printf(
-            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), "
-            "NAKs %llu (%llu records, %llu by UDP), GAPs %llu, lapped %llu, punches refused %llu%s\n",
+            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), slowest lag %llu, "
+            "NAKs %llu (%llu records by TCP, %llu ranges by UDP), GAPs %llu, lapped %llu, refused TCP %llu, "
+            "punches refused %llu%s\n",
             static_cast<unsigned long long>(records - last_records),
             static_cast<unsigned long long>(frames - last_frames),
             static_cast<unsigned long long>(ws.next_to_send.load()),
             static_cast<unsigned long long>(cs.mirrors),
             static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+            static_cast<unsigned long long>(slowest),
             static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
-            static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps), static_cast<unsigned long long>(ws.lapped.load()),
-            static_cast<unsigned long long>(ws.punches_refused.load()), port_drops(worker.port()).c_str());
+            static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps),
+            static_cast<unsigned long long>(ws.lapped.load()), static_cast<unsigned long long>(cs.refused()),
+            static_cast<unsigned long long>(ws.punches_refused()), port_drops(worker.port()).c_str());
         std::fflush(stdout);
+      }
+      // The breakdown, whenever it changed: what strangers sent, by reason.
+      if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals) {
+        std::printf("serve: %s\n", now_refusals.c_str());
+        std::fflush(stdout);
+        last_refusals = std::move(now_refusals);
       }
       last_records = records;
       last_frames = frames;
@@ -156,6 +195,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   if constexpr (requires(const Port& p) { p.summary(); }) {
     std::printf("serve: port: %s\n", worker.port().summary().c_str());
   }
+  std::printf("serve: %s\n", refusals((*control)->stats(), worker.link().stats).c_str());
   std::printf("serve: stopped\n");
   return 0;
 }
@@ -181,10 +221,29 @@ int cmd_serve(int argc, char** argv, int first) {
   auto pace = args->count("pace-us", 50);
   auto heartbeat = args->count("heartbeat-us", 1000);
   auto repair_max = args->count("repair-udp-max", 1024);
+  auto heartbeat_max = args->count("heartbeat-max-us", 100000);
+  auto max_conns = args->count("max-connections", 256);
+  auto slow_pct = args->count("slow-mirror-pct", 50);
+  auto handshake = args->duration_ns("handshake-timeout", 5'000'000'000);
+  auto peer_timeout = args->duration_ns("peer-timeout", 5'000'000'000);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto faults = parse_faults(*args);
-  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max}) {
+  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max, &heartbeat_max,
+                        &max_conns, &slow_pct, &handshake, &peer_timeout}) {
     if (!s->ok()) return fail("serve", s->status());
+  }
+  if (*max_conns == 0 || *max_conns > 4096) {
+    return fail("serve", absl::InvalidArgumentError("--max-connections: between 1 and 4096"));
+  }
+  if (*slow_pct == 0 || *slow_pct > 100) {
+    return fail("serve", absl::InvalidArgumentError("--slow-mirror-pct: between 1 and 100"));
+  }
+  if (*handshake < 100'000'000 || *peer_timeout < 500'000'000) {
+    return fail("serve", absl::InvalidArgumentError(
+                             "--handshake-timeout must be at least 100ms and --peer-timeout at least 500ms"));
+  }
+  if (*heartbeat_max < *heartbeat) {
+    return fail("serve", absl::InvalidArgumentError("--heartbeat-max-us must be at least --heartbeat-us"));
   }
   if (!faults.ok()) return fail("serve", faults.status());
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
@@ -216,6 +275,12 @@ int cmd_serve(int argc, char** argv, int first) {
     return fail("serve", absl::InvalidArgumentError(
                              "multicast needs an interface: give --iface, or --listen on an address"));
   }
+  std::optional<control::Psk> psk;
+  if (args->has("psk-file")) {
+    auto k = control::load_psk(args->str("psk-file"));
+    if (!k.ok()) return fail("serve", k.status());
+    psk = std::move(*k);
+  }
   install_stop_handlers();
 
   auto file = ring::RingFile::open(args->positionals()[0]);
@@ -234,18 +299,31 @@ int cmd_serve(int argc, char** argv, int first) {
   run.listen = *listen;
   run.group = group;
   run.unicast = args->has("udp");
-  run.ttl = static_cast<uint8_t>(*ttl);
-  run.session = session;
+  run.iface_ip = iface_ip;
   run.idle = *idle_mode;
   run.quiet = args->has("quiet");
   run.worker.session = session;
   run.worker.mtu = static_cast<uint16_t>(*mtu);
   run.worker.pace_ns = *pace * 1000;
   run.worker.heartbeat_ns = *heartbeat * 1000;
+  run.worker.heartbeat_max_ns = *heartbeat_max * 1000;
   run.worker.dup = static_cast<uint32_t>(*dup);
   run.worker.multicast = group;
   run.worker.tx_faults = *faults;
-  run.udp_repair_max = static_cast<uint32_t>(*repair_max);
+  run.control.ttl = static_cast<uint8_t>(*ttl);
+  run.control.udp_repair_max = static_cast<uint32_t>(*repair_max);
+  run.control.max_connections = static_cast<uint32_t>(*max_conns);
+  run.control.handshake_timeout_ns = *handshake;
+  run.control.peer_timeout_ns = *peer_timeout;
+  run.control.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
+  if (psk) {
+    // One salt per serve process: every datagram of this incarnation is
+    // MACed under the key derived from it (multicast has one datagram for
+    // every mirror); each mirror learns the salt in the handshake.
+    run.control.salt = control::random_nonce();
+    run.worker.data_key = control::data_key(*psk, run.control.salt);
+    run.control.psk = std::move(psk);
+  }
 
   auto backend = start_backend(*args);
   if (!backend.ok()) return fail("serve", backend.status());
@@ -258,9 +336,16 @@ int cmd_serve(int argc, char** argv, int first) {
     po.neighbors = backend->neighbors;
     po.exception_port = backend->exception_port;
     po.max_payload = static_cast<uint16_t>(*mtu);
+    // Hold the UDP port in the kernel too, so that a second serve on it
+    // (kernel or DPDK) fails at start-up instead of sharing it silently,
+    // and the kernel answers nothing on it (no port-unreachable).
+    auto reserved = dataplane::reserve_udp_port(po.udp_port);
+    if (!reserved.ok()) return fail("serve", reserved.status());
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());
-    return serve_with(std::move(*reader), std::move(*port), run);
+    const int rc = serve_with(std::move(*reader), std::move(*port), run);
+    close(*reserved);
+    return rc;
 #endif
   }
   dataplane::UdpOptions uo;

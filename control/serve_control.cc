@@ -1,13 +1,17 @@
-// serve_control.cc — source-side sessions, NAK service, TCP-mode streaming.
+// serve_control.cc — source-side sessions: handshake (and PSK
+// challenge/response), NAK service, HEALTH, TCP-mode streaming, bounds.
 #include "control/serve_control.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "control/ring_geometry.h"
@@ -18,8 +22,15 @@ namespace ringfire::control {
 using dataplane::Endpoint;
 using proto::Frame;
 using proto::FrameKind;
+using proto::RefuseReason;
 
 namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 uint64_t random_token() {
   uint64_t t = 0;
@@ -29,65 +40,102 @@ uint64_t random_token() {
   return t;
 }
 
+uint64_t range_size(const proto::Nak& n) { return n.last - n.first + 1; }
+
+// What a mirror may send, and how large: a frame over its bound is refused
+// from its header alone.
+FrameLimits mirror_limits() {
+  FrameLimits l;
+  l.max_body.fill(kUnknownFrameBody);  // known kinds a mirror never sends: skipped, counted
+  l.max_body[static_cast<uint8_t>(FrameKind::kHello)] = 256;
+  l.max_body[static_cast<uint8_t>(FrameKind::kNak)] = proto::kMaxNakBody;
+  l.max_body[static_cast<uint8_t>(FrameKind::kHealth)] = 256;
+  l.max_body[static_cast<uint8_t>(FrameKind::kAuth)] = 256;
+  for (FrameKind k : {FrameKind::kHello, FrameKind::kNak, FrameKind::kHealth, FrameKind::kAuth}) {
+    l.allowed[static_cast<uint8_t>(k)] = true;
+  }
+  return l;
+}
+
 }  // namespace
+
+// Mirror is one connection, from accept to close.
+struct ServeControl::Mirror {
+  Mirror(int fd, uint64_t now_ns) : conn(fd), peer(conn.peer()), accepted_ns(now_ns), last_rx_ns(now_ns) {}
+  enum class State : uint8_t { kHello, kAuth, kStreaming, kClosing };
+  State state = State::kHello;
+  TcpConn conn;
+  Endpoint peer;
+  uint64_t accepted_ns;
+  uint64_t last_rx_ns;
+  uint64_t closing_ns = 0;
+  bool dead = false;
+  bool want_out = false;  // EPOLLOUT registered
+  proto::Hello hello;
+  std::vector<std::byte> hello_bytes;  // as received: the proofs cover it
+  std::vector<std::byte> auth_bytes;   // our AUTH frame as sent
+  Nonce source_nonce{};
+  bool authenticated = false;
+  bool udp = false;        // DATA by multicast or unicast
+  bool multicast = false;
+  bool tcp_mode = false;
+  uint64_t token = 0;
+  uint16_t features = 0;
+  uint64_t tcp_cursor = 0;  // TCP mode: the next sequence to stream
+  RepairQueue repairs;      // NAKed ranges to answer over TCP
+  RecentRepairs recent;     // unicast: ranges repaired by UDP lately
+  uint64_t repair_tokens = 0;
+  uint64_t tokens_ns = 0;
+  uint64_t tokens_seq = 0;
+  bool has_health = false;
+  proto::Health health;
+  bool slow = false;
+  uint64_t stall_written = 0;
+  uint64_t stall_since_ns = 0;
+};
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
                                                                  dataplane::ServeLink* worker) {
   auto info = ring::RingFile::open(c.ring);
   if (!info.ok()) return info.status();
-  std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(*info)));
+  auto file = ring::RingFile::open(c.ring);
+  if (!file.ok()) return file.status();
+  auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(0));
+  if (!reader.ok()) return reader.status();
+  std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(*info), std::move(*reader)));
   auto fd = tcp_listen(c.listen);
   if (!fd.ok()) return fd.status();
   s->listen_fd_ = *fd;
   s->listening_ = socket_local(*fd);
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  s->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->epoll_fd_ < 0 || s->notify_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno)));
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // nullptr marks the listening socket
-  epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->listen_fd_, &ev);
-  s->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->listen_fd_, &ev) != 0) {
+    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  }
   ev.data.ptr = &s->notify_fd_;  // marks the worker's eventfd
-  epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->notify_fd_, &ev);
+  if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->notify_fd_, &ev) != 0) {
+    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  }
   worker->notify_fd = s->notify_fd_;
   return s;
 }
 
 ServeControl::ServeControl(const ServeControlConfig& c, dataplane::ServeLink* worker,
-                           ring::RingFile info)
-    : config_(c), worker_(worker), info_(std::move(info)) {
+                           ring::RingFile info, ring::RawReader reader)
+    : config_(c), worker_(worker), info_(std::move(info)), reader_(std::move(reader)),
+      limits_(mirror_limits()) {
   // A TCP frame must hold the largest record the ring can carry.
   const uint64_t largest = info_.blob() ? ring::max_blob_bytes(info_.header().arena_size)
                                         : info_.slot_size();
   frame_buf_.resize(std::max<size_t>(c.tcp_frame_bytes,
                                      proto::kFrameHeaderBytes + proto::kBlobRecordHeader + largest));
-}
-
-void ServeControl::send_oversized() {
-  uint64_t seq;
-  while (worker_->oversized.try_pop(&seq)) {
-    if (!oversized_reader_ || oversized_reader_->cursor() > seq) {
-      auto file = ring::RingFile::open(info_.path());
-      if (!file.ok()) return;
-      auto r = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(seq));
-      if (!r.ok()) return;
-      oversized_reader_.emplace(std::move(*r));
-    }
-    ring::RawReader& rd = *oversized_reader_;
-    uint32_t len = 0;
-    ring::ReadResult r;
-    do {
-      r = rd.next(&len);
-    } while (r.ok && r.seq < seq);
-    if (!r.ok || r.seq != seq) continue;  // overwritten already: mirrors NAK, get a GAP
-    dataplane::DataFramer framer(rd.fixed_size(), 0);
-    framer.begin(frame_buf_.data(), frame_buf_.size());
-    if (!framer.add(seq, rd.record(), len)) continue;  // cannot happen: sized for the ring
-    const size_t n = framer.finish();
-    for (auto& m : mirrors_) {
-      if (m->streaming && !m->tcp_reader) m->conn.send(proto::ConstBytes(frame_buf_.data(), n));
-    }
-    ++stats_.oversized;
-  }
+  mirrors_.reserve(c.max_connections);
 }
 
 ServeControl::~ServeControl() {
@@ -97,22 +145,42 @@ ServeControl::~ServeControl() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-bool ServeControl::has_tcp_mirrors() const {
-  return std::any_of(mirrors_.begin(), mirrors_.end(),
-                     [](const auto& m) { return m->tcp_reader.has_value(); });
+void ServeControl::note(const char* reason, const std::string& line) {
+  if (!config_.log) return;
+  const uint64_t now = monotonic_ns();
+  for (auto& [r, at] : last_log_ns_) {
+    if (r != reason) continue;
+    if (now - at < 1'000'000'000) return;  // at most one line a second per reason; counters have all
+    at = now;
+    config_.log(line);
+    return;
+  }
+  last_log_ns_.emplace_back(reason, now);
+  config_.log(line);
 }
 
-void ServeControl::accept_all() {
-  for (;;) {
+void ServeControl::accept_all(uint64_t now_ns) {
+  for (int i = 0; i < 64; ++i) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    auto m = std::make_unique<Mirror>(fd);
+    ++stats_.accepted;
+    if (mirrors_.size() >= config_.max_connections) {
+      // Over the cap: say so (best effort, the socket's buffer takes it) and close.
+      ++stats_.conn_cap;
+      std::byte buf[64];
+      const std::string text = absl::StrCat("the source takes at most ", config_.max_connections, " connections");
+      const size_t n = proto::encode_refuse(proto::Refuse{RefuseReason::kBusy, text}, buf);
+      (void)!::send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      close(fd);
+      note("busy", absl::StrCat("refused a connection: ", config_.max_connections, " already (--max-connections)"));
+      continue;
+    }
+    auto m = std::make_unique<Mirror>(fd, now_ns);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = m.get();
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) continue;  // m closes fd
     mirrors_.push_back(std::move(m));
-    ++stats_.accepted;
   }
 }
 
@@ -120,21 +188,104 @@ void ServeControl::drop(size_t index) {
   Mirror& m = *mirrors_[index];
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, m.conn.fd(), nullptr);
   if (m.token != 0) {
-    // Best effort: if the queue is full the token simply stays allowed.
+    // Best effort: if the queue is full the token stays allowed, still
+    // bound to this mirror's address.
     (void)worker_->commands.try_push(
         dataplane::ServeCommand{dataplane::ServeCommand::Kind::kForgetToken, m.token});
   }
+  if (m.state == Mirror::State::kStreaming && stats_.mirrors > 0) --stats_.mirrors;
   mirrors_.erase(mirrors_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
-bool ServeControl::on_hello(Mirror& m, const Frame& f) {
-  proto::Hello hello;
-  if (proto::decode_hello(f, &hello) != proto::DecodeError::kOk) return false;
+void ServeControl::refuse(Mirror& m, RefuseReason why, const std::string& text) {
+  if (m.state == Mirror::State::kStreaming && stats_.mirrors > 0) --stats_.mirrors;
+  std::byte buf[proto::kFrameHeaderBytes + 4 + proto::kMaxRefuseText];
+  m.conn.send(proto::ConstBytes(buf, proto::encode_refuse(proto::Refuse{why, text}, buf)));
+  m.state = Mirror::State::kClosing;
+  m.closing_ns = monotonic_ns();
+  m.repairs.clear();
+  m.tcp_mode = false;
+}
+
+uint64_t ServeControl::position(const Mirror& m) const {
+  if (m.tcp_mode) return m.tcp_cursor;
+  // Acquire: pairs with the worker's release store after each send.
+  return worker_->stats.next_to_send.load(std::memory_order_acquire);
+}
+
+void ServeControl::send_position(Mirror& m) {
+  std::byte hb[proto::kFrameHeaderBytes];
+  proto::encode_heartbeat(position(m), 0, hb);
+  m.conn.send(hb);
+}
+
+bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) {
+  const proto::DecodeError e = proto::decode_hello(f, &m.hello);
+  if (e != proto::DecodeError::kOk) {
+    ++stats_.bad_hello;
+    note("hello", absl::StrCat("refused ", dataplane::to_string(m.peer), ": malformed HELLO (",
+                               proto::decode_error_name(e), ")"));
+    refuse(m, e == proto::DecodeError::kBadVersion ? RefuseReason::kVersion : RefuseReason::kMalformedHello,
+           e == proto::DecodeError::kBadVersion ? "protocol version 0 does not exist; this source speaks 1"
+                                                : "malformed HELLO");
+    return true;
+  }
   const ring::RingHeader& h = info_.header();
-  if (hello.expected_schema != 0 && hello.expected_schema != h.schema_signature) return false;
+  if (m.hello.expected_schema != 0 && m.hello.expected_schema != h.schema_signature) {
+    ++stats_.bad_hello;
+    refuse(m, RefuseReason::kSchema,
+           absl::StrCat("the ring's schema signature is 0x", absl::Hex(h.schema_signature),
+                        ", the mirror expects 0x", absl::Hex(m.hello.expected_schema)));
+    return true;
+  }
+  m.hello_bytes.assign(bytes.begin(), bytes.end());
+  if (!config_.psk) return start_streaming(m);
+  if ((m.hello.flags & proto::kHelloAuth) == 0) {
+    ++stats_.unauthenticated;
+    note("unauthenticated", absl::StrCat("refused ", dataplane::to_string(m.peer),
+                                         ": not authenticated (this source has --psk-file; so must the mirror)"));
+    refuse(m, RefuseReason::kAuthRequired,
+           "this source requires authentication: run the mirror with --psk-file (the same key)");
+    return true;
+  }
+  // Step 1: prove we hold the key, over exactly the HELLO we got.
+  proto::Auth a;
+  a.step = proto::AuthStep::kSourceProof;
+  m.source_nonce = random_nonce();
+  a.nonce = m.source_nonce;
+  a.salt = config_.salt;
+  a.proof = source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt);
+  m.auth_bytes.resize(proto::kFrameHeaderBytes + proto::kAuthSourceBody);
+  m.auth_bytes.resize(proto::encode_auth(a, m.auth_bytes));
+  m.conn.send(m.auth_bytes);
+  m.state = Mirror::State::kAuth;
+  return true;
+}
+
+bool ServeControl::on_auth(Mirror& m, const Frame& f) {
+  proto::Auth a;
+  if (proto::decode_auth(f, &a) != proto::DecodeError::kOk || a.step != proto::AuthStep::kMirrorProof ||
+      !proofs_equal(a.proof, mirror_proof(*config_.psk, m.hello_bytes, m.auth_bytes))) {
+    ++stats_.bad_auth;
+    note("bad-auth", absl::StrCat("refused ", dataplane::to_string(m.peer),
+                                  ": authentication failed (another key?)"));
+    refuse(m, RefuseReason::kAuthFailed, "authentication failed: the mirror's key is not this source's");
+    return true;
+  }
+  m.authenticated = true;
+  return start_streaming(m);
+}
+
+bool ServeControl::start_streaming(Mirror& m) {
+  const ring::RingHeader& h = info_.header();
+  const proto::Hello& hello = m.hello;
+  // Acquire: pairs with the ring writer's release of write_seq.
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
   const uint64_t oldest = ws > h.capacity ? ws - h.capacity : 0;
   const uint64_t sending = worker_->stats.next_to_send.load(std::memory_order_acquire);
+  // Flag precedence: TCP-only wins; then unicast if asked for (or if it is
+  // all the source offers); else multicast; a source with neither UDP path
+  // streams over TCP.
   const bool tcp_mode = (hello.flags & proto::kHelloTcpOnly) != 0 ||
                         (!config_.multicast && config_.unicast_port == 0);
   const bool unicast = !tcp_mode && config_.unicast_port != 0 &&
@@ -151,48 +302,58 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f) {
     first = std::min(hello.first_wanted, ws);
   }
 
-  std::vector<std::byte> buf(128);
+  std::byte buf[128];
   const proto::Geometry g = geometry_of(h, first);
-  if (!m.conn.send(proto::ConstBytes(buf.data(), proto::encode_geometry(g, buf)))) return false;
+  m.conn.send(proto::ConstBytes(buf, proto::encode_geometry(g, buf)));
 
   proto::Multicast mc;
   mc.mtu = config_.mtu;
   mc.ttl = config_.ttl;
   mc.session = config_.session;
+  mc.data_ip = config_.data_ip;
+  if ((hello.flags & proto::kHelloMultiNak) != 0) mc.features |= proto::kFeatureMultiNak;
+  if ((hello.flags & proto::kHelloHealth) != 0) mc.features |= proto::kFeatureHealth;
+  if (config_.psk) mc.features |= proto::kFeatureMac;
+  m.features = mc.features;
   m.udp = !tcp_mode;
+  m.tcp_mode = tcp_mode;
   if (tcp_mode) {
     mc.port = 0;
+    mc.data_ip = 0;
+    m.tcp_cursor = first;
   } else if (unicast) {
     m.token = random_token();
-    if (!worker_->commands.try_push(
-            dataplane::ServeCommand{dataplane::ServeCommand::Kind::kAllowToken, m.token})) {
-      return false;
+    dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kAllowToken, m.token};
+    c.peer_ip = m.peer.ip;
+    if (config_.psk) {
+      c.keyed = true;
+      c.punch_key = punch_key(*config_.psk, hello.nonce, m.source_nonce);
+    }
+    if (!worker_->commands.try_push(c)) {
+      m.token = 0;
+      refuse(m, RefuseReason::kBusy, "the source's worker is busy: try again");
+      return true;
     }
     mc.port = config_.unicast_port;
     mc.token = m.token;
-    mc.data_ip = config_.data_ip;
   } else {
+    m.multicast = true;
     mc.group = config_.multicast->ip;
     mc.port = config_.multicast->port;
   }
   // Group 0 and port 0: DATA comes on this connection (TCP mode).
-  const size_t n = proto::encode_multicast(mc, buf);
-  if (!m.conn.send(proto::ConstBytes(buf.data(), n))) return false;
-  if (tcp_mode) {
-    auto r = ring::RawReader::attach(*ring::RingFile::open(info_.path()), ring::StartPosition::at(first));
-    if (!r.ok()) return false;
-    m.tcp_reader.emplace(std::move(*r));
-  }
-  m.streaming = true;
+  m.conn.send(proto::ConstBytes(buf, proto::encode_multicast(mc, buf)));
+  m.tokens_seq = sending;
+  m.state = Mirror::State::kStreaming;
   ++stats_.mirrors;
   return true;
 }
 
-uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t first,
-                                  uint64_t last, uint64_t max_records) {
+uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint64_t max_records,
+                                  uint64_t* records) {
   // Frames are packed to tcp_frame_bytes; a record larger than that gets a
   // frame of its own, up to the largest record the ring can hold.
-  dataplane::DataFramer framer(reader.fixed_size(), 0);
+  dataplane::DataFramer framer(reader_.fixed_size(), 0);
   framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
   uint64_t want = first;
   uint64_t sent = 0;
@@ -207,22 +368,29 @@ uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t f
     m.conn.send(g);
     ++stats_.gaps;
   };
+  reader_.seek(first);
   while (want <= last && sent < max_records) {
     uint32_t len = 0;
-    const ring::ReadResult r = reader.next(&len);
+    const ring::ReadResult r = reader_.next(&len);
     if (!r.ok) {
       // Nothing more (yet). If the reader was lapped on the way, everything
       // from `want` is gone: say where the stream resumes.
-      if (r.lost != 0 || reader.cursor() > want) gap(reader.cursor());
+      if (r.lost != 0 || reader_.cursor() > want) {
+        gap(reader_.cursor());
+        want = reader_.cursor();
+      }
       break;
     }
     if (r.seq != want) gap(r.seq);  // lapped, or a hole in a sparse (hub) ring
-    if (r.seq > last) break;
-    if (!framer.add(r.seq, reader.record(), len)) {
+    if (r.seq > last) {
+      want = r.seq;
+      break;
+    }
+    if (!framer.add(r.seq, reader_.record(), len)) {
       flush();
-      if (!framer.add(r.seq, reader.record(), len)) {
+      if (!framer.add(r.seq, reader_.record(), len)) {
         framer.begin(frame_buf_.data(), frame_buf_.size());
-        framer.add(r.seq, reader.record(), len);
+        framer.add(r.seq, reader_.record(), len);
         flush();
       }
     }
@@ -230,55 +398,238 @@ uint64_t ServeControl::send_range(Mirror& m, ring::RawReader& reader, uint64_t f
     ++sent;
   }
   flush();
-  return sent;
+  *records = sent;
+  return want;
 }
 
-bool ServeControl::on_nak(Mirror& m, const proto::Nak& nak) {
-  ++stats_.naks;
-  const bool repeat = nak.first == m.last_nak_first;
-  m.last_nak_first = nak.first;
-  if (m.udp && !repeat && nak.last >= nak.first && nak.last - nak.first < config_.udp_repair_max) {
-    const ring::RingHeader& h = info_.header();
-    const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
-    const uint64_t oldest = ws > h.capacity ? ws - h.capacity : 0;
-    // Only what the ring still holds, with room to spare before it laps.
-    if ((ws <= h.capacity || nak.first >= oldest + h.capacity / 8) && nak.last < ws &&
-        worker_->commands.try_push(dataplane::ServeCommand{dataplane::ServeCommand::Kind::kRepair, m.token,
-                                                           nak.first, nak.last})) {
-      ++stats_.udp_repairs;
+void ServeControl::send_big_records() {
+  uint64_t seq;
+  while (worker_->oversized.try_pop(&seq)) {
+    reader_.seek(seq);
+    uint32_t len = 0;
+    const ring::ReadResult r = reader_.next(&len);
+    if (!r.ok || r.seq != seq) continue;  // overwritten already: mirrors NAK, get a GAP
+    dataplane::DataFramer framer(reader_.fixed_size(), 0);
+    framer.begin(frame_buf_.data(), frame_buf_.size());
+    if (!framer.add(seq, reader_.record(), len)) continue;  // cannot happen: sized for the ring
+    const size_t n = framer.finish();
+    for (auto& m : mirrors_) {
+      if (m->state == Mirror::State::kStreaming && m->udp) m->conn.send(proto::ConstBytes(frame_buf_.data(), n));
     }
+    ++stats_.big_records;
   }
-  // And over TCP, always: the datagram is a second, independent path, the
-  // connection the sure one (whichever arrives second is dropped as stale).
-  // A lost repair datagram alone would hold the hole, and every record
-  // behind it, until the NAK repeats (20 ms).
-  auto file = ring::RingFile::open(info_.path());
-  if (!file.ok()) return false;
-  auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(nak.first));
-  if (!reader.ok()) return false;
-  const uint64_t last = std::min<uint64_t>(nak.last, nak.first + 65535);
-  stats_.nak_records += send_range(m, *reader, nak.first, last, UINT64_MAX);
+}
+
+void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_ns) {
+  ++stats_.naks;
+  stats_.nak_ranges += nak.count;
+  const ring::RingHeader& h = info_.header();
+  const uint64_t ws = h.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+  const uint64_t oldest = ws > h.capacity ? ws - h.capacity : 0;
+  const uint64_t pos = position(m);
+  // The UDP repair budget: what one mirror may have re-sent by datagram,
+  // refilled by half of what the stream carried plus 100 k records/s, so a
+  // NAK flood costs the source at most that (the rest goes over that
+  // mirror's own TCP connection, at the pace it reads).
+  const uint64_t cap = std::max<uint64_t>(4 * uint64_t{config_.udp_repair_max}, 65536);
+  if (m.tokens_ns == 0) {
+    m.repair_tokens = cap;
+  } else {
+    m.repair_tokens += (now_ns - m.tokens_ns) / 10'000 + (pos > m.tokens_seq ? (pos - m.tokens_seq) / 2 : 0);
+  }
+  m.repair_tokens = std::min(m.repair_tokens, cap);
+  m.tokens_ns = now_ns;
+  m.tokens_seq = pos;
+  RecentRepairs& recent = m.multicast ? group_repairs_ : m.recent;
+  bool beyond = false;
+  for (uint32_t i = 0; i < nak.count; ++i) {
+    proto::Nak r = nak.ranges[i];
+    // What was never sent is not a loss: it is still coming (or the NAK
+    // was provoked by a forged heartbeat). Answer with where we are.
+    if (r.last >= pos) {
+      beyond = true;
+      if (r.first >= pos) continue;
+      r.last = pos - 1;
+    }
+    if (m.repairs.covered(r)) continue;  // already being answered over TCP
+    bool by_udp = m.udp && config_.udp_repair_max != 0 && range_size(r) <= config_.udp_repair_max;
+    if (by_udp) {
+      const uint64_t young = recent.youngest_overlap(r, now_ns, config_.udp_repair_memory_ns);
+      if (young != 0 && m.multicast && now_ns - young < config_.udp_repair_grace_ns) {
+        ++stats_.nak_shared;  // another mirror's group repair is on its way to this one too
+        continue;
+      }
+      by_udp = young == 0;  // a NAK for a range repaired by UDP already: that datagram was lost
+    }
+    // Only what the ring still holds, with room to spare before it laps.
+    if (by_udp && (ws <= h.capacity || r.first >= oldest + h.capacity / 8) && r.last < ws &&
+        m.repair_tokens >= range_size(r)) {
+      dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kRepair, m.multicast ? 0 : m.token, r.first, r.last};
+      if (worker_->commands.try_push(c)) {
+        m.repair_tokens -= range_size(r);
+        recent.remember(r, now_ns);
+        ++stats_.udp_repairs;
+        stats_.udp_repair_records += range_size(r);
+        continue;
+      }
+    }
+    if (!m.repairs.add(r)) ++stats_.nak_dropped;
+  }
+  if (beyond) send_position(m);
+}
+
+void ServeControl::on_health(Mirror& m, const proto::Health& h) {
+  m.has_health = true;
+  m.health = h;
+  send_position(m);
+  const ring::RingHeader& rh = info_.header();
+  const uint64_t ws = rh.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+  const uint64_t lag = ws > h.next_seq ? ws - h.next_seq : 0;
+  const double share = static_cast<double>(lag) / static_cast<double>(rh.capacity);
+  if (!m.slow && share > config_.slow_mirror_share) {
+    m.slow = true;
+    ++stats_.slow_warnings;
+    note("slow", absl::StrCat("WARNING: mirror ", dataplane::to_string(m.peer), " is slow: ", lag,
+                              " records behind, ", static_cast<int>(share * 100), "% of the ring's ",
+                              rh.capacity, " (it loses records to a GAP at 100%)"));
+  } else if (m.slow && share < config_.slow_mirror_share / 2) {
+    m.slow = false;
+    note("recovered", absl::StrCat("mirror ", dataplane::to_string(m.peer), " caught up: ", lag, " records behind"));
+  }
+}
+
+bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, uint64_t now_ns) {
+  const FrameKind k = f.header.kind;
+  switch (m.state) {
+    case Mirror::State::kHello:
+      if (k != FrameKind::kHello) {
+        ++stats_.wrong_kind;
+        refuse(m, RefuseReason::kProtocol, absl::StrCat("expected HELLO, got ", proto::frame_kind_name(k)));
+        return true;
+      }
+      return on_hello(m, f, bytes);
+    case Mirror::State::kAuth:
+      if (k != FrameKind::kAuth) {
+        ++stats_.wrong_kind;
+        refuse(m, RefuseReason::kProtocol, absl::StrCat("expected AUTH, got ", proto::frame_kind_name(k)));
+        return true;
+      }
+      return on_auth(m, f);
+    case Mirror::State::kClosing:
+      return true;
+    case Mirror::State::kStreaming:
+      break;
+  }
+  if (k == FrameKind::kNak) {
+    proto::NakRanges nak;
+    if (proto::decode_nak_ranges(f, &nak) != proto::DecodeError::kOk) {
+      ++stats_.malformed;
+      return true;
+    }
+    on_nak(m, nak, now_ns);
+  } else if (k == FrameKind::kHealth) {
+    proto::Health h;
+    if (proto::decode_health(f, &h) != proto::DecodeError::kOk) {
+      ++stats_.malformed;
+      return true;
+    }
+    on_health(m, h);
+  } else if (proto::known_kind(k)) {
+    ++stats_.wrong_kind;  // a kind a mirror never sends (or a second HELLO): ignored
+  }
+  // Kinds above kMaxFrameKind: a newer mirror's extension, skipped.
   return true;
 }
 
-bool ServeControl::on_readable(Mirror& m) {
-  if (!m.conn.read_available()) return false;
+bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
+  if (!m.conn.read_available(256u << 10)) return false;
+  // Bounded work per event: what one read brought (at most 256 KiB).
   for (;;) {
     Frame f;
     size_t size = 0;
-    const TcpConn::Next next = m.conn.next_frame(&f, &size);
+    const TcpConn::Next next = m.conn.next_frame(&f, &size, limits_);
     if (next == TcpConn::Next::kNeedMore) return true;
-    if (next == TcpConn::Next::kMalformed) return false;
-    bool ok = true;
-    if (!m.streaming) {
-      ok = f.header.kind == FrameKind::kHello && on_hello(m, f);
-    } else if (f.header.kind == FrameKind::kNak) {
-      proto::Nak nak;
-      ok = proto::decode_nak(f, &nak) == proto::DecodeError::kOk && on_nak(m, nak);
+    if (m.state == Mirror::State::kClosing) {
+      m.conn.consume(m.conn.buffered());  // discard: nothing it says matters now
+      return true;
     }
-    // Other frames from a mirror are ignored (a newer mirror's extensions).
+    if (next == TcpConn::Next::kMalformed || next == TcpConn::Next::kOversized) {
+      ++(next == TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);
+      note("malformed", absl::StrCat("closed ", dataplane::to_string(m.peer), ": ",
+                                     next == TcpConn::Next::kMalformed ? "malformed frame"
+                                                                       : "a frame longer than its kind allows"));
+      refuse(m, RefuseReason::kProtocol, next == TcpConn::Next::kMalformed
+                                             ? "malformed frame"
+                                             : "a frame longer than its kind allows");
+      return true;
+    }
+    m.last_rx_ns = now_ns;
+    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, size);
+    const bool ok = on_frame(m, f, bytes, now_ns);
     m.conn.consume(size);
     if (!ok) return false;
+  }
+}
+
+bool ServeControl::serve_one(Mirror& m) {
+  if (m.state != Mirror::State::kStreaming) return false;
+  uint64_t budget = config_.tcp_chunk_records;
+  while (budget != 0 && !m.repairs.empty() && m.conn.pending() < config_.out_watermark_bytes) {
+    const proto::Nak r = m.repairs.front();
+    uint64_t n = 0;
+    const uint64_t next = send_range(m, r.first, r.last, budget, &n);
+    stats_.nak_records += n;
+    budget -= std::min(budget, n);
+    if (next <= r.first && n == 0) {
+      m.repairs.advance(r.last == UINT64_MAX ? r.last : r.last + 1);  // nothing there to send: done
+    } else {
+      m.repairs.advance(next);
+    }
+  }
+  bool more = !m.repairs.empty();
+  if (m.tcp_mode && budget != 0 && m.conn.pending() < config_.out_watermark_bytes) {
+    uint64_t n = 0;
+    m.tcp_cursor = send_range(m, m.tcp_cursor, UINT64_MAX, budget, &n);
+    stats_.tcp_records += n;
+    more |= n == budget;
+  }
+  return more && m.conn.pending() < config_.out_watermark_bytes;
+}
+
+void ServeControl::check_deadlines(uint64_t now_ns) {
+  for (auto& p : mirrors_) {
+    Mirror& m = *p;
+    const bool handshaking = m.state == Mirror::State::kHello || m.state == Mirror::State::kAuth;
+    if (handshaking && now_ns - m.accepted_ns > config_.handshake_timeout_ns) {
+      ++stats_.handshake_timeouts;
+      note("handshake", absl::StrCat("closed ", dataplane::to_string(m.peer), ": no complete HELLO within ",
+                                     config_.handshake_timeout_ns / 1'000'000, " ms"));
+      refuse(m, RefuseReason::kHandshakeTimeout, "no complete handshake in time");
+      continue;
+    }
+    if (m.state == Mirror::State::kStreaming && (m.hello.flags & proto::kHelloHealth) != 0 &&
+        now_ns - m.last_rx_ns > config_.peer_timeout_ns) {
+      ++stats_.peer_timeouts;
+      note("silent", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": silent for ",
+                                  (now_ns - m.last_rx_ns) / 1'000'000, " ms"));
+      m.dead = true;
+      continue;
+    }
+    if (m.state == Mirror::State::kClosing && now_ns - m.closing_ns > 1'000'000'000) {
+      m.dead = true;
+      continue;
+    }
+    // A connection with output waiting that took nothing for stall_timeout
+    // has stopped reading.
+    if (m.conn.pending() == 0 || m.conn.written() != m.stall_written) {
+      m.stall_written = m.conn.written();
+      m.stall_since_ns = now_ns;
+    } else if (now_ns - m.stall_since_ns > config_.stall_timeout_ns) {
+      ++stats_.slow_cut;
+      note("stalled", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": read nothing for ",
+                                   (now_ns - m.stall_since_ns) / 1'000'000, " ms"));
+      m.dead = true;
+    }
   }
 }
 
@@ -287,9 +638,10 @@ bool ServeControl::poll(uint64_t timeout_us) {
   const timespec timeout{static_cast<time_t>(timeout_us / 1'000'000),
                          static_cast<long>(timeout_us % 1'000'000) * 1000};
   const int n = epoll_pwait2(epoll_fd_, events, 64, &timeout, nullptr);
+  const uint64_t now = monotonic_ns();
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {
-      accept_all();
+      accept_all(now);
       continue;
     }
     if (events[i].data.ptr == &notify_fd_) {
@@ -300,33 +652,75 @@ bool ServeControl::poll(uint64_t timeout_us) {
     auto* m = static_cast<Mirror*>(events[i].data.ptr);
     const auto it = std::find_if(mirrors_.begin(), mirrors_.end(),
                                  [&](const auto& p) { return p.get() == m; });
-    if (it == mirrors_.end()) continue;
-    const bool was_streaming = m->streaming;
-    if (!on_readable(*m)) {
-      if (!was_streaming && !m->streaming) ++stats_.refused;
-      if (m->streaming && stats_.mirrors > 0) --stats_.mirrors;
-      drop(static_cast<size_t>(it - mirrors_.begin()));
-    }
+    if (it == mirrors_.end() || m->dead) continue;
+    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !on_readable(*m, now)) m->dead = true;
   }
-  send_oversized();
+  send_big_records();
+  // Answers, round-robin: each mirror gets one turn (a chunk) per pass.
   bool more = false;
+  const size_t count = mirrors_.size();
+  for (size_t k = 0; k < count; ++k) {
+    Mirror& m = *mirrors_[(rr_next_ + k) % count];
+    if (!m.dead) more |= serve_one(m);
+  }
+  if (count != 0) rr_next_ = (rr_next_ + 1) % count;
+  if (now >= next_deadline_check_ns_) {
+    check_deadlines(now);
+    next_deadline_check_ns_ = now + 100'000'000;
+  }
   for (size_t i = 0; i < mirrors_.size();) {
     Mirror& m = *mirrors_[i];
-    if (m.tcp_reader && m.conn.pending() < config_.max_backlog_bytes / 2) {
-      const uint64_t sent = send_range(m, *m.tcp_reader, m.tcp_reader->cursor(), UINT64_MAX,
-                                       config_.tcp_records_per_poll);
-      stats_.tcp_records += sent;
-      more |= sent == config_.tcp_records_per_poll;
+    if (!m.dead && !m.conn.flush()) m.dead = true;
+    if (!m.dead && m.conn.pending() > config_.max_backlog_bytes) {
+      ++stats_.slow_cut;
+      note("backlog", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": over ",
+                                   config_.max_backlog_bytes >> 20, " MiB behind"));
+      m.dead = true;
     }
-    if (!m.conn.flush() || m.conn.pending() > config_.max_backlog_bytes) {
-      if (m.conn.pending() > config_.max_backlog_bytes) ++stats_.dropped_slow;
-      if (m.streaming && stats_.mirrors > 0) --stats_.mirrors;
+    if (!m.dead && m.state == Mirror::State::kClosing && m.conn.pending() == 0) m.dead = true;
+    if (m.dead) {
       drop(i);
       continue;
+    }
+    // Wake for writability only while output waits.
+    const bool want_out = m.conn.pending() != 0;
+    if (want_out != m.want_out) {
+      epoll_event ev{};
+      ev.events = want_out ? EPOLLIN | EPOLLOUT : EPOLLIN;
+      ev.data.ptr = &m;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, m.conn.fd(), &ev) == 0) m.want_out = want_out;
     }
     ++i;
   }
   return more;
+}
+
+bool ServeControl::has_tcp_mirrors() const {
+  return std::any_of(mirrors_.begin(), mirrors_.end(), [](const auto& m) {
+    return m->tcp_mode && m->state == Mirror::State::kStreaming;
+  });
+}
+
+std::vector<MirrorView> ServeControl::mirrors() const {
+  std::vector<MirrorView> out;
+  const ring::RingHeader& h = info_.header();
+  const uint64_t ws = h.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+  for (const auto& p : mirrors_) {
+    const Mirror& m = *p;
+    if (m.state != Mirror::State::kStreaming) continue;
+    MirrorView v;
+    v.peer = m.peer;
+    v.mode = m.tcp_mode ? "tcp" : m.multicast ? "multicast" : "unicast";
+    v.authenticated = m.authenticated;
+    v.has_health = m.has_health;
+    v.health = m.health;
+    const uint64_t at = m.has_health ? m.health.next_seq : m.tcp_mode ? m.tcp_cursor : ws;
+    v.lag = ws > at ? ws - at : 0;
+    v.slow = m.slow;
+    v.repairs_queued = m.repairs.size();
+    out.push_back(v);
+  }
+  return out;
 }
 
 }  // namespace ringfire::control

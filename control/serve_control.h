@@ -1,19 +1,33 @@
 // serve_control.h — the source side's control thread: owns the listening
-// socket and every mirror's TCP connection (epoll). Answers HELLO with
-// GEOMETRY and MULTICAST (group or unicast port, MTU, TTL, session byte, a
-// fresh token registered with the worker), serves NAKs from the ring over
-// TCP (DATA for what it holds, GAP for what it no longer does; optionally a
-// small one through the worker by UDP as well), and streams DATA on
-// the connection to mirrors that asked for TCP. Talks to the serve worker
-// only through its command queue and counters; never touches a datagram.
+// socket and every mirror's TCP connection (epoll). Answers HELLO (after the
+// PSK challenge/response when the source has a key) with GEOMETRY and
+// MULTICAST (group or unicast port, MTU, TTL, session byte, the features it
+// grants, a fresh token registered with the worker for this connection's
+// address), or with a REFUSE that says why. Serves NAKs: a small one from a
+// UDP mirror through the worker by UDP, a repeat or a large one over TCP
+// (DATA for what the ring holds, GAP for what it no longer does), each
+// range once. Answers HEALTH with its position (a TCP HEARTBEAT) and keeps
+// each mirror's health, warning when one falls too far behind. Streams
+// DATA on the connection to mirrors that asked for TCP.
+//
+// Bounded against any peer: a connection cap, a handshake deadline, a
+// largest body per frame kind, a bounded NAK queue per mirror answered a
+// chunk at a time only while its connection drains (round-robin across
+// mirrors), a cut for a peer that stops reading or falls silent. Every
+// refusal is counted by reason. Talks to the serve worker only through its
+// command queue and counters; never touches a datagram.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "control/auth.h"
+#include "control/recent_repairs.h"
+#include "control/repair_queue.h"
 #include "control/tcp_conn.h"
 #include "dataplane/serve_worker.h"
 #include "ring/raw_reader.h"
@@ -22,34 +36,76 @@ namespace ringfire::control {
 
 struct ServeControlConfig {
   dataplane::Endpoint listen;
-  std::string ring;                             // name or path of the served ring
+  std::string ring;                              // name or path of the served ring
   std::optional<dataplane::Endpoint> multicast;  // group:port announced to mirrors
   uint16_t unicast_port = 0;                     // the worker's UDP port for PUNCH (0: none)
-  uint32_t data_ip = 0;                          // the worker's address (0: as the TCP listener)
+  uint32_t data_ip = 0;                          // where the worker's datagrams come from
   uint16_t mtu = 1472;
   uint8_t ttl = 1;
   uint8_t session = 1;
+  std::optional<Psk> psk;  // set: mirrors must authenticate (and salt keys the datagrams)
+  Nonce salt{};
   size_t tcp_frame_bytes = 64u << 10;
-  size_t max_backlog_bytes = 64u << 20;  // a mirror further behind is dropped
-  uint32_t tcp_records_per_poll = 4096;
-  // A NAK of at most this many records from a UDP mirror is also repaired
+  uint32_t tcp_chunk_records = 1024;  // records per turn of one mirror's TCP answers
+  size_t out_watermark_bytes = 256u << 10;  // produce more only below this
+  size_t max_backlog_bytes = 64u << 20;     // a mirror further behind is cut
+  uint32_t max_connections = 256;
+  uint64_t handshake_timeout_ns = 5'000'000'000;
+  uint64_t peer_timeout_ns = 5'000'000'000;   // a HEALTH-sending mirror silent this long is gone
+  uint64_t stall_timeout_ns = 10'000'000'000; // a connection that takes nothing this long is cut
+  // A NAK of at most this many records from a UDP mirror is repaired
   // through the data plane: the worker re-sends the range from the ring by
-  // UDP, beside the TCP answer (whichever arrives second is stale). Not for
-  // a repeated NAK, nor for what the ring is about to overwrite. 0: TCP only.
+  // UDP. A repeat of it comes over TCP. 0: TCP only.
   uint32_t udp_repair_max = 1024;
+  uint64_t udp_repair_grace_ns = 500'000;   // group: another mirror's repair may still be on its way
+  uint64_t udp_repair_memory_ns = 1'000'000'000;
+  double slow_mirror_share = 0.5;           // warn when a mirror lags by this share of the ring
+  // log receives one line per event an operator should see (refusals,
+  // slow mirrors; rate-limited per reason).
+  std::function<void(const std::string&)> log;
 };
 
 struct ServeControlStats {
-  uint64_t mirrors = 0;
+  uint64_t mirrors = 0;     // streaming now
   uint64_t accepted = 0;
-  uint64_t refused = 0;      // bad HELLO, schema mismatch, malformed frames
-  uint64_t dropped_slow = 0;
   uint64_t naks = 0;
-  uint64_t nak_records = 0;  // records retransmitted
-  uint64_t udp_repairs = 0;  // NAKs handed to the worker to repair by UDP
+  uint64_t nak_ranges = 0;
+  uint64_t nak_records = 0;     // records retransmitted over TCP
+  uint64_t nak_shared = 0;      // ranges another mirror's group repair was already bringing
+  uint64_t udp_repairs = 0;     // ranges handed to the worker to repair by UDP
+  uint64_t udp_repair_records = 0;
   uint64_t gaps = 0;
-  uint64_t tcp_records = 0;  // records streamed to TCP-mode mirrors
-  uint64_t oversized = 0;    // records too large for a datagram, sent over TCP
+  uint64_t tcp_records = 0;     // records streamed to TCP-mode mirrors
+  uint64_t big_records = 0;     // records too large for a datagram, sent over TCP
+  uint64_t slow_warnings = 0;
+  // Refusals and cuts, by reason.
+  uint64_t conn_cap = 0;            // over max_connections
+  uint64_t handshake_timeouts = 0;  // no (complete) HELLO in time
+  uint64_t malformed = 0;           // a frame that does not decode
+  uint64_t oversized = 0;           // a declared length over its kind's bound
+  uint64_t wrong_kind = 0;          // a frame a mirror never sends, or out of turn
+  uint64_t bad_hello = 0;           // malformed HELLO, version, schema
+  uint64_t unauthenticated = 0;     // no authentication where the source requires it
+  uint64_t bad_auth = 0;            // a wrong proof
+  uint64_t nak_dropped = 0;         // NAK ranges refused: that mirror's queue was full
+  uint64_t slow_cut = 0;            // stopped reading, or too far behind
+  uint64_t peer_timeouts = 0;       // fell silent
+  uint64_t refused() const {
+    return conn_cap + handshake_timeouts + malformed + oversized + wrong_kind + bad_hello +
+           unauthenticated + bad_auth + slow_cut + peer_timeouts;
+  }
+};
+
+// MirrorView is what the source knows of one streaming mirror.
+struct MirrorView {
+  dataplane::Endpoint peer;
+  std::string mode;          // "multicast", "unicast", "tcp"
+  bool authenticated = false;
+  bool has_health = false;
+  proto::Health health;      // the last report
+  uint64_t lag = 0;          // records behind the ring's writer (HEALTH or TCP cursor)
+  bool slow = false;
+  size_t repairs_queued = 0; // NAK ranges still to answer over TCP
 };
 
 class ServeControl {
@@ -61,48 +117,63 @@ class ServeControl {
   ~ServeControl();
 
   // poll runs one round: waits up to timeout_us for sockets, handles what
-  // is ready, and streams TCP-mode DATA. Returns whether TCP-mode mirrors
-  // still have records to send (the caller should not wait then).
+  // is ready (bounded work per connection), answers NAKs and streams
+  // TCP-mode DATA round-robin, and enforces deadlines. Returns whether
+  // answers are still waiting to be produced (the caller should not wait then).
   bool poll(uint64_t timeout_us);
+  // has_tcp_mirrors: TCP-mode mirrors follow the ring, so poll often.
   bool has_tcp_mirrors() const;
   const ServeControlStats& stats() const { return stats_; }
   dataplane::Endpoint listening() const { return listening_; }
+  std::vector<MirrorView> mirrors() const;
 
  private:
-  struct Mirror {
-    explicit Mirror(int fd) : conn(fd) {}
-    TcpConn conn;
-    bool streaming = false;      // HELLO answered
-    bool udp = false;            // DATA by multicast or unicast (not TCP mode)
-    uint64_t token = 0;
-    uint64_t last_nak_first = UINT64_MAX;  // a NAK for the same hole again: its repair was lost
-    std::optional<ring::RawReader> tcp_reader;  // TCP-mode mirrors
-  };
-  ServeControl(const ServeControlConfig& c, dataplane::ServeLink* link, ring::RingFile info);
+  struct Mirror;
+  ServeControl(const ServeControlConfig& c, dataplane::ServeLink* link, ring::RingFile info,
+               ring::RawReader reader);
 
-  void accept_all();
-  bool on_readable(Mirror& m);
-  bool on_hello(Mirror& m, const proto::Frame& f);
-  bool on_nak(Mirror& m, const proto::Nak& nak);
+  void accept_all(uint64_t now_ns);
+  bool on_readable(Mirror& m, uint64_t now_ns);
+  bool on_frame(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes, uint64_t now_ns);
+  bool on_hello(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes);
+  bool on_auth(Mirror& m, const proto::Frame& f);
+  bool start_streaming(Mirror& m);
+  void on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_ns);
+  void on_health(Mirror& m, const proto::Health& h);
+  // refuse sends REFUSE and closes the connection once it is written.
+  void refuse(Mirror& m, proto::RefuseReason why, const std::string& text);
   // send_range appends DATA frames of records first..last (inclusive) read
-  // from `reader`, and a GAP wherever the ring skipped; returns records sent.
-  uint64_t send_range(Mirror& m, ring::RawReader& reader, uint64_t first, uint64_t last,
-                      uint64_t max_records);
+  // from the shared reader, and a GAP wherever the ring skipped; at most
+  // max_records. Returns the next sequence to send.
+  uint64_t send_range(Mirror& m, uint64_t first, uint64_t last, uint64_t max_records,
+                      uint64_t* records);
+  // serve_one gives mirror m one turn of TCP answers; true if it has more.
+  bool serve_one(Mirror& m);
+  void send_position(Mirror& m);
+  void send_big_records();
+  void check_deadlines(uint64_t now_ns);
   void drop(size_t index);
-  // send_oversized sends the records the worker could not fit in a datagram
-  // to every UDP mirror's TCP connection.
-  void send_oversized();
+  uint64_t position(const Mirror& m) const;
+  void note(const char* reason, const std::string& line);
 
   ServeControlConfig config_;
   dataplane::ServeLink* worker_;
   ring::RingFile info_;
+  ring::RawReader reader_;  // shared by every answer: seek, read
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
-  int notify_fd_ = -1;  // the worker's "oversized records queued" eventfd
+  int notify_fd_ = -1;  // the worker's "records too large for a datagram" eventfd
   dataplane::Endpoint listening_;
   std::vector<std::unique_ptr<Mirror>> mirrors_;
   std::vector<std::byte> frame_buf_;
-  std::optional<ring::RawReader> oversized_reader_;
+  FrameLimits limits_;
+  RecentRepairs group_repairs_;  // repairs sent to the multicast group
+  uint64_t repair_tokens_ = 0;   // the UDP repair budget (records)
+  uint64_t budget_seen_seq_ = 0;
+  uint64_t budget_ns_ = 0;
+  size_t rr_next_ = 0;           // round-robin start
+  uint64_t next_deadline_check_ns_ = 0;
+  std::vector<std::pair<std::string, uint64_t>> last_log_ns_;
   ServeControlStats stats_;
 };
 

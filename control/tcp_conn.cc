@@ -60,7 +60,7 @@ absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms) {
   return fd;
 }
 
-TcpConn::TcpConn(int fd) : fd_(fd), in_(1 << 16) {
+TcpConn::TcpConn(int fd) : fd_(fd), in_(16u << 10) {
   const int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
@@ -69,9 +69,13 @@ TcpConn::TcpConn(int fd) : fd_(fd), in_(1 << 16) {
 TcpConn::TcpConn(TcpConn&& o) noexcept
     : fd_(std::exchange(o.fd_, -1)),
       in_(std::move(o.in_)),
+      in_off_(o.in_off_),
       in_len_(o.in_len_),
+      want_(o.want_),
       out_(std::move(o.out_)),
-      out_off_(o.out_off_) {}
+      out_off_(o.out_off_),
+      written_(o.written_),
+      received_(o.received_) {}
 
 TcpConn::~TcpConn() {
   if (fd_ >= 0) close(fd_);
@@ -93,38 +97,68 @@ Endpoint socket_local(int fd) {
   return from_sockaddr(a);
 }
 
-bool TcpConn::read_available() {
-  for (;;) {
-    if (in_.size() - in_len_ < 4096) in_.resize(in_.size() * 2);
-    const ssize_t n = ::read(fd_, in_.data() + in_len_, in_.size() - in_len_);
+void TcpConn::room() {
+  if (in_off_ == in_len_) {
+    in_off_ = in_len_ = 0;
+  } else if (in_off_ != 0 && (in_len_ == in_.size() || in_off_ > in_.size() / 2)) {
+    std::memmove(in_.data(), in_.data() + in_off_, in_len_ - in_off_);
+    in_len_ -= in_off_;
+    in_off_ = 0;
+  }
+  // Full of real bytes and the front frame needs more: double. The frame's
+  // declared size was checked against its kind's bound already, and the
+  // buffer never exceeds twice what actually arrived.
+  if (in_len_ == in_.size() && want_ > in_.size()) in_.resize(std::min(2 * in_.size(), want_ + 4096));
+}
+
+bool TcpConn::read_available(size_t budget_bytes) {
+  size_t taken = 0;
+  while (taken < budget_bytes) {
+    room();
+    if (in_len_ == in_.size()) return true;  // the caller must consume first
+    const size_t ask = std::min(in_.size() - in_len_, budget_bytes - taken);
+    const ssize_t n = ::read(fd_, in_.data() + in_len_, ask);
     if (n > 0) {
       in_len_ += static_cast<size_t>(n);
+      taken += static_cast<size_t>(n);
+      received_ += static_cast<uint64_t>(n);
       continue;
     }
     if (n == 0) return false;
     return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   }
+  return true;
 }
 
-TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size) {
-  const proto::ConstBytes in(in_.data(), in_len_);
-  const proto::DecodeError e = proto::decode_frame(in, kMaxTcpFrameBody, f);
-  if (e == proto::DecodeError::kTruncated) {
-    // Make room for the whole frame (bounded by kMaxTcpFrameBody).
-    if (in_len_ >= proto::kFrameHeaderBytes) {
-      const size_t need = proto::kFrameHeaderBytes + proto::load_le32(in_.data() + 4);
-      if (in_.size() < need + 4096) in_.resize(need + 4096);
-    }
+TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size, const FrameLimits& limits) {
+  const proto::ConstBytes in(in_.data() + in_off_, in_len_ - in_off_);
+  if (in.size() < proto::kFrameHeaderBytes) return Next::kNeedMore;
+  proto::FrameHeader h;
+  const proto::DecodeError e = proto::decode_frame_header(in, kMaxTcpFrameBody, &h);
+  if (e == proto::DecodeError::kTooLarge) return Next::kOversized;
+  if (e != proto::DecodeError::kOk) return Next::kMalformed;
+  if (h.len > limits.of(h.kind)) return Next::kOversized;
+  want_ = proto::kFrameHeaderBytes + h.len;
+  if (in.size() < want_) {
+    room();  // a frame larger than the buffer: make way as it arrives
     return Next::kNeedMore;
   }
-  if (e != proto::DecodeError::kOk) return Next::kMalformed;
-  *size = proto::kFrameHeaderBytes + f->header.len;
+  if (proto::decode_frame(in, h.len, f) != proto::DecodeError::kOk) return Next::kMalformed;
+  *size = want_;
   return Next::kFrame;
 }
 
+TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size) {
+  FrameLimits all;
+  all.max_body.fill(static_cast<uint32_t>(kMaxTcpFrameBody));
+  all.unknown = static_cast<uint32_t>(kMaxTcpFrameBody);
+  return next_frame(f, size, all);
+}
+
 void TcpConn::consume(size_t n) {
-  std::memmove(in_.data(), in_.data() + n, in_len_ - n);
-  in_len_ -= n;
+  in_off_ += n;
+  want_ = 0;
+  if (in_off_ == in_len_) in_off_ = in_len_ = 0;
 }
 
 bool TcpConn::send(proto::ConstBytes b) {
@@ -137,6 +171,7 @@ bool TcpConn::flush() {
     const ssize_t n = ::send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
     if (n > 0) {
       out_off_ += static_cast<size_t>(n);
+      written_ += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -158,6 +193,7 @@ absl::Status read_frame_blocking(TcpConn& conn, int timeout_ms, proto::Frame* f,
     switch (conn.next_frame(f, size)) {
       case TcpConn::Next::kFrame: return absl::OkStatus();
       case TcpConn::Next::kMalformed:
+      case TcpConn::Next::kOversized:
         return absl::DataLossError("the peer sent a malformed frame (not a ringfire peer?)");
       case TcpConn::Next::kNeedMore: break;
     }

@@ -1,10 +1,14 @@
 // tcp_conn.h — one non-blocking TCP control connection: bytes in, whole
 // ringfire frames out of the front; frames appended to an output buffer and
-// written as the socket takes them. Bounded: a frame longer than
-// kMaxTcpFrameBody is malformed, an output backlog over the caller's limit
-// means the peer is too slow. Control thread only.
+// written as the socket takes them. Bounded everywhere a peer could push:
+// each frame kind has a largest body (FrameLimits), refused from its header
+// before any body byte is read; the input buffer grows only as bytes
+// actually arrive (never by a declared length) and each read takes at most
+// a budget; the caller bounds the output backlog (pending()). Control thread
+// only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +19,22 @@
 namespace ringfire::control {
 
 inline constexpr size_t kMaxTcpFrameBody = 64u << 20;
+// kUnknownFrameBody: the largest frame of a kind this build does not know
+// that a connection skips (forward compatibility); larger is malformed.
+inline constexpr uint32_t kUnknownFrameBody = 4096;
+
+// FrameLimits: the largest body a connection accepts, per frame kind (0 for
+// a kind that must have none; kinds above kMaxFrameKind get `unknown`).
+struct FrameLimits {
+  std::array<uint32_t, proto::kMaxFrameKind + 1> max_body{};
+  uint32_t unknown = kUnknownFrameBody;
+  uint32_t of(proto::FrameKind k) const {
+    const auto i = static_cast<uint8_t>(k);
+    return i <= proto::kMaxFrameKind ? max_body[i] : unknown;
+  }
+  // allowed: whether frames of kind k may arrive at all.
+  std::array<bool, proto::kMaxFrameKind + 1> allowed{};
+};
 
 // tcp_listen opens a listening socket (non-blocking, SO_REUSEADDR).
 absl::StatusOr<int> tcp_listen(const dataplane::Endpoint& at);
@@ -34,27 +54,45 @@ class TcpConn {
   dataplane::Endpoint peer() const;
   dataplane::Endpoint local() const;
 
-  // read_available reads what the socket holds; false on EOF or error.
-  bool read_available();
+  // read_available reads what the socket holds, at most budget_bytes;
+  // false on EOF or error.
+  bool read_available(size_t budget_bytes = 1u << 20);
 
-  enum class Next : uint8_t { kFrame, kNeedMore, kMalformed };
+  enum class Next : uint8_t { kFrame, kNeedMore, kMalformed, kOversized };
   // next_frame decodes the frame at the front of the input; *size is its
-  // length in bytes, to consume() once handled.
+  // length in bytes, to consume() once handled. kOversized: its header
+  // declares a body over limits' bound for its kind (nothing was reserved).
+  Next next_frame(proto::Frame* f, size_t* size, const FrameLimits& limits);
+  // next_frame with one bound for every kind (setup handshakes).
   Next next_frame(proto::Frame* f, size_t* size);
   void consume(size_t n);
+  // buffered: input bytes held (for memory accounting).
+  size_t buffered() const { return in_len_ - in_off_; }
 
   // send queues bytes and writes what the socket takes now; false on error.
   bool send(proto::ConstBytes b);
   // flush writes queued bytes; false on error.
   bool flush();
   size_t pending() const { return out_.size() - out_off_; }
+  // written: bytes the socket has taken since the connection opened;
+  // received: bytes read from it.
+  uint64_t written() const { return written_; }
+  uint64_t received() const { return received_; }
 
  private:
+  // room makes space to read into: compacts, and grows (doubling) only
+  // when the buffer is full of bytes that arrived.
+  void room();
+
   int fd_ = -1;
   std::vector<std::byte> in_;
-  size_t in_len_ = 0;
+  size_t in_off_ = 0;  // consumed
+  size_t in_len_ = 0;  // filled
+  size_t want_ = 0;    // the front frame's size, once its header has arrived
   std::vector<std::byte> out_;
   size_t out_off_ = 0;
+  uint64_t written_ = 0;
+  uint64_t received_ = 0;
 };
 
 // read_frame_blocking waits up to timeout_ms for one whole frame (setup

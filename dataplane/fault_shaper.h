@@ -1,8 +1,10 @@
 // fault_shaper.h — applies a FaultInjector's decisions to a stream of
 // datagrams: drop, deliver twice, hold one back behind the next (reorder),
 // or hold for a delay. Used on the receive path of a mirror and the send
-// path of a source. Copies only what it holds; fault injection is a test
-// facility and is off (a single branch) in production.
+// path of a source. Each datagram travels with its peer's endpoint (the
+// sender on receive), which comes back with it. Copies only what it holds;
+// fault injection is a test facility and is off (a single branch) in
+// production.
 #pragma once
 
 #include <deque>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "dataplane/fault_injector.h"
+#include "dataplane/packet_port.h"
 #include "proto/bytes.h"
 
 namespace ringfire::dataplane {
@@ -21,12 +24,12 @@ class FaultShaper {
   bool enabled() const { return enabled_; }
   uint64_t dropped() const { return dropped_; }
 
-  // offer passes one datagram through the faults; deliver(bytes) is called
-  // zero, one or two times now (a held datagram may follow it).
+  // offer passes one datagram through the faults; deliver(bytes, peer) is
+  // called zero, one or two times now (a held datagram may follow it).
   template <typename Deliver>
-  void offer(proto::ConstBytes d, uint64_t now_ns, Deliver&& deliver) {
+  void offer(proto::ConstBytes d, const Endpoint& peer, uint64_t now_ns, Deliver&& deliver) {
     if (!enabled_) {
-      deliver(d);
+      deliver(d, peer);
       return;
     }
     switch (injector_.decide()) {
@@ -34,25 +37,25 @@ class FaultShaper {
         ++dropped_;
         return;
       case FaultAction::kDuplicate:
-        deliver(d);
-        deliver(d);
+        deliver(d, peer);
+        deliver(d, peer);
         break;
       case FaultAction::kReorder:
         if (!reordered_) {
-          reordered_.emplace(d.begin(), d.end());
+          reordered_.emplace(Held{0, peer, {d.begin(), d.end()}});
           return;
         }
-        deliver(d);
+        deliver(d, peer);
         break;
       case FaultAction::kDelay:
-        delayed_.push_back(Delayed{now_ns + injector_.config().delay_ns, {d.begin(), d.end()}});
+        delayed_.push_back(Held{now_ns + injector_.config().delay_ns, peer, {d.begin(), d.end()}});
         return;
       case FaultAction::kPass:
-        deliver(d);
+        deliver(d, peer);
         break;
     }
     if (reordered_) {  // the held datagram goes behind this one
-      deliver(proto::ConstBytes(*reordered_));
+      deliver(proto::ConstBytes(reordered_->bytes), reordered_->peer);
       reordered_.reset();
     }
   }
@@ -61,21 +64,22 @@ class FaultShaper {
   template <typename Deliver>
   void release(uint64_t now_ns, Deliver&& deliver) {
     while (!delayed_.empty() && delayed_.front().due_ns <= now_ns) {
-      deliver(proto::ConstBytes(delayed_.front().bytes));
+      deliver(proto::ConstBytes(delayed_.front().bytes), delayed_.front().peer);
       delayed_.pop_front();
     }
   }
 
  private:
-  struct Delayed {
+  struct Held {
     uint64_t due_ns;
+    Endpoint peer;
     std::vector<std::byte> bytes;
   };
   FaultInjector injector_;
   bool enabled_;
   uint64_t dropped_ = 0;
-  std::optional<std::vector<std::byte>> reordered_;
-  std::deque<Delayed> delayed_;
+  std::optional<Held> reordered_;
+  std::deque<Held> delayed_;
 };
 
 }  // namespace ringfire::dataplane

@@ -120,7 +120,7 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
     return s;
   };
   const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (o.reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   // Inside a network namespace rmem_max cannot be raised: force the sizes.
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &o.buffer_bytes, sizeof(int)) != 0) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.buffer_bytes, sizeof(int));
@@ -132,6 +132,12 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
   // datagrams to the group are delivered to it.
   sockaddr_in bind_addr = to_sockaddr(o.bind);
   if (bind(fd, reinterpret_cast<sockaddr*>(&bind_addr), sizeof(bind_addr)) != 0) {
+    if (errno == EADDRINUSE) {
+      close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "UDP port ", o.bind.port, " is already in use on this host (another serve?): choose another "
+          "--udp, or stop the process that holds it (ss -ulpn 'sport = :", o.bind.port, "')"));
+    }
     return fail(absl::StrCat("bind ", to_string(o.bind)));
   }
   if (o.multicast_iface != 0) {
@@ -185,6 +191,16 @@ size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
     sent += static_cast<size_t>(k);
   }
   return sent;
+}
+
+absl::StatusOr<int> reserve_udp_port(uint16_t port) {
+  UdpOptions o;
+  o.bind = Endpoint{0, port};
+  o.buffer_bytes = 4096;  // never read: whatever the kernel still delivers to it is dropped
+  o.max_datagram = 64;
+  auto s = KernelUdp::open(o);
+  if (!s.ok()) return s.status();
+  return s->release();
 }
 
 absl::StatusOr<std::vector<StaticNeighbor>> parse_neighbors(const std::string& text) {

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,7 +39,16 @@ struct UdpOptions {
   bool multicast_loop = true;    // a mirror on the source host receives its sends
   int buffer_bytes = 8 << 20;    // SO_RCVBUF/SO_SNDBUF, forced (root) past rmem_max
   size_t max_datagram = 1472;    // receive buffer per datagram
+  // reuse_port lets several sockets bind the same port (multicast
+  // receivers of one group on one host). Off, a port in use is a start-up
+  // error naming it.
+  bool reuse_port = false;
 };
+
+// reserve_udp_port binds a kernel UDP socket to `port` on any address and
+// keeps it (the returned fd), so that no other process takes the port a
+// kernel-bypass port answers on; fails naming the port if it is taken.
+absl::StatusOr<int> reserve_udp_port(uint16_t port);
 
 class KernelUdp {
  public:
@@ -49,6 +59,8 @@ class KernelUdp {
 
   int fd() const { return fd_; }
   Endpoint local() const { return local_; }
+  // release gives up the socket: the caller closes it.
+  int release() { return std::exchange(fd_, -1); }
 
   // rx_burst receives up to n (<= kBurst) waiting datagrams; never blocks.
   size_t rx_burst(RxDatagram* out, size_t n);

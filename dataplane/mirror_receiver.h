@@ -1,29 +1,57 @@
-// mirror_receiver.h — the mirror side of the protocol, without I/O: DATA,
-// HEARTBEAT and GAP frames in (from UDP or TCP), records out into the mirror
-// ring at exactly next_seq, and the NAKs to send. Frames that overtake a hole
-// are held (bounded); one NAK covers the hole and is repeated only if it goes
-// unanswered; duplicates and stale retransmissions are dropped; UDP frames of
-// another session are ignored; a heartbeat reveals a lost tail. Time is
-// passed in. Worker thread only.
+// mirror_receiver.h — the mirror side of the protocol, without I/O: DATA and
+// HEARTBEAT datagrams in from UDP, DATA, GAP and HEARTBEAT frames from the
+// TCP connection, records out into the mirror ring at exactly next_seq, and
+// the NAKs to send. Frames that overtake a hole are held (bounded); each
+// hole is NAKed once and repeated only when it makes no progress, sooner
+// the first time (an adaptive retry timeout: a UDP repair may be lost) and
+// then backing off; several holes share one NAK when the source takes
+// multi-range NAKs; NAK frames are rate-limited.
+//
+// Nothing from UDP is trusted until checked, in this order: the sender (the
+// source's announced data address, or a declared relay), the MAC (on an
+// authenticated session), the frame kind (only DATA and HEARTBEAT come by
+// UDP), the session byte, and a plausibility window (no frame may reach
+// further than `plausible_window` past what the session has vouched for over
+// TCP or already written). A rejected datagram is counted by reason and
+// changes nothing; an implausible one also asks the control thread to get
+// the source's position over TCP. Only the TCP connection can make a hole a
+// GAP. Time is passed in. Worker thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
+#include "dataplane/datagram_mac.h"
 #include "dataplane/hold_back.h"
 #include "dataplane/mirror_writer.h"
+#include "dataplane/packet_port.h"
 #include "proto/frame.h"
 
 namespace ringfire::dataplane {
 
 // MirrorConfig holds the protocol's numbers; the defaults are the source
-// document's.
+// document's where it has one.
 struct MirrorConfig {
   uint32_t hold_back_frames = 8192;
   size_t hold_back_bytes = 16u << 20;
-  uint32_t nak_max_records = 65535;
-  uint64_t nak_repeat_ns = 20'000'000;  // 20 ms
-  uint32_t max_datagram_frames = 32;    // frames decoded from one datagram
+  uint32_t nak_max_records = 65535;        // per range
+  uint64_t nak_repeat_ns = 20'000'000;     // a repeat NAK waits this, doubling per repeat ...
+  uint64_t nak_repeat_max_ns = 1'000'000'000;  // ... up to this
+  uint64_t nak_retry_min_ns = 1'000'000;   // the first repeat: the measured repair time x 2, at least this
+  uint64_t nak_min_gap_ns = 50'000;        // NAK frames at most this often
+  uint32_t nak_ranges = 1;                 // ranges per NAK (kMaxNakRanges once the source takes them)
+  uint32_t max_datagram_frames = 32;       // frames decoded from one datagram
+  uint64_t plausible_window = 1u << 20;    // records past what the session vouched for
+};
+
+// UdpTrust says whom a mirror believes on UDP.
+struct UdpTrust {
+  uint32_t source_ip = 0;     // 0: any sender (tests; a source with no address)
+  uint16_t source_port = 0;   // 0: any port of source_ip (multicast)
+  std::array<uint32_t, 8> relays{};  // other senders the operator declared
+  uint32_t relay_count = 0;
+  std::optional<MacKey> mac;  // authenticated session: every datagram carries a MAC
 };
 
 // MirrorStats are counters for the once-a-second stats line and tests.
@@ -32,54 +60,106 @@ struct MirrorStats {
   uint64_t frames = 0;          // DATA frames applied (in order or from hold-back)
   uint64_t duplicates = 0;      // records at or below next_seq, dropped
   uint64_t held = 0;            // frames put in hold-back
+  uint64_t held_duplicates = 0; // frames already held (a duplicate datagram), dropped
   uint64_t hold_overflow = 0;   // frames dropped because hold-back was full
-  uint64_t naks = 0;            // NAKs sent (first and repeats)
-  uint64_t nak_repeats = 0;
+  uint64_t held_high = 0;       // hold-back high water, frames
+  uint64_t naks = 0;            // NAK frames sent (first and repeats)
+  uint64_t nak_ranges = 0;      // ranges named in them
+  uint64_t nak_repeats = 0;     // ranges NAKed again
+  uint64_t holes = 0;           // missing ranges below known_end at the last NAK poll
   uint64_t gaps = 0;            // GAP frames that skipped records
   uint64_t gap_records = 0;     // records the source no longer had
-  uint64_t wrong_session = 0;   // UDP frames of another session
-  uint64_t malformed = 0;       // frames that failed to decode
   uint64_t rejected = 0;        // records the ring refused (size mismatch)
+  uint64_t udp_accepted = 0;    // UDP frames that passed every check
+  // Rejected UDP input, by reason (datagrams for sender, MAC and malformed;
+  // frames for the rest).
+  uint64_t wrong_sender = 0;    // not from the source (nor a declared relay)
+  uint64_t bad_mac = 0;         // no MAC, or a wrong one, on an authenticated session
+  uint64_t wrong_kind = 0;      // a frame kind UDP never carries to a mirror (GAP, ...)
+  uint64_t wrong_session = 0;   // another session's byte
+  uint64_t implausible = 0;     // a sequence beyond the plausibility window
+  uint64_t malformed = 0;       // failed to decode
+  uint64_t udp_rejected() const {
+    return wrong_sender + bad_mac + wrong_kind + wrong_session + implausible + malformed;
+  }
 };
 
 class MirrorReceiver {
  public:
   // first_seq is GEOMETRY's first sequence; session is MULTICAST's byte.
   MirrorReceiver(MirrorWriter* writer, const MirrorConfig& config, uint64_t first_seq,
-                 uint8_t session);
+                 uint8_t session, UdpTrust trust = {});
 
-  // on_datagram handles one UDP payload (one or more frames).
-  void on_datagram(proto::ConstBytes payload, uint64_t now_ns);
-  // on_frame handles one frame; `udp` says whether the session byte applies.
-  void on_frame(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp, uint64_t now_ns);
+  // on_datagram handles one UDP payload (one or more frames) from `from`.
+  void on_datagram(proto::ConstBytes payload, const Endpoint& from, uint64_t now_ns);
+  // on_tcp_frame handles one frame the source sent on the TCP connection.
+  void on_tcp_frame(const proto::Frame& f, proto::ConstBytes frame_bytes, uint64_t now_ns);
 
-  // poll_nak returns the NAK to send now, if any: a hole not yet covered by
-  // an outstanding NAK, or one unanswered for nak_repeat_ns.
-  std::optional<proto::Nak> poll_nak(uint64_t now_ns);
+  // poll_nak returns the NAK to send now, if any: holes not yet covered by
+  // an outstanding NAK, and ranges whose NAK went unanswered.
+  std::optional<proto::NakRanges> poll_nak(uint64_t now_ns);
+  // take_position_request: an implausible datagram arrived since the last
+  // call; the control thread should ask the source where it is.
+  bool take_position_request() {
+    const bool r = position_wanted_;
+    position_wanted_ = false;
+    return r;
+  }
 
   uint64_t next_seq() const { return next_seq_; }
   // known_end is one past the highest sequence the source is known to have sent.
   uint64_t known_end() const { return known_end_; }
+  // vouched_end is the highest position the source stated over TCP.
+  uint64_t vouched_end() const { return vouched_end_; }
   size_t held_frames() const { return hold_.size(); }
   const MirrorStats& stats() const { return stats_; }
 
  private:
-  void on_data(const proto::Frame& f, proto::ConstBytes frame_bytes);
+  // Outstanding is a NAKed range awaiting its repair.
+  struct Outstanding {
+    proto::Nak range;
+    uint64_t sent_ns;
+    uint64_t wait_ns;    // until the next repeat, unless the range makes progress
+    uint32_t repeats;
+    bool sampled;        // its repair time went into the estimate
+  };
+
+  void on_frame(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp, uint64_t now_ns);
+  void on_data(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp);
+  bool plausible(uint64_t end) const;
   // apply writes the records of `f` at and above next_seq.
   void apply(const proto::Frame& f);
   void drain_hold_back();
   void note_end(uint64_t end) {
-    if (end > known_end_) known_end_ = end;
+    if (end > known_end_) {
+      known_end_ = end;
+      dirty_ = true;
+    }
   }
+  void vouch(uint64_t end) {
+    if (end > vouched_end_) vouched_end_ = end;
+  }
+  // find_holes lists the missing ranges, lowest first, at most `max`.
+  uint32_t find_holes(proto::Nak* out, uint32_t max) const;
+  uint64_t first_retry_ns() const;
+  void sample_repair(uint64_t ns);
 
   MirrorWriter* writer_;
   MirrorConfig config_;
   uint8_t session_;
+  UdpTrust trust_;
   uint64_t next_seq_;
   uint64_t known_end_;
+  uint64_t vouched_end_;
   HoldBack hold_;
-  std::optional<proto::Nak> outstanding_;
-  uint64_t nak_sent_ns_ = 0;
+  std::array<Outstanding, proto::kMaxNakRanges> outstanding_{};
+  uint32_t outstanding_count_ = 0;
+  uint64_t last_poll_ns_ = 0;
+  uint64_t next_due_ns_ = UINT64_MAX;  // the earliest outstanding repeat
+  bool dirty_ = true;                  // something poll_nak looks at changed
+  uint64_t srtt_ns_ = 0;    // smoothed NAK -> first repair time
+  uint64_t rttvar_ns_ = 0;
+  bool position_wanted_ = false;
   MirrorStats stats_;
 };
 

@@ -1,11 +1,15 @@
 // mirror_worker.h — the mirror side's poll-mode worker: receives DATA and
 // HEARTBEAT datagrams (multicast or unicast), takes TCP-borne frames the
-// control thread hands over, feeds both to the MirrorReceiver, and hands the
-// NAKs it produces back to the control thread (waking it through an
-// eventfd). Unicast mirrors PUNCH the source until data flows, then keep the
-// path open. Receive-side fault injection (seeded) for tests. The packet I/O
-// backend is the template parameter; what the control thread touches is in
-// MirrorLink. step() is the worker's whole, bounded iteration.
+// control thread hands over, feeds both to the MirrorReceiver (which checks
+// every datagram before it may change anything), and hands the NAKs it
+// produces back to the control thread, with a request for the source's
+// position when a datagram was implausible (waking it through an eventfd).
+// Unicast mirrors PUNCH the source every 50 ms until data flows, then once
+// a second to keep the NAT mapping open (counted and MACed on an
+// authenticated session). Receive-side fault injection (seeded) for tests.
+// The packet I/O backend is the template parameter; what the control
+// thread touches is in MirrorLink. step() is the worker's whole, bounded
+// iteration.
 #pragma once
 
 #include <atomic>
@@ -23,9 +27,11 @@ namespace ringfire::dataplane {
 
 struct MirrorWorkerConfig {
   MirrorConfig protocol;
+  UdpTrust trust;                     // whom to believe on UDP
   FaultConfig rx_faults;
   std::optional<Endpoint> punch_to;   // unicast: where to PUNCH
   uint64_t punch_token = 0;
+  std::optional<MacKey> punch_key;    // authenticated: PUNCHes carry a counter and a MAC
   uint64_t punch_retry_ns = 50'000'000;       // until the first datagram
   uint64_t punch_keepalive_ns = 1'000'000'000;
 };
@@ -40,18 +46,35 @@ struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker write
   std::atomic<uint64_t> held{0};
   std::atomic<uint64_t> naks{0};
   std::atomic<uint64_t> gap_records{0};
-  std::atomic<uint64_t> wrong_session{0};
-  std::atomic<uint64_t> malformed{0};
+  std::atomic<uint64_t> holes{0};
+  std::atomic<uint64_t> held_high{0};
+  std::atomic<uint64_t> hold_overflow{0};
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> known_end{0};
+  // Rejected UDP input by reason (MirrorStats).
+  std::atomic<uint64_t> wrong_sender{0};
+  std::atomic<uint64_t> bad_mac{0};
+  std::atomic<uint64_t> wrong_kind{0};
+  std::atomic<uint64_t> wrong_session{0};
+  std::atomic<uint64_t> implausible{0};
+  std::atomic<uint64_t> malformed{0};
+  uint64_t rejected() const {
+    constexpr auto r = std::memory_order_relaxed;
+    return wrong_sender.load(r) + bad_mac.load(r) + wrong_kind.load(r) + wrong_session.load(r) +
+           implausible.load(r) + malformed.load(r);
+  }
 };
 
 // MirrorLink is the part of a mirror worker the control thread may touch.
 struct MirrorLink {
   explicit MirrorLink(size_t tcp_queue_bytes) : tcp_frames(tcp_queue_bytes) {}
-  ByteQueue tcp_frames;             // control -> worker: TCP-borne frames
-  SpscQueue<proto::Nak, 64> naks;   // worker -> control
-  int nak_fd = -1;                  // eventfd the worker writes after queueing a NAK
+  ByteQueue tcp_frames;                  // control -> worker: TCP-borne frames
+  SpscQueue<proto::NakRanges, 64> naks;  // worker -> control
+  // position_wanted: the worker saw an implausible datagram; the control
+  // thread asks the source where it is (a HEALTH now). Release by the
+  // worker before its eventfd write; the control thread exchanges it back.
+  std::atomic<bool> position_wanted{false};
+  int nak_fd = -1;                       // eventfd the worker writes after queueing a NAK
   MirrorWorkerStats stats;
 };
 
@@ -78,6 +101,7 @@ class alignas(64) MirrorWorker final : public MirrorStepper {
   // holding the ring's largest record always fits.
   MirrorWorker(MirrorWriter writer, std::optional<Port> port, const MirrorWorkerConfig& c,
                uint64_t first_seq, uint8_t session, int nak_eventfd);
+  const MirrorReceiver& receiver() const { return receiver_; }
 
   bool step(uint64_t now_ns) override;
   uint64_t port_drops() const override {
@@ -96,7 +120,8 @@ class alignas(64) MirrorWorker final : public MirrorStepper {
   MirrorLink& link() override { return link_; }
 
  private:
-  void deliver(proto::ConstBytes payload, uint64_t now_ns);
+  void punch(uint64_t now_ns);
+  void wake_control();
   void publish_stats();
 
   MirrorWriter writer_;
@@ -106,7 +131,8 @@ class alignas(64) MirrorWorker final : public MirrorStepper {
   FaultShaper faults_;
   bool data_seen_ = false;
   uint64_t last_punch_ns_ = 0;
-  std::optional<proto::Nak> unsent_nak_;
+  uint64_t punch_counter_ = 0;
+  std::optional<proto::NakRanges> unsent_nak_;
   MirrorLink link_;
 };
 

@@ -19,7 +19,7 @@ MirrorWorker<Port>::MirrorWorker(MirrorWriter writer, std::optional<Port> port,
     : writer_(std::move(writer)),
       port_(std::move(port)),
       config_(c),
-      receiver_(&writer_, c.protocol, first_seq, session),
+      receiver_(&writer_, c.protocol, first_seq, session, c.trust),
       faults_(c.rx_faults),
       link_(std::max<size_t>(8u << 20, 2 * (writer_.max_blob() + (64u << 10)))) {
   link_.nak_fd = nak_eventfd;
@@ -27,9 +27,26 @@ MirrorWorker<Port>::MirrorWorker(MirrorWriter writer, std::optional<Port> port,
 }
 
 template <PacketPort Port>
-void MirrorWorker<Port>::deliver(proto::ConstBytes payload, uint64_t now_ns) {
-  data_seen_ = true;
-  receiver_.on_datagram(payload, now_ns);
+void MirrorWorker<Port>::punch(uint64_t now_ns) {
+  std::byte buf[proto::kFrameHeaderBytes + 8 + proto::kMacFrameBytes];
+  size_t n;
+  if (config_.punch_key) {
+    // Authenticated: a counter that only grows, under this connection's
+    // key, so a captured PUNCH replayed later (or from elsewhere) is refused.
+    n = seal(*config_.punch_key, buf,
+             proto::encode_punch_counted(config_.punch_token, ++punch_counter_, buf), 0);
+  } else {
+    n = proto::encode_punch(config_.punch_token, buf);
+  }
+  const TxDatagram tx{proto::ConstBytes(buf, n), *config_.punch_to};
+  if (port_->tx_burst(&tx, 1) == 1) link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
+  last_punch_ns_ = now_ns;
+}
+
+template <PacketPort Port>
+void MirrorWorker<Port>::wake_control() {
+  const uint64_t one = 1;
+  (void)!write(link_.nak_fd, &one, sizeof(one));
 }
 
 template <PacketPort Port>
@@ -38,21 +55,19 @@ bool MirrorWorker<Port>::step(uint64_t now_ns) {
   if (port_) {
     RxDatagram rx[kBurst];
     const size_t n = port_->rx_burst(rx, kBurst);
-    auto deliver_now = [&](proto::ConstBytes d) { deliver(d, now_ns); };
-    for (size_t i = 0; i < n; ++i) faults_.offer(rx[i].payload, now_ns, deliver_now);
-    faults_.release(now_ns, deliver_now);
+    const uint64_t accepted_before = receiver_.stats().udp_accepted;
+    auto deliver = [&](proto::ConstBytes d, const Endpoint& from) { receiver_.on_datagram(d, from, now_ns); };
+    for (size_t i = 0; i < n; ++i) faults_.offer(rx[i].payload, rx[i].from, now_ns, deliver);
+    faults_.release(now_ns, deliver);
+    // The source's datagrams flow: the punch did its job (keep-alives from
+    // now on). Junk from anyone else does not count.
+    if (receiver_.stats().udp_accepted != accepted_before) data_seen_ = true;
     link_.stats.datagrams.fetch_add(n, std::memory_order_relaxed);
     link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
     busy = n != 0;
     if (config_.punch_to &&
-        now_ns - last_punch_ns_ >=
-            (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {
-      std::byte punch[proto::kFrameHeaderBytes];
-      proto::encode_punch(config_.punch_token, punch);
-      const TxDatagram tx{punch, *config_.punch_to};
-      port_->tx_burst(&tx, 1);
-      link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
-      last_punch_ns_ = now_ns;
+        now_ns - last_punch_ns_ >= (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {
+      punch(now_ns);
     }
   }
   for (uint32_t i = 0; i < kBurst; ++i) {
@@ -60,18 +75,23 @@ bool MirrorWorker<Port>::step(uint64_t now_ns) {
     if (!link_.tcp_frames.front(&msg)) break;
     proto::Frame f;
     if (proto::decode_frame(msg, msg.size(), &f) == proto::DecodeError::kOk) {
-      receiver_.on_frame(f, msg, /*udp=*/false, now_ns);
+      receiver_.on_tcp_frame(f, msg, now_ns);
     }
     link_.tcp_frames.pop();
     link_.stats.tcp_frames.fetch_add(1, std::memory_order_relaxed);
     busy = true;
   }
+  bool wake = false;
   if (!unsent_nak_) unsent_nak_ = receiver_.poll_nak(now_ns);
   if (unsent_nak_ && link_.naks.try_push(*unsent_nak_)) {
     unsent_nak_.reset();
-    const uint64_t one = 1;
-    (void)!write(link_.nak_fd, &one, sizeof(one));
+    wake = true;
   }
+  if (receiver_.take_position_request() &&
+      !link_.position_wanted.exchange(true, std::memory_order_release)) {  // pairs with the control thread's exchange
+    wake = true;
+  }
+  if (wake) wake_control();
   publish_stats();
   return busy;
 }
@@ -80,15 +100,23 @@ template <PacketPort Port>
 void MirrorWorker<Port>::publish_stats() {
   const MirrorStats& s = receiver_.stats();
   constexpr auto r = std::memory_order_relaxed;
-  link_.stats.records.store(s.records, r);
-  link_.stats.duplicates.store(s.duplicates, r);
-  link_.stats.held.store(receiver_.held_frames(), r);
-  link_.stats.naks.store(s.naks, r);
-  link_.stats.gap_records.store(s.gap_records, r);
-  link_.stats.wrong_session.store(s.wrong_session, r);
-  link_.stats.malformed.store(s.malformed, r);
-  link_.stats.next_seq.store(receiver_.next_seq(), r);
-  link_.stats.known_end.store(receiver_.known_end(), r);
+  MirrorWorkerStats& o = link_.stats;
+  o.records.store(s.records, r);
+  o.duplicates.store(s.duplicates, r);
+  o.held.store(receiver_.held_frames(), r);
+  o.naks.store(s.naks, r);
+  o.gap_records.store(s.gap_records, r);
+  o.holes.store(s.holes, r);
+  o.held_high.store(s.held_high, r);
+  o.hold_overflow.store(s.hold_overflow, r);
+  o.next_seq.store(receiver_.next_seq(), r);
+  o.known_end.store(receiver_.known_end(), r);
+  o.wrong_sender.store(s.wrong_sender, r);
+  o.bad_mac.store(s.bad_mac, r);
+  o.wrong_kind.store(s.wrong_kind, r);
+  o.wrong_session.store(s.wrong_session, r);
+  o.implausible.store(s.implausible, r);
+  o.malformed.store(s.malformed, r);
 }
 
 }  // namespace ringfire::dataplane

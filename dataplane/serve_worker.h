@@ -1,9 +1,14 @@
 // serve_worker.h — the source side's poll-mode worker: reads the served ring
 // as raw records, packs them into DATA frames, paces them, and sends each
 // frame once to the multicast group or once per unicast mirror (N times with
-// dup), with a heartbeat carrying one past the last sent sequence while idle.
-// It accepts PUNCHes bearing a token the control thread registered, and
-// nothing else: a PUNCH with an unknown token never makes it send anywhere.
+// dup), with a heartbeat carrying one past the last sent sequence while idle
+// (after 1 ms, then backing off to heartbeat_max_ns while nothing is sent).
+// It accepts PUNCHes bearing a token the control thread registered, from
+// the address that mirror's TCP connection comes from (a NAT keeps it), and
+// on an authenticated session only with a valid MAC and a counter higher
+// than any before; nothing else: a stranger's datagram never makes it send
+// anywhere, and every one it refuses is counted by reason. On an
+// authenticated session every datagram it sends ends in a MAC frame.
 // It also repairs: a NAK range the control thread hands it is re-read from
 // the ring and sent through the data plane (to the group, or to the unicast
 // mirror that asked), a burst per step beside the live stream.
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "dataplane/data_framer.h"
+#include "dataplane/datagram_mac.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/spsc_queue.h"
@@ -27,9 +33,11 @@ namespace ringfire::dataplane {
 
 struct ServeConfig {
   uint8_t session = 1;
-  uint16_t mtu = 1472;             // UDP payload per datagram
+  uint16_t mtu = 1472;             // UDP payload per datagram, the MAC frame included
   uint64_t pace_ns = 50'000;
-  uint64_t heartbeat_ns = 1'000'000;
+  uint64_t heartbeat_ns = 1'000'000;       // the first heartbeat after a send ...
+  uint64_t heartbeat_max_ns = 100'000'000; // ... then doubling while idle, up to this
+  std::optional<MacKey> data_key;  // authenticated: seal every datagram
   uint32_t dup = 1;                // sends of each datagram
   uint32_t burst_records = 32;     // records read per step
   std::optional<Endpoint> multicast;
@@ -42,6 +50,9 @@ struct ServeCommand {
   uint64_t token;     // kRepair: the unicast mirror that asked; 0: the multicast group
   uint64_t first = 0; // kRepair: records first..last (inclusive)
   uint64_t last = 0;
+  uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address
+  bool keyed = false;    // kAllowToken: PUNCHes must carry a MAC under punch_key
+  MacKey punch_key{};
 };
 
 struct alignas(64) ServeStats {  // its own cache lines: the worker writes, control reads
@@ -53,7 +64,18 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes, cont
   std::atomic<uint64_t> lapped{0};          // records the ring overwrote before we read them
   std::atomic<uint64_t> left_to_tcp{0};     // records too large for a datagram
   std::atomic<uint64_t> punches{0};
-  std::atomic<uint64_t> punches_refused{0};
+  // Refused datagrams by reason (a serve worker receives only PUNCHes).
+  std::atomic<uint64_t> punch_malformed{0};
+  std::atomic<uint64_t> punch_wrong_kind{0};
+  std::atomic<uint64_t> punch_unknown_token{0};
+  std::atomic<uint64_t> punch_wrong_sender{0};  // a known token from another address
+  std::atomic<uint64_t> punch_bad_mac{0};
+  std::atomic<uint64_t> punch_replayed{0};      // a counter not above the last accepted
+  uint64_t punches_refused() const {
+    constexpr auto r = std::memory_order_relaxed;
+    return punch_malformed.load(r) + punch_wrong_kind.load(r) + punch_unknown_token.load(r) +
+           punch_wrong_sender.load(r) + punch_bad_mac.load(r) + punch_replayed.load(r);
+  }
   std::atomic<uint64_t> unicast_mirrors{0};
   std::atomic<uint64_t> next_to_send{0};    // one past the last sequence sent
   std::atomic<uint64_t> fault_dropped{0};   // test: datagrams the send-side faults dropped
@@ -64,7 +86,7 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes, cont
 
 // ServeLink is the part of a serve worker the control thread may touch.
 struct ServeLink {
-  SpscQueue<ServeCommand, 256> commands;  // control -> worker
+  SpscQueue<ServeCommand, 1024> commands;  // control -> worker
   // oversized holds the sequences of records too large for a datagram,
   // which the control thread sends on each mirror's TCP connection.
   SpscQueue<uint64_t, 16384> oversized;   // worker -> control
@@ -94,6 +116,9 @@ class alignas(64) ServeWorker {
  private:
   struct Unicast {
     uint64_t token;
+    uint32_t peer_ip;            // the mirror's TCP address: PUNCHes come from there
+    std::optional<MacKey> key;   // authenticated: its PUNCHes' key
+    uint64_t last_counter = 0;
     std::optional<Endpoint> to;  // set by the first valid PUNCH
   };
   struct Repair {
@@ -101,8 +126,15 @@ class alignas(64) ServeWorker {
     uint64_t next = 0;
     uint64_t last = 0;
   };
-  static constexpr size_t kMaxRepairs = 64;
+  static constexpr size_t kMaxRepairs = 256;
+  static constexpr size_t kMaxUnicast = 4096;
   bool poll_socket();
+  void on_punch(const RxDatagram& d);
+  // seal_in_place adds the MAC frame on an authenticated session.
+  size_t seal_in_place(std::byte* buf, size_t n) const {
+    return config_.data_key ? seal(*config_.data_key, buf, n, config_.session) : n;
+  }
+  size_t frame_limit() const { return config_.mtu - (config_.data_key ? proto::kMacFrameBytes : 0); }
   void take_commands();
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
@@ -120,6 +152,7 @@ class alignas(64) ServeWorker {
   std::vector<std::byte> frame_buf_;
   std::vector<Unicast> unicast_;
   uint64_t last_send_ns_ = 0;
+  uint64_t heartbeat_wait_ns_;  // backs off while idle
   std::optional<ring::RawReader> repair_reader_;
   DataFramer repair_framer_;
   std::vector<std::byte> repair_buf_;

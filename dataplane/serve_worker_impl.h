@@ -25,8 +25,10 @@ ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeCon
       repair_reader_(std::move(repair_reader)),
       repair_framer_(reader_.fixed_size(), config.session),
       repair_buf_(config.mtu) {
+  heartbeat_wait_ns_ = config_.heartbeat_ns;
+  unicast_.reserve(kMaxUnicast);
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
-  framer_.begin(frame_buf_.data(), frame_buf_.size());
+  framer_.begin(frame_buf_.data(), frame_limit());
 }
 
 template <PacketPort Port>
@@ -36,7 +38,11 @@ void ServeWorker<Port>::take_commands() {
     if (c.kind == ServeCommand::Kind::kRepair) {
       queue_repair(c);
     } else if (c.kind == ServeCommand::Kind::kAllowToken) {
-      unicast_.push_back(Unicast{c.token, std::nullopt});
+      if (unicast_.size() < kMaxUnicast) {  // the control thread caps connections well below
+        unicast_.push_back(Unicast{c.token, c.peer_ip,
+                                   c.keyed ? std::optional<MacKey>(c.punch_key) : std::nullopt, 0,
+                                   std::nullopt});
+      }
     } else {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
     }
@@ -47,32 +53,66 @@ void ServeWorker<Port>::take_commands() {
 }
 
 template <PacketPort Port>
+void ServeWorker<Port>::on_punch(const RxDatagram& d) {
+  ServeStats& st = link_.stats;
+  constexpr auto r = std::memory_order_relaxed;
+  proto::Frame f;
+  if (proto::decode_frame(d.payload, d.payload.size(), &f) != proto::DecodeError::kOk) {
+    st.punch_malformed.fetch_add(1, r);
+    return;
+  }
+  if (f.header.kind != proto::FrameKind::kPunch) {
+    st.punch_wrong_kind.fetch_add(1, r);
+    return;
+  }
+  auto it = std::find_if(unicast_.begin(), unicast_.end(),
+                         [&](const Unicast& u) { return u.token == f.header.seq; });
+  if (it == unicast_.end()) {
+    st.punch_unknown_token.fetch_add(1, r);
+    return;
+  }
+  // The token was handed to one TCP connection; a PUNCH bearing it from
+  // any other address (a stolen or replayed token) redirects nothing. A NAT
+  // keeps the address (RFC 4787 "paired" pooling); the port may change.
+  if (d.from.ip != it->peer_ip) {
+    st.punch_wrong_sender.fetch_add(1, r);
+    return;
+  }
+  proto::ConstBytes punch = d.payload;
+  if (it->key && !unseal(*it->key, d.payload, &punch)) {
+    st.punch_bad_mac.fetch_add(1, r);
+    return;
+  }
+  uint64_t token = 0, counter = 0;
+  if (punch.size() != proto::kFrameHeaderBytes + f.header.len ||
+      proto::decode_punch(f, &token, &counter) != proto::DecodeError::kOk) {
+    st.punch_malformed.fetch_add(1, r);
+    return;
+  }
+  if (it->key) {
+    if (counter <= it->last_counter) {
+      st.punch_replayed.fetch_add(1, r);
+      return;
+    }
+    it->last_counter = counter;
+  }
+  st.punches.fetch_add(1, r);
+  it->to = d.from;  // reply to wherever the punch came from (NAT)
+}
+
+template <PacketPort Port>
 bool ServeWorker<Port>::poll_socket() {
   RxDatagram rx[kBurst];
   const size_t n = port_.rx_burst(rx, kBurst);
-  for (size_t i = 0; i < n; ++i) {
-    proto::Frame f;
-    if (proto::decode_frame(rx[i].payload, 0, &f) != proto::DecodeError::kOk ||
-        f.header.kind != proto::FrameKind::kPunch) {
-      link_.stats.punches_refused.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    auto it = std::find_if(unicast_.begin(), unicast_.end(),
-                           [&](const Unicast& u) { return u.token == f.header.seq; });
-    if (it == unicast_.end()) {
-      link_.stats.punches_refused.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
-    it->to = rx[i].from;  // reply to wherever the punch came from (NAT)
-  }
+  for (size_t i = 0; i < n; ++i) on_punch(rx[i]);
   return n != 0;
 }
 
 template <PacketPort Port>
 void ServeWorker<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
-  faults_.offer(datagram, now_ns, [&](proto::ConstBytes d) { transmit(d); });
-  faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  auto send = [&](proto::ConstBytes d, const Endpoint&) { transmit(d); };
+  faults_.offer(datagram, Endpoint{}, now_ns, send);
+  faults_.release(now_ns, send);
   link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
   last_send_ns_ = now_ns;
 }
@@ -105,16 +145,18 @@ void ServeWorker<Port>::transmit(proto::ConstBytes datagram) {
 
 template <PacketPort Port>
 void ServeWorker<Port>::flush(uint64_t now_ns) {
-  const size_t n = framer_.finish();
+  size_t n = framer_.finish();
   if (n == 0) return;
+  n = seal_in_place(frame_buf_.data(), n);
   link_.stats.records.fetch_add(framer_.count(), std::memory_order_relaxed);
   link_.stats.frames.fetch_add(1, std::memory_order_relaxed);
   send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
+  heartbeat_wait_ns_ = config_.heartbeat_ns;
   // Release: the control thread reads it for GEOMETRY and the heartbeat's
   // meaning; only this thread writes it.
   link_.stats.next_to_send.store(framer_.end_seq(), std::memory_order_release);
   pacer_.flushed(now_ns);
-  framer_.begin(frame_buf_.data(), frame_buf_.size());
+  framer_.begin(frame_buf_.data(), frame_limit());
 }
 
 template <PacketPort Port>
@@ -141,17 +183,18 @@ bool ServeWorker<Port>::repair_step() {
   Repair& job = repairs_[repair_head_];
   ring::RawReader& rd = *repair_reader_;
   rd.seek(job.next);
-  repair_framer_.begin(repair_buf_.data(), repair_buf_.size());
+  repair_framer_.begin(repair_buf_.data(), frame_limit());
   bool done = false;
   uint64_t records = 0;
   auto send = [&] {
-    if (const size_t n = repair_framer_.finish()) {
+    if (size_t n = repair_framer_.finish()) {
+      n = seal_in_place(repair_buf_.data(), n);
       const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to};
       const size_t sent = port_.tx_burst(&tx, 1);
       link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
       link_.stats.send_failures.fetch_add(1 - sent, std::memory_order_relaxed);
     }
-    repair_framer_.begin(repair_buf_.data(), repair_buf_.size());
+    repair_framer_.begin(repair_buf_.data(), frame_limit());
   };
   for (uint32_t i = 0; i < config_.burst_records && !done; ++i) {
     uint32_t len = 0;
@@ -187,7 +230,7 @@ template <PacketPort Port>
 bool ServeWorker<Port>::step(uint64_t now_ns) {
   take_commands();
   bool busy = poll_socket();
-  if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d) { transmit(d); });
+  if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
   for (uint32_t i = 0; i < config_.burst_records; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
@@ -209,12 +252,16 @@ bool ServeWorker<Port>::step(uint64_t now_ns) {
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
   busy |= repair_step();
-  if (framer_.empty() && now_ns - last_send_ns_ >= config_.heartbeat_ns) {
-    std::byte hb[proto::kFrameHeaderBytes];
-    proto::encode_heartbeat(link_.stats.next_to_send.load(std::memory_order_relaxed), config_.session,
-                            hb);
+  if (framer_.empty() && now_ns - last_send_ns_ >= heartbeat_wait_ns_) {
+    // The first heartbeat after a send exposes a lost last datagram within
+    // heartbeat_ns; later ones only say "still here", so they back off.
+    std::byte hb[proto::kFrameHeaderBytes + proto::kMacFrameBytes];
+    const size_t n = seal_in_place(
+        hb, proto::encode_heartbeat(link_.stats.next_to_send.load(std::memory_order_relaxed),
+                                    config_.session, proto::MutableBytes(hb, proto::kFrameHeaderBytes)));
     link_.stats.heartbeats.fetch_add(1, std::memory_order_relaxed);
-    send_to_all(hb, now_ns);
+    send_to_all(proto::ConstBytes(hb, n), now_ns);
+    heartbeat_wait_ns_ = std::min(2 * heartbeat_wait_ns_, std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
   }
   return busy;
 }

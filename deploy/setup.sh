@@ -13,6 +13,7 @@ packages=(
   clang llvm libclang-rt-14-dev            # fuzzing (libFuzzer) and sanitizers
   libabsl-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev
+  libsodium-dev                            # PSK authentication (HMAC-SHA256, SipHash)
   dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3

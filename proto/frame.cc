@@ -1,6 +1,9 @@
 // frame.cc — ring-mirroring frame encode/decode.
 #include "proto/frame.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace ringfire::proto {
 
 const char* decode_error_name(DecodeError e) {
@@ -18,6 +21,40 @@ const char* decode_error_name(DecodeError e) {
   return "unknown";
 }
 
+const char* frame_kind_name(FrameKind k) {
+  switch (k) {
+    case FrameKind::kHello: return "HELLO";
+    case FrameKind::kGeometry: return "GEOMETRY";
+    case FrameKind::kData: return "DATA";
+    case FrameKind::kGap: return "GAP";
+    case FrameKind::kHeartbeat: return "HEARTBEAT";
+    case FrameKind::kNak: return "NAK";
+    case FrameKind::kMulticast: return "MULTICAST";
+    case FrameKind::kPunch: return "PUNCH";
+    case FrameKind::kAttach: return "ATTACH";
+    case FrameKind::kHealth: return "HEALTH";
+    case FrameKind::kAuth: return "AUTH";
+    case FrameKind::kMac: return "MAC";
+    case FrameKind::kRefuse: return "REFUSE";
+  }
+  return "unknown";
+}
+
+const char* refuse_reason_name(RefuseReason r) {
+  switch (r) {
+    case RefuseReason::kMalformedHello: return "malformed HELLO";
+    case RefuseReason::kVersion: return "unsupported version";
+    case RefuseReason::kSchema: return "schema mismatch";
+    case RefuseReason::kAuthRequired: return "authentication required";
+    case RefuseReason::kAuthFailed: return "authentication failed";
+    case RefuseReason::kBusy: return "too many connections";
+    case RefuseReason::kHandshakeTimeout: return "handshake timeout";
+    case RefuseReason::kProtocol: return "protocol violation";
+    case RefuseReason::kSlow: return "too slow to read";
+  }
+  return "unknown reason";
+}
+
 void encode_frame_header(const FrameHeader& h, std::byte* out) {
   out[0] = std::byte(static_cast<uint8_t>(h.kind));
   out[1] = std::byte(h.flags);
@@ -29,7 +66,7 @@ void encode_frame_header(const FrameHeader& h, std::byte* out) {
 DecodeError decode_frame_header(ConstBytes in, size_t max_body, FrameHeader* out) {
   if (in.size() < kFrameHeaderBytes) return DecodeError::kTruncated;
   const uint8_t kind = std::to_integer<uint8_t>(in[0]);
-  if (kind == 0 || kind > kMaxFrameKind) return DecodeError::kBadKind;
+  if (kind == 0) return DecodeError::kBadKind;  // higher kinds: the caller decides (known_kind)
   out->kind = static_cast<FrameKind>(kind);
   out->flags = std::to_integer<uint8_t>(in[1]);
   out->count = load_le16(in.data() + 2);
@@ -104,11 +141,14 @@ DecodeError BlobRecords::check(const Frame& f, uint32_t max_blob) {
 }
 
 size_t encode_hello(const Hello& m, MutableBytes out) {
-  ByteWriter w = begin_frame(out, FrameKind::kHello, 0, m.first_wanted, kHelloBody);
+  const bool auth = (m.flags & kHelloAuth) != 0;
+  ByteWriter w = begin_frame(out, FrameKind::kHello, 0, m.first_wanted,
+                             auth ? kHelloAuthBody : kHelloBody);
   w.le32(kHelloMagic);
   w.le16(m.version);
   w.le16(m.flags);
   w.le64(m.expected_schema);
+  if (auth) w.bytes(m.nonce);
   return finish(w);
 }
 
@@ -123,6 +163,10 @@ DecodeError decode_hello(const Frame& f, Hello* out) {
   out->flags = r.le16();
   out->expected_schema = r.le64();
   if (out->version == 0) return DecodeError::kBadVersion;
+  if ((out->flags & kHelloAuth) != 0) {
+    if (f.body.size() < kHelloAuthBody) return DecodeError::kBadLength;
+    std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
+  }
   return DecodeError::kOk;
 }
 
@@ -166,7 +210,7 @@ size_t encode_multicast(const Multicast& m, MutableBytes out) {
   w.le16(m.mtu);
   w.u8(m.ttl);
   w.u8(m.session);
-  w.le16(0);
+  w.le16(m.features);
   w.le64(m.token);
   w.be32(m.data_ip);
   return finish(w);
@@ -181,7 +225,7 @@ DecodeError decode_multicast(const Frame& f, Multicast* out) {
   out->mtu = r.le16();
   out->ttl = r.u8();
   out->session = r.u8();
-  r.skip(2);
+  out->features = r.le16();
   out->token = r.le64();
   out->data_ip = f.body.size() >= kMulticastBody ? r.be32() : 0;
   if (out->port == 0 && out->group != 0) return DecodeError::kBadValue;  // a group needs a port
@@ -200,6 +244,22 @@ size_t encode_punch(uint64_t token, MutableBytes out) {
   return finish(begin_frame(out, FrameKind::kPunch, 0, token, 0));
 }
 
+size_t encode_punch_counted(uint64_t token, uint64_t counter, MutableBytes out) {
+  ByteWriter w = begin_frame(out, FrameKind::kPunch, 0, token, 8);
+  w.le64(counter);
+  return finish(w);
+}
+
+DecodeError decode_punch(const Frame& f, uint64_t* token, uint64_t* counter) {
+  if (f.header.kind != FrameKind::kPunch) return DecodeError::kBadKind;
+  if (f.body.size() != f.header.len || (f.header.len != 0 && f.header.len != 8)) {
+    return DecodeError::kBadLength;
+  }
+  *token = f.header.seq;
+  *counter = f.header.len == 8 ? load_le64(f.body.data()) : 0;
+  return DecodeError::kOk;
+}
+
 size_t encode_nak(const Nak& m, MutableBytes out) {
   ByteWriter w = begin_frame(out, FrameKind::kNak, 0, m.first, kNakBody);
   w.le64(m.last);
@@ -211,6 +271,125 @@ DecodeError decode_nak(const Frame& f, Nak* out) {
   out->first = f.header.seq;
   out->last = load_le64(f.body.data());
   if (out->last < out->first) return DecodeError::kBadValue;
+  return DecodeError::kOk;
+}
+
+size_t encode_nak_ranges(const NakRanges& r, MutableBytes out) {
+  if (r.count == 0 || r.count > kMaxNakRanges) return 0;
+  const uint32_t len = static_cast<uint32_t>(kNakBody + 16 * (r.count - 1));
+  ByteWriter w = begin_frame(out, FrameKind::kNak, 0, r.ranges[0].first, len);
+  w.le64(r.ranges[0].last);
+  for (uint32_t i = 1; i < r.count; ++i) {
+    w.le64(r.ranges[i].first);
+    w.le64(r.ranges[i].last);
+  }
+  return finish(w);
+}
+
+DecodeError decode_nak_ranges(const Frame& f, NakRanges* out) {
+  if (f.header.kind != FrameKind::kNak) return DecodeError::kBadKind;
+  const size_t len = f.header.len;
+  if (f.body.size() != len || len < kNakBody || len > kMaxNakBody || (len - kNakBody) % 16 != 0) {
+    return DecodeError::kBadLength;
+  }
+  ByteReader r(f.body);
+  out->count = 0;
+  Nak first{f.header.seq, r.le64()};
+  if (first.last < first.first) return DecodeError::kBadValue;
+  out->push(first);
+  while (r.remaining() != 0) {
+    Nak n;
+    n.first = r.le64();
+    n.last = r.le64();
+    // Ascending and apart: each range starts after the previous one ends.
+    if (n.last < n.first || n.first <= out->ranges[out->count - 1].last) return DecodeError::kBadValue;
+    out->push(n);
+  }
+  return DecodeError::kOk;
+}
+
+size_t encode_health(const Health& m, MutableBytes out) {
+  ByteWriter w = begin_frame(out, FrameKind::kHealth, 0, m.report, kHealthBody);
+  w.le64(m.next_seq);
+  w.le64(m.known_end);
+  w.le32(m.holes);
+  w.le32(m.held);
+  w.le32(m.held_high);
+  w.le32(0);
+  w.le64(m.naks);
+  w.le64(m.gap_records);
+  w.le64(m.rx_drops);
+  w.le64(m.rejected);
+  return finish(w);
+}
+
+DecodeError decode_health(const Frame& f, Health* out) {
+  // Longer bodies are accepted: a later version may append fields.
+  if (f.header.kind != FrameKind::kHealth) return DecodeError::kBadKind;
+  if (f.body.size() < kHealthBody || f.body.size() != f.header.len) return DecodeError::kBadLength;
+  ByteReader r(f.body);
+  out->report = f.header.seq;
+  out->next_seq = r.le64();
+  out->known_end = r.le64();
+  out->holes = r.le32();
+  out->held = r.le32();
+  out->held_high = r.le32();
+  out->reserved = r.le32();
+  out->naks = r.le64();
+  out->gap_records = r.le64();
+  out->rx_drops = r.le64();
+  out->rejected = r.le64();
+  return DecodeError::kOk;
+}
+
+size_t encode_auth(const Auth& m, MutableBytes out) {
+  const bool source = m.step == AuthStep::kSourceProof;
+  ByteWriter w = begin_frame(out, FrameKind::kAuth, 0, 0, source ? kAuthSourceBody : kAuthMirrorBody);
+  w.u8(static_cast<uint8_t>(m.step));
+  w.zeros(7);
+  if (source) {
+    w.bytes(m.nonce);
+    w.bytes(m.salt);
+  }
+  w.bytes(m.proof);
+  return finish(w);
+}
+
+DecodeError decode_auth(const Frame& f, Auth* out) {
+  if (f.header.kind != FrameKind::kAuth) return DecodeError::kBadKind;
+  if (f.body.size() != f.header.len || f.body.empty()) return DecodeError::kBadLength;
+  ByteReader r(f.body);
+  const uint8_t step = r.u8();
+  r.skip(7);
+  if (step == static_cast<uint8_t>(AuthStep::kSourceProof)) {
+    if (f.body.size() != kAuthSourceBody) return DecodeError::kBadLength;
+    std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
+    std::memcpy(out->salt.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
+  } else if (step == static_cast<uint8_t>(AuthStep::kMirrorProof)) {
+    if (f.body.size() != kAuthMirrorBody) return DecodeError::kBadLength;
+  } else {
+    return DecodeError::kBadValue;
+  }
+  out->step = static_cast<AuthStep>(step);
+  std::memcpy(out->proof.data(), r.bytes(kProofBytes).data(), kProofBytes);
+  return DecodeError::kOk;
+}
+
+size_t encode_refuse(const Refuse& m, MutableBytes out) {
+  const size_t text = std::min(m.text.size(), kMaxRefuseText);
+  ByteWriter w = begin_frame(out, FrameKind::kRefuse, 0, 0, static_cast<uint32_t>(4 + text));
+  w.le16(static_cast<uint16_t>(m.reason));
+  w.le16(0);
+  w.bytes(ConstBytes(reinterpret_cast<const std::byte*>(m.text.data()), text));
+  return finish(w);
+}
+
+DecodeError decode_refuse(const Frame& f, Refuse* out) {
+  if (f.header.kind != FrameKind::kRefuse) return DecodeError::kBadKind;
+  if (f.body.size() != f.header.len || f.body.size() < 4) return DecodeError::kBadLength;
+  if (f.body.size() > 4 + kMaxRefuseText) return DecodeError::kTooLarge;
+  out->reason = static_cast<RefuseReason>(load_le16(f.body.data()));
+  out->text = std::string_view(reinterpret_cast<const char*>(f.body.data() + 4), f.body.size() - 4);
   return DecodeError::kOk;
 }
 

@@ -1,10 +1,12 @@
 // frame.h — the ring-mirroring wire format: a 16-byte little-endian frame
 // header (kind u8 | flags u8 | count u16 | len u32 | seq u64) and the bodies
-// of the nine frame kinds. Pure encode/decode over byte spans; no I/O, no
+// of the frame kinds. Pure encode/decode over byte spans; no I/O, no
 // allocation. Byte-level definitions: proto/PROTOCOL.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "proto/bytes.h"
 
@@ -23,8 +25,20 @@ enum class FrameKind : uint8_t {
   kMulticast = 7,  // source -> mirror, TCP
   kPunch = 8,      // mirror -> source, UDP
   kAttach = 9,     // either way, TCP: stream-mux control (proto/attach.h)
+  kHealth = 10,    // mirror -> source, TCP: the mirror's state every 100 ms
+  kAuth = 11,      // either way, TCP: the pre-shared-key handshake
+  kMac = 12,       // UDP: the last 16 bytes of an authenticated datagram
+  kRefuse = 13,    // source -> mirror, TCP: why the connection is being closed
 };
-inline constexpr uint8_t kMaxFrameKind = 9;
+// kMaxFrameKind is the highest kind this build knows. Higher kinds decode
+// (a later version's frames): a TCP receiver skips them, a UDP receiver
+// drops the datagram. Kind 0 is always malformed.
+inline constexpr uint8_t kMaxFrameKind = 13;
+inline bool known_kind(FrameKind k) {
+  return static_cast<uint8_t>(k) >= 1 && static_cast<uint8_t>(k) <= kMaxFrameKind;
+}
+// frame_kind_name: "HELLO", "DATA", ... ("unknown" above kMaxFrameKind).
+const char* frame_kind_name(FrameKind k);
 
 // FrameHeader is the decoded 16-byte header.
 struct FrameHeader {
@@ -42,8 +56,9 @@ struct Frame {
 };
 
 void encode_frame_header(const FrameHeader& h, std::byte* out);
-// decode_frame_header reads 16 bytes; rejects unknown kinds and bodies
-// longer than max_body.
+// decode_frame_header reads 16 bytes; rejects kind 0 and bodies longer than
+// max_body (before any body byte is read: no length from the wire ever
+// sizes anything).
 DecodeError decode_frame_header(ConstBytes in, size_t max_body, FrameHeader* out);
 // decode_frame reads one whole frame from the front of `in` (the rest of
 // `in` is left for the caller: several frames may share a TCP read).
@@ -58,14 +73,20 @@ enum HelloFlags : uint16_t {
   kHelloUnicastCapable = 1u << 0,  // the mirror can receive DATA by UDP unicast
   kHelloPrefersUnicast = 1u << 1,  // ... and asks for it
   kHelloTcpOnly = 1u << 2,         // the mirror asks for DATA on the TCP connection
+  kHelloHealth = 1u << 3,          // the mirror sends HEALTH every 100 ms
+  kHelloMultiNak = 1u << 4,        // the mirror's NAKs may name several ranges
+  kHelloAuth = 1u << 5,            // a 32-byte challenge follows: authenticate
 };
+inline constexpr size_t kNonceBytes = 32;
 struct Hello {
   uint64_t first_wanted = kHelloLatest;
   uint16_t version = kProtocolVersion;
   uint16_t flags = 0;
   uint64_t expected_schema = 0;  // 0: accept any schema
+  std::array<std::byte, kNonceBytes> nonce{};  // with kHelloAuth: the mirror's challenge
 };
 inline constexpr size_t kHelloBody = 16;
+inline constexpr size_t kHelloAuthBody = kHelloBody + kNonceBytes;
 
 // ---- GEOMETRY: source -> mirror. seq = first sequence that will be sent.
 struct Geometry {
@@ -82,14 +103,20 @@ struct Geometry {
 inline constexpr size_t kGeometryBody = 56;
 
 // ---- MULTICAST: source -> mirror. How DATA will arrive by UDP.
+enum MulticastFeatures : uint16_t {
+  kFeatureMultiNak = 1u << 0,  // NAKs naming several ranges are served
+  kFeatureHealth = 1u << 1,    // HEALTH is answered with a TCP HEARTBEAT; liveness applies
+  kFeatureMac = 1u << 2,       // every UDP datagram (and PUNCH) carries a MAC frame
+};
 struct Multicast {
   uint32_t group = 0;     // IPv4, host order; 0 = unicast (punch `port`)
   uint16_t port = 0;
   uint16_t mtu = 0;       // largest UDP payload the source sends
   uint8_t ttl = 0;
   uint8_t session = 0;    // stamped in the flags byte of UDP DATA/HEARTBEAT
+  uint16_t features = 0;  // MulticastFeatures the source grants this mirror
   uint64_t token = 0;     // a PUNCH must carry it
-  uint32_t data_ip = 0;   // where to PUNCH; 0 = the TCP connection's peer
+  uint32_t data_ip = 0;   // where UDP comes from and PUNCHes go; 0 = the TCP peer
 };
 inline constexpr size_t kMulticastBody = 24;
 inline constexpr size_t kMulticastBodyMin = 20;  // sources before data_ip
@@ -124,14 +151,80 @@ class BlobRecords {
 
 // ---- GAP: source -> mirror. seq = next sequence that will come.
 // ---- HEARTBEAT: source -> mirror. seq = one past the last sequence sent;
-//      flags = session byte.
-// ---- PUNCH: mirror -> source (UDP). seq = the token from MULTICAST.
-// ---- NAK: mirror -> source. seq = first missing, body = u64 last missing.
+//      flags = session byte (UDP) or 0 (TCP: the source's vouched position,
+//      the answer to HEALTH and to a NAK beyond what it has sent).
+// ---- PUNCH: mirror -> source (UDP). seq = the token from MULTICAST; on an
+//      authenticated session an 8-byte body (a counter that only grows),
+//      then a MAC frame.
+// ---- NAK: mirror -> source. seq = first missing, body = u64 last missing,
+//      then (multi-range, kFeatureMultiNak) up to 63 more (first, last) pairs,
+//      ascending and apart.
 struct Nak {
   uint64_t first = 0;
   uint64_t last = 0;  // inclusive
 };
 inline constexpr size_t kNakBody = 8;
+inline constexpr size_t kMaxNakRanges = 64;
+// NakRanges is a decoded NAK: one range, or several in ascending order.
+struct NakRanges {
+  uint32_t count = 0;
+  std::array<Nak, kMaxNakRanges> ranges{};
+  void push(const Nak& n) { ranges[count++] = n; }
+};
+inline constexpr size_t kMaxNakBody = kNakBody + 16 * (kMaxNakRanges - 1);
+
+// ---- HEALTH: mirror -> source, TCP, every 100 ms (kHelloHealth). seq = the
+// report's number. The source answers each with a TCP HEARTBEAT.
+struct Health {
+  uint64_t report = 0;
+  uint64_t next_seq = 0;       // the next sequence the mirror will write
+  uint64_t known_end = 0;      // one past the highest it knows was sent
+  uint32_t holes = 0;          // missing ranges below known_end now
+  uint32_t held = 0;           // frames in hold-back now
+  uint32_t held_high = 0;      // hold-back high water this session
+  uint32_t reserved = 0;
+  uint64_t naks = 0;           // NAKs sent this session
+  uint64_t gap_records = 0;    // records the source no longer had
+  uint64_t rx_drops = 0;       // datagrams lost at the port or the hold-back
+  uint64_t rejected = 0;       // UDP datagrams rejected, every reason
+};
+inline constexpr size_t kHealthBody = 64;
+
+// ---- AUTH: the pre-shared-key handshake (TCP; PROTOCOL.md §1.8).
+inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
+enum class AuthStep : uint8_t { kSourceProof = 1, kMirrorProof = 2 };
+struct Auth {
+  AuthStep step = AuthStep::kSourceProof;
+  std::array<std::byte, kNonceBytes> nonce{};  // step 1: the source's nonce
+  std::array<std::byte, kNonceBytes> salt{};   // step 1: the data-key salt
+  std::array<std::byte, kProofBytes> proof{};
+};
+inline constexpr size_t kAuthSourceBody = 8 + 2 * kNonceBytes + kProofBytes;  // 104
+inline constexpr size_t kAuthMirrorBody = 8 + kProofBytes;                    // 40
+
+// ---- MAC: UDP, the last frame of an authenticated datagram: 16 bytes,
+// flags = session byte (0 on a PUNCH), seq = the tag over every byte of the
+// datagram before the tag (SipHash-2-4, PROTOCOL.md §1.8).
+inline constexpr size_t kMacFrameBytes = kFrameHeaderBytes;
+
+// ---- REFUSE: source -> mirror, TCP, then the source closes.
+enum class RefuseReason : uint16_t {
+  kMalformedHello = 1,
+  kVersion = 2,
+  kSchema = 3,
+  kAuthRequired = 4,
+  kAuthFailed = 5,
+  kBusy = 6,              // the connection cap
+  kHandshakeTimeout = 7,
+  kProtocol = 8,          // a frame that breaks the protocol
+  kSlow = 9,              // the mirror did not read what it asked for
+};
+inline constexpr size_t kMaxRefuseText = 200;
+struct Refuse {
+  RefuseReason reason = RefuseReason::kProtocol;
+  std::string_view text;  // a view into the frame (decode) or the caller's (encode)
+};
+const char* refuse_reason_name(RefuseReason r);
 
 // Encoders write header + body into `out` and return the frame size, or 0
 // if `out` is too small.
@@ -141,14 +234,30 @@ size_t encode_multicast(const Multicast& m, MutableBytes out);
 size_t encode_gap(uint64_t next_seq, MutableBytes out);
 size_t encode_heartbeat(uint64_t next_seq, uint8_t session, MutableBytes out);
 size_t encode_nak(const Nak& m, MutableBytes out);
+// encode_nak_ranges writes one NAK naming r.count ranges (1 = a plain NAK).
+size_t encode_nak_ranges(const NakRanges& r, MutableBytes out);
 size_t encode_punch(uint64_t token, MutableBytes out);
+// encode_punch_counted writes a PUNCH with its counter body (authenticated
+// sessions; the caller appends the MAC frame).
+size_t encode_punch_counted(uint64_t token, uint64_t counter, MutableBytes out);
+// (A TCP HEARTBEAT is encode_heartbeat with session 0.)
+size_t encode_health(const Health& m, MutableBytes out);
+size_t encode_auth(const Auth& m, MutableBytes out);
+size_t encode_refuse(const Refuse& m, MutableBytes out);
 
 // Decoders take a decoded Frame of the matching kind.
 DecodeError decode_hello(const Frame& f, Hello* out);
 DecodeError decode_geometry(const Frame& f, Geometry* out);
 DecodeError decode_multicast(const Frame& f, Multicast* out);
 DecodeError decode_nak(const Frame& f, Nak* out);
+// decode_nak_ranges reads a plain or a multi-range NAK.
+DecodeError decode_nak_ranges(const Frame& f, NakRanges* out);
 // decode_empty checks a GAP, HEARTBEAT or PUNCH frame (no body).
 DecodeError decode_empty(const Frame& f, FrameKind kind);
+// decode_punch reads a PUNCH: *counter is 0 without a body.
+DecodeError decode_punch(const Frame& f, uint64_t* token, uint64_t* counter);
+DecodeError decode_health(const Frame& f, Health* out);
+DecodeError decode_auth(const Frame& f, Auth* out);
+DecodeError decode_refuse(const Frame& f, Refuse* out);
 
 }  // namespace ringfire::proto

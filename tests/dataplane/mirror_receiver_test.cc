@@ -43,6 +43,22 @@ std::vector<std::byte> heartbeat(uint64_t next, uint8_t session = kSession) {
   return f;
 }
 
+const Endpoint kSource{0xC6120001, 7402};  // 198.18.0.1
+
+void tcp_to(MirrorReceiver& rx, const std::vector<std::byte>& d, uint64_t now = 0) {
+  proto::Frame f;
+  ASSERT_EQ(proto::decode_frame(d, d.size(), &f), proto::DecodeError::kOk);
+  rx.on_tcp_frame(f, d, now);
+}
+
+// only: the single range of a NAK.
+Nak only(const std::optional<proto::NakRanges>& n) {
+  EXPECT_TRUE(n.has_value());
+  if (!n) return Nak{};
+  EXPECT_EQ(n->count, 1u);
+  return n->ranges[0];
+}
+
 class MirrorReceiverTest : public ::testing::Test {
  protected:
   MirrorReceiverTest()
@@ -50,12 +66,8 @@ class MirrorReceiverTest : public ::testing::Test {
         writer_(*MirrorWriter::attach(ring_.open())),
         rx_(&writer_, MirrorConfig{}, 0, kSession) {}
 
-  void udp(const std::vector<std::byte>& d, uint64_t now = 0) { rx_.on_datagram(d, now); }
-  void tcp(const std::vector<std::byte>& d, uint64_t now = 0) {
-    proto::Frame f;
-    ASSERT_EQ(proto::decode_frame(d, d.size(), &f), proto::DecodeError::kOk);
-    rx_.on_frame(f, d, /*udp=*/false, now);
-  }
+  void udp(const std::vector<std::byte>& d, uint64_t now = 0) { rx_.on_datagram(d, kSource, now); }
+  void tcp(const std::vector<std::byte>& d, uint64_t now = 0) { tcp_to(rx_, d, now); }
 
   // ring_seqs reads the mirror ring from 0 and checks every record.
   std::vector<uint64_t> ring_seqs() {
@@ -93,19 +105,24 @@ TEST_F(MirrorReceiverTest, GivenAHoleAt10To12ADatagramFor13IsHeldAndOneNakIsSent
   udp(data_frame(13, 2), 1 * kMs);
   EXPECT_EQ(rx_.next_seq(), 10u);
   EXPECT_EQ(rx_.held_frames(), 1u);
-  auto nak = rx_.poll_nak(1 * kMs);
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->first, 10u);
-  EXPECT_EQ(nak->last, 12u);
+  const Nak nak = only(rx_.poll_nak(1 * kMs));
+  EXPECT_EQ(nak.first, 10u);
+  EXPECT_EQ(nak.last, 12u);
   udp(data_frame(15, 2), 2 * kMs);  // more overtaking data: the same hole, no new NAK
   EXPECT_FALSE(rx_.poll_nak(2 * kMs));
-  EXPECT_FALSE(rx_.poll_nak(20 * kMs));
-  auto again = rx_.poll_nak(21 * kMs);  // unanswered for 20 ms: repeated once
-  ASSERT_TRUE(again);
-  EXPECT_EQ(again->first, 10u);
-  EXPECT_EQ(again->last, 12u);
-  EXPECT_EQ(rx_.stats().naks, 2u);
-  EXPECT_EQ(rx_.stats().nak_repeats, 1u);
+  // Unanswered: before any repair was measured the first repeat waits 4 ms
+  // (a lost UDP repair is asked for again soon, and comes over TCP) ...
+  EXPECT_FALSE(rx_.poll_nak(4 * kMs));
+  const Nak again = only(rx_.poll_nak(5 * kMs));
+  EXPECT_EQ(again.first, 10u);
+  EXPECT_EQ(again.last, 12u);
+  // ... then the source document's 20 ms, doubling while still unanswered.
+  EXPECT_FALSE(rx_.poll_nak(24 * kMs));
+  EXPECT_EQ(only(rx_.poll_nak(25 * kMs)).first, 10u);
+  EXPECT_FALSE(rx_.poll_nak(64 * kMs));
+  EXPECT_EQ(only(rx_.poll_nak(65 * kMs)).first, 10u);
+  EXPECT_EQ(rx_.stats().naks, 4u);
+  EXPECT_EQ(rx_.stats().nak_repeats, 3u);
 }
 
 TEST_F(MirrorReceiverTest, TheRetransmissionFillsTheHoleAndReleasesTheHeldFrames) {
@@ -123,11 +140,12 @@ TEST_F(MirrorReceiverTest, TheRetransmissionFillsTheHoleAndReleasesTheHeldFrames
 TEST_F(MirrorReceiverTest, APartialRepairDoesNotTriggerAnotherNak) {
   udp(data_frame(0, 10));
   udp(data_frame(20, 1));
-  auto nak = rx_.poll_nak(0);
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->last, 19u);
-  tcp(data_frame(10, 5));  // 10..14 arrive; 15..19 still on their way
-  EXPECT_FALSE(rx_.poll_nak(1 * kMs));
+  EXPECT_EQ(only(rx_.poll_nak(0)).last, 19u);
+  tcp(data_frame(10, 5), 3 * kMs);  // 10..14 arrive; 15..19 still on their way
+  EXPECT_FALSE(rx_.poll_nak(3 * kMs));
+  // The repair is arriving, so its clock restarted: no repeat at 5 ms.
+  EXPECT_FALSE(rx_.poll_nak(5 * kMs));
+  EXPECT_EQ(rx_.stats().nak_repeats, 0u);
 }
 
 TEST_F(MirrorReceiverTest, DuplicatesAndStaleRetransmissionsAreDropped) {
@@ -164,10 +182,9 @@ TEST_F(MirrorReceiverTest, ALostLastDatagramIsFoundByTheHeartbeat) {
   udp(data_frame(0, 10));
   // 10..11 were sent and lost; the heartbeat says the source sent up to 11.
   udp(heartbeat(12));
-  auto nak = rx_.poll_nak(0);
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->first, 10u);
-  EXPECT_EQ(nak->last, 11u);
+  const Nak nak = only(rx_.poll_nak(0));
+  EXPECT_EQ(nak.first, 10u);
+  EXPECT_EQ(nak.last, 11u);
 }
 
 TEST_F(MirrorReceiverTest, AGapSkipsWhatTheSourceNoLongerHasAndReadersSeeAHole) {
@@ -193,7 +210,8 @@ TEST_F(MirrorReceiverTest, MalformedInputIsCountedAndNeverReachesTheRing) {
   std::vector<std::byte> nak(24);
   proto::encode_nak(Nak{1, 2}, nak);
   udp(nak);  // a frame a mirror never receives
-  EXPECT_EQ(rx_.stats().malformed, 3u);
+  EXPECT_EQ(rx_.stats().malformed, 2u);
+  EXPECT_EQ(rx_.stats().wrong_kind, 1u);
   EXPECT_EQ(rx_.next_seq(), 0u);
   EXPECT_TRUE(ring_seqs().empty());
   udp(data_frame(0, 3));  // and the session carries on
@@ -217,22 +235,17 @@ TEST(MirrorReceiverBounds, AFullHoldBackDropsAndTheNakRecoversWhatItDropped) {
   MirrorConfig cfg;
   cfg.hold_back_frames = 2;
   MirrorReceiver rx(&w, cfg, 0, kSession);
-  for (uint64_t s = 1; s <= 4; ++s) rx.on_datagram(data_frame(s, 1), 0);  // 0 lost
+  for (uint64_t s = 1; s <= 4; ++s) rx.on_datagram(data_frame(s, 1), kSource, 0);  // 0 lost
   EXPECT_EQ(rx.held_frames(), 2u);
   EXPECT_EQ(rx.stats().hold_overflow, 2u);
-  auto nak = rx.poll_nak(0);
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->first, 0u);
-  EXPECT_EQ(nak->last, 0u);
-  proto::Frame f;
-  auto zero = data_frame(0, 1);
-  ASSERT_EQ(proto::decode_frame(zero, zero.size(), &f), proto::DecodeError::kOk);
-  rx.on_frame(f, zero, false, 0);
+  Nak nak = only(rx.poll_nak(0));
+  EXPECT_EQ(nak.first, 0u);
+  EXPECT_EQ(nak.last, 0u);
+  tcp_to(rx, data_frame(0, 1), 1 * kMs);
   EXPECT_EQ(rx.next_seq(), 3u);  // 1 and 2 were held; 3, 4 were dropped
-  nak = rx.poll_nak(0);          // the heartbeat-free tail: known_end says 5
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->first, 3u);
-  EXPECT_EQ(nak->last, 4u);
+  nak = only(rx.poll_nak(1 * kMs));  // the heartbeat-free tail: known_end says 5
+  EXPECT_EQ(nak.first, 3u);
+  EXPECT_EQ(nak.last, 4u);
 }
 
 TEST(MirrorReceiverBounds, ANakNeverCoversMoreThanItsLimit) {
@@ -241,11 +254,10 @@ TEST(MirrorReceiverBounds, ANakNeverCoversMoreThanItsLimit) {
   MirrorConfig cfg;
   cfg.nak_max_records = 100;
   MirrorReceiver rx(&w, cfg, 0, kSession);
-  rx.on_datagram(heartbeat(1'000'000), 0);
-  auto nak = rx.poll_nak(0);
-  ASSERT_TRUE(nak);
-  EXPECT_EQ(nak->first, 0u);
-  EXPECT_EQ(nak->last, 99u);
+  rx.on_datagram(heartbeat(1000), kSource, 0);
+  const Nak nak = only(rx.poll_nak(0));
+  EXPECT_EQ(nak.first, 0u);
+  EXPECT_EQ(nak.last, 99u);
 }
 
 TEST(MirrorWriterTest, RefusesARingThatIsNotSparse) {

@@ -26,6 +26,7 @@ using ring::testing::ScopedRing;
 constexpr uint32_t kSlot = 32;
 constexpr uint8_t kSession = 7;
 constexpr uint64_t kUs = 1000;
+const Endpoint kSource{0xC6120001, 7402};
 
 struct InFlight {
   uint64_t at_ns;
@@ -61,7 +62,7 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
   auto send_udp = [&](std::vector<std::byte> d, uint64_t now) {
     ++res.datagrams;
     last_send_ns = now;
-    shaper.offer(d, now, [&](proto::ConstBytes b) {
+    shaper.offer(d, kSource, now, [&](proto::ConstBytes b, const Endpoint&) {
       udp.push_back({now + 20 * kUs, {b.begin(), b.end()}});
     });
   };
@@ -128,10 +129,12 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
       send_udp(hb, now);
     }
     // The network (delayed datagrams leave the shaper when due).
-    shaper.release(now, [&](proto::ConstBytes b) { udp.push_back({now + 20 * kUs, {b.begin(), b.end()}}); });
+    shaper.release(now, [&](proto::ConstBytes b, const Endpoint&) {
+      udp.push_back({now + 20 * kUs, {b.begin(), b.end()}});
+    });
     for (auto it = udp.begin(); it != udp.end();) {
       if (it->at_ns <= now) {
-        rx.on_datagram(it->bytes, now);
+        rx.on_datagram(it->bytes, kSource, now);
         it = udp.erase(it);
       } else {
         ++it;
@@ -141,10 +144,12 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
       proto::Frame f;
       const auto& b = tcp_to_mirror.front().bytes;
       EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
-      rx.on_frame(f, b, /*udp=*/false, now);
+      rx.on_tcp_frame(f, b, now);
       tcp_to_mirror.pop_front();
     }
-    if (auto nak = rx.poll_nak(now)) tcp_to_source.emplace_back(now + 30 * kUs, *nak);
+    if (auto nak = rx.poll_nak(now)) {
+      for (uint32_t i = 0; i < nak->count; ++i) tcp_to_source.emplace_back(now + 30 * kUs, nak->ranges[i]);
+    }
     while (!tcp_to_source.empty() && tcp_to_source.front().first <= now) {
       answer_nak(tcp_to_source.front().second, now);
       tcp_to_source.pop_front();

@@ -152,15 +152,49 @@ TEST_F(ServeWorkerTest, WhenIdleAHeartbeatCarriesOnePastTheLastSentSequence) {
   EXPECT_EQ(hb.header.flags, 9);
 }
 
+TEST_F(ServeWorkerTest, WhileIdleHeartbeatsBackOffToTheirMaximumAndADataFrameResetsThem) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.heartbeat_max_ns = 8 * kMs;
+  auto w = worker(c);
+  publish(1);
+  const uint64_t t0 = 1000 * kMs;
+  w->step(t0);
+  std::vector<uint64_t> beats;
+  for (uint64_t t = t0; t <= t0 + 40 * kMs; t += 100 * kUs) {
+    const size_t before = sent().size();
+    w->step(t);
+    if (sent().size() != before) beats.push_back((t - t0) / kMs);
+  }
+  // 1 ms after the frame, then 2, 4, 8, 8 ... ms apart.
+  EXPECT_EQ(beats, (std::vector<uint64_t>{1, 3, 7, 15, 23, 31, 39}));
+  publish(1);
+  w->step(t0 + 41 * kMs);
+  sent().clear();
+  w->step(t0 + 42 * kMs);  // 1 ms after the new frame: the first heartbeat again
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(decode(sent()[0]).header.kind, proto::FrameKind::kHeartbeat);
+}
+
+ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
+  ServeCommand c{ServeCommand::Kind::kAllowToken, token};
+  c.peer_ip = from.ip;
+  if (key != nullptr) {
+    c.keyed = true;
+    c.punch_key = *key;
+  }
+  return c;
+}
+
 TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
   auto w = worker(ServeConfig{});  // unicast only
-  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kAllowToken, 77}));
   const Endpoint attacker{0xC6120002, 5555}, mirror{0xC6120003, 6666};
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
   port_.state->inbox.push_back({punch(99), attacker});
   publish(2);
   w->step(1000 * kMs);
   EXPECT_TRUE(sent().empty());
-  EXPECT_EQ(w->link().stats.punches_refused.load(), 1u);
+  EXPECT_EQ(w->link().stats.punch_unknown_token.load(), 1u);
   port_.state->inbox.push_back({punch(77), mirror});
   publish(1);
   w->step(1001 * kMs);
@@ -194,7 +228,7 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
   // (or one that has not punched yet) is refused, nothing sent.
   sent().clear();
   const Endpoint mirror{0xC6120003, 6666};
-  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kAllowToken, 77}));
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
   port_.state->inbox.push_back({punch(77), mirror});
   w->step(1002 * kMs);
   sent().clear();
@@ -206,6 +240,92 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
   EXPECT_EQ(decode(sent()[0]).header.seq, 9u);
   EXPECT_EQ(w->link().stats.repairs.load(), 2u);
   EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
+}
+
+TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressThanItsMirrorsRedirectsNothing) {
+  auto w = worker(ServeConfig{});
+  const Endpoint mirror{0xC6120003, 6666}, thief{0xC6120005, 6666};
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
+  port_.state->inbox.push_back({punch(77), thief});  // the right token, the wrong host
+  publish(1);
+  w->step(1000 * kMs);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(w->link().stats.punch_wrong_sender.load(), 1u);
+  // Through a NAT the port may change, the address does not.
+  port_.state->inbox.push_back({punch(77), Endpoint{mirror.ip, 4242}});
+  publish(1);
+  w->step(1001 * kMs);
+  ASSERT_FALSE(sent().empty());
+  EXPECT_EQ(sent().back().peer, (Endpoint{mirror.ip, 4242}));
+}
+
+TEST_F(ServeWorkerTest, EveryKindOfJunkIsCountedByReasonAndSendsNothing) {
+  auto w = worker(ServeConfig{});
+  const Endpoint mirror{0xC6120003, 6666};
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
+  std::vector<std::byte> junk(40, std::byte{0xee});
+  std::vector<std::byte> gap(16);
+  proto::encode_gap(5, gap);
+  std::vector<std::byte> long_punch = punch(77);
+  long_punch.resize(40);  // trailing bytes after the PUNCH
+  proto::store_le32(long_punch.data() + 4, 24);
+  for (const auto& d : {junk, gap, long_punch}) port_.state->inbox.push_back({d, mirror});
+  publish(1);
+  w->step(1000 * kMs);
+  EXPECT_TRUE(sent().empty());
+  const ServeStats& st = w->link().stats;
+  EXPECT_EQ(st.punch_malformed.load(), 2u);  // the junk, and a PUNCH body of the wrong length
+  EXPECT_EQ(st.punch_wrong_kind.load(), 1u);
+  EXPECT_EQ(st.punches_refused(), 3u);
+}
+
+TEST_F(ServeWorkerTest, AnAuthenticatedSessionTakesOnlyMacedPunchesWithARisingCounter) {
+  MacKey data_key, punch_key;
+  data_key.bytes.fill(1);
+  punch_key.bytes.fill(2);
+  ServeConfig c;
+  c.data_key = data_key;
+  auto w = worker(c);
+  const Endpoint mirror{0xC6120003, 6666};
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror, &punch_key)));
+  auto sealed = [&](uint64_t counter, const MacKey& k) {
+    std::vector<std::byte> b(64);
+    b.resize(seal(k, b.data(), proto::encode_punch_counted(77, counter, b), 0));
+    return b;
+  };
+  MacKey wrong;
+  wrong.bytes.fill(3);
+  port_.state->inbox.push_back({punch(77), mirror});            // no MAC
+  port_.state->inbox.push_back({sealed(1, wrong), mirror});     // another key
+  publish(1);
+  w->step(1000 * kMs);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(w->link().stats.punch_bad_mac.load(), 2u);
+  port_.state->inbox.push_back({sealed(5, punch_key), mirror});
+  publish(1);
+  w->step(1001 * kMs);
+  ASSERT_FALSE(sent().empty());
+  // What it sends is sealed under the data key: a mirror with it opens it.
+  proto::ConstBytes inner;
+  ASSERT_TRUE(unseal(data_key, sent().back().bytes, &inner));
+  proto::Frame f;
+  ASSERT_EQ(proto::decode_frame(inner, inner.size(), &f), proto::DecodeError::kOk);
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kData);
+  EXPECT_EQ(inner.size(), proto::kFrameHeaderBytes + f.header.len);
+  EXPECT_FALSE(unseal(punch_key, sent().back().bytes, &inner));
+  // A captured PUNCH replayed (from the NAT's new port) moves nothing; a
+  // newer one does.
+  sent().clear();
+  port_.state->inbox.push_back({sealed(5, punch_key), Endpoint{mirror.ip, 9999}});
+  publish(1);
+  w->step(1002 * kMs);
+  EXPECT_EQ(w->link().stats.punch_replayed.load(), 1u);
+  ASSERT_FALSE(sent().empty());
+  EXPECT_EQ(sent().back().peer, mirror);
+  port_.state->inbox.push_back({sealed(6, punch_key), Endpoint{mirror.ip, 9999}});
+  publish(1);
+  w->step(1003 * kMs);
+  EXPECT_EQ(sent().back().peer, (Endpoint{mirror.ip, 9999}));
 }
 
 TEST_F(ServeWorkerTest, ARepairOfRecordsTheRingNoLongerHoldsIsCutNotSentTorn) {
@@ -271,14 +391,16 @@ TEST(MirrorWorkerTest, DatagramsLandInTheRingAndALossQueuesANakAndWakesControl) 
     for (uint16_t i = 0; i < count; ++i) ring::fill_record({f.data() + 16 + i * 64, 64}, seq + i, 0);
     return f;
   };
-  port.state->inbox.push_back({frame(0, 4), kGroup});
-  port.state->inbox.push_back({frame(6, 2), kGroup});  // 4..5 lost
+  const Endpoint source{0xC6120001, 40000};
+  port.state->inbox.push_back({frame(0, 4), source});
+  port.state->inbox.push_back({frame(6, 2), source});  // 4..5 lost
   w.step(1000 * kMs);
   EXPECT_EQ(w.link().stats.records.load(), 4u);
-  proto::Nak nak;
+  proto::NakRanges nak;
   ASSERT_TRUE(w.link().naks.try_pop(&nak));
-  EXPECT_EQ(nak.first, 4u);
-  EXPECT_EQ(nak.last, 5u);
+  ASSERT_EQ(nak.count, 1u);
+  EXPECT_EQ(nak.ranges[0].first, 4u);
+  EXPECT_EQ(nak.ranges[0].last, 5u);
   uint64_t wakes = 0;
   EXPECT_EQ(read(efd, &wakes, 8), 8);
   EXPECT_EQ(wakes, 1u);

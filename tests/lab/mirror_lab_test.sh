@@ -82,7 +82,7 @@ by_udp "$logs/m2" || fail "m2 (clean multicast) got its DATA by repair, not by U
 grep -q "over unicast" "$logs/m4" || fail "m4 is not on unicast: $(head -n 1 "$logs/m4")"
 grep -q "over TCP" "$logs/mt" || fail "mt is not on TCP: $(head -n 1 "$logs/mt")"
 tail -n 1 "$logs/m3" | grep -Eq 'NAKs [1-9]' || fail "m3 saw loss but sent no NAK: $(tail -n 1 "$logs/m3")"
-grep -Eq " [1-9][0-9]* by UDP" "$logs/serve" || fail "no NAK was repaired through the data plane: $(grep NAKs "$logs/serve" | tail -n 1)"
+grep -Eq " [1-9][0-9]* ranges by UDP" "$logs/serve" || fail "no NAK was repaired through the data plane: $(grep NAKs "$logs/serve" | tail -n 1)"
 
 log "a PUNCH with a wrong token never makes the source send anywhere"
 data=$(grep -Eo "unicast [0-9.]+" "$logs/serve" | head -n 1 | awk '{print $2}')

@@ -132,14 +132,157 @@ TEST(FrameGolden, GapHeartbeatNakPunch) {
   EXPECT_EQ(to_hex(buf), to_hex(hex("08 00 0000 00000000 efbeadde00000000")));
 }
 
-TEST(FrameDecode, RejectsUnknownKindsAndOversizedBodies) {
+TEST(FrameDecode, RejectsKindZeroAndOversizedBodiesAndPassesLaterKindsToTheCaller) {
   auto buf = hex("00 00 0000 00000000 0000000000000000");
   FrameHeader h;
   EXPECT_EQ(decode_frame_header(buf, kMaxBody, &h), DecodeError::kBadKind);
-  buf = hex("0a 00 0000 00000000 0000000000000000");
-  EXPECT_EQ(decode_frame_header(buf, kMaxBody, &h), DecodeError::kBadKind);
+  // A kind this build does not know decodes, and known_kind says so: TCP
+  // receivers skip it, UDP receivers drop the datagram.
+  buf = hex("2a 00 0000 00000000 0000000000000000");
+  ASSERT_EQ(decode_frame_header(buf, kMaxBody, &h), DecodeError::kOk);
+  EXPECT_FALSE(known_kind(h.kind));
+  EXPECT_STREQ(frame_kind_name(h.kind), "unknown");
+  EXPECT_TRUE(known_kind(FrameKind::kRefuse));
   buf = hex("03 00 0100 ffffffff 0000000000000000");
   EXPECT_EQ(decode_frame_header(buf, kMaxBody, &h), DecodeError::kTooLarge);
+}
+
+TEST(FrameGolden, HelloWithAChallengeCarriesTheNonceAfterTheFixedBody) {
+  Hello m;
+  m.flags = kHelloAuth | kHelloHealth | kHelloMultiNak;
+  for (size_t i = 0; i < m.nonce.size(); ++i) m.nonce[i] = std::byte(i);
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_hello(m, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("01 00 0000 30000000 0000000000000000 |"
+                                    "52464d52 0100 3800 0000000000000000 |"
+                                    "000102030405060708090a0b0c0d0e0f 101112131415161718191a1b1c1d1e1f")));
+  Hello back;
+  ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.nonce, m.nonce);
+  // The flag without the nonce is malformed; flags are u16: bit 8 is kept.
+  buf.resize(16 + 16);
+  store_le32(buf.data() + 4, 16);
+  EXPECT_EQ(decode_hello(decode(buf), &back), DecodeError::kBadLength);
+  Hello high;
+  high.flags = 1u << 8;
+  buf.assign(64, std::byte{});
+  buf.resize(encode_hello(high, buf));
+  ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.flags, 1u << 8);
+  EXPECT_EQ(std::to_integer<int>(buf[16 + 7]), 1);  // the high byte of flags, at body offset 7
+}
+
+TEST(FrameGolden, MulticastFeaturesLiveInTheFormerReservedField) {
+  Multicast m;
+  m.group = 0xEFFF0001;
+  m.port = 7401;
+  m.session = 3;
+  m.features = kFeatureMultiNak | kFeatureHealth | kFeatureMac;
+  std::vector<std::byte> buf(64);
+  buf.resize(encode_multicast(m, buf));
+  EXPECT_EQ(to_hex(std::span(buf).subspan(16 + 8, 4)), to_hex(hex("00 03 0700")));
+  Multicast back;
+  ASSERT_EQ(decode_multicast(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.features, m.features);
+}
+
+TEST(FrameGolden, MultiRangeNak) {
+  NakRanges r;
+  r.push(Nak{10, 12});
+  r.push(Nak{20, 20});
+  r.push(Nak{30, 31});
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_nak_ranges(r, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("06 00 0000 28000000 0a00000000000000 0c00000000000000 |"
+                                    "1400000000000000 1400000000000000 1e00000000000000 1f00000000000000")));
+  NakRanges back;
+  ASSERT_EQ(decode_nak_ranges(decode(buf), &back), DecodeError::kOk);
+  ASSERT_EQ(back.count, 3u);
+  EXPECT_EQ(back.ranges[2].last, 31u);
+  // A plain NAK decodes as one range; the single-range decoder refuses more.
+  Nak one;
+  EXPECT_EQ(decode_nak(decode(buf), &one), DecodeError::kBadLength);
+  // Out of order or overlapping ranges, and a ragged length, are refused.
+  store_le64(buf.data() + 24, 12);  // second range starts at the first's last
+  EXPECT_EQ(decode_nak_ranges(decode(buf), &back), DecodeError::kBadValue);
+  buf.resize(16 + 16);
+  store_le32(buf.data() + 4, 16);
+  EXPECT_EQ(decode_nak_ranges(decode(buf), &back), DecodeError::kBadLength);
+}
+
+TEST(FrameGolden, Health) {
+  Health h;
+  h.report = 7;
+  h.next_seq = 100;
+  h.known_end = 110;
+  h.holes = 2;
+  h.held = 3;
+  h.held_high = 9;
+  h.naks = 4;
+  h.gap_records = 5;
+  h.rx_drops = 6;
+  h.rejected = 8;
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_health(h, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("0a 00 0000 40000000 0700000000000000 |"
+                                    "6400000000000000 6e00000000000000 02000000 03000000 09000000 00000000 |"
+                                    "0400000000000000 0500000000000000 0600000000000000 0800000000000000")));
+  Health back;
+  ASSERT_EQ(decode_health(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.held_high, 9u);
+  EXPECT_EQ(back.rejected, 8u);
+}
+
+TEST(FrameGolden, AuthBothSteps) {
+  Auth a;
+  a.step = AuthStep::kSourceProof;
+  a.nonce.fill(std::byte{0x11});
+  a.salt.fill(std::byte{0x22});
+  a.proof.fill(std::byte{0x33});
+  std::vector<std::byte> buf(256);
+  buf.resize(encode_auth(a, buf));
+  ASSERT_EQ(buf.size(), 16 + kAuthSourceBody);
+  EXPECT_EQ(to_hex(std::span(buf).first(24)), to_hex(hex("0b 00 0000 68000000 0000000000000000 01 00000000000000")));
+  EXPECT_EQ(std::to_integer<int>(buf[24]), 0x11);
+  EXPECT_EQ(std::to_integer<int>(buf[24 + 32]), 0x22);
+  EXPECT_EQ(std::to_integer<int>(buf[24 + 64]), 0x33);
+  Auth back;
+  ASSERT_EQ(decode_auth(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.salt, a.salt);
+  a.step = AuthStep::kMirrorProof;
+  buf.assign(256, std::byte{});
+  buf.resize(encode_auth(a, buf));
+  EXPECT_EQ(buf.size(), 16 + kAuthMirrorBody);
+  ASSERT_EQ(decode_auth(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.step, AuthStep::kMirrorProof);
+  EXPECT_EQ(back.proof, a.proof);
+  buf[16] = std::byte{9};
+  EXPECT_EQ(decode_auth(decode(buf), &back), DecodeError::kBadValue);
+}
+
+TEST(FrameGolden, RefuseCarriesAReasonAndText) {
+  std::vector<std::byte> buf(256);
+  buf.resize(encode_refuse(Refuse{RefuseReason::kSchema, "no"}, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("0d 00 0000 06000000 0000000000000000 0300 0000 6e6f")));
+  Refuse back;
+  ASSERT_EQ(decode_refuse(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.reason, RefuseReason::kSchema);
+  EXPECT_EQ(back.text, "no");
+  // A text longer than 200 bytes is cut when encoding.
+  const std::string long_text(300, 'x');
+  buf.assign(512, std::byte{});
+  buf.resize(encode_refuse(Refuse{RefuseReason::kBusy, long_text}, buf));
+  EXPECT_EQ(buf.size(), 16u + 4 + kMaxRefuseText);
+}
+
+TEST(FrameGolden, CountedPunch) {
+  std::vector<std::byte> buf(64);
+  buf.resize(encode_punch_counted(0xDEADBEEF, 5, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("08 00 0000 08000000 efbeadde00000000 0500000000000000")));
+  uint64_t token = 0, counter = 0;
+  ASSERT_EQ(decode_punch(decode(buf), &token, &counter), DecodeError::kOk);
+  EXPECT_EQ(token, 0xDEADBEEFu);
+  EXPECT_EQ(counter, 5u);
 }
 
 TEST(FrameDecode, EveryPrefixOfAValidFrameIsTruncated) {

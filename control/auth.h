@@ -1,0 +1,49 @@
+// auth.h — the pre-shared-key handshake's cryptography (HMAC-SHA256 from
+// libsodium): loading the key file, the two proofs a HELLO exchange
+// carries, and the keys derived from it for the datagram MAC. The byte
+// layout of every input is in proto/PROTOCOL.md §1.8. Setup and control
+// thread only; the datagram MAC itself is dataplane/datagram_mac.h.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dataplane/datagram_mac.h"
+#include "proto/frame.h"
+
+namespace ringfire::control {
+
+// Psk is the pre-shared key: the key file's bytes (trailing newlines cut).
+struct Psk {
+  std::vector<unsigned char> key;
+};
+
+// load_psk reads a key file: at least 32 bytes, readable by its owner only.
+absl::StatusOr<Psk> load_psk(const std::string& path);
+
+using Nonce = std::array<std::byte, proto::kNonceBytes>;
+using Proof = std::array<std::byte, proto::kProofBytes>;
+
+// random_nonce: 32 bytes from the kernel's CSPRNG.
+Nonce random_nonce();
+
+// source_proof proves to the mirror that the source holds the key and saw
+// exactly `hello_frame` (its 16-byte header and body).
+Proof source_proof(const Psk& psk, proto::ConstBytes hello_frame, const Nonce& source_nonce,
+                   const Nonce& salt);
+// mirror_proof proves to the source that the mirror holds the key, over
+// the HELLO and the source's AUTH frame as sent.
+Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth_frame);
+// proofs_equal compares in constant time.
+bool proofs_equal(const Proof& a, const Proof& b);
+
+// data_key keys every UDP datagram of one source incarnation (one salt per
+// serve process, shared by all its mirrors: multicast has one datagram for
+// all of them).
+dataplane::MacKey data_key(const Psk& psk, const Nonce& salt);
+// punch_key keys one mirror connection's PUNCHes.
+dataplane::MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce);
+
+}  // namespace ringfire::control
