@@ -158,7 +158,7 @@ int cmd_mirror(int argc, char** argv, int first) {
         if (s.step(clock.now_ns())) {
           idle.reset();
         } else {
-          idle.idle();
+          idle.idle([&](uint64_t timeout_ns) { s.park(clock.now_ns(), timeout_ns); });
         }
       }
     });

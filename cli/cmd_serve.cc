@@ -141,7 +141,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
       if (worker.step(clock.now_ns())) {
         idle.reset();
       } else {
-        idle.idle();
+        idle.idle([&](uint64_t timeout_ns) { worker.park(clock.now_ns(), timeout_ns); });
       }
     }
   });

@@ -324,11 +324,26 @@ MirrorSession::~MirrorSession() {
 
 bool MirrorSession::relay_frames() {
   queue_full_ = false;
+  bool pushed = false;
+  // A parked worker is woken once, after the frames are in its queue.
+  auto wake = [&] {
+    if (!pushed) return;
+    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`
+    // before it looks at the queue (a store-load pair needs both).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (worker_->link().parked.load(std::memory_order_relaxed)) {
+      const uint64_t one = 1;
+      (void)!write(worker_->link().wake_fd, &one, sizeof(one));
+    }
+  };
   for (;;) {
     proto::Frame f;
     size_t size = 0;
     const TcpConn::Next next = conn_.next_frame(&f, &size, limits_);
-    if (next == TcpConn::Next::kNeedMore) return true;
+    if (next == TcpConn::Next::kNeedMore) {
+      wake();
+      return true;
+    }
     if (next != TcpConn::Next::kFrame) {
       end_reason_ = "the source sent a malformed frame";
       return false;
@@ -347,8 +362,10 @@ bool MirrorSession::relay_frames() {
       if (!worker_->link().tcp_frames.try_push(proto::ConstBytes(
               f.body.data() - proto::kFrameHeaderBytes, size))) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
+        wake();
         return true;
       }
+      pushed = true;
     } else if (proto::known_kind(kind)) {
       ++cstats_.tcp_wrong_kind;  // a kind a source never sends here: ignored
     }

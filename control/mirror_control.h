@@ -66,6 +66,8 @@ class MirrorSession {
 
   // step is the worker thread's iteration; stats are its counters.
   bool step(uint64_t now_ns) { return worker_->step(now_ns); }
+  // park is the worker thread's idle wait (see MirrorStepper::park).
+  void park(uint64_t now_ns, uint64_t timeout_ns) { worker_->park(now_ns, timeout_ns); }
   const dataplane::MirrorWorkerStats& stats() { return worker_->link().stats; }
   const MirrorControlStats& control_stats() const { return cstats_; }
   // port_summary: the packet port's counters, once the worker has stopped.

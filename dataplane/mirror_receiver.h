@@ -107,6 +107,9 @@ class MirrorReceiver {
   }
 
   uint64_t next_seq() const { return next_seq_; }
+  // next_nak_due_ns: when an outstanding NAK is next due for a repeat
+  // (UINT64_MAX: none).
+  uint64_t next_nak_due_ns() const { return next_due_ns_; }
   // known_end is one past the highest sequence the source is known to have sent.
   uint64_t known_end() const { return known_end_; }
   // vouched_end is the highest position the source stated over TCP.

@@ -75,6 +75,12 @@ struct MirrorLink {
   // worker before its eventfd write; the control thread exchanges it back.
   std::atomic<bool> position_wanted{false};
   int nak_fd = -1;                       // eventfd the worker writes after queueing a NAK
+  // parked: the worker is in park() (idle); the control thread writes
+  // wake_fd after queueing TCP frames then, and only then. Seq_cst store
+  // by the worker before it checks the queue; the control thread fences
+  // after its push, before loading it (a store-load pair).
+  std::atomic<bool> parked{false};
+  int wake_fd = -1;                      // eventfd the worker polls while parked
   MirrorWorkerStats stats;
 };
 
@@ -84,6 +90,9 @@ class MirrorStepper {
  public:
   virtual ~MirrorStepper() = default;
   virtual bool step(uint64_t now_ns) = 0;
+  // park is the idle wait: until a datagram, a TCP frame from the control
+  // thread, the next deadline (a NAK repeat, a punch), or timeout_ns.
+  virtual void park(uint64_t now_ns, uint64_t timeout_ns) = 0;
   virtual MirrorLink& link() = 0;
   // port_summary: the packet port's counters in one line ("" if it keeps
   // none); call once the worker has stopped.
@@ -103,7 +112,9 @@ class alignas(64) MirrorWorker final : public MirrorStepper {
                uint64_t first_seq, uint8_t session, int nak_eventfd);
   const MirrorReceiver& receiver() const { return receiver_; }
 
+  ~MirrorWorker() override;
   bool step(uint64_t now_ns) override;
+  void park(uint64_t now_ns, uint64_t timeout_ns) override;
   uint64_t port_drops() const override {
     if constexpr (requires(const Port& p) { p.drops(); }) {
       if (port_) return port_->drops();

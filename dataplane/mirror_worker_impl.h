@@ -4,6 +4,8 @@
 // test's in-memory port).
 #pragma once
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +25,42 @@ MirrorWorker<Port>::MirrorWorker(MirrorWriter writer, std::optional<Port> port,
       faults_(c.rx_faults),
       link_(std::max<size_t>(8u << 20, 2 * (writer_.max_blob() + (64u << 10)))) {
   link_.nak_fd = nak_eventfd;
+  link_.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   publish_stats();
+}
+
+template <PacketPort Port>
+MirrorWorker<Port>::~MirrorWorker() {
+  if (link_.wake_fd >= 0) close(link_.wake_fd);
+}
+
+template <PacketPort Port>
+void MirrorWorker<Port>::park(uint64_t now_ns, uint64_t timeout_ns) {
+  if (unsent_nak_ || faults_.enabled()) return;  // work pending, or faults to release
+  uint64_t until = receiver_.next_nak_due_ns();
+  if (config_.punch_to) {
+    until = std::min(until, last_punch_ns_ + (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns));
+  }
+  if (until <= now_ns) return;
+  timeout_ns = std::min(timeout_ns, until - now_ns);
+  // Seq_cst: the control thread's fenced load of `parked` after its push
+  // either sees this store (and wakes us) or its push is seen just below.
+  link_.parked.store(true, std::memory_order_seq_cst);
+  proto::ConstBytes pending;
+  if (!link_.tcp_frames.front(&pending)) {
+    pollfd fds[2];
+    nfds_t n = 0;
+    if constexpr (requires(const Port& p) { p.fd(); }) {
+      if (port_) fds[n++] = pollfd{port_->fd(), POLLIN, 0};
+    }
+    fds[n++] = pollfd{link_.wake_fd, POLLIN, 0};
+    const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+    if (ppoll(fds, n, &ts, nullptr) > 0 && (fds[n - 1].revents & POLLIN) != 0) {
+      uint64_t ignored;
+      (void)!read(link_.wake_fd, &ignored, sizeof(ignored));
+    }
+  }
+  link_.parked.store(false, std::memory_order_relaxed);
 }
 
 template <PacketPort Port>

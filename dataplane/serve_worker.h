@@ -107,6 +107,9 @@ class alignas(64) ServeWorker {
   // step reads, frames, sends, answers punches; `now` is CLOCK_MONOTONIC ns.
   // Returns whether it did any work (for the idle strategy).
   bool step(uint64_t now_ns);
+  // park is the idle wait (IdleStrategy's backoff): until the ring's writer
+  // publishes, the next deadline (a paced frame, a heartbeat), or timeout_ns.
+  void park(uint64_t now_ns, uint64_t timeout_ns);
 
   ServeLink& link() { return link_; }
   Endpoint local() const { return port_.local(); }

@@ -227,6 +227,15 @@ bool ServeWorker<Port>::repair_step() {
 }
 
 template <PacketPort Port>
+void ServeWorker<Port>::park(uint64_t now_ns, uint64_t timeout_ns) {
+  if (repair_count_ != 0 || faults_.enabled()) return;  // work pending, or faults to release
+  uint64_t until = last_send_ns_ + heartbeat_wait_ns_;
+  if (!framer_.empty()) until = std::min(until, pacer_.deadline());
+  if (until <= now_ns) return;
+  reader_.park(std::min(timeout_ns, until - now_ns));
+}
+
+template <PacketPort Port>
 bool ServeWorker<Port>::step(uint64_t now_ns) {
   take_commands();
   bool busy = poll_socket();

@@ -104,6 +104,7 @@ class BlobConsumer {
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }
   const RingFile& file() const { return file_; }
   void seek(uint64_t seq) { cursor_.seek(seq); }
+  void park(uint64_t timeout_ns) { cursor_.park(timeout_ns); }
 
   // try_read copies the next blob into `out` (at least max_blob() bytes) and
   // its length into `*len`. A blob overwritten in the arena before or while

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "ring/registry.h"
 #include "ring/ring_file.h"
+#include "ring/wait.h"
 #include "ring/slot.h"
 
 namespace ringfire::ring {
@@ -50,6 +51,9 @@ class SlotCursor {
   uint64_t holes_skipped() const { return holes_; }
   // seek moves the cursor to `seq`; the next read finds it, or the lap.
   void seek(uint64_t seq) { cursor_ = seq; }
+  // park waits (at most timeout_ns) for the writer to publish past the
+  // cursor: what an idle reader does instead of sleeping blind.
+  void park(uint64_t timeout_ns) { wait_for_write(*header_, cursor_, timeout_ns); }
 
   // next copies the next record's `len` payload bytes into `dst`.
   ReadResult next(std::byte* dst, size_t len) {
@@ -112,7 +116,7 @@ class SlotCursor {
   }
 
   SlotArray slots_;
-  const RingHeader* header_;
+  RingHeader* header_;
   uint64_t capacity_;
   bool sparse_;
   uint64_t cursor_ = 0;
@@ -133,6 +137,7 @@ class Consumer {
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }
   const RingFile& file() const { return file_; }
   void seek(uint64_t seq) { cursor_.seek(seq); }
+  void park(uint64_t timeout_ns) { cursor_.park(timeout_ns); }
 
   // try_read copies the next record (record_size() bytes) into `out`.
   ReadResult try_read(std::byte* out) {

@@ -2,11 +2,20 @@
 // Spinning gives the lowest latency on an isolated core; on a shared core
 // two spinning pollers take turns once per scheduler tick (milliseconds),
 // so yield and backoff exist for shared machines, labs and CI.
+//
+// Backoff (the default) spins kSpinPolls empty polls, yields kYieldPolls,
+// then parks: it calls the poller's park(timeout_ns) — a futex on the ring
+// (wait.h) or a poll() on a socket, so that new work wakes it at once — or,
+// without one, sleeps; the timeout doubles from 50 us up to max_park_ns
+// (1 ms) while nothing comes. Idle, a poller then costs ~1,000 wake-ups a
+// second; what its first record waits is in perf/README.md ("Idle cost").
 #pragma once
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -16,7 +25,7 @@ namespace ringfire::ring {
 enum class IdleMode : uint8_t {
   kSpin,     // pause instruction only
   kYield,    // sched_yield
-  kBackoff,  // spin, then yield, then sleep 50 us until work arrives
+  kBackoff,  // spin, then yield, then park (50 us doubling to 1 ms) until work arrives
 };
 
 inline std::optional<IdleMode> parse_idle_mode(std::string_view s) {
@@ -32,14 +41,34 @@ inline void cpu_relax() {
 #endif
 }
 
+inline void sleep_ns(uint64_t ns) {
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);
+}
+
 // IdleStrategy is called with idle() after every empty poll and reset()
-// after every productive one. Owned by one poller thread.
+// after every productive one. Owned by one poller thread (and constructed
+// on it: backoff sets that thread's timer slack to 1 us, so a park's
+// timeout is kept to the microsecond instead of the kernel's default 50).
 class IdleStrategy {
  public:
-  explicit IdleStrategy(IdleMode mode) : mode_(mode) {}
+  static constexpr uint32_t kSpinPolls = 100;
+  static constexpr uint32_t kYieldPolls = 20;
+  static constexpr uint64_t kFirstParkNs = 50'000;
+  static constexpr uint64_t kDefaultMaxParkNs = 1'000'000;
 
-  void reset() { empty_polls_ = 0; }
-  void idle() {
+  explicit IdleStrategy(IdleMode mode, uint64_t max_park_ns = kDefaultMaxParkNs)
+      : mode_(mode), max_park_ns_(std::max(max_park_ns, kFirstParkNs)) {
+    if (mode == IdleMode::kBackoff) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+
+  void reset() {
+    empty_polls_ = 0;
+    park_ns_ = kFirstParkNs;
+  }
+  // idle: an empty poll. park(timeout_ns) blocks at most that long.
+  template <typename Park>
+  void idle(Park&& park) {
     ++empty_polls_;
     switch (mode_) {
       case IdleMode::kSpin: cpu_relax(); return;
@@ -50,19 +79,19 @@ class IdleStrategy {
         } else if (empty_polls_ < kSpinPolls + kYieldPolls) {
           sched_yield();
         } else {
-          const timespec ts{0, kSleepNs};
-          nanosleep(&ts, nullptr);
+          park(park_ns_);
+          park_ns_ = std::min(2 * park_ns_, max_park_ns_);
         }
         return;
     }
   }
+  void idle() { idle(sleep_ns); }
 
  private:
-  static constexpr uint32_t kSpinPolls = 2000;
-  static constexpr uint32_t kYieldPolls = 200;
-  static constexpr long kSleepNs = 50'000;
   IdleMode mode_;
+  uint64_t max_park_ns_;
   uint32_t empty_polls_ = 0;
+  uint64_t park_ns_ = kFirstParkNs;
 };
 
 }  // namespace ringfire::ring

@@ -2,7 +2,8 @@
 // that maps it: header page, reader registry, slots, optional blob arena.
 //
 //   0      header page (4 KiB): immutable geometry + checksum, then the
-//          writer-owned counters, each on its own cache line
+//          writer-owned counters, each on its own cache line, then the
+//          readers' wake-up words
 //   4 KiB  reader registry: registry_size entries of 64 bytes
 //   slots_offset   capacity slots of slot_stride bytes: u64 word, payload
 //   arena_offset   blob arena of arena_size bytes (blob rings only)
@@ -64,12 +65,22 @@ struct RingHeader {
   // sequences as holes, not lost records. See SequenceWriter::begin.
   alignas(kCacheLine) std::atomic<uint64_t> hole_begin;
   std::atomic<uint64_t> hole_end;
+  // sleepers is set (1) by a reader about to park in wait_for_write and
+  // cleared by the writer, which then bumps wake_word and wakes every
+  // parked reader (a futex on wake_word). The writer reads sleepers once per
+  // publish (relaxed: a line nobody writes while readers are busy); a
+  // reader never waits longer than its timeout, so a wake-up lost to that
+  // race, or a file from before these words (zero), costs one timeout.
+  // Added within version 1: zero in older files, which means "nobody parked".
+  alignas(kCacheLine) std::atomic<uint32_t> sleepers;
+  std::atomic<uint32_t> wake_word;
 };
 inline constexpr size_t kChecksummedBytes = offsetof(RingHeader, header_checksum);
 static_assert(kChecksummedBytes == 88);
 static_assert(offsetof(RingHeader, write_seq) == 128);
 static_assert(offsetof(RingHeader, arena_reserved) == 192);
 static_assert(offsetof(RingHeader, hole_begin) == 320);
+static_assert(offsetof(RingHeader, sleepers) == 384);
 static_assert(sizeof(RingHeader) <= kHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "ring counters are shared across processes and must be lock-free");

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "ring/ring_file.h"
 #include "ring/slot.h"
+#include "ring/wait.h"
 
 namespace ringfire::ring {
 
@@ -50,6 +51,8 @@ class SequenceWriter {
     // Release: pairs with the acquire loads of write_seq in Consumer (start
     // position, hole detection, lap recovery).
     header_->write_seq.store(next_, std::memory_order_release);
+    // A parked reader asked to be woken (see RingHeader::sleepers).
+    if (header_->sleepers.load(std::memory_order_relaxed) != 0) wake_readers(*header_);
   }
 
  private:

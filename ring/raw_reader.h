@@ -49,6 +49,14 @@ class RawReader {
       blob_->seek(seq);
     }
   }
+  // park waits at most timeout_ns for the writer to publish (see wait.h).
+  void park(uint64_t timeout_ns) {
+    if (fixed_) {
+      fixed_->park(timeout_ns);
+    } else {
+      blob_->park(timeout_ns);
+    }
+  }
   uint64_t holes_skipped() const { return fixed_ ? fixed_->holes_skipped() : blob_->holes_skipped(); }
   bool blob() const { return blob_.has_value(); }
   // fixed_size is the record size of a fixed-slot ring, 0 for a blob ring.

@@ -1,0 +1,40 @@
+// wait.cc — the futex behind wait_for_write / wake_readers.
+#include "ring/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace ringfire::ring {
+namespace {
+
+// futex: the word lives in a shared file mapping, so not FUTEX_PRIVATE.
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+void wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns) {
+  // Acquire: pairs with the writer's release increment in wake_readers.
+  const uint32_t word = h.wake_word.load(std::memory_order_acquire);
+  h.sleepers.store(1, std::memory_order_seq_cst);
+  // Seq_cst after arming: a publish that raced the arming is seen here (or
+  // its writer saw the flag). Acquire pairs with the writer's release of write_seq.
+  if (h.write_seq.load(std::memory_order_seq_cst) != seen) return;
+  const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                    static_cast<long>(timeout_ns % 1'000'000'000)};
+  futex(&h.wake_word, FUTEX_WAIT, word, &ts);
+}
+
+void wake_readers(RingHeader& h) {
+  h.sleepers.store(0, std::memory_order_relaxed);
+  // Release: pairs with the acquire load of wake_word in wait_for_write.
+  h.wake_word.fetch_add(1, std::memory_order_release);
+  futex(&h.wake_word, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+}  // namespace ringfire::ring

@@ -1,0 +1,22 @@
+// wait.h — parking an idle reader until the ring's writer publishes: a
+// futex on the header's wake_word, armed through its sleepers flag (see
+// RingHeader). Bounded by a timeout: a wake-up is never needed for
+// correctness, only for latency, so the writer pays one relaxed load per
+// publish and a syscall only when somebody is parked.
+#pragma once
+
+#include <cstdint>
+
+#include "ring/layout.h"
+
+namespace ringfire::ring {
+
+// wait_for_write parks the calling thread until the ring's write_seq moves
+// past `seen`, the writer wakes it, or timeout_ns passes, whichever is first.
+void wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns);
+
+// wake_readers is the writer's half: clear the flag, bump the word, wake
+// every parked reader. Called by SequenceWriter::finish when sleepers is set.
+void wake_readers(RingHeader& h);
+
+}  // namespace ringfire::ring
