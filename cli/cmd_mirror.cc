@@ -35,7 +35,9 @@ const CommandSpec kMirror = {
         {"schema", "N", "refuse a source ring with another schema signature"},
         {"dir", "DIR", "directory for the ring (default /dev/shm)"},
         {"hold", "N", "hold-back depth in frames (default 8192)"},
-        {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000)"},
+        {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000; the first repeat comes "
+                                "sooner, at twice the measured repair time)"},
+        {"single-range-naks", nullptr, "one range per NAK, as a peer without multi-range NAKs (A/B)"},
         {"psk-file", "FILE", "authenticate with this pre-shared key (the source's), and believe only "
                              "datagrams that carry its MAC"},
         {"accept-from", "IP,...", "also believe UDP from these addresses (a multicast relay); by default "
@@ -123,6 +125,7 @@ int cmd_mirror(int argc, char** argv, int first) {
   }
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;
+  o.multi_range_naks = !args->has("single-range-naks");
   o.worker.rx_faults = *faults;
   const bool quiet = args->has("quiet");
   const bool once = args->has("once");
@@ -213,10 +216,13 @@ int cmd_mirror(int argc, char** argv, int first) {
     stop_worker.store(true);
     runner.join();
     if (const std::string port = s.port_summary(); !port.empty()) std::printf("mirror: port: %s\n", port.c_str());
-    std::printf("mirror: %s; %llu records written, next seq %llu\n",
+    std::printf("mirror: %s; %llu records written, next seq %llu, NAKs %llu (%llu repeats), repair time %.0f us\n",
                 alive ? "stopped" : absl::StrCat("source gone (", s.end_reason(), ")").c_str(),
                 static_cast<unsigned long long>(st.records.load()),
-                static_cast<unsigned long long>(st.next_seq.load()));
+                static_cast<unsigned long long>(st.next_seq.load()),
+                static_cast<unsigned long long>(st.naks.load()),
+                static_cast<unsigned long long>(st.nak_repeats.load()),
+                static_cast<double>(st.repair_srtt_ns.load()) / 1000.0);
     std::fflush(stdout);
     if (alive || once) break;
   }

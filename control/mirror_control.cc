@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
       hello.first_wanted = o.from_seq == 0 ? proto::kHelloOldest : o.from_seq;
       break;
   }
-  hello.flags = proto::kHelloHealth | proto::kHelloMultiNak;
+  hello.flags = proto::kHelloHealth;
+  if (o.multi_range_naks) hello.flags |= proto::kHelloMultiNak;
   if (o.unicast) hello.flags |= proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
   if (o.tcp_only) hello.flags |= proto::kHelloTcpOnly;
   if (o.psk) {

@@ -41,6 +41,7 @@ struct MirrorOptions {
   uint64_t expected_schema = 0;  // 0: any
   std::optional<Psk> psk;        // authenticate (and require the source to)
   std::vector<uint32_t> accept_from;  // relays whose UDP the mirror also believes
+  bool multi_range_naks = true;  // offer multi-range NAKs (off: a single-range peer, for A/B)
   int handshake_timeout_ms = 5000;
   uint64_t health_interval_ns = 100'000'000;
   uint64_t peer_timeout_ns = 5'000'000'000;  // the source silent this long is gone

@@ -18,17 +18,25 @@ class RecentRepairs {
  public:
   static constexpr size_t kSize = 64;
 
-  void remember(const proto::Nak& r, uint64_t now_ns) {
-    entries_[next_++ % kSize] = Entry{r, now_ns, true};
+  // remember notes that r was repaired by UDP at now_ns for `asker` (an
+  // opaque id: which mirror's NAK it answered).
+  void remember(const proto::Nak& r, uint64_t now_ns, const void* asker) {
+    entries_[next_++ % kSize] = Entry{r, now_ns, asker, true};
   }
 
-  // youngest_overlap: the time the most recent repair overlapping r was
-  // sent, within max_age_ns; 0 if none.
-  uint64_t youngest_overlap(const proto::Nak& r, uint64_t now_ns, uint64_t max_age_ns) const {
-    uint64_t best = 0;
+  // Overlap is the most recent repair overlapping a range: when, for whom.
+  struct Overlap {
+    uint64_t sent_ns = 0;  // 0: none
+    const void* asker = nullptr;
+  };
+  // youngest_overlap: the most recent repair overlapping r within max_age_ns.
+  Overlap youngest_overlap(const proto::Nak& r, uint64_t now_ns, uint64_t max_age_ns) const {
+    Overlap best;
     for (const Entry& e : entries_) {
       if (!e.used || now_ns - e.sent_ns > max_age_ns) continue;
-      if (e.range.first <= r.last && r.first <= e.range.last && e.sent_ns > best) best = e.sent_ns;
+      if (e.range.first <= r.last && r.first <= e.range.last && e.sent_ns > best.sent_ns) {
+        best = Overlap{e.sent_ns, e.asker};
+      }
     }
     return best;
   }
@@ -37,6 +45,7 @@ class RecentRepairs {
   struct Entry {
     proto::Nak range;
     uint64_t sent_ns;
+    const void* asker;
     bool used;
   };
   std::array<Entry, kSize> entries_{};

@@ -452,14 +452,17 @@ void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_n
       r.last = pos - 1;
     }
     if (m.repairs.covered(r)) continue;  // already being answered over TCP
-    bool by_udp = m.udp && config_.udp_repair_max != 0 && range_size(r) <= config_.udp_repair_max;
+    // A repeat (the mirror says so, or the range was repaired by UDP for it
+    // lately) means the datagram repair was lost: the connection, this time.
+    bool by_udp = !nak.repeat && m.udp && config_.udp_repair_max != 0 &&
+                  range_size(r) <= config_.udp_repair_max;
     if (by_udp) {
-      const uint64_t young = recent.youngest_overlap(r, now_ns, config_.udp_repair_memory_ns);
-      if (young != 0 && m.multicast && now_ns - young < config_.udp_repair_grace_ns) {
+      const RecentRepairs::Overlap o = recent.youngest_overlap(r, now_ns, config_.udp_repair_memory_ns);
+      if (o.sent_ns != 0 && o.asker != &m && now_ns - o.sent_ns < config_.udp_repair_grace_ns) {
         ++stats_.nak_shared;  // another mirror's group repair is on its way to this one too
         continue;
       }
-      by_udp = young == 0;  // a NAK for a range repaired by UDP already: that datagram was lost
+      by_udp = o.sent_ns == 0;
     }
     // Only what the ring still holds, with room to spare before it laps.
     if (by_udp && (ws <= h.capacity || r.first >= oldest + h.capacity / 8) && r.last < ws &&
@@ -467,7 +470,7 @@ void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_n
       dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kRepair, m.multicast ? 0 : m.token, r.first, r.last};
       if (worker_->commands.try_push(c)) {
         m.repair_tokens -= range_size(r);
-        recent.remember(r, now_ns);
+        recent.remember(r, now_ns, &m);
         ++stats_.udp_repairs;
         stats_.udp_repair_records += range_size(r);
         continue;

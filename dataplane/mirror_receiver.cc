@@ -240,11 +240,12 @@ void MirrorReceiver::sample_repair(uint64_t ns) {
   if (srtt_ns_ == 0) {
     srtt_ns_ = std::max<uint64_t>(ns, 1);
     rttvar_ns_ = ns / 2;
-    return;
+  } else {
+    const uint64_t diff = ns > srtt_ns_ ? ns - srtt_ns_ : srtt_ns_ - ns;
+    rttvar_ns_ = (3 * rttvar_ns_ + diff) / 4;
+    srtt_ns_ = std::max<uint64_t>((7 * srtt_ns_ + ns) / 8, 1);
   }
-  const uint64_t diff = ns > srtt_ns_ ? ns - srtt_ns_ : srtt_ns_ - ns;
-  rttvar_ns_ = (3 * rttvar_ns_ + diff) / 4;
-  srtt_ns_ = std::max<uint64_t>((7 * srtt_ns_ + ns) / 8, 1);
+  stats_.repair_srtt_ns = srtt_ns_;
 }
 
 std::optional<proto::NakRanges> MirrorReceiver::poll_nak(uint64_t now_ns) {
@@ -315,10 +316,15 @@ std::optional<proto::NakRanges> MirrorReceiver::poll_nak(uint64_t now_ns) {
     }
   }
 
+  // One NAK carries new ranges or repeats, not both (a repeat is answered
+  // over TCP): the lowest candidate decides, the other kind waits for the
+  // next poll.
   proto::NakRanges nak;
+  nak.repeat = nc != 0 && cands[0].outstanding >= 0;
   std::array<Outstanding, proto::kMaxNakRanges> added;
   uint32_t na = 0;
   for (uint32_t c = 0; c < nc && nak.count < config_.nak_ranges; ++c) {
+    if ((cands[c].outstanding >= 0) != nak.repeat) continue;
     if (cands[c].outstanding >= 0) {
       Outstanding& o = kept[static_cast<uint32_t>(cands[c].outstanding)];
       ++o.repeats;

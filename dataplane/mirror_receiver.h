@@ -71,6 +71,7 @@ struct MirrorStats {
   uint64_t gap_records = 0;     // records the source no longer had
   uint64_t rejected = 0;        // records the ring refused (size mismatch)
   uint64_t udp_accepted = 0;    // UDP frames that passed every check
+  uint64_t repair_srtt_ns = 0;  // smoothed time from a NAK to its repair's start
   // Rejected UDP input, by reason (datagrams for sender, MAC and malformed;
   // frames for the rest).
   uint64_t wrong_sender = 0;    // not from the source (nor a declared relay)

@@ -51,6 +51,8 @@ struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker write
   std::atomic<uint64_t> hold_overflow{0};
   std::atomic<uint64_t> next_seq{0};
   std::atomic<uint64_t> known_end{0};
+  std::atomic<uint64_t> repair_srtt_ns{0};
+  std::atomic<uint64_t> nak_repeats{0};
   // Rejected UDP input by reason (MirrorStats).
   std::atomic<uint64_t> wrong_sender{0};
   std::atomic<uint64_t> bad_mac{0};

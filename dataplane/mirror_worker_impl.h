@@ -148,6 +148,8 @@ void MirrorWorker<Port>::publish_stats() {
   o.hold_overflow.store(s.hold_overflow, r);
   o.next_seq.store(receiver_.next_seq(), r);
   o.known_end.store(receiver_.known_end(), r);
+  o.repair_srtt_ns.store(s.repair_srtt_ns, r);
+  o.nak_repeats.store(s.nak_repeats, r);
   o.wrong_sender.store(s.wrong_sender, r);
   o.bad_mac.store(s.bad_mac, r);
   o.wrong_kind.store(s.wrong_kind, r);

@@ -277,7 +277,7 @@ DecodeError decode_nak(const Frame& f, Nak* out) {
 size_t encode_nak_ranges(const NakRanges& r, MutableBytes out) {
   if (r.count == 0 || r.count > kMaxNakRanges) return 0;
   const uint32_t len = static_cast<uint32_t>(kNakBody + 16 * (r.count - 1));
-  ByteWriter w = begin_frame(out, FrameKind::kNak, 0, r.ranges[0].first, len);
+  ByteWriter w = begin_frame(out, FrameKind::kNak, r.repeat ? kNakRepeat : 0, r.ranges[0].first, len);
   w.le64(r.ranges[0].last);
   for (uint32_t i = 1; i < r.count; ++i) {
     w.le64(r.ranges[i].first);
@@ -294,6 +294,7 @@ DecodeError decode_nak_ranges(const Frame& f, NakRanges* out) {
   }
   ByteReader r(f.body);
   out->count = 0;
+  out->repeat = (f.header.flags & kNakRepeat) != 0;  // other flag bits: reserved, ignored
   Nak first{f.header.seq, r.le64()};
   if (first.last < first.first) return DecodeError::kBadValue;
   out->push(first);

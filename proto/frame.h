@@ -166,8 +166,12 @@ struct Nak {
 inline constexpr size_t kNakBody = 8;
 inline constexpr size_t kMaxNakRanges = 64;
 // NakRanges is a decoded NAK: one range, or several in ascending order.
+// repeat (flags bit 0): every range was NAKed before and is still missing
+// (its first repair was lost): the source answers it over TCP.
+inline constexpr uint8_t kNakRepeat = 1u << 0;
 struct NakRanges {
   uint32_t count = 0;
+  bool repeat = false;
   std::array<Nak, kMaxNakRanges> ranges{};
   void push(const Nak& n) { ranges[count++] = n; }
 };
