@@ -721,6 +721,7 @@ std::vector<MirrorView> ServeControl::mirrors() const {
     v.lag = ws > at ? ws - at : 0;
     v.slow = m.slow;
     v.repairs_queued = m.repairs.size();
+    v.output_bytes = m.conn.pending();
     out.push_back(v);
   }
   return out;

@@ -106,6 +106,7 @@ struct MirrorView {
   uint64_t lag = 0;          // records behind the ring's writer (HEALTH or TCP cursor)
   bool slow = false;
   size_t repairs_queued = 0; // NAK ranges still to answer over TCP
+  size_t output_bytes = 0;   // written to its connection, not yet taken by the socket
 };
 
 class ServeControl {

@@ -19,6 +19,7 @@ using ring::testing::ScopedRing;
 
 constexpr uint32_t kSlot = 32;
 constexpr uint8_t kSession = 0x5a;
+constexpr uint64_t kUs = 1'000;
 constexpr uint64_t kMs = 1'000'000;
 
 // data_frame builds a DATA frame of fixed records seq..seq+count-1.
@@ -49,6 +50,24 @@ void tcp_to(MirrorReceiver& rx, const std::vector<std::byte>& d, uint64_t now = 
   proto::Frame f;
   ASSERT_EQ(proto::decode_frame(d, d.size(), &f), proto::DecodeError::kOk);
   rx.on_tcp_frame(f, d, now);
+}
+
+// ring_seqs_of reads a mirror ring from 0 and checks every record.
+std::vector<uint64_t> ring_seqs_of(const ScopedRing& r) {
+  auto c = ring::Consumer::attach(r.open(), ring::StartPosition::at(0));
+  std::vector<uint64_t> out;
+  std::byte rec[kSlot];
+  for (ring::ReadResult x; (x = c->try_read(rec)).ok;) {
+    EXPECT_EQ(ring::check_record(rec, kSlot, x.seq), ring::CheckVerdict::kOk) << x.seq;
+    out.push_back(x.seq);
+  }
+  return out;
+}
+
+std::vector<uint64_t> range(uint64_t a, uint64_t b) {
+  std::vector<uint64_t> v;
+  for (uint64_t s = a; s < b; ++s) v.push_back(s);
+  return v;
 }
 
 // only: the single range of a NAK.
@@ -258,6 +277,233 @@ TEST(MirrorReceiverBounds, ANakNeverCoversMoreThanItsLimit) {
   const Nak nak = only(rx.poll_nak(0));
   EXPECT_EQ(nak.first, 0u);
   EXPECT_EQ(nak.last, 99u);
+}
+
+// ---- trust: nothing from UDP moves state until checked
+
+class TrustTest : public ::testing::Test {
+ protected:
+  TrustTest() : ring_(ring::testing::fixed_ring(1024, kSlot, ring::kFlagSparse)),
+                writer_(*MirrorWriter::attach(ring_.open())) {}
+  MirrorReceiver make(UdpTrust trust, MirrorConfig cfg = {}) {
+    return MirrorReceiver(&writer_, cfg, 0, kSession, trust);
+  }
+  ScopedRing ring_;
+  MirrorWriter writer_;
+};
+
+UdpTrust from_source() {
+  UdpTrust t;
+  t.source_ip = kSource.ip;
+  return t;
+}
+
+TEST_F(TrustTest, AGapByUdpIsTheWrongKindAndMovesNothing) {
+  MirrorReceiver rx = make(from_source());
+  std::vector<std::byte> gap(16);
+  proto::encode_gap(0xFFFF'FFFF'FFFF'0000ull, gap);
+  for (uint8_t flags : {uint8_t{0}, kSession}) {
+    gap[1] = std::byte{flags};
+    rx.on_datagram(gap, kSource, 0);
+  }
+  EXPECT_EQ(rx.stats().wrong_kind, 2u);
+  EXPECT_EQ(rx.next_seq(), 0u);
+  EXPECT_EQ(rx.known_end(), 0u);
+  rx.on_datagram(data_frame(0, 3), kSource, 0);  // and the stream carries on
+  EXPECT_EQ(rx.next_seq(), 3u);
+  // The same GAP on the connection is the source's word.
+  tcp_to(rx, control_frame(proto::encode_gap, 10));
+  EXPECT_EQ(rx.next_seq(), 10u);
+}
+
+TEST_F(TrustTest, AFarFutureHeartbeatIsImplausibleOpensNoHoleAndAsksWhereTheSourceIs) {
+  MirrorConfig cfg;
+  cfg.plausible_window = 1000;
+  MirrorReceiver rx = make(from_source(), cfg);
+  rx.on_datagram(data_frame(0, 5), kSource, 0);
+  rx.on_datagram(heartbeat(5 + 1'000'000'000), kSource, 0);
+  EXPECT_EQ(rx.stats().implausible, 1u);
+  EXPECT_EQ(rx.known_end(), 5u);
+  EXPECT_FALSE(rx.poll_nak(0));
+  EXPECT_TRUE(rx.take_position_request());
+  EXPECT_FALSE(rx.take_position_request());  // once per event
+  // Within the window a heartbeat is believed (a lost tail)...
+  rx.on_datagram(heartbeat(900), kSource, 1 * kMs);
+  EXPECT_EQ(rx.known_end(), 900u);
+  // ... and far-future DATA is dropped the same way, never held.
+  rx.on_datagram(data_frame(100'000, 2), kSource, 1 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 2u);
+  EXPECT_EQ(rx.held_frames(), 0u);
+}
+
+TEST_F(TrustTest, TheSourcesPositionOverTcpWidensTheWindowAndForgetsUnvouchedEnds) {
+  MirrorConfig cfg;
+  cfg.plausible_window = 1000;
+  MirrorReceiver rx = make(from_source(), cfg);
+  rx.on_datagram(heartbeat(800), kSource, 0);  // believed: within the window
+  EXPECT_EQ(rx.known_end(), 800u);
+  // The source says it has sent up to 50: what we believed beyond came from
+  // a datagram only, so the NAK shrinks to what the source vouches for.
+  std::vector<std::byte> hb(16);
+  proto::encode_heartbeat(50, 0, hb);
+  tcp_to(rx, hb);
+  EXPECT_EQ(rx.known_end(), 50u);
+  EXPECT_EQ(only(rx.poll_nak(0)).last, 49u);
+  // A position far ahead (the mirror fell behind) makes datagrams there plausible.
+  proto::encode_heartbeat(1'000'000, 0, hb);
+  tcp_to(rx, hb);
+  EXPECT_EQ(rx.vouched_end(), 1'000'000u);
+  rx.on_datagram(data_frame(1'000'100, 1), kSource, 0);
+  EXPECT_EQ(rx.stats().implausible, 0u);
+  EXPECT_EQ(rx.held_frames(), 1u);
+}
+
+TEST_F(TrustTest, DatagramsFromAnyoneButTheSourceOrADeclaredRelayAreRefused) {
+  UdpTrust t = from_source();
+  t.source_port = kSource.port;  // unicast: its data port too
+  t.relays[t.relay_count++] = 0xC6120009;
+  MirrorReceiver rx = make(t);
+  rx.on_datagram(data_frame(0, 2), Endpoint{0xC6120005, kSource.port}, 0);  // another host
+  rx.on_datagram(data_frame(0, 2), Endpoint{kSource.ip, 9999}, 0);          // another port
+  EXPECT_EQ(rx.stats().wrong_sender, 2u);
+  EXPECT_EQ(rx.next_seq(), 0u);
+  rx.on_datagram(data_frame(0, 2), Endpoint{0xC6120009, 1234}, 0);  // the relay
+  rx.on_datagram(data_frame(2, 2), kSource, 0);
+  EXPECT_EQ(rx.next_seq(), 4u);
+}
+
+TEST_F(TrustTest, OnAnAuthenticatedSessionOnlyDatagramsWithTheRightMacCount) {
+  UdpTrust t = from_source();
+  MacKey key, other;
+  key.bytes.fill(7);
+  other.bytes.fill(8);
+  t.mac = key;
+  MirrorReceiver rx = make(t);
+  auto sealed = [](std::vector<std::byte> d, const MacKey& k) {
+    const size_t n = d.size();
+    d.resize(n + proto::kMacFrameBytes);
+    d.resize(seal(k, d.data(), n, kSession));
+    return d;
+  };
+  rx.on_datagram(data_frame(0, 2), kSource, 0);              // no MAC
+  rx.on_datagram(sealed(data_frame(0, 2), other), kSource, 0);  // another key
+  auto tampered = sealed(data_frame(0, 2), key);
+  tampered[20] ^= std::byte{1};
+  rx.on_datagram(tampered, kSource, 0);
+  EXPECT_EQ(rx.stats().bad_mac, 3u);
+  EXPECT_EQ(rx.next_seq(), 0u);
+  rx.on_datagram(sealed(data_frame(0, 2), key), kSource, 0);
+  rx.on_datagram(sealed(heartbeat(3), key), kSource, 0);
+  EXPECT_EQ(rx.next_seq(), 2u);
+  EXPECT_EQ(rx.known_end(), 3u);
+  EXPECT_EQ(ring_seqs_of(ring_), range(0, 2));
+}
+
+TEST_F(TrustTest, UnknownKindsByUdpAreDroppedAndCounted) {
+  MirrorReceiver rx = make(from_source());
+  std::vector<std::byte> later(16);
+  proto::encode_frame_header(proto::FrameHeader{static_cast<proto::FrameKind>(42), kSession, 0, 0, 5}, later.data());
+  rx.on_datagram(later, kSource, 0);
+  EXPECT_EQ(rx.stats().wrong_kind, 1u);
+  EXPECT_EQ(rx.stats().udp_rejected(), 1u);
+}
+
+// ---- NAK timing
+
+TEST_F(TrustTest, SeveralHolesShareOneNakWhenTheSourceTakesRanges) {
+  MirrorConfig cfg;
+  cfg.nak_ranges = proto::kMaxNakRanges;
+  MirrorReceiver rx = make(from_source(), cfg);
+  rx.on_datagram(data_frame(0, 10), kSource, 0);
+  rx.on_datagram(data_frame(13, 2), kSource, 0);  // 10..12 lost
+  rx.on_datagram(data_frame(20, 1), kSource, 0);  // 15..19 lost
+  rx.on_datagram(heartbeat(25), kSource, 0);      // 21..24 lost
+  const auto nak = rx.poll_nak(0);
+  ASSERT_TRUE(nak);
+  ASSERT_EQ(nak->count, 3u);
+  EXPECT_FALSE(nak->repeat);
+  EXPECT_EQ(nak->ranges[0].first, 10u);
+  EXPECT_EQ(nak->ranges[0].last, 12u);
+  EXPECT_EQ(nak->ranges[1].first, 15u);
+  EXPECT_EQ(nak->ranges[1].last, 19u);
+  EXPECT_EQ(nak->ranges[2].first, 21u);
+  EXPECT_EQ(nak->ranges[2].last, 24u);
+  EXPECT_EQ(rx.stats().holes, 3u);
+  // Unanswered: the repeat is one NAK too, marked as a repeat.
+  const auto again = rx.poll_nak(5 * kMs);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->repeat);
+  EXPECT_EQ(again->count, 3u);
+}
+
+TEST_F(TrustTest, ASingleRangeSourceGetsOneRangePerNakLowestFirstAndNewHolesAreNotHeldUp) {
+  MirrorReceiver rx = make(from_source());  // nak_ranges 1
+  rx.on_datagram(data_frame(0, 10), kSource, 0);
+  rx.on_datagram(data_frame(13, 2), kSource, 0);
+  rx.on_datagram(data_frame(20, 1), kSource, 0);
+  EXPECT_EQ(only(rx.poll_nak(0)).first, 10u);
+  EXPECT_FALSE(rx.poll_nak(10 * kUs));  // NAKs at most every 50 us
+  EXPECT_EQ(only(rx.poll_nak(60 * kUs)).first, 15u);
+  EXPECT_FALSE(rx.poll_nak(200 * kUs));  // both outstanding
+}
+
+TEST_F(TrustTest, NewRangesAndRepeatsNeverShareANak) {
+  MirrorConfig cfg;
+  cfg.nak_ranges = proto::kMaxNakRanges;
+  MirrorReceiver rx = make(from_source(), cfg);
+  rx.on_datagram(data_frame(0, 10), kSource, 0);
+  rx.on_datagram(data_frame(13, 2), kSource, 0);
+  ASSERT_TRUE(rx.poll_nak(0));                        // 10..12
+  rx.on_datagram(data_frame(20, 1), kSource, 4 * kMs);  // 15..19: new
+  const auto a = rx.poll_nak(5 * kMs);                  // 10..12 is due again too
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->repeat);  // the lowest candidate decides
+  ASSERT_EQ(a->count, 1u);
+  EXPECT_EQ(a->ranges[0].first, 10u);
+  const auto b = rx.poll_nak(5 * kMs + 60 * kUs);
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->repeat);
+  EXPECT_EQ(b->ranges[0].first, 15u);
+}
+
+TEST_F(TrustTest, TheFirstRepeatComesAtTwiceTheMeasuredRepairTimeThenBacksOffToTheCap) {
+  MirrorConfig cfg;
+  cfg.nak_repeat_max_ns = 80 * kMs;
+  MirrorReceiver rx = make(from_source(), cfg);
+  rx.on_datagram(data_frame(0, 1), kSource, 0);
+  // A first hole, repaired 300 us after its NAK: the estimate is 300 us.
+  rx.on_datagram(data_frame(2, 1), kSource, 0);
+  ASSERT_TRUE(rx.poll_nak(0));
+  tcp_to(rx, data_frame(1, 1), 300 * kUs);
+  EXPECT_FALSE(rx.poll_nak(300 * kUs));
+  // The next hole is asked again after max(1 ms, 2 x 300 + 4 x 150 us).
+  rx.on_datagram(data_frame(4, 1), kSource, 1 * kMs);
+  ASSERT_TRUE(rx.poll_nak(1 * kMs));
+  EXPECT_FALSE(rx.poll_nak(2 * kMs - 10 * kUs));
+  const auto r1 = rx.poll_nak(2 * kMs + 300 * kUs);
+  ASSERT_TRUE(r1);
+  EXPECT_TRUE(r1->repeat);
+  // Then 20, 40, 80, 80 ms apart.
+  uint64_t t = 2 * kMs + 300 * kUs;
+  for (uint64_t wait : {20 * kMs, 40 * kMs, 80 * kMs, 80 * kMs}) {
+    EXPECT_FALSE(rx.poll_nak(t + wait - 10 * kUs));
+    ASSERT_TRUE(rx.poll_nak(t + wait));
+    t += wait;
+  }
+  EXPECT_EQ(rx.stats().nak_repeats, 5u);
+}
+
+TEST_F(TrustTest, ADuplicateDatagramIsHeldOnceSoDupDoesNotDivideTheHoldBack) {
+  MirrorConfig cfg;
+  cfg.hold_back_frames = 2;
+  MirrorReceiver rx = make(from_source(), cfg);
+  for (int i = 0; i < 4; ++i) rx.on_datagram(data_frame(5, 1), kSource, 0);  // dup 4
+  rx.on_datagram(data_frame(6, 1), kSource, 0);
+  EXPECT_EQ(rx.held_frames(), 2u);
+  EXPECT_EQ(rx.stats().held_duplicates, 3u);
+  EXPECT_EQ(rx.stats().hold_overflow, 0u);
+  tcp_to(rx, data_frame(0, 5));
+  EXPECT_EQ(rx.next_seq(), 7u);
 }
 
 TEST(MirrorWriterTest, RefusesARingThatIsNotSparse) {

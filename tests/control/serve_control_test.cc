@@ -1,0 +1,494 @@
+// serve_control_test.cc — the source's control thread against hand-built
+// frames from a client on loopback (the host's own, nothing leaves it):
+// every refusal by reason, the PSK handshake both ways, NAKs by UDP once
+// and by TCP for a repeat, HEALTH answered with the position, and the
+// bounds a hostile peer meets (declared lengths, handshake deadline,
+// connection cap, a peer that asks and never reads).
+#include "control/serve_control.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/auth.h"
+#include "gtest/gtest.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::control {
+namespace {
+
+using dataplane::Endpoint;
+using dataplane::ServeCommand;
+using proto::Frame;
+using proto::FrameKind;
+using ring::testing::ScopedRing;
+
+constexpr uint32_t kLoopback = 0x7F000001;
+
+// Client is a mirror's end of a connection, driven by hand.
+class Client {
+ public:
+  explicit Client(const Endpoint& to) : conn_(*tcp_connect(to, 1000)) {}
+  void send(const std::vector<std::byte>& b) { ASSERT_TRUE(conn_.send(b)); }
+  void send_raw(proto::ConstBytes b) { ASSERT_TRUE(conn_.send(b)); }
+  // next reads the next whole frame, pumping `ctl` meanwhile; false after
+  // `ms` without one, or once the source has closed.
+  bool next(ServeControl& ctl, Frame* f, int ms = 2000) {
+    if (have_) {
+      conn_.consume(size_);
+      have_ = false;
+    }
+    for (int i = 0; i < ms / 5; ++i) {
+      if (conn_.next_frame(f, &size_) == TcpConn::Next::kFrame) {
+        have_ = true;
+        return true;
+      }
+      ctl.poll(5000);
+      closed_ = !conn_.read_available();
+      if (closed_ && conn_.next_frame(f, &size_) != TcpConn::Next::kFrame) return false;
+    }
+    return false;
+  }
+  // closed_by pumps `ctl` until the source closes the connection.
+  bool closed_by(ServeControl& ctl, int ms = 3000) {
+    for (int i = 0; i < ms / 5; ++i) {
+      ctl.poll(5000);
+      if (!conn_.read_available()) return true;
+      Frame f;
+      size_t n;
+      while (conn_.next_frame(&f, &n) == TcpConn::Next::kFrame) conn_.consume(n);
+    }
+    return false;
+  }
+  TcpConn& conn() { return conn_; }
+
+ private:
+  TcpConn conn_;
+  size_t size_ = 0;
+  bool have_ = false;
+  bool closed_ = false;
+};
+
+std::vector<std::byte> hello_frame(uint16_t flags, uint64_t first = proto::kHelloOldest,
+                                   const Nonce* nonce = nullptr) {
+  proto::Hello h;
+  h.first_wanted = first;
+  h.flags = flags;
+  if (nonce != nullptr) h.nonce = *nonce;
+  std::vector<std::byte> b(128);
+  b.resize(proto::encode_hello(h, b));
+  return b;
+}
+
+std::vector<std::byte> nak_frame(std::initializer_list<proto::Nak> ranges, bool repeat = false) {
+  proto::NakRanges r;
+  for (const auto& n : ranges) r.push(n);
+  r.repeat = repeat;
+  std::vector<std::byte> b(proto::kFrameHeaderBytes + proto::kMaxNakBody);
+  b.resize(proto::encode_nak_ranges(r, b));
+  return b;
+}
+
+proto::Refuse refusal(const Frame& f) {
+  proto::Refuse r;
+  EXPECT_EQ(proto::decode_refuse(f, &r), proto::DecodeError::kOk);
+  return r;
+}
+
+class ServeControlTest : public ::testing::Test {
+ protected:
+  ServeControlTest() : ring_(ring::testing::fixed_ring(65536, 64)), producer_(*ring::Producer::attach(ring_.open())) {}
+
+  std::unique_ptr<ServeControl> start(ServeControlConfig c = {}) {
+    c.listen = Endpoint{kLoopback, 0};
+    c.ring = ring_.name();
+    if (!c.multicast && c.unicast_port == 0) c.multicast = Endpoint{0xEFFF0001, 7401};
+    c.log = [this](const std::string& line) { log_.push_back(line); };
+    auto s = ServeControl::start(c, &link_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(*s);
+  }
+  void publish(int n) {
+    for (int i = 0; i < n; ++i) {
+      ring::fill_record({producer_.claim(), 64}, producer_.next_seq(), 0);
+      producer_.commit();
+    }
+    link_.stats.next_to_send.store(producer_.next_seq());  // as if the worker had sent them
+  }
+  // handshake sends HELLO and reads GEOMETRY and MULTICAST.
+  proto::Multicast handshake(Client& c, ServeControl& ctl, uint16_t flags = proto::kHelloHealth | proto::kHelloMultiNak) {
+    c.send(hello_frame(flags));
+    Frame f;
+    EXPECT_TRUE(c.next(ctl, &f));
+    EXPECT_EQ(f.header.kind, FrameKind::kGeometry);
+    EXPECT_TRUE(c.next(ctl, &f));
+    EXPECT_EQ(f.header.kind, FrameKind::kMulticast);
+    proto::Multicast mc;
+    EXPECT_EQ(proto::decode_multicast(f, &mc), proto::DecodeError::kOk);
+    return mc;
+  }
+  std::vector<ServeCommand> commands() {
+    std::vector<ServeCommand> out;
+    ServeCommand c;
+    while (link_.commands.try_pop(&c)) out.push_back(c);
+    return out;
+  }
+
+  ScopedRing ring_;
+  ring::Producer producer_;
+  dataplane::ServeLink link_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ServeControlTest, AHeaderDeclaringAHugeBodyIsRefusedBeforeAnyBodyByteArrives) {
+  auto ctl = start();
+  Client c(ctl->listening());
+  std::byte h[16];
+  proto::encode_frame_header(proto::FrameHeader{FrameKind::kHello, 0, 0, 64u << 20, 0}, h);
+  c.send_raw(h);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kProtocol);
+  EXPECT_TRUE(c.closed_by(*ctl));
+  EXPECT_EQ(ctl->stats().oversized, 1u);
+  EXPECT_EQ(ctl->stats().mirrors, 0u);
+}
+
+TEST_F(ServeControlTest, AConnectionThatNeverCompletesItsHelloIsCutAtTheDeadline) {
+  ServeControlConfig cfg;
+  cfg.handshake_timeout_ns = 200'000'000;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  auto hello = hello_frame(0);
+  c.send_raw(proto::ConstBytes(hello).first(10));  // half a header, then silence
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f, 3000));
+  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kHandshakeTimeout);
+  EXPECT_TRUE(c.closed_by(*ctl));
+  EXPECT_EQ(ctl->stats().handshake_timeouts, 1u);
+}
+
+TEST_F(ServeControlTest, ConnectionsOverTheCapAreRefusedAsBusy) {
+  ServeControlConfig cfg;
+  cfg.max_connections = 2;
+  auto ctl = start(cfg);
+  Client a(ctl->listening()), b(ctl->listening());
+  for (int i = 0; i < 20; ++i) ctl->poll(1000);
+  Client c(ctl->listening());
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kBusy);
+  EXPECT_EQ(ctl->stats().conn_cap, 1u);
+  handshake(a, *ctl);  // the first two are served
+  EXPECT_EQ(ctl->stats().mirrors, 1u);
+}
+
+TEST_F(ServeControlTest, AMalformedHelloAndASchemaMismatchAreRefusedWithTheirReason) {
+  auto ctl = start();
+  Client a(ctl->listening());
+  auto bad = hello_frame(0);
+  bad[16] = std::byte{0};  // magic
+  a.send(bad);
+  Frame f;
+  ASSERT_TRUE(a.next(*ctl, &f));
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kMalformedHello);
+  Client b(ctl->listening());
+  proto::Hello h;
+  h.expected_schema = 0x99;
+  std::vector<std::byte> hb(64);
+  hb.resize(proto::encode_hello(h, hb));
+  b.send(hb);
+  ASSERT_TRUE(b.next(*ctl, &f));
+  const proto::Refuse r = refusal(f);
+  EXPECT_EQ(r.reason, proto::RefuseReason::kSchema);
+  EXPECT_NE(r.text.find("0x99"), std::string_view::npos);
+  EXPECT_EQ(ctl->stats().bad_hello, 2u);
+}
+
+TEST_F(ServeControlTest, FramesAMirrorNeverSendsAreCountedAndSkippedAndTheSessionGoesOn) {
+  auto ctl = start();
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  std::vector<std::byte> data(16 + 64);
+  proto::encode_data_header(data.data(), 0, 1, 64, 0);
+  c.send(data);
+  c.send(hello_frame(0));  // a second HELLO
+  std::byte later[16];
+  proto::encode_frame_header(proto::FrameHeader{static_cast<FrameKind>(60), 0, 0, 0, 0}, later);
+  c.send_raw(later);  // a later version's kind: skipped silently
+  publish(3);
+  c.send(nak_frame({{0, 2}}, /*repeat=*/true));
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kData);
+  EXPECT_EQ(ctl->stats().wrong_kind, 2u);
+  EXPECT_EQ(ctl->stats().mirrors, 1u);
+}
+
+TEST_F(ServeControlTest, ASmallFirstNakGoesByUdpOnceAndItsRepeatOverTcp) {
+  auto ctl = start();
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  publish(5000);
+  c.send(nak_frame({{10, 19}, {40, 41}}));
+  for (int i = 0; i < 20; ++i) ctl->poll(1000);
+  auto cmds = commands();
+  ASSERT_EQ(cmds.size(), 2u);
+  EXPECT_EQ(cmds[0].kind, ServeCommand::Kind::kRepair);
+  EXPECT_EQ(cmds[0].token, 0u);  // the group
+  EXPECT_EQ(cmds[0].first, 10u);
+  EXPECT_EQ(cmds[1].last, 41u);
+  Frame f;
+  EXPECT_FALSE(c.next(*ctl, &f, 100));  // nothing by TCP: repaired once
+  // The mirror says the repair did not come: over TCP now, each record once.
+  c.send(nak_frame({{10, 19}}, /*repeat=*/true));
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kData);
+  EXPECT_EQ(f.header.seq, 10u);
+  EXPECT_EQ(f.header.count, 10u);
+  EXPECT_TRUE(commands().empty());
+  EXPECT_EQ(ctl->stats().udp_repairs, 2u);
+  EXPECT_EQ(ctl->stats().nak_records, 10u);
+  // A mirror that does not mark its repeats (a single-range peer): the
+  // source remembers what it repaired by UDP for it, and a NAK for it
+  // again is a repeat all the same.
+  c.send(nak_frame({{40, 41}}));
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.seq, 40u);
+  EXPECT_TRUE(commands().empty());
+  // A range larger than --repair-udp-max goes over TCP the first time.
+  c.send(nak_frame({{1000, 2999}}));
+  uint64_t got = 0;
+  while (got < 2000 && c.next(*ctl, &f)) got += f.header.count;
+  EXPECT_EQ(got, 2000u);
+  EXPECT_TRUE(commands().empty());
+}
+
+TEST_F(ServeControlTest, ANakBeyondWhatWasSentIsAnsweredWithTheSourcesPosition) {
+  auto ctl = start();
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  publish(100);
+  c.send(nak_frame({{90, 5000}}, /*repeat=*/true));
+  Frame f;
+  uint64_t data = 0;
+  bool position = false;
+  while (!(position && data == 10) && c.next(*ctl, &f)) {
+    if (f.header.kind == FrameKind::kData) data += f.header.count;
+    if (f.header.kind == FrameKind::kHeartbeat) {
+      position = true;
+      EXPECT_EQ(f.header.seq, 100u);
+      EXPECT_EQ(f.header.flags, 0u);
+    }
+  }
+  EXPECT_EQ(data, 10u);  // 90..99, nothing invented beyond
+  EXPECT_TRUE(position);
+}
+
+TEST_F(ServeControlTest, HealthIsAnsweredWithThePositionAndASlowMirrorIsWarnedAbout) {
+  ServeControlConfig cfg;
+  cfg.slow_mirror_share = 0.5;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  const proto::Multicast mc = handshake(c, *ctl);
+  EXPECT_NE(mc.features & proto::kFeatureHealth, 0);
+  EXPECT_NE(mc.features & proto::kFeatureMultiNak, 0);
+  EXPECT_EQ(mc.features & proto::kFeatureMac, 0);
+  publish(40000);  // 61 % of a 65536-slot ring
+  proto::Health h;
+  h.report = 1;
+  h.next_seq = 10;
+  std::vector<std::byte> b(128);
+  b.resize(proto::encode_health(h, b));
+  c.send(b);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kHeartbeat);
+  EXPECT_EQ(f.header.seq, 40000u);
+  const auto views = ctl->mirrors();
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_TRUE(views[0].has_health);
+  EXPECT_EQ(views[0].lag, 39990u);
+  EXPECT_TRUE(views[0].slow);
+  EXPECT_EQ(ctl->stats().slow_warnings, 1u);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("is slow"), std::string::npos);
+}
+
+TEST_F(ServeControlTest, AMirrorThatStopsSendingHealthIsDroppedAfterThePeerTimeout) {
+  ServeControlConfig cfg;
+  cfg.peer_timeout_ns = 300'000'000;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  EXPECT_TRUE(c.closed_by(*ctl, 3000));
+  EXPECT_EQ(ctl->stats().peer_timeouts, 1u);
+  EXPECT_EQ(ctl->stats().mirrors, 0u);
+}
+
+TEST_F(ServeControlTest, APeerThatAsksAndNeverReadsIsBoundedAndCut) {
+  ServeControlConfig cfg;
+  cfg.out_watermark_bytes = 64u << 10;
+  cfg.stall_timeout_ns = 500'000'000;
+  cfg.udp_repair_max = 0;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  const int one = 4096;  // a small receive buffer: it fills at once
+  setsockopt(c.conn().fd(), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+  publish(60000);
+  size_t most = 0;
+  bool cut = false;
+  for (int i = 0; i < 400 && !cut; ++i) {
+    // NAKs for everything, as fast as it can, never reading.
+    for (int k = 0; k < 20; ++k) c.send(nak_frame({{uint64_t(k) * 3000, uint64_t(k) * 3000 + 2999}}, true));
+    ctl->poll(1000);
+    for (const MirrorView& v : ctl->mirrors()) most = std::max(most, v.output_bytes);
+    cut = ctl->stats().slow_cut != 0;
+    usleep(2000);
+  }
+  EXPECT_TRUE(cut);
+  // Answers are produced only below the watermark: one chunk more at most.
+  EXPECT_LT(most, cfg.out_watermark_bytes + (1024 + 64) * 64 + 4096);
+  EXPECT_EQ(ctl->stats().mirrors, 0u);
+}
+
+TEST_F(ServeControlTest, AUnicastTokenIsBoundToTheMirrorsAddress) {
+  ServeControlConfig cfg;
+  cfg.unicast_port = 7402;
+  cfg.data_ip = 0xC6120001;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  const proto::Multicast mc = handshake(c, *ctl, proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast);
+  EXPECT_EQ(mc.group, 0u);
+  EXPECT_EQ(mc.port, 7402);
+  EXPECT_EQ(mc.data_ip, 0xC6120001u);
+  auto cmds = commands();
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_EQ(cmds[0].kind, ServeCommand::Kind::kAllowToken);
+  EXPECT_EQ(cmds[0].token, mc.token);
+  EXPECT_EQ(cmds[0].peer_ip, kLoopback);
+  EXPECT_FALSE(cmds[0].keyed);
+}
+
+// ---- the PSK handshake
+
+class ServeControlAuthTest : public ServeControlTest {
+ protected:
+  ServeControlAuthTest() {
+    psk_.key.assign(32, 0x5a);
+    other_.key.assign(32, 0x5b);
+  }
+  std::unique_ptr<ServeControl> start_keyed() {
+    ServeControlConfig cfg;
+    cfg.psk = psk_;
+    cfg.salt = random_nonce();
+    salt_ = cfg.salt;
+    return start(cfg);
+  }
+  Psk psk_, other_;
+  Nonce salt_{};
+};
+
+TEST_F(ServeControlAuthTest, AMirrorWithoutAuthenticationIsRefusedAndCounted) {
+  auto ctl = start_keyed();
+  Client c(ctl->listening());
+  c.send(hello_frame(proto::kHelloHealth));
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  const proto::Refuse r = refusal(f);
+  EXPECT_EQ(r.reason, proto::RefuseReason::kAuthRequired);
+  EXPECT_NE(r.text.find("--psk-file"), std::string_view::npos);
+  EXPECT_EQ(ctl->stats().unauthenticated, 1u);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("not authenticated"), std::string::npos);
+}
+
+TEST_F(ServeControlAuthTest, BothSidesProveTheKeyAndTheMirrorGetsTheDataKeysSalt) {
+  auto ctl = start_keyed();
+  Client c(ctl->listening());
+  const Nonce mine = random_nonce();
+  const auto hello = hello_frame(proto::kHelloAuth | proto::kHelloHealth, proto::kHelloOldest, &mine);
+  c.send(hello);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  ASSERT_EQ(f.header.kind, FrameKind::kAuth);
+  proto::Auth a;
+  ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
+  EXPECT_EQ(a.salt, salt_);
+  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt)));
+  EXPECT_FALSE(proofs_equal(a.proof, source_proof(other_, hello, a.nonce, a.salt)));
+  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
+  proto::Auth reply;
+  reply.step = proto::AuthStep::kMirrorProof;
+  reply.proof = mirror_proof(psk_, hello, auth_bytes);
+  std::vector<std::byte> b(128);
+  b.resize(proto::encode_auth(reply, b));
+  c.send(b);
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kGeometry);
+  ASSERT_TRUE(c.next(*ctl, &f));
+  proto::Multicast mc;
+  ASSERT_EQ(proto::decode_multicast(f, &mc), proto::DecodeError::kOk);
+  EXPECT_NE(mc.features & proto::kFeatureMac, 0);
+  EXPECT_EQ(ctl->mirrors().size(), 1u);
+  EXPECT_TRUE(ctl->mirrors()[0].authenticated);
+}
+
+TEST_F(ServeControlAuthTest, AWrongProofIsRefused) {
+  auto ctl = start_keyed();
+  Client c(ctl->listening());
+  const Nonce mine = random_nonce();
+  const auto hello = hello_frame(proto::kHelloAuth, proto::kHelloOldest, &mine);
+  c.send(hello);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
+  proto::Auth reply;
+  reply.step = proto::AuthStep::kMirrorProof;
+  reply.proof = mirror_proof(other_, hello, auth_bytes);  // another key
+  std::vector<std::byte> b(128);
+  b.resize(proto::encode_auth(reply, b));
+  c.send(b);
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kAuthFailed);
+  EXPECT_EQ(ctl->stats().bad_auth, 1u);
+  EXPECT_EQ(ctl->stats().mirrors, 0u);
+}
+
+TEST(PskFile, AShortOrWorldReadableKeyFileIsRefusedWithWhatToDo) {
+  const std::string path = "/tmp/rf-psk-test-" + std::to_string(getpid());
+  {
+    std::ofstream(path) << "short\n";
+  }
+  chmod(path.c_str(), 0600);
+  auto k = load_psk(path);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("openssl rand -hex 32"), std::string::npos);
+  {
+    std::ofstream(path) << std::string(64, 'a') << "\n";
+  }
+  chmod(path.c_str(), 0644);
+  k = load_psk(path);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("chmod 600"), std::string::npos);
+  chmod(path.c_str(), 0600);
+  k = load_psk(path);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->key.size(), 64u);  // the newline is not part of the key
+  unlink(path.c_str());
+}
+
+}  // namespace
+}  // namespace ringfire::control
