@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
 #include "control/mirror_control.h"
+#include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/tsc_clock.h"
 #include "dataplane/worker_runner.h"
@@ -45,6 +46,7 @@ const CommandSpec kMirror = {
         {"peer-timeout", "DURATION", "give the source up when it is silent this long (default 5s)"},
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+        {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
         {"quiet", nullptr, "no per-second stats lines"},
     }), "dpdk: the port's IPv4 address (default: the TCP connection's)")};
 
@@ -131,6 +133,7 @@ int cmd_mirror(int argc, char** argv, int first) {
   const bool once = args->has("once");
   install_stop_handlers();
 
+  const std::string counters_dir = args->str("counters-dir", "/dev/shm");
   for (int attempt = 0; !stop_requested(); ++attempt) {
     auto session = control::MirrorSession::establish(o);
     if (!session.ok()) {
@@ -167,6 +170,38 @@ int cmd_mirror(int argc, char** argv, int first) {
     });
     if (!quiet) std::printf("mirror: worker on %s\n", runner.where().c_str());
     const auto& st = s.stats();
+    auto counters = telemetry::CountersFile::create(counters_dir, "mirror", ring::ring_path(o.ring, o.dir),
+                                                    dataplane::to_string(o.source));
+    if (!counters.ok()) return fail("mirror", counters.status());
+    auto publish = [&] {
+      constexpr auto r = std::memory_order_relaxed;
+      telemetry::CountersFile& f = *counters;
+      const uint64_t next = st.next_seq.load(r), end = st.known_end.load(r);
+      f.set("mirror.records", st.records.load(r));
+      f.set("mirror.next_seq", next);
+      f.set("mirror.lag", end > next ? end - next : 0);
+      f.set("mirror.held", st.held.load(r));
+      f.set("mirror.held_high", st.held_high.load(r));
+      f.set("mirror.holes", st.holes.load(r));
+      f.set("mirror.naks", st.naks.load(r));
+      f.set("mirror.nak_repeats", st.nak_repeats.load(r));
+      f.set("mirror.gap_records", st.gap_records.load(r));
+      f.set("mirror.duplicates", st.duplicates.load(r));
+      f.set("mirror.datagrams", st.datagrams.load(r));
+      f.set("mirror.tcp_frames", st.tcp_frames.load(r));
+      f.set("mirror.hold_overflow", st.hold_overflow.load(r));
+      f.set("mirror.repair_time_ns", st.repair_srtt_ns.load(r));
+      f.set("mirror.port_drops", s.port_drops());
+      f.set("mirror.health_reports", s.control_stats().health_reports);
+      f.set("rejected.udp.wrong_sender", st.wrong_sender.load(r));
+      f.set("rejected.udp.bad_mac", st.bad_mac.load(r));
+      f.set("rejected.udp.wrong_kind", st.wrong_kind.load(r));
+      f.set("rejected.udp.wrong_session", st.wrong_session.load(r));
+      f.set("rejected.udp.implausible", st.implausible.load(r));
+      f.set("rejected.udp.malformed", st.malformed.load(r));
+      f.set("rejected.tcp.wrong_kind", s.control_stats().tcp_wrong_kind);
+      f.sweep();
+    };
     uint64_t next_report = now_ns() + 1'000'000'000u;
     uint64_t last_records = 0;
     uint64_t last_rejected = 0;
@@ -197,6 +232,7 @@ int cmd_mirror(int argc, char** argv, int first) {
       }
       last_records = records;
       next_report = now + 1'000'000'000u;
+      publish();
       // What strangers sent, by reason, whenever it changed.
       if (const uint64_t rejected = st.rejected(); rejected != last_rejected) {
         last_rejected = rejected;

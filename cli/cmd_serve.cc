@@ -13,6 +13,7 @@
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
 #include "control/serve_control.h"
+#include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
 #include "dataplane/tsc_clock.h"
 #include "dataplane/worker_runner.h"
@@ -48,8 +49,10 @@ const CommandSpec kServe = {
         {"max-connections", "N", "TCP connections at most (default 256); more are refused"},
         {"handshake-timeout", "DURATION", "a connection must complete its HELLO within (default 5s)"},
         {"peer-timeout", "DURATION", "a mirror silent this long is dropped (default 5s; mirrors report every 100 ms)"},
+        {"stall-timeout", "DURATION", "a mirror that reads nothing of what it was sent this long is dropped (default 10s)"},
         {"slow-mirror-pct", "PCT", "warn when a mirror lags by this share of the ring (default 50)"},
         {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+        {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
         {"quiet", nullptr, "no per-second stats lines"},
     }), "dpdk: the port's IPv4 address (default: --iface's)")};
 
@@ -62,9 +65,65 @@ struct ServeRun {
   uint32_t iface_ip = 0;
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   bool quiet = false;
+  std::string counters_dir = "/dev/shm";
   dataplane::ServeConfig worker;
   control::ServeControlConfig control;  // listen, ring, ports and data_ip are filled in by serve_with
 };
+
+// publish_counters writes every counter a serve keeps into its counters
+// file (`ringfire stat` shows them), once a second.
+void publish_counters(telemetry::CountersFile& f, const control::ServeControl& ctl,
+                      const dataplane::ServeStats& w, uint64_t port_drops) {
+  constexpr auto r = std::memory_order_relaxed;
+  const control::ServeControlStats& c = ctl.stats();
+  f.set("serve.records", w.records.load(r) + c.tcp_records);
+  f.set("serve.frames", w.frames.load(r));
+  f.set("serve.datagrams", w.datagrams.load(r));
+  f.set("serve.send_failures", w.send_failures.load(r));
+  f.set("serve.next_seq", w.next_to_send.load(r));
+  f.set("serve.heartbeats", w.heartbeats.load(r));
+  f.set("serve.lapped", w.lapped.load(r));
+  f.set("serve.mirrors", c.mirrors);
+  f.set("serve.unicast_mirrors", w.unicast_mirrors.load(r));
+  f.set("serve.naks", c.naks);
+  f.set("serve.nak_ranges", c.nak_ranges);
+  f.set("serve.nak_records_tcp", c.nak_records);
+  f.set("serve.udp_repairs", c.udp_repairs);
+  f.set("serve.gaps", c.gaps);
+  f.set("serve.slow_warnings", c.slow_warnings);
+  f.set("serve.port_drops", port_drops);
+  f.set("refused.tcp.conn_cap", c.conn_cap);
+  f.set("refused.tcp.handshake_timeout", c.handshake_timeouts);
+  f.set("refused.tcp.malformed", c.malformed);
+  f.set("refused.tcp.oversized", c.oversized);
+  f.set("refused.tcp.wrong_kind", c.wrong_kind);
+  f.set("refused.tcp.bad_hello", c.bad_hello);
+  f.set("refused.tcp.unauthenticated", c.unauthenticated);
+  f.set("refused.tcp.bad_auth", c.bad_auth);
+  f.set("refused.tcp.slow", c.slow_cut);
+  f.set("refused.tcp.silent", c.peer_timeouts);
+  f.set("refused.tcp.nak_dropped", c.nak_dropped);
+  f.set("refused.punch.malformed", w.punch_malformed.load(r));
+  f.set("refused.punch.wrong_kind", w.punch_wrong_kind.load(r));
+  f.set("refused.punch.unknown_token", w.punch_unknown_token.load(r));
+  f.set("refused.punch.wrong_sender", w.punch_wrong_sender.load(r));
+  f.set("refused.punch.bad_mac", w.punch_bad_mac.load(r));
+  f.set("refused.punch.replayed", w.punch_replayed.load(r));
+  for (const control::MirrorView& m : ctl.mirrors()) {
+    const std::string k = absl::StrCat("mirror.", dataplane::to_string(m.peer), ".");
+    f.set(k + "lag", m.lag);
+    f.set(k + "slow", m.slow);
+    if (m.has_health) {
+      f.set(k + "holes", m.health.holes);
+      f.set(k + "naks", m.health.naks);
+      f.set(k + "gap_records", m.health.gap_records);
+      f.set(k + "held_high", m.health.held_high);
+      f.set(k + "rx_drops", m.health.rx_drops);
+      f.set(k + "rejected", m.health.rejected);
+    }
+  }
+  f.sweep();
+}
 
 // refusals: the rejection counters by reason, for the log line printed
 // when they change.
@@ -87,6 +146,15 @@ std::string port_drops(const Port& port) {
     return absl::StrCat(", port drops ", port.drops());
   } else {
     return "";
+  }
+}
+
+template <typename Port>
+uint64_t port_drops_of(const Port& port) {
+  if constexpr (requires { port.drops(); }) {
+    return port.drops();
+  } else {
+    return 0;
   }
 }
 
@@ -131,6 +199,10 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
               cc.unicast_port ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{cc.data_ip, udp_local.port})).c_str() : "",
               run.worker.session, cc.psk ? ", authenticated (PSK)" : "");
   std::fflush(stdout);
+
+  auto counters = telemetry::CountersFile::create(
+      run.counters_dir, "serve", run.ring_path, dataplane::to_string((*control)->listening()));
+  if (!counters.ok()) return fail("serve", counters.status());
 
   std::atomic<bool> stop_worker{false};
   dataplane::WorkerRunner runner;
@@ -179,6 +251,7 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
             static_cast<unsigned long long>(ws.punches_refused()), port_drops(worker.port()).c_str());
         std::fflush(stdout);
       }
+      publish_counters(*counters, **control, ws, port_drops_of(worker.port()));
       // The breakdown, whenever it changed: what strangers sent, by reason.
       if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals) {
         std::printf("serve: %s\n", now_refusals.c_str());
@@ -226,10 +299,11 @@ int cmd_serve(int argc, char** argv, int first) {
   auto slow_pct = args->count("slow-mirror-pct", 50);
   auto handshake = args->duration_ns("handshake-timeout", 5'000'000'000);
   auto peer_timeout = args->duration_ns("peer-timeout", 5'000'000'000);
+  auto stall_timeout = args->duration_ns("stall-timeout", 10'000'000'000);
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto faults = parse_faults(*args);
   for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max, &heartbeat_max,
-                        &max_conns, &slow_pct, &handshake, &peer_timeout}) {
+                        &max_conns, &slow_pct, &handshake, &peer_timeout, &stall_timeout}) {
     if (!s->ok()) return fail("serve", s->status());
   }
   if (*max_conns == 0 || *max_conns > 4096) {
@@ -238,9 +312,9 @@ int cmd_serve(int argc, char** argv, int first) {
   if (*slow_pct == 0 || *slow_pct > 100) {
     return fail("serve", absl::InvalidArgumentError("--slow-mirror-pct: between 1 and 100"));
   }
-  if (*handshake < 100'000'000 || *peer_timeout < 500'000'000) {
+  if (*handshake < 100'000'000 || *peer_timeout < 500'000'000 || *stall_timeout < 500'000'000) {
     return fail("serve", absl::InvalidArgumentError(
-                             "--handshake-timeout must be at least 100ms and --peer-timeout at least 500ms"));
+                             "--handshake-timeout must be at least 100ms, --peer-timeout and --stall-timeout at least 500ms"));
   }
   if (*heartbeat_max < *heartbeat) {
     return fail("serve", absl::InvalidArgumentError("--heartbeat-max-us must be at least --heartbeat-us"));
@@ -302,6 +376,7 @@ int cmd_serve(int argc, char** argv, int first) {
   run.iface_ip = iface_ip;
   run.idle = *idle_mode;
   run.quiet = args->has("quiet");
+  run.counters_dir = args->str("counters-dir", "/dev/shm");
   run.worker.session = session;
   run.worker.mtu = static_cast<uint16_t>(*mtu);
   run.worker.pace_ns = *pace * 1000;
@@ -315,6 +390,7 @@ int cmd_serve(int argc, char** argv, int first) {
   run.control.max_connections = static_cast<uint32_t>(*max_conns);
   run.control.handshake_timeout_ns = *handshake;
   run.control.peer_timeout_ns = *peer_timeout;
+  run.control.stall_timeout_ns = *stall_timeout;
   run.control.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
   if (psk) {
     // One salt per serve process: every datagram of this incarnation is

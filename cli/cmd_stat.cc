@@ -1,6 +1,7 @@
 // cmd_stat.cc — `ringfire stat`: a ring's header, writer and readers, with
 // each reader's lag behind the writer.
 #include <signal.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -10,13 +11,18 @@
 #include "cli/common.h"
 #include "ring/registry.h"
 #include "ring/ring_file.h"
+#include "telemetry/counters_file.h"
 
 namespace ringfire::cli {
 namespace {
 
 const CommandSpec kStat{"stat", "RING", 1, 1,
-                        "Show a ring's geometry, write sequence, writer and readers (with lag).",
-                        {}};
+                        "Show a ring's geometry, write sequence, writer and readers (with lag),\n"
+                        "and the counters of every serve or mirror process of this ring on this host\n"
+                        "(rejections by reason among them), read from their counters files.",
+                        {
+                            {"counters-dir", "DIR", "where processes keep counters files (default /dev/shm)"},
+                        }};
 
 const char* liveness(uint64_t pid) {
   if (pid == 0) return "none";
@@ -59,6 +65,18 @@ int cmd_stat(int argc, char** argv, int first) {
                 r.name.c_str(), static_cast<ull>(r.pid), r.alive ? "alive" : "gone",
                 static_cast<ull>(r.cursor), static_cast<ull>(ws > r.cursor ? ws - r.cursor : 0),
                 static_cast<ull>(r.lost));
+  }
+  // Processes serving or mirroring this ring: their counters files.
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+  for (const telemetry::ProcessCounters& p : telemetry::read_counters(args->str("counters-dir", "/dev/shm"))) {
+    if (p.ring != file->path()) continue;
+    std::printf("process     pid %u %s (%s), counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
+                now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0);
+    for (const auto& [label, value] : p.counters) {
+      std::printf("  %-44s %llu\n", label.c_str(), static_cast<ull>(value));
+    }
   }
   return 0;
 }

@@ -103,6 +103,11 @@ absl::Status read_handshake(TcpConn& conn, const MirrorOptions& o, proto::Frame*
     poll(&p, 1, 10);
     waited += 10;
     if (!conn.read_available(64u << 10)) {
+      // Closed: but what it said last (a REFUSE) may be in the buffer.
+      if (conn.next_frame(f, size, limits) == TcpConn::Next::kFrame) {
+        if (f->header.kind == proto::FrameKind::kRefuse) return refusal(*f, o.source);
+        return absl::OkStatus();
+      }
       return absl::UnavailableError(absl::StrCat("the source at ", dataplane::to_string(o.source),
                                                  " closed the connection during the handshake"));
     }

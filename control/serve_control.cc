@@ -187,6 +187,7 @@ void ServeControl::accept_all(uint64_t now_ns) {
 void ServeControl::drop(size_t index) {
   Mirror& m = *mirrors_[index];
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, m.conn.fd(), nullptr);
+  if (m.conn.pending() != 0) m.conn.abort();  // cut with output it never took: reset, free it now
   if (m.token != 0) {
     // Best effort: if the queue is full the token stays allowed, still
     // bound to this mirror's address.
@@ -656,7 +657,15 @@ bool ServeControl::poll(uint64_t timeout_us) {
     const auto it = std::find_if(mirrors_.begin(), mirrors_.end(),
                                  [&](const auto& p) { return p.get() == m; });
     if (it == mirrors_.end() || m->dead) continue;
-    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !on_readable(*m, now)) m->dead = true;
+    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !on_readable(*m, now)) {
+      m->dead = true;
+      if (m->state == Mirror::State::kAuth) {
+        // It heard our proof and left: its key is not ours.
+        ++stats_.bad_auth;
+        note("bad-auth", absl::StrCat("mirror ", dataplane::to_string(m->peer),
+                                      " gave up authenticating (another key?)"));
+      }
+    }
   }
   send_big_records();
   // Answers, round-robin: each mirror gets one turn (a chunk) per pass.

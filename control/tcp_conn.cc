@@ -161,6 +161,11 @@ void TcpConn::consume(size_t n) {
   if (in_off_ == in_len_) in_off_ = in_len_ = 0;
 }
 
+void TcpConn::abort() {
+  const linger l{1, 0};
+  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
 bool TcpConn::send(proto::ConstBytes b) {
   out_.insert(out_.end(), b.begin(), b.end());
   return flush();

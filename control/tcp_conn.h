@@ -74,6 +74,9 @@ class TcpConn {
   // flush writes queued bytes; false on error.
   bool flush();
   size_t pending() const { return out_.size() - out_off_; }
+  // abort makes the close a reset: the kernel drops what the peer never
+  // read instead of holding it (for a peer cut for not reading).
+  void abort();
   // written: bytes the socket has taken since the connection opened;
   // received: bytes read from it.
   uint64_t written() const { return written_; }

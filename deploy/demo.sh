@@ -19,9 +19,8 @@ rf=$top/build/cli/ringfire
 
 set +e
 source tests/lab/lib.sh
-logs=$(mktemp -d /tmp/rf-demo.XXXXXX)
-trap 'rm -rf "$logs"; lab_down' EXIT
 lab_up 4
+lab_logs demo
 echo "== lab: h1 198.18.0.1 (source), h2 .2, h3 .3, h4 .4 (DPDK), one bridge"
 
 src=$(ring_name md)

@@ -30,7 +30,9 @@ require_dpdk() {
 # the lab (kept when KEEP_LOGS is set). Call after lab_up.
 lab_logs() {
   logs=$(mktemp -d "/tmp/rf-$1.XXXXXX")
-  trap '[[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down' EXIT
+  # The exit status is taken first: anything run before lab_down would
+  # otherwise become the script's (a failing test exited 0).
+  trap 'lab_rc=$?; [[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down "$lab_rc"' EXIT
 }
 
 lab_require() {
@@ -102,8 +104,9 @@ stop_since() {
   for p in "${LAB_PIDS[@]:$1}"; do wait "$p" 2>/dev/null; done
 }
 
+# lab_down [RC]: undo the lab and exit with RC (default: the last status).
 lab_down() {
-  local rc=$?
+  local rc=${1:-$?}
   for p in "${LAB_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${LAB_PIDS[@]}"; do wait "$p" 2>/dev/null; done
   for h in "${LAB_HOSTS[@]}"; do ip netns del "$h" 2>/dev/null; done

@@ -1,0 +1,172 @@
+// counters_file.cc — create, publish, read the counters file.
+#include "telemetry/counters_file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::telemetry {
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void copy_text(char* dst, size_t n, std::string_view src) {
+  std::memset(dst, 0, n);
+  std::memcpy(dst, src.data(), std::min(src.size(), n - 1));
+}
+
+std::string text_of(const char* src, size_t n) { return std::string(src, strnlen(src, n)); }
+
+}  // namespace
+
+absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::string_view role,
+                                                  std::string_view ring, std::string_view detail,
+                                                  uint32_t capacity) {
+  CountersFile f;
+  f.path_ = absl::StrCat(dir, "/ringfire-", getpid(), ".counters");
+  f.bytes_ = sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry);
+  const int fd = ::open(f.path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create the counters file ", f.path_, ": ",
+                                                      std::strerror(errno), " (choose --counters-dir)"));
+  }
+  void* base = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(f.bytes_)) == 0) {
+    base = mmap(nullptr, f.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  const int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    unlink(f.path_.c_str());
+    return absl::InternalError(absl::StrCat("counters file ", f.path_, ": ", std::strerror(err)));
+  }
+  f.header_ = static_cast<CountersHeader*>(base);
+  f.entries_ = reinterpret_cast<CounterEntry*>(static_cast<std::byte*>(base) + sizeof(CountersHeader));
+  f.header_->version = kCountersVersion;
+  f.header_->pid = static_cast<uint32_t>(getpid());
+  f.header_->capacity = capacity;
+  copy_text(f.header_->role, sizeof(f.header_->role), role);
+  copy_text(f.header_->ring, sizeof(f.header_->ring), ring);
+  copy_text(f.header_->detail, sizeof(f.header_->detail), detail);
+  f.header_->updated_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  // Release: a reader that sees the magic (acquire) sees the header above.
+  std::atomic_ref<uint64_t>(f.header_->magic).store(kCountersMagic, std::memory_order_release);
+  for (uint32_t i = capacity; i > 0; --i) f.free_.push_back(i - 1);
+  return f;
+}
+
+CountersFile::CountersFile(CountersFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      header_(std::exchange(o.header_, nullptr)),
+      entries_(std::exchange(o.entries_, nullptr)),
+      bytes_(o.bytes_),
+      index_(std::move(o.index_)),
+      touched_(std::move(o.touched_)),
+      free_(std::move(o.free_)) {}
+
+CountersFile::~CountersFile() {
+  if (header_ == nullptr) return;
+  munmap(header_, bytes_);
+  unlink(path_.c_str());
+}
+
+void CountersFile::set(std::string_view label, uint64_t value) {
+  auto it = index_.find(label);
+  if (it == index_.end()) {
+    if (free_.empty()) return;
+    const uint32_t i = free_.back();
+    free_.pop_back();
+    CounterEntry& e = entries_[i];
+    e.generation.fetch_add(1, std::memory_order_relaxed);
+    copy_text(e.label, sizeof(e.label), label);
+    e.value.store(value, std::memory_order_relaxed);
+    // Release: pairs with the reader's acquire of state; the label is whole.
+    e.state.store(1, std::memory_order_release);
+    it = index_.emplace(std::string(label), i).first;
+  }
+  entries_[it->second].value.store(value, std::memory_order_relaxed);
+  touched_.insert(it->first);
+}
+
+void CountersFile::sweep() {
+  for (auto it = index_.begin(); it != index_.end();) {
+    if (touched_.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    // Release: a reader that re-checks state after copying sees it gone.
+    entries_[it->second].state.store(0, std::memory_order_release);
+    free_.push_back(it->second);
+    it = index_.erase(it);
+  }
+  touched_.clear();
+  header_->updated_ns.store(monotonic_ns(), std::memory_order_release);
+}
+
+std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale) {
+  std::vector<ProcessCounters> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* ent = readdir(d)) {
+    const std::string name = ent->d_name;
+    if (name.rfind("ringfire-", 0) != 0 || name.size() < 18 || name.substr(name.size() - 9) != ".counters") continue;
+    const std::string path = dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st{};
+    void* base = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
+      base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (base == MAP_FAILED) continue;
+    const auto* h = static_cast<const CountersHeader*>(base);
+    const size_t size = static_cast<size_t>(st.st_size);
+    // Acquire: pairs with the writer's release of the magic.
+    if (std::atomic_ref<const uint64_t>(h->magic).load(std::memory_order_acquire) == kCountersMagic &&
+        h->version == kCountersVersion &&
+        sizeof(CountersHeader) + size_t{h->capacity} * sizeof(CounterEntry) <= size) {
+      ProcessCounters p;
+      p.path = path;
+      p.pid = h->pid;
+      p.alive = kill(static_cast<pid_t>(h->pid), 0) == 0 || errno == EPERM;
+      p.role = text_of(h->role, sizeof(h->role));
+      p.ring = text_of(h->ring, sizeof(h->ring));
+      p.detail = text_of(h->detail, sizeof(h->detail));
+      p.updated_ns = h->updated_ns.load(std::memory_order_acquire);
+      const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
+      for (uint32_t i = 0; i < h->capacity; ++i) {
+        const CounterEntry& e = entries[i];
+        const uint32_t gen = e.generation.load(std::memory_order_acquire);
+        if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release
+        std::string label = text_of(e.label, sizeof(e.label));
+        const uint64_t v = e.value.load(std::memory_order_relaxed);
+        if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
+        p.counters.emplace_back(std::move(label), v);
+      }
+      if (!p.alive && remove_stale) {
+        unlink(path.c_str());  // a killed ringfire process's file
+      } else {
+        out.push_back(std::move(p));
+      }
+    }
+    munmap(base, size);
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace ringfire::telemetry

@@ -1,0 +1,96 @@
+// counters_file.h — the shared-memory counters file each serve or mirror
+// process keeps (`<dir>/ringfire-<pid>.counters`, /dev/shm by default):
+// labelled u64 counters any process can read while the writer runs, the
+// way Aeron's counters file lets its tools read a driver without asking it
+// anything. `ringfire stat` reads them; so will `ringfire top`.
+//
+// Layout (host byte order; one host):
+//   0    header, 256 bytes: magic "RFCNTR01", version, pid, capacity,
+//        updated_ns (CLOCK_MONOTONIC of the last publish), role, ring, detail
+//   256  capacity entries of 64 bytes: value u64, state u32 (0 free, 1 live;
+//        stored last, with release), generation u32, label (48 bytes, NUL-padded)
+// One writer (the process's control thread); readers copy an entry and
+// re-check its state and generation. Setup and control thread only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringfire::telemetry {
+
+inline constexpr uint64_t kCountersMagic = 0x313052544E434652ull;  // "RFCNTR01"
+inline constexpr uint32_t kCountersVersion = 1;
+inline constexpr size_t kLabelBytes = 48;
+
+struct CountersHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t pid;
+  uint32_t capacity;
+  uint32_t reserved;
+  std::atomic<uint64_t> updated_ns;
+  char role[24];
+  char ring[160];
+  char detail[40];
+};
+static_assert(sizeof(CountersHeader) == 256);
+
+struct CounterEntry {
+  std::atomic<uint64_t> value;
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> generation;
+  char label[kLabelBytes];
+};
+static_assert(sizeof(CounterEntry) == 64);
+
+// CountersFile is the writer's side.
+class CountersFile {
+ public:
+  // create makes `<dir>/ringfire-<pid>.counters`, removed again on destruction.
+  static absl::StatusOr<CountersFile> create(const std::string& dir, std::string_view role,
+                                             std::string_view ring, std::string_view detail,
+                                             uint32_t capacity = 1024);
+  CountersFile(CountersFile&& o) noexcept;
+  CountersFile& operator=(CountersFile&&) = delete;
+  ~CountersFile();
+
+  // set publishes `value` under `label` (made on first use; a full file
+  // drops new labels). Labels not set since the last sweep() are removed
+  // by it: call set for every live counter, then sweep, once a round.
+  void set(std::string_view label, uint64_t value);
+  void sweep();
+  const std::string& path() const { return path_; }
+
+ private:
+  CountersFile() = default;
+  std::string path_;
+  CountersHeader* header_ = nullptr;
+  CounterEntry* entries_ = nullptr;
+  size_t bytes_ = 0;
+  std::map<std::string, uint32_t, std::less<>> index_;
+  std::set<std::string, std::less<>> touched_;
+  std::vector<uint32_t> free_;
+};
+
+// ProcessCounters is one counters file as a reader sees it.
+struct ProcessCounters {
+  std::string path;
+  uint32_t pid = 0;
+  bool alive = false;
+  std::string role, ring, detail;
+  uint64_t updated_ns = 0;
+  std::vector<std::pair<std::string, uint64_t>> counters;  // in file order
+};
+
+// read_counters reads every counters file in `dir`. Files of processes that
+// no longer exist are removed (`remove_stale`) or returned with alive false.
+std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale = true);
+
+}  // namespace ringfire::telemetry
