@@ -385,6 +385,12 @@ void MirrorSession::send_naks() {
     std::byte buf[proto::kFrameHeaderBytes + proto::kMaxNakBody];
     conn_.send(proto::ConstBytes(buf, proto::encode_nak_ranges(nak, buf)));
   }
+  // PROBEs heard at our data address, echoed: the source may send DATA there.
+  uint64_t challenge;
+  while (worker_->link().probes.try_pop(&challenge)) {
+    std::byte buf[proto::kFrameHeaderBytes];
+    conn_.send(proto::ConstBytes(buf, proto::encode_probe(challenge, 0, buf)));
+  }
 }
 
 void MirrorSession::send_health(uint64_t now_ns) {

@@ -51,7 +51,8 @@ FrameLimits mirror_limits() {
   l.max_body[static_cast<uint8_t>(FrameKind::kNak)] = proto::kMaxNakBody;
   l.max_body[static_cast<uint8_t>(FrameKind::kHealth)] = 256;
   l.max_body[static_cast<uint8_t>(FrameKind::kAuth)] = 256;
-  for (FrameKind k : {FrameKind::kHello, FrameKind::kNak, FrameKind::kHealth, FrameKind::kAuth}) {
+  l.max_body[static_cast<uint8_t>(FrameKind::kProbe)] = 0;
+  for (FrameKind k : {FrameKind::kHello, FrameKind::kNak, FrameKind::kHealth, FrameKind::kAuth, FrameKind::kProbe}) {
     l.allowed[static_cast<uint8_t>(k)] = true;
   }
   return l;
@@ -337,6 +338,7 @@ bool ServeControl::start_streaming(Mirror& m) {
     }
     mc.port = config_.unicast_port;
     mc.token = m.token;
+    mc.features |= proto::kFeatureProbe;
   } else {
     m.multicast = true;
     mc.group = config_.multicast->ip;
@@ -531,6 +533,15 @@ bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, 
       return true;
     }
     on_nak(m, nak, now_ns);
+  } else if (k == FrameKind::kProbe) {
+    // The echo of a PROBE the worker sent to a PUNCH's address: that
+    // address is this mirror's. Only its own token's probe can match.
+    if (m.token == 0) {
+      ++stats_.wrong_kind;
+      return true;
+    }
+    dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kProbeEcho, m.token, f.header.seq};
+    (void)worker_->commands.try_push(c);  // full: the worker probes again, the mirror echoes again
   } else if (k == FrameKind::kHealth) {
     proto::Health h;
     if (proto::decode_health(f, &h) != proto::DecodeError::kOk) {

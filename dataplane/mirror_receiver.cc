@@ -73,9 +73,10 @@ bool MirrorReceiver::plausible(uint64_t end) const {
 void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, uint64_t now_ns) {
   (void)now_ns;
   if (udp) {
-    // UDP carries DATA and HEARTBEAT to a mirror, nothing else: a GAP, a
-    // NAK answer or anything newer comes only on the connection.
-    if (f.header.kind != FrameKind::kData && f.header.kind != FrameKind::kHeartbeat) {
+    // UDP carries DATA, HEARTBEAT and PROBE to a mirror, nothing else: a
+    // GAP, a NAK answer or anything newer comes only on the connection.
+    if (f.header.kind != FrameKind::kData && f.header.kind != FrameKind::kHeartbeat &&
+        f.header.kind != FrameKind::kProbe) {
       ++stats_.wrong_kind;
       return;
     }
@@ -114,6 +115,16 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
         known_end_ = std::min(known_end_, end);
         dirty_ = true;
       }
+      return;
+    case FrameKind::kProbe:
+      // UDP only (on TCP it is the mirror's to send): echoed by the control
+      // thread, which proves to the source that this address is ours.
+      if (!udp || f.header.len != 0) {
+        ++stats_.malformed;
+        return;
+      }
+      ++stats_.probes;
+      probe_ = f.header.seq;
       return;
     case FrameKind::kGap:
       // TCP only (checked above): the source no longer holds [next_seq,

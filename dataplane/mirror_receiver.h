@@ -9,8 +9,8 @@
 //
 // Nothing from UDP is trusted until checked, in this order: the sender (the
 // source's announced data address, or a declared relay), the MAC (on an
-// authenticated session), the frame kind (only DATA and HEARTBEAT come by
-// UDP), the session byte, and a plausibility window (no frame may reach
+// authenticated session), the frame kind (only DATA, HEARTBEAT and PROBE
+// come by UDP), the session byte, and a plausibility window (no frame may reach
 // further than `plausible_window` past what the session has vouched for over
 // TCP or already written). A rejected datagram is counted by reason and
 // changes nothing; an implausible one also asks the control thread to get
@@ -71,6 +71,7 @@ struct MirrorStats {
   uint64_t gap_records = 0;     // records the source no longer had
   uint64_t rejected = 0;        // records the ring refused (size mismatch)
   uint64_t udp_accepted = 0;    // UDP frames that passed every check
+  uint64_t probes = 0;          // PROBEs received (unicast path validation)
   uint64_t repair_srtt_ns = 0;  // smoothed time from a NAK to its repair's start
   // Rejected UDP input, by reason (datagrams for sender, MAC and malformed;
   // frames for the rest).
@@ -105,6 +106,13 @@ class MirrorReceiver {
     const bool r = position_wanted_;
     position_wanted_ = false;
     return r;
+  }
+  // take_probe: a PROBE's challenge arrived (unicast path validation) for
+  // the control thread to echo over TCP.
+  std::optional<uint64_t> take_probe() {
+    std::optional<uint64_t> c = probe_;
+    probe_.reset();
+    return c;
   }
 
   uint64_t next_seq() const { return next_seq_; }
@@ -164,6 +172,7 @@ class MirrorReceiver {
   uint64_t srtt_ns_ = 0;    // smoothed NAK -> first repair time
   uint64_t rttvar_ns_ = 0;
   bool position_wanted_ = false;
+  std::optional<uint64_t> probe_;
   MirrorStats stats_;
 };
 

@@ -72,6 +72,7 @@ struct MirrorLink {
   explicit MirrorLink(size_t tcp_queue_bytes) : tcp_frames(tcp_queue_bytes) {}
   ByteQueue tcp_frames;                  // control -> worker: TCP-borne frames
   SpscQueue<proto::NakRanges, 64> naks;  // worker -> control
+  SpscQueue<uint64_t, 16> probes;        // worker -> control: PROBE challenges to echo
   // position_wanted: the worker saw an implausible datagram; the control
   // thread asks the source where it is (a HEALTH now). Release by the
   // worker before its eventfd write; the control thread exchanges it back.

@@ -124,6 +124,9 @@ bool MirrorWorker<Port>::step(uint64_t now_ns) {
     unsent_nak_.reset();
     wake = true;
   }
+  if (const std::optional<uint64_t> challenge = receiver_.take_probe()) {
+    if (link_.probes.try_push(*challenge)) wake = true;  // full: the source probes again in 100 ms
+  }
   if (receiver_.take_position_request() &&
       !link_.position_wanted.exchange(true, std::memory_order_release)) {  // pairs with the control thread's exchange
     wake = true;

@@ -3,12 +3,15 @@
 // frame once to the multicast group or once per unicast mirror (N times with
 // dup), with a heartbeat carrying one past the last sent sequence while idle
 // (after 1 ms, then backing off to heartbeat_max_ns while nothing is sent).
-// It accepts PUNCHes bearing a token the control thread registered, from
-// the address that mirror's TCP connection comes from (a NAT keeps it), and
-// on an authenticated session only with a valid MAC and a counter higher
-// than any before; nothing else: a stranger's datagram never makes it send
-// anywhere, and every one it refuses is counted by reason. On an
-// authenticated session every datagram it sends ends in a MAC frame.
+// It accepts PUNCHes bearing a token the control thread registered (on an
+// authenticated session only with a valid MAC and a counter higher than any
+// before) and sends DATA where they come from if that is the address the
+// mirror's TCP connection comes from (a NAT keeps it); any other address (a
+// kernel-bypass port with an address of its own, a stolen token) first gets
+// a PROBE, at most one per 100 ms, and DATA only once the mirror has echoed
+// it over TCP. A stranger's datagram never makes it send DATA anywhere, and
+// every one it refuses is counted by reason. On an authenticated session
+// every datagram it sends ends in a MAC frame.
 // It also repairs: a NAK range the control thread hands it is re-read from
 // the ring and sent through the data plane (to the group, or to the unicast
 // mirror that asked), a burst per step beside the live stream.
@@ -46,9 +49,9 @@ struct ServeConfig {
 
 // ServeCommand: control thread -> worker.
 struct ServeCommand {
-  enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair } kind;
+  enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair, kProbeEcho } kind;
   uint64_t token;     // kRepair: the unicast mirror that asked; 0: the multicast group
-  uint64_t first = 0; // kRepair: records first..last (inclusive)
+  uint64_t first = 0; // kRepair: records first..last (inclusive); kProbeEcho: the challenge
   uint64_t last = 0;
   uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address
   bool keyed = false;    // kAllowToken: PUNCHes must carry a MAC under punch_key
@@ -68,7 +71,9 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes, cont
   std::atomic<uint64_t> punch_malformed{0};
   std::atomic<uint64_t> punch_wrong_kind{0};
   std::atomic<uint64_t> punch_unknown_token{0};
-  std::atomic<uint64_t> punch_wrong_sender{0};  // a known token from another address
+  std::atomic<uint64_t> punch_wrong_sender{0};  // a known token from another address: probed, not served
+  std::atomic<uint64_t> probes{0};               // PROBEs sent (path validation)
+  std::atomic<uint64_t> paths_validated{0};      // addresses that echoed their PROBE over TCP
   std::atomic<uint64_t> punch_bad_mac{0};
   std::atomic<uint64_t> punch_replayed{0};      // a counter not above the last accepted
   uint64_t punches_refused() const {
@@ -118,11 +123,14 @@ class alignas(64) ServeWorker {
 
  private:
   struct Unicast {
-    uint64_t token;
-    uint32_t peer_ip;            // the mirror's TCP address: PUNCHes come from there
+    uint64_t token = 0;
+    uint32_t peer_ip = 0;        // the mirror's TCP address: PUNCHes come from there
     std::optional<MacKey> key;   // authenticated: its PUNCHes' key
     uint64_t last_counter = 0;
     std::optional<Endpoint> to;  // set by the first valid PUNCH
+    std::optional<Endpoint> probing;  // another address, PROBEd, not yet echoed
+    uint64_t challenge = 0;
+    uint64_t probed_ns = 0;
   };
   struct Repair {
     Endpoint to;
@@ -131,8 +139,9 @@ class alignas(64) ServeWorker {
   };
   static constexpr size_t kMaxRepairs = 256;
   static constexpr size_t kMaxUnicast = 4096;
-  bool poll_socket();
-  void on_punch(const RxDatagram& d);
+  bool poll_socket(uint64_t now_ns);
+  void on_punch(const RxDatagram& d, uint64_t now_ns);
+  void probe(Unicast& u, const Endpoint& at, uint64_t now_ns);
   // seal_in_place adds the MAC frame on an authenticated session.
   size_t seal_in_place(std::byte* buf, size_t n) const {
     return config_.data_key ? seal(*config_.data_key, buf, n, config_.session) : n;
@@ -154,6 +163,8 @@ class alignas(64) ServeWorker {
   FaultShaper faults_;
   std::vector<std::byte> frame_buf_;
   std::vector<Unicast> unicast_;
+  MacKey probe_secret_{};     // keys the PROBE challenges (random per worker)
+  uint64_t probes_made_ = 0;
   uint64_t last_send_ns_ = 0;
   uint64_t heartbeat_wait_ns_;  // backs off while idle
   std::optional<ring::RawReader> repair_reader_;

@@ -27,6 +27,7 @@ ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeCon
       repair_buf_(config.mtu) {
   heartbeat_wait_ns_ = config_.heartbeat_ns;
   unicast_.reserve(kMaxUnicast);
+  randombytes_buf(probe_secret_.bytes.data(), probe_secret_.bytes.size());
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
   framer_.begin(frame_buf_.data(), frame_limit());
 }
@@ -37,11 +38,22 @@ void ServeWorker<Port>::take_commands() {
   while (link_.commands.try_pop(&c)) {
     if (c.kind == ServeCommand::Kind::kRepair) {
       queue_repair(c);
+    } else if (c.kind == ServeCommand::Kind::kProbeEcho) {
+      // The mirror heard the PROBE at that address: DATA may go there now.
+      for (Unicast& u : unicast_) {
+        if (u.token == c.token && u.probing && u.challenge == c.first) {
+          u.to = u.probing;
+          u.probing.reset();
+          link_.stats.paths_validated.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
     } else if (c.kind == ServeCommand::Kind::kAllowToken) {
       if (unicast_.size() < kMaxUnicast) {  // the control thread caps connections well below
-        unicast_.push_back(Unicast{c.token, c.peer_ip,
-                                   c.keyed ? std::optional<MacKey>(c.punch_key) : std::nullopt, 0,
-                                   std::nullopt});
+        Unicast u;
+        u.token = c.token;
+        u.peer_ip = c.peer_ip;
+        if (c.keyed) u.key = c.punch_key;
+        unicast_.push_back(u);
       }
     } else {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
@@ -53,7 +65,25 @@ void ServeWorker<Port>::take_commands() {
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::on_punch(const RxDatagram& d) {
+void ServeWorker<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) {
+  if (u.probing && *u.probing == at && now_ns - u.probed_ns < 100'000'000) return;  // one per 100 ms
+  // An unguessable challenge: a PRF of a secret of this worker's.
+  std::byte in[24];
+  proto::store_le64(in, u.token);
+  proto::store_le64(in + 8, uint64_t{at.ip} << 16 | at.port);
+  proto::store_le64(in + 16, ++probes_made_);
+  u.challenge = mac_tag(probe_secret_, in, sizeof(in));
+  u.probing = at;
+  u.probed_ns = now_ns;
+  std::byte buf[proto::kFrameHeaderBytes + proto::kMacFrameBytes];
+  const size_t n = seal_in_place(
+      buf, proto::encode_probe(u.challenge, config_.session, proto::MutableBytes(buf, proto::kFrameHeaderBytes)));
+  const TxDatagram tx{proto::ConstBytes(buf, n), at};
+  if (port_.tx_burst(&tx, 1) == 1) link_.stats.probes.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <PacketPort Port>
+void ServeWorker<Port>::on_punch(const RxDatagram& d, uint64_t now_ns) {
   ServeStats& st = link_.stats;
   constexpr auto r = std::memory_order_relaxed;
   proto::Frame f;
@@ -69,13 +99,6 @@ void ServeWorker<Port>::on_punch(const RxDatagram& d) {
                          [&](const Unicast& u) { return u.token == f.header.seq; });
   if (it == unicast_.end()) {
     st.punch_unknown_token.fetch_add(1, r);
-    return;
-  }
-  // The token was handed to one TCP connection; a PUNCH bearing it from
-  // any other address (a stolen or replayed token) redirects nothing. A NAT
-  // keeps the address (RFC 4787 "paired" pooling); the port may change.
-  if (d.from.ip != it->peer_ip) {
-    st.punch_wrong_sender.fetch_add(1, r);
     return;
   }
   proto::ConstBytes punch = d.payload;
@@ -97,14 +120,26 @@ void ServeWorker<Port>::on_punch(const RxDatagram& d) {
     it->last_counter = counter;
   }
   st.punches.fetch_add(1, r);
-  it->to = d.from;  // reply to wherever the punch came from (NAT)
+  // The token was handed to one TCP connection: from that connection's
+  // address (a NAT keeps it, RFC 4787 "paired" pooling; the port may
+  // change) DATA goes where the punch came from at once. From any other
+  // address (a bypass port with its own, a stolen or replayed token) only
+  // a PROBE goes there, until the mirror echoes it over TCP.
+  if (d.from.ip != it->peer_ip) {
+    if (!(it->to && *it->to == d.from)) {
+      st.punch_wrong_sender.fetch_add(1, r);
+      probe(*it, d.from, now_ns);
+    }
+    return;
+  }
+  it->to = d.from;
 }
 
 template <PacketPort Port>
-bool ServeWorker<Port>::poll_socket() {
+bool ServeWorker<Port>::poll_socket(uint64_t now_ns) {
   RxDatagram rx[kBurst];
   const size_t n = port_.rx_burst(rx, kBurst);
-  for (size_t i = 0; i < n; ++i) on_punch(rx[i]);
+  for (size_t i = 0; i < n; ++i) on_punch(rx[i], now_ns);
   return n != 0;
 }
 
@@ -238,7 +273,7 @@ void ServeWorker<Port>::park(uint64_t now_ns, uint64_t timeout_ns) {
 template <PacketPort Port>
 bool ServeWorker<Port>::step(uint64_t now_ns) {
   take_commands();
-  bool busy = poll_socket();
+  bool busy = poll_socket(now_ns);
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
   for (uint32_t i = 0; i < config_.burst_records; ++i) {
     uint32_t len = 0;

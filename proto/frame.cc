@@ -36,6 +36,7 @@ const char* frame_kind_name(FrameKind k) {
     case FrameKind::kAuth: return "AUTH";
     case FrameKind::kMac: return "MAC";
     case FrameKind::kRefuse: return "REFUSE";
+    case FrameKind::kProbe: return "PROBE";
   }
   return "unknown";
 }
@@ -238,6 +239,10 @@ size_t encode_gap(uint64_t next_seq, MutableBytes out) {
 
 size_t encode_heartbeat(uint64_t next_seq, uint8_t session, MutableBytes out) {
   return finish(begin_frame(out, FrameKind::kHeartbeat, session, next_seq, 0));
+}
+
+size_t encode_probe(uint64_t challenge, uint8_t session, MutableBytes out) {
+  return finish(begin_frame(out, FrameKind::kProbe, session, challenge, 0));
 }
 
 size_t encode_punch(uint64_t token, MutableBytes out) {

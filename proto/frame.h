@@ -29,11 +29,12 @@ enum class FrameKind : uint8_t {
   kAuth = 11,      // either way, TCP: the pre-shared-key handshake
   kMac = 12,       // UDP: the last 16 bytes of an authenticated datagram
   kRefuse = 13,    // source -> mirror, TCP: why the connection is being closed
+  kProbe = 14,     // source -> mirror by UDP, echoed mirror -> source on TCP: path validation
 };
 // kMaxFrameKind is the highest kind this build knows. Higher kinds decode
 // (a later version's frames): a TCP receiver skips them, a UDP receiver
 // drops the datagram. Kind 0 is always malformed.
-inline constexpr uint8_t kMaxFrameKind = 13;
+inline constexpr uint8_t kMaxFrameKind = 14;
 inline bool known_kind(FrameKind k) {
   return static_cast<uint8_t>(k) >= 1 && static_cast<uint8_t>(k) <= kMaxFrameKind;
 }
@@ -107,6 +108,8 @@ enum MulticastFeatures : uint16_t {
   kFeatureMultiNak = 1u << 0,  // NAKs naming several ranges are served
   kFeatureHealth = 1u << 1,    // HEALTH is answered with a TCP HEARTBEAT; liveness applies
   kFeatureMac = 1u << 2,       // every UDP datagram (and PUNCH) carries a MAC frame
+  kFeatureProbe = 1u << 3,     // unicast: a PUNCH from another address than the TCP peer's is
+                               // answered with a PROBE to echo over TCP before DATA goes there
 };
 struct Multicast {
   uint32_t group = 0;     // IPv4, host order; 0 = unicast (punch `port`)
@@ -211,6 +214,10 @@ inline constexpr size_t kAuthMirrorBody = 8 + kProofBytes;                    //
 // datagram before the tag (SipHash-2-4, PROTOCOL.md §1.8).
 inline constexpr size_t kMacFrameBytes = kFrameHeaderBytes;
 
+// ---- PROBE: path validation for unicast. seq = a challenge. By UDP from
+// the source to a PUNCH's address (flags = session byte) when that is not
+// the mirror's TCP address; the mirror echoes it on TCP (flags 0, same
+// seq), and only then does DATA go to that address.
 // ---- REFUSE: source -> mirror, TCP, then the source closes.
 enum class RefuseReason : uint16_t {
   kMalformedHello = 1,
@@ -245,6 +252,7 @@ size_t encode_punch(uint64_t token, MutableBytes out);
 // sessions; the caller appends the MAC frame).
 size_t encode_punch_counted(uint64_t token, uint64_t counter, MutableBytes out);
 // (A TCP HEARTBEAT is encode_heartbeat with session 0.)
+size_t encode_probe(uint64_t challenge, uint8_t session, MutableBytes out);
 size_t encode_health(const Health& m, MutableBytes out);
 size_t encode_auth(const Auth& m, MutableBytes out);
 size_t encode_refuse(const Refuse& m, MutableBytes out);

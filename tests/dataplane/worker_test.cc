@@ -242,21 +242,46 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
   EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
 }
 
-TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressThanItsMirrorsRedirectsNothing) {
+TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMirrorEchoesIt) {
   auto w = worker(ServeConfig{});
-  const Endpoint mirror{0xC6120003, 6666}, thief{0xC6120005, 6666};
+  const Endpoint mirror{0xC6120003, 6666}, other{0xC6120005, 6666};
   ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
-  port_.state->inbox.push_back({punch(77), thief});  // the right token, the wrong host
+  port_.state->inbox.push_back({punch(77), other});  // the right token, another host
   publish(1);
   w->step(1000 * kMs);
-  EXPECT_TRUE(sent().empty());
+  // No DATA there: one PROBE, carrying a challenge.
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(sent()[0].peer, other);
+  const proto::Frame probe = decode(sent()[0]);
+  ASSERT_EQ(probe.header.kind, proto::FrameKind::kProbe);
+  EXPECT_EQ(probe.header.flags, 9);
   EXPECT_EQ(w->link().stats.punch_wrong_sender.load(), 1u);
-  // Through a NAT the port may change, the address does not.
+  // More punches from there within 100 ms: no more PROBEs (no reflection).
+  for (int i = 0; i < 5; ++i) port_.state->inbox.push_back({punch(77), other});
+  w->step(1010 * kMs);
+  EXPECT_EQ(sent().size(), 1u);
+  // A wrong echo validates nothing; the right one (the mirror heard it at
+  // that address) does, and DATA goes there.
+  ServeCommand echo{ServeCommand::Kind::kProbeEcho, 77, probe.header.seq + 1};
+  ASSERT_TRUE(w->link().commands.try_push(echo));
+  publish(1);
+  w->step(1020 * kMs);
+  EXPECT_EQ(sent().size(), 1u);
+  echo.first = probe.header.seq;
+  ASSERT_TRUE(w->link().commands.try_push(echo));
+  publish(1);
+  w->step(1030 * kMs);
+  ASSERT_EQ(sent().size(), 2u);
+  EXPECT_EQ(decode(sent()[1]).header.kind, proto::FrameKind::kData);
+  EXPECT_EQ(sent()[1].peer, other);
+  EXPECT_EQ(w->link().stats.paths_validated.load(), 1u);
+  // From the mirror's TCP address (through a NAT the port may change) DATA
+  // goes at once.
   port_.state->inbox.push_back({punch(77), Endpoint{mirror.ip, 4242}});
   publish(1);
-  w->step(1001 * kMs);
-  ASSERT_FALSE(sent().empty());
+  w->step(1040 * kMs);
   EXPECT_EQ(sent().back().peer, (Endpoint{mirror.ip, 4242}));
+  EXPECT_EQ(decode(sent().back()).header.kind, proto::FrameKind::kData);
 }
 
 TEST_F(ServeWorkerTest, EveryKindOfJunkIsCountedByReasonAndSendsNothing) {

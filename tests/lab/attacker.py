@@ -252,6 +252,24 @@ def cmd_token(src, path):
     time.sleep(30)
 
 
+def count_back(s, secs):
+    """Datagrams that come back to socket s within secs: (DATA or anything else, PROBEs).
+    A PROBE is the source asking whether this address is the mirror's: not a redirect."""
+    s.settimeout(0.2)
+    end = time.time() + secs
+    data = probes = 0
+    while time.time() < end:
+        try:
+            d = s.recv(65536)
+            if d[:1] == bytes([14]):
+                probes += 1
+            else:
+                data += 1
+        except socket.timeout:
+            pass
+    return data, probes
+
+
 def cmd_punch(dst, token, secs="2"):
     """PUNCH bearing TOKEN 20 times, then count what arrives on the same socket."""
     host, port = ep(dst)
@@ -259,16 +277,8 @@ def cmd_punch(dst, token, secs="2"):
     for _ in range(20):
         s.sendto(header(PUNCH, 0, 0, 0, int(token)), (host, port))
         time.sleep(0.05)
-    s.settimeout(0.2)
-    end = time.time() + float(secs)
-    got = 0
-    while time.time() < end:
-        try:
-            s.recv(65536)
-            got += 1
-        except socket.timeout:
-            pass
-    print(f"attacker: punched 20, received {got}")
+    data, probes = count_back(s, float(secs))
+    print(f"attacker: punched 20, probes {probes}, received {data}")
 
 
 def cmd_listen(at, secs):
@@ -312,15 +322,19 @@ def cmd_sniff_punch(iface, port, path):
 
 
 def cmd_replay(path, dst, src_ip=None, src_port=None):
+    """Send a captured datagram again, 10 times: from this host (then count
+    what comes back to it for 1 s), or spoofed from SRC_IP:SRC_PORT."""
     host, port = ep(dst)
     payload = open(path, "rb").read()
+    s = udp_socket()
     for _ in range(10):
         if src_ip:
             raw_udp(src_ip, int(src_port), host, port, payload)
         else:
-            udp_socket().sendto(payload, (host, port))
+            s.sendto(payload, (host, port))
         time.sleep(0.02)
-    print("attacker: replayed 10")
+    data, probes = (0, 0) if src_ip else count_back(s, 1.0)
+    print(f"attacker: replayed 10, probes {probes}, received {data}")
 
 
 COMMANDS = {
