@@ -208,7 +208,8 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
     s->authenticated_ = true;
   }
   proto::Geometry g;
-  if (f.header.kind != proto::FrameKind::kGeometry || proto::decode_geometry(f, &g) != proto::DecodeError::kOk) {
+  if (f.header.kind != proto::FrameKind::kGeometry || proto::decode_geometry(f, &g) != proto::DecodeError::kOk ||
+      g.first_seq >= proto::kMaxSequence) {
     return absl::DataLossError(absl::StrCat("the source's ", f.header.kind == proto::FrameKind::kGeometry ? "GEOMETRY is malformed"
                                                                                        : "first frame is not GEOMETRY"));
   }

@@ -85,6 +85,11 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
       return;
     }
   }
+  if (f.header.seq >= proto::kMaxSequence && f.header.kind != FrameKind::kProbe) {
+    // No sequence gets there (see kMaxSequence): crafted, or broken.
+    ++stats_.malformed;
+    return;
+  }
   switch (f.header.kind) {
     case FrameKind::kData:
       on_data(f, frame_bytes, udp);
@@ -154,8 +159,8 @@ void MirrorReceiver::on_data(const Frame& f, ConstBytes frame_bytes, bool udp) {
     return;
   }
   const uint64_t first = f.header.seq;
-  const uint64_t end = first + f.header.count;
-  if (end < first) {  // sequence overflow: crafted
+  const uint64_t end = first + f.header.count;  // first < 2^62: no overflow
+  if (end > proto::kMaxSequence) {
     ++stats_.malformed;
     return;
   }
@@ -320,7 +325,7 @@ std::optional<proto::NakRanges> MirrorReceiver::poll_nak(uint64_t now_ns) {
       }
       uint64_t end = holes[h].last;  // uncovered up to the next outstanding piece
       if (k < nk && kept[k].range.first <= end) end = kept[k].range.first - 1;
-      end = std::min(end, cursor + (config_.nak_max_records - 1));
+      end = std::min(end, saturating_add(cursor, config_.nak_max_records - 1));
       cands[nc++] = Candidate{Nak{cursor, end}, -1};
       if (end == UINT64_MAX) break;
       cursor = end + 1;

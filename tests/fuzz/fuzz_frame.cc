@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (!in.empty()) {
     Frame f;
     if (decode_frame(in, 1 << 16, &f) != DecodeError::kOk) break;
-    std::vector<std::byte> out(kFrameHeaderBytes + 64);
+    std::vector<std::byte> out(kFrameHeaderBytes + kHelloAuthBody + 64);
     switch (f.header.kind) {
       case FrameKind::kHello: {
         Hello m, back;
@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         REQUIRE(decode_frame(out, 64, &g) == DecodeError::kOk);
         REQUIRE(decode_hello(g, &back) == DecodeError::kOk);
         REQUIRE(back.first_wanted == m.first_wanted && back.flags == m.flags &&
-                back.version == m.version && back.expected_schema == m.expected_schema);
+                back.version == m.version && back.expected_schema == m.expected_schema &&
+                back.nonce == m.nonce);
         break;
       }
       case FrameKind::kGeometry: {
@@ -47,12 +48,57 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         REQUIRE(decode_frame(out, 64, &g) == DecodeError::kOk);
         REQUIRE(decode_multicast(g, &back) == DecodeError::kOk);
         REQUIRE(back.group == m.group && back.port == m.port && back.token == m.token &&
-                back.session == m.session && back.data_ip == m.data_ip);
+                back.session == m.session && back.data_ip == m.data_ip && back.features == m.features);
         break;
       }
       case FrameKind::kNak: {
         Nak m;
         if (decode_nak(f, &m) == DecodeError::kOk) REQUIRE(m.first <= m.last);
+        NakRanges r, back;
+        if (decode_nak_ranges(f, &r) == DecodeError::kOk) {
+          for (uint32_t i = 0; i < r.count; ++i) {
+            REQUIRE(r.ranges[i].first <= r.ranges[i].last);
+            if (i > 0) REQUIRE(r.ranges[i].first > r.ranges[i - 1].last);
+          }
+          std::vector<std::byte> o(kFrameHeaderBytes + kMaxNakBody);
+          o.resize(encode_nak_ranges(r, o));
+          Frame g;
+          REQUIRE(decode_frame(o, kMaxNakBody, &g) == DecodeError::kOk);
+          REQUIRE(decode_nak_ranges(g, &back) == DecodeError::kOk);
+          REQUIRE(back.count == r.count && back.repeat == r.repeat &&
+                  back.ranges[r.count - 1].last == r.ranges[r.count - 1].last);
+        }
+        break;
+      }
+      case FrameKind::kHealth: {
+        Health m, back;
+        if (decode_health(f, &m) != DecodeError::kOk) break;
+        out.resize(encode_health(m, out));
+        Frame g;
+        REQUIRE(decode_frame(out, 64, &g) == DecodeError::kOk);
+        REQUIRE(decode_health(g, &back) == DecodeError::kOk);
+        REQUIRE(back.next_seq == m.next_seq && back.rejected == m.rejected && back.held_high == m.held_high);
+        break;
+      }
+      case FrameKind::kAuth: {
+        Auth m, back;
+        if (decode_auth(f, &m) != DecodeError::kOk) break;
+        std::vector<std::byte> o(kFrameHeaderBytes + kAuthSourceBody);
+        o.resize(encode_auth(m, o));
+        Frame g;
+        REQUIRE(decode_frame(o, kAuthSourceBody, &g) == DecodeError::kOk);
+        REQUIRE(decode_auth(g, &back) == DecodeError::kOk);
+        REQUIRE(back.step == m.step && back.proof == m.proof);
+        break;
+      }
+      case FrameKind::kRefuse: {
+        Refuse m;
+        if (decode_refuse(f, &m) == DecodeError::kOk) REQUIRE(m.text.size() <= kMaxRefuseText);
+        break;
+      }
+      case FrameKind::kPunch: {
+        uint64_t token = 0, counter = 0;
+        if (decode_punch(f, &token, &counter) == DecodeError::kOk) REQUIRE(token == f.header.seq);
         break;
       }
       case FrameKind::kData: {
