@@ -3,7 +3,7 @@
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
-#                        [--harness raw,stages,loop,rate,repair,fanout] [--out DIR] [--quick]
+#                        [--harness raw,stages,loop,rate,auth,repair,fanout] [--out DIR] [--quick]
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -35,6 +35,9 @@
 #           highest rate at which the mirror gets every record with no NAK
 #           and no GAP (zero loss, nothing repaired), as the rate the
 #           publisher achieved; the last step is the publisher flat out.
+# auth      the rate harness twice, without and with a pre-shared key (every
+#           datagram MACed by the source and checked by the mirror): the
+#           zero-loss rates and their ratio. (Not in the default set.)
 # repair    a source on h1, a mirror on h2 (through the bridge) dropping 2 %
 #           of what it receives (seeded), a reader of the mirror ring on h2:
 #           publish -> read latency at 10 k records/s, once with every
@@ -57,13 +60,15 @@ backend=kernel
 harness=raw,stages,loop,rate,repair,fanout
 out=""
 quick=0
+build_dir=""
 while (($#)); do
   case $1 in
     --backend) backend=$2; shift 2 ;;
     --harness) harness=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,rate,repair,fanout] [--out DIR] [--quick]" >&2; exit 2 ;;
+    --build) build_dir=$2; shift 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -72,7 +77,7 @@ for b in "${backends[@]}"; do
     { echo "mirror_bench: unknown backend '$b' (kernel, af_packet, af_xdp, memif)" >&2; exit 2; }
 done
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build
+build=${build_dir:-$top/build}
 ninja -C "$build" cli/ringfire perf/echo perf/stage_reader perf/packet_raw >/dev/null || exit 2
 rf=$build/cli/ringfire
 echo_bin=$build/perf/echo
@@ -214,6 +219,7 @@ run_backend() {
   wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
   wants loop && run_loop "$backend" "$p0" "$g"
   wants rate && run_rate "$backend" "$p0" "$g"
+  wants auth && run_auth "$backend" "$p0" "$g"
   wants repair && [[ $backend != memif ]] && run_repair "$backend" "$p0" "$g"
   wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
   stop_since "$first_pid"  # before the next backend is measured
@@ -288,6 +294,19 @@ run_loop() {
   stop_since "$first_pid"  # af_xdp: one process per interface, and the next harness uses d1
 }
 
+# run_auth: the one-way rate without and with a pre-shared key (every
+# datagram MACed and checked), one after the other in this run.
+run_auth() {
+  local backend=$1 p0=$2 g=$3 plain
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$out/psk"
+  chmod 600 "$out/psk"
+  run_rate "$backend" $((p0 + 40)) "$g" plain
+  plain=$rate_best
+  run_rate "$backend" $((p0 + 50)) "$g" psk --psk-file "$out/psk"
+  echo "auth ($backend): zero-loss rate with a key ${rate_best} / without ${plain} records/s = $(awk -v a="$rate_best" -v b="$plain" 'BEGIN {printf "%.2f", b ? a / b : 0}')"
+  rm -f "$out/psk"
+}
+
 run_repair() {
   local backend=$1 p0=$2 g=$3 mode max
   for mode in tcp udp; do
@@ -314,19 +333,23 @@ run_repair() {
   done
 }
 
+# run_rate BACKEND P0 G [TAG OPTION...]: the one-way rate; TAG names the
+# variant (its JSON is rate-BACKEND-TAG.json), the options go to both the
+# serve and the mirror (e.g. --psk-file).
 run_rate() {
-  local backend=$1 p0=$2 g=$3
+  local backend=$1 p0=$2 g=$3 tag=${4:-}
+  local extra=("${@:5}")
   local first_pid=${#LAB_PIDS[@]}
-  echo "== one-way record rate ($backend)"
+  echo "== one-way record rate ($backend${tag:+, $tag})"
   local R M log
-  R=$(ring_name ${backend}-r)
-  M=$(ring_name ${backend}-r2)
+  R=$(ring_name ${backend}-r$tag)
+  M=$(ring_name ${backend}-r2$tag)
   "$rf" create "$R" --capacity 4194304 --slot-size 64 >/dev/null
   local IFS=$'\n'
-  serve1 "$logs/$backend-serve-r" $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
-    --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet
-  log=$logs/$backend-mirror-r
-  mirror_on 2 "$log" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}"
+  serve1 "$logs/$backend-serve-r$tag" $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
+    --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet "${extra[@]}"
+  log=$logs/$backend-mirror-r$tag
+  mirror_on 2 "$log" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}" "${extra[@]}"
   unset IFS
   sleep 1
   # A step passes when every record arrived with no NAK and no GAP; its
@@ -344,12 +367,13 @@ run_rate() {
     sleep 1.1  # a stats line after the last record
     [[ $(mirror_stat "$log" NAKs) == "${naks:-0}" ]] || ok=0
     [[ $(mirror_stat "$log" "GAP records") == "${gaps:-0}" ]] || ok=0
-    echo "rate ($backend): asked $( ((r)) && echo "$r" || echo "flat out"), published $got rec/s: $( ((ok)) && echo "zero loss" || echo "NAKs or GAPs")"
+    echo "rate ($backend${tag:+, $tag}): asked $( ((r)) && echo "$r" || echo "flat out"), published $got rec/s: $( ((ok)) && echo "zero loss" || echo "NAKs or GAPs")"
     ((ok)) || break
     ((got > best)) && best=$got
   done
-  echo "rate ($backend): highest zero-loss rate $best records/s"
-  echo "{\"backend\": \"$backend\", \"highest_zero_loss_rate\": $best}" > "$out/rate-$backend.json"
+  echo "rate ($backend${tag:+, $tag}): highest zero-loss rate $best records/s"
+  echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best}" > "$out/rate-$backend${tag:+-$tag}.json"
+  rate_best=$best
   stop_since "$first_pid"
   rm -f "/dev/shm/$R" "/dev/shm/$M"
 }

@@ -80,6 +80,21 @@ if ! "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk --eal x 2>&1 | grep -q "
   expect_fail 2 "EAL did not start with '-l 0 --no-such-flag'" "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk -- -l 0 --no-such-flag
 fi
 
+# Trust options: a key file that is missing, short or readable by others,
+# and bounds out of range, fail at start-up saying what to change.
+key=/tmp/rf-cli-$$.key
+expect_fail 2 "psk-file /nonexistent" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file /nonexistent
+printf 'short' >"$key"; chmod 600 "$key"
+expect_fail 2 "openssl rand -hex 32" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file "$key"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$key"; chmod 644 "$key"
+expect_fail 2 "chmod 600" "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file "$key"
+expect_fail 2 "max-connections: between 1 and 4096" "$rf" serve "$ring" --listen 198.18.0.1:1 --max-connections 0
+expect_fail 2 "slow-mirror-pct: between 1 and 100" "$rf" serve "$ring" --listen 198.18.0.1:1 --slow-mirror-pct 0
+expect_fail 2 "at least 500ms" "$rf" serve "$ring" --listen 198.18.0.1:1 --peer-timeout 10ms
+expect_fail 2 "heartbeat-max-us must be at least" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-max-us 10
+expect_fail 2 "accept-from" "$rf" mirror 198.18.0.1:1 "$ring-m" --accept-from not-an-address
+expect_fail 2 "peer-timeout must be at least 500ms" "$rf" mirror 198.18.0.1:1 "$ring-m" --peer-timeout 1ms
+
 rm -f /tmp/rf-cli-$$.*
 if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi
 echo "cli_test: all passed"

@@ -88,22 +88,7 @@ class MirrorReceiverTest : public ::testing::Test {
   void udp(const std::vector<std::byte>& d, uint64_t now = 0) { rx_.on_datagram(d, kSource, now); }
   void tcp(const std::vector<std::byte>& d, uint64_t now = 0) { tcp_to(rx_, d, now); }
 
-  // ring_seqs reads the mirror ring from 0 and checks every record.
-  std::vector<uint64_t> ring_seqs() {
-    auto c = ring::Consumer::attach(ring_.open(), ring::StartPosition::at(0));
-    std::vector<uint64_t> out;
-    std::byte rec[kSlot];
-    for (ring::ReadResult r; (r = c->try_read(rec)).ok;) {
-      EXPECT_EQ(ring::check_record(rec, kSlot, r.seq), ring::CheckVerdict::kOk) << r.seq;
-      out.push_back(r.seq);
-    }
-    return out;
-  }
-  static std::vector<uint64_t> range(uint64_t a, uint64_t b) {
-    std::vector<uint64_t> v;
-    for (uint64_t s = a; s < b; ++s) v.push_back(s);
-    return v;
-  }
+  std::vector<uint64_t> ring_seqs() { return ring_seqs_of(ring_); }
 
   ScopedRing ring_;
   MirrorWriter writer_;

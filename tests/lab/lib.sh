@@ -153,6 +153,19 @@ publish_and_check() {
   for m in "$@"; do check_copy "$src" "$(ring_name "$m")" "$total"; done
 }
 
+# lab_finish NAME FILES...: the test's last words: on failures, the count and
+# the last lines of each log named, and exit 1; else "NAME: all passed".
+lab_finish() {
+  local name=$1 f
+  shift
+  if (( fails )); then
+    echo "$name: $fails failed"
+    for f in "$@"; do echo "== $f"; tail -n 4 "$f"; done
+    exit 1
+  fi
+  echo "$name: all passed"
+}
+
 # mirror_stat LOGFILE NAME: a counter from the mirror's last stats line
 # (e.g. "TCP frames", "datagrams").
 mirror_stat() {

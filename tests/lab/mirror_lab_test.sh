@@ -188,7 +188,12 @@ on 1 "$rf" publish "$lsrc" --duration 1s --quiet >/dev/null
 sleep 1
 out=$("$rf" tail "$lm" --from oldest --idle-exit 300ms --quiet); rc=$?
 [[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "lapped mirror: rc $rc, $out"
+# ... and it holds records (an empty mirror has no torn ones either).
+(( $(echo "$out" | awk '{print $2}') >= 500 )) || fail "the lapped mirror holds too little: $out"
 "$rf" compare "$lsrc" "$lm" >/dev/null || fail "a lapped mirror holds a record that differs from the source"
+# The source saw it coming: the mirror's HEALTH showed it more than half a
+# ring behind before it lost records to a GAP.
+grep -q "WARNING: mirror .* is slow" "$logs/lserve" || fail "the source never warned of the slow mirror: $(tail -n 2 "$logs/lserve")"
 
 log "blob arena lapping: a 64 KiB arena written flat out; the mirror holds only whole blobs"
 asrc=$(ring_name asrc)
@@ -202,6 +207,7 @@ on 1 "$rf" publish "$asrc" --duration 1s --min-size 24 --max-size 2000 --quiet >
 sleep 1
 out=$("$rf" tail "$am" --from oldest --idle-exit 300ms --quiet); rc=$?
 [[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "arena-lapped mirror: rc $rc, $out"
+(( $(echo "$out" | awk '{print $2}') >= 20 )) || fail "the arena-lapped mirror holds too little: $out"
 
 log "a recreated source ring (sequences restarted) is refused, never written into the mirror"
 rsrc=$(ring_name rsrc)

@@ -104,9 +104,4 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$logs/psk"
 chmod 600 "$logs/psk"
 run_phase psk 7500
 
-if (( fails )); then
-  echo "nat_lab_test: $fails failed"
-  for f in "$logs"/serve-* "$logs"/m-*; do echo "== $f"; tail -n 4 "$f"; done
-  exit 1
-fi
-echo "nat_lab_test: all passed"
+lab_finish nat_lab_test "$logs"/serve-* "$logs"/m-*
