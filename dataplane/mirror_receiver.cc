@@ -244,11 +244,13 @@ uint32_t MirrorReceiver::find_holes(Nak* out, uint32_t max) const {
 }
 
 uint64_t MirrorReceiver::first_retry_ns() const {
-  // Twice the measured NAK-to-repair time plus its variation: a repair
-  // that has not started by then was lost (a UDP repair datagram), so ask
-  // again, and the source answers the repeat over TCP. Before any
-  // measurement, 4 ms.
-  const uint64_t rto = srtt_ns_ == 0 ? 4'000'000 : 2 * srtt_ns_ + 4 * rttvar_ns_;
+  // The measured NAK-to-repair time plus four times its variation (RFC
+  // 6298's retransmission timeout): a repair that has not started by then
+  // was lost (a UDP repair datagram), so ask again, and the source answers
+  // the repeat over TCP. Before any measurement, 1 ms. A repair merely late
+  // costs a duplicate over TCP; a lost one costs this wait, with every
+  // record behind it.
+  const uint64_t rto = srtt_ns_ == 0 ? 1'000'000 : srtt_ns_ + 4 * rttvar_ns_;
   return std::clamp(rto, config_.nak_retry_min_ns, std::max(config_.nak_retry_min_ns, config_.nak_repeat_ns));
 }
 

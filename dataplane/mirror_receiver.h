@@ -38,7 +38,7 @@ struct MirrorConfig {
   uint32_t nak_max_records = 65535;        // per range
   uint64_t nak_repeat_ns = 20'000'000;     // a repeat NAK waits this, doubling per repeat ...
   uint64_t nak_repeat_max_ns = 1'000'000'000;  // ... up to this
-  uint64_t nak_retry_min_ns = 1'000'000;   // the first repeat: the measured repair time x 2, at least this
+  uint64_t nak_retry_min_ns = 250'000;     // the first repeat: the measured repair time (RTO), at least this
   uint64_t nak_min_gap_ns = 50'000;        // NAK frames at most this often
   uint32_t nak_ranges = 1;                 // ranges per NAK (kMaxNakRanges once the source takes them)
   uint32_t max_datagram_frames = 32;       // frames decoded from one datagram

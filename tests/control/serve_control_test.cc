@@ -194,6 +194,46 @@ TEST_F(ServeControlTest, ConnectionsOverTheCapAreRefusedAsBusy) {
   EXPECT_EQ(ctl->stats().mirrors, 1u);
 }
 
+TEST_F(ServeControlTest, AMalformedFrameIsRefusedAndCounted) {
+  auto ctl = start();
+  Client c(ctl->listening());
+  std::byte zero[16] = {};  // kind 0
+  c.send_raw(zero);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kProtocol);
+  EXPECT_TRUE(c.closed_by(*ctl));
+  EXPECT_EQ(ctl->stats().malformed, 1u);
+}
+
+TEST_F(ServeControlTest, NakRangesBeyondAMirrorsQueueAreDroppedAndCounted) {
+  ServeControlConfig cfg;
+  cfg.udp_repair_max = 0;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  handshake(c, *ctl);
+  publish(60000);
+  // Five NAKs of 64 one-record ranges, two apart, in one write: 320 ranges
+  // that cannot merge, against a queue of 256.
+  std::vector<std::byte> all;
+  for (int n = 0; n < 5; ++n) {
+    proto::NakRanges r;
+    r.repeat = true;
+    for (int i = 0; i < 64; ++i) {
+      const uint64_t s = 2 * (uint64_t(n) * 64 + i);
+      r.push(proto::Nak{s, s});
+    }
+    std::vector<std::byte> b(16 + proto::kMaxNakBody);
+    b.resize(proto::encode_nak_ranges(r, b));
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  c.send(all);
+  for (int i = 0; i < 20; ++i) ctl->poll(1000);
+  EXPECT_EQ(ctl->stats().nak_ranges, 320u);
+  EXPECT_EQ(ctl->stats().nak_dropped, 320u - RepairQueue::kMaxRanges);
+  EXPECT_EQ(ctl->stats().mirrors, 1u);  // the session goes on; the mirror asks again
+}
+
 TEST_F(ServeControlTest, AMalformedHelloAndASchemaMismatchAreRefusedWithTheirReason) {
   auto ctl = start();
   Client a(ctl->listening());

@@ -112,19 +112,19 @@ TEST_F(MirrorReceiverTest, GivenAHoleAt10To12ADatagramFor13IsHeldAndOneNakIsSent
   const Nak nak = only(rx_.poll_nak(1 * kMs));
   EXPECT_EQ(nak.first, 10u);
   EXPECT_EQ(nak.last, 12u);
-  udp(data_frame(15, 2), 2 * kMs);  // more overtaking data: the same hole, no new NAK
-  EXPECT_FALSE(rx_.poll_nak(2 * kMs));
-  // Unanswered: before any repair was measured the first repeat waits 4 ms
+  udp(data_frame(15, 2), 1 * kMs + 500 * kUs);  // more overtaking data: the same hole, no new NAK
+  EXPECT_FALSE(rx_.poll_nak(1 * kMs + 500 * kUs));
+  // Unanswered: before any repair was measured the first repeat waits 1 ms
   // (a lost UDP repair is asked for again soon, and comes over TCP) ...
-  EXPECT_FALSE(rx_.poll_nak(4 * kMs));
-  const Nak again = only(rx_.poll_nak(5 * kMs));
+  EXPECT_FALSE(rx_.poll_nak(1 * kMs + 900 * kUs));
+  const Nak again = only(rx_.poll_nak(2 * kMs));
   EXPECT_EQ(again.first, 10u);
   EXPECT_EQ(again.last, 12u);
   // ... then the source document's 20 ms, doubling while still unanswered.
-  EXPECT_FALSE(rx_.poll_nak(24 * kMs));
-  EXPECT_EQ(only(rx_.poll_nak(25 * kMs)).first, 10u);
-  EXPECT_FALSE(rx_.poll_nak(64 * kMs));
-  EXPECT_EQ(only(rx_.poll_nak(65 * kMs)).first, 10u);
+  EXPECT_FALSE(rx_.poll_nak(21 * kMs));
+  EXPECT_EQ(only(rx_.poll_nak(22 * kMs)).first, 10u);
+  EXPECT_FALSE(rx_.poll_nak(61 * kMs));
+  EXPECT_EQ(only(rx_.poll_nak(62 * kMs)).first, 10u);
   EXPECT_EQ(rx_.stats().naks, 4u);
   EXPECT_EQ(rx_.stats().nak_repeats, 3u);
 }
@@ -145,10 +145,10 @@ TEST_F(MirrorReceiverTest, APartialRepairDoesNotTriggerAnotherNak) {
   udp(data_frame(0, 10));
   udp(data_frame(20, 1));
   EXPECT_EQ(only(rx_.poll_nak(0)).last, 19u);
-  tcp(data_frame(10, 5), 3 * kMs);  // 10..14 arrive; 15..19 still on their way
-  EXPECT_FALSE(rx_.poll_nak(3 * kMs));
-  // The repair is arriving, so its clock restarted: no repeat at 5 ms.
-  EXPECT_FALSE(rx_.poll_nak(5 * kMs));
+  tcp(data_frame(10, 5), 800 * kUs);  // 10..14 arrive; 15..19 still on their way
+  EXPECT_FALSE(rx_.poll_nak(800 * kUs));
+  // The repair is arriving, so its clock restarted: no repeat 1 ms after the NAK.
+  EXPECT_FALSE(rx_.poll_nak(1 * kMs + 100 * kUs));
   EXPECT_EQ(rx_.stats().nak_repeats, 0u);
 }
 
@@ -440,7 +440,7 @@ TEST_F(TrustTest, NewRangesAndRepeatsNeverShareANak) {
   rx.on_datagram(data_frame(13, 2), kSource, 0);
   ASSERT_TRUE(rx.poll_nak(0));                        // 10..12
   rx.on_datagram(data_frame(20, 1), kSource, 4 * kMs);  // 15..19: new
-  const auto a = rx.poll_nak(5 * kMs);                  // 10..12 is due again too
+  const auto a = rx.poll_nak(5 * kMs);                  // 10..12 is due again too (1 ms)
   ASSERT_TRUE(a);
   EXPECT_TRUE(a->repeat);  // the lowest candidate decides
   ASSERT_EQ(a->count, 1u);
@@ -451,7 +451,7 @@ TEST_F(TrustTest, NewRangesAndRepeatsNeverShareANak) {
   EXPECT_EQ(b->ranges[0].first, 15u);
 }
 
-TEST_F(TrustTest, TheFirstRepeatComesAtTwiceTheMeasuredRepairTimeThenBacksOffToTheCap) {
+TEST_F(TrustTest, TheFirstRepeatComesAtTheMeasuredRepairTimeOutThenBacksOffToTheCap) {
   MirrorConfig cfg;
   cfg.nak_repeat_max_ns = 80 * kMs;
   MirrorReceiver rx = make(from_source(), cfg);
@@ -461,15 +461,15 @@ TEST_F(TrustTest, TheFirstRepeatComesAtTwiceTheMeasuredRepairTimeThenBacksOffToT
   ASSERT_TRUE(rx.poll_nak(0));
   tcp_to(rx, data_frame(1, 1), 300 * kUs);
   EXPECT_FALSE(rx.poll_nak(300 * kUs));
-  // The next hole is asked again after max(1 ms, 2 x 300 + 4 x 150 us).
+  // The next hole is asked again after max(250 us, 300 + 4 x 150 us).
   rx.on_datagram(data_frame(4, 1), kSource, 1 * kMs);
   ASSERT_TRUE(rx.poll_nak(1 * kMs));
-  EXPECT_FALSE(rx.poll_nak(2 * kMs - 10 * kUs));
-  const auto r1 = rx.poll_nak(2 * kMs + 300 * kUs);
+  EXPECT_FALSE(rx.poll_nak(1 * kMs + 890 * kUs));
+  const auto r1 = rx.poll_nak(1 * kMs + 900 * kUs);
   ASSERT_TRUE(r1);
   EXPECT_TRUE(r1->repeat);
   // Then 20, 40, 80, 80 ms apart.
-  uint64_t t = 2 * kMs + 300 * kUs;
+  uint64_t t = 1 * kMs + 900 * kUs;
   for (uint64_t wait : {20 * kMs, 40 * kMs, 80 * kMs, 80 * kMs}) {
     EXPECT_FALSE(rx.poll_nak(t + wait - 10 * kUs));
     ASSERT_TRUE(rx.poll_nak(t + wait));
