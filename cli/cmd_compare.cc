@@ -68,11 +68,11 @@ int cmd_compare(int argc, char** argv, int first) {
       held.assign(a->record(), a->record() + len_a);
       rb = b->next(&len_b);
     } else if (ra.seq < rb.seq) {
-      ++only_a;
+      if (++only_a <= 5) std::printf("compare: seq %llu only in %s\n", static_cast<unsigned long long>(ra.seq), args->positionals()[0].c_str());
       ra = a->next(&len_a);
       held.assign(a->record(), a->record() + len_a);
     } else {
-      ++only_b;
+      if (++only_b <= 5) std::printf("compare: seq %llu only in %s\n", static_cast<unsigned long long>(rb.seq), args->positionals()[1].c_str());
       rb = b->next(&len_b);
     }
     lost += ra.lost + rb.lost;

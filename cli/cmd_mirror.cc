@@ -29,7 +29,8 @@ const CommandSpec kMirror = {
     "Mirror the ring served at HOST:PORT into RING (created sparse from the source's\n"
     "geometry, or resumed where it ends). Reconnects and resumes if the source goes away.",
     with_backend_options(with_fault_options({
-        {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest)"},
+        {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest); a ring that "
+                          "already ends past it resumes at its end"},
         {"unicast", nullptr, "ask for UDP unicast (punch) instead of multicast"},
         {"tcp", nullptr, "ask for DATA on the TCP connection"},
         {"iface", "IF", "interface to join the multicast group on"},

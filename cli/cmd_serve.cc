@@ -185,10 +185,9 @@ int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
   cc.data_ip = udp_local.ip != 0 ? udp_local.ip : run.iface_ip;
   cc.mtu = run.worker.mtu;
   cc.session = run.worker.session;
-  cc.log = [quiet = run.quiet](const std::string& line) {
+  cc.log = [](const std::string& line) {  // refusals and warnings: printed even with --quiet
     std::printf("serve: %s\n", line.c_str());
     std::fflush(stdout);
-    (void)quiet;
   };
   auto control = control::ServeControl::start(cc, &worker.link());
   if (!control.ok()) return fail("serve", control.status());

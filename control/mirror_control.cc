@@ -158,6 +158,12 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
       hello.first_wanted = o.from_seq == 0 ? proto::kHelloOldest : o.from_seq;
       break;
   }
+  // A mirror never asks again for what it holds: a ring that already ends
+  // past where it would start resumes at its end (a restart with --from
+  // oldest would otherwise be sent every record again over TCP).
+  const bool resuming = have != 0 && (hello.first_wanted == have || hello.first_wanted == proto::kHelloOldest ||
+                                      (o.from == MirrorOptions::From::kSequence && hello.first_wanted < have));
+  if (resuming) hello.first_wanted = have;
   hello.flags = proto::kHelloHealth;
   if (o.multi_range_naks) hello.flags |= proto::kHelloMultiNak;
   if (o.unicast) hello.flags |= proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
@@ -225,7 +231,7 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
   }
   s->features_ = mc.features;
 
-  if (o.from == MirrorOptions::From::kResume && have != 0 && g.first_seq < have) {
+  if (resuming && g.first_seq < have) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the source's ring ends at ", g.first_seq, " but this mirror already holds up to ", have - 1,
         ": it is not the ring this mirror was made from (recreated?). Remove ", path,

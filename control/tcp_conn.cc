@@ -193,23 +193,4 @@ bool TcpConn::flush() {
   return true;
 }
 
-absl::Status read_frame_blocking(TcpConn& conn, int timeout_ms, proto::Frame* f, size_t* size) {
-  for (int waited = 0;;) {
-    switch (conn.next_frame(f, size)) {
-      case TcpConn::Next::kFrame: return absl::OkStatus();
-      case TcpConn::Next::kMalformed:
-      case TcpConn::Next::kOversized:
-        return absl::DataLossError("the peer sent a malformed frame (not a ringfire peer?)");
-      case TcpConn::Next::kNeedMore: break;
-    }
-    if (waited >= timeout_ms) {
-      return absl::DeadlineExceededError("no answer from the peer within the handshake timeout");
-    }
-    pollfd p{conn.fd(), POLLIN, 0};
-    poll(&p, 1, 10);
-    waited += 10;
-    if (!conn.read_available()) return absl::UnavailableError("the peer closed the connection");
-  }
-}
-
 }  // namespace ringfire::control

@@ -63,7 +63,8 @@ class TcpConn {
   // length in bytes, to consume() once handled. kOversized: its header
   // declares a body over limits' bound for its kind (nothing was reserved).
   Next next_frame(proto::Frame* f, size_t* size, const FrameLimits& limits);
-  // next_frame with one bound for every kind (setup handshakes).
+  // next_frame with one bound for every kind, kMaxTcpFrameBody (a peer
+  // trusted with that: tests and tools).
   Next next_frame(proto::Frame* f, size_t* size);
   void consume(size_t n);
   // buffered: input bytes held (for memory accounting).
@@ -97,9 +98,5 @@ class TcpConn {
   uint64_t written_ = 0;
   uint64_t received_ = 0;
 };
-
-// read_frame_blocking waits up to timeout_ms for one whole frame (setup
-// handshakes only). The frame's bytes stay valid until conn.consume(*size).
-absl::Status read_frame_blocking(TcpConn& conn, int timeout_ms, proto::Frame* f, size_t* size);
 
 }  // namespace ringfire::control

@@ -45,15 +45,18 @@ src=$(ring_name src)
 "$rf" create "$src" --capacity "$capacity" --slot-size 64 >/dev/null
 
 # Each role: the host it runs on and its command; started, killed and
-# restarted by name. Mirrors resume from their ring's end.
+# restarted by name. Mirrors ask for the oldest record: the first start
+# gets everything (with "latest", a mirror that connects just after the
+# publisher's first records would miss them), and a restart resumes where
+# its ring ends (a mirror never asks again for what it holds).
 declare -A host cmd pid starts kills
 role() { host[$1]=$2; shift 2; local r=$1; shift; cmd[$r]="$*"; starts[$r]=0; kills[$r]=0; }
 role serve 1 serve "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.1:7401 --udp 7402 --iface eth0 --quiet
-role m2 2 m2 "$rf" mirror 198.18.0.1:7400 "$(ring_name m2)" --iface eth0 --loss 50 --seed 2
+role m2 2 m2 "$rf" mirror 198.18.0.1:7400 "$(ring_name m2)" --iface eth0 --from oldest --loss 50 --seed 2
 role hub 2 hub "$rf" serve "$(ring_name m2)" --listen 198.18.0.2:7500 --udp 7502 --from oldest --quiet
-role m3 3 m3 "$rf" mirror 198.18.0.1:7400 "$(ring_name m3)" --unicast --loss 50 --seed 3
-role mt 4 mt "$rf" mirror 198.18.0.1:7400 "$(ring_name mt)" --tcp
-role leaf 4 leaf "$rf" mirror 198.18.0.2:7500 "$(ring_name leaf)" --unicast --loss 50 --seed 4
+role m3 3 m3 "$rf" mirror 198.18.0.1:7400 "$(ring_name m3)" --unicast --from oldest --loss 50 --seed 3
+role mt 4 mt "$rf" mirror 198.18.0.1:7400 "$(ring_name mt)" --tcp --from oldest
+role leaf 4 leaf "$rf" mirror 198.18.0.2:7500 "$(ring_name leaf)" --unicast --from oldest --loss 50 --seed 4
 start() {
   local r=$1
   ip netns exec "$(host "${host[$r]}")" ${cmd[$r]} >>"$logs/$r" 2>&1 &
@@ -128,7 +131,7 @@ for r in m2 m3 mt leaf; do
     ok=0
   fi
   echo "chaos: $r: ${verified:-0} of $total records verified, killed ${kills[$r]} times: $status"
-  [[ $status == ok ]] || echo "chaos: $r: $out; $cmp"
+  [[ $status == ok ]] || echo "chaos: $r: $out; $(echo "$cmp" | tr "\n" " ")"
   results+=("{\"mirror\": \"$r\", \"verified\": ${verified:-0}, \"published\": $total, \"kills\": ${kills[$r]}, \"ok\": $([[ $status == ok ]] && echo true || echo false)}")
 done
 echo "chaos: source killed ${kills[serve]} times, hub ${kills[hub]} times; link flaps h2 ${flaps[2]:-0}, h3 ${flaps[3]:-0}, h4 ${flaps[4]:-0}"
