@@ -406,21 +406,16 @@ int cmd_serve(int argc, char** argv, int first) {
 #if RINGFIRE_HAVE_DPDK
     dataplane::DpdkPortOptions po;
     po.ip = backend->dpdk_ip != 0 ? backend->dpdk_ip : iface_ip;
-    po.udp_port = static_cast<uint16_t>(*udp_port != 0 ? *udp_port : 40000 + getpid() % 20000);
+    po.udp_port = static_cast<uint16_t>(*udp_port);  // 0: one the kernel picks (and holds for us)
     po.ttl = static_cast<uint8_t>(*ttl);
     po.neighbors = backend->neighbors;
     po.exception_port = backend->exception_port;
     po.max_payload = static_cast<uint16_t>(*mtu);
-    // Hold the UDP port in the kernel too, so that a second serve on it
-    // (kernel or DPDK) fails at start-up instead of sharing it silently,
-    // and the kernel answers nothing on it (no port-unreachable).
-    auto reserved = dataplane::reserve_udp_port(po.udp_port);
-    if (!reserved.ok()) return fail("serve", reserved.status());
+    // The port holds its UDP port in the kernel too (DpdkPort::prepare), so
+    // a second serve on it, kernel or DPDK, fails at start-up.
     auto port = dataplane::DpdkPort::open(po);
     if (!port.ok()) return fail("serve", port.status());
-    const int rc = serve_with(std::move(*reader), std::move(*port), run);
-    close(*reserved);
-    return rc;
+    return serve_with(std::move(*reader), std::move(*port), run);
 #endif
   }
   dataplane::UdpOptions uo;

@@ -272,7 +272,7 @@ absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const Mi
 #if RINGFIRE_HAVE_DPDK
     dataplane::DpdkPortOptions po;
     po.ip = o.dpdk_ip != 0 ? o.dpdk_ip : local.ip;
-    po.udp_port = mc.group != 0 ? mc.port : static_cast<uint16_t>(40000 + getpid() % 20000);
+    po.udp_port = mc.group != 0 ? mc.port : 0;  // unicast: a port the kernel picks
     po.join_group = mc.group;
     po.neighbors = o.dpdk_neighbors;
     po.exception_port = o.dpdk_exception_port;

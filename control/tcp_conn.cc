@@ -90,12 +90,6 @@ Endpoint TcpConn::peer() const {
 
 Endpoint TcpConn::local() const { return socket_local(fd_); }
 
-Endpoint socket_local(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return from_sockaddr(a);
-}
 
 void TcpConn::room() {
   if (in_off_ == in_len_) {

@@ -38,8 +38,7 @@ struct FrameLimits {
 
 // tcp_listen opens a listening socket (non-blocking, SO_REUSEADDR).
 absl::StatusOr<int> tcp_listen(const dataplane::Endpoint& at);
-// socket_local returns the address a socket is bound to.
-dataplane::Endpoint socket_local(int fd);
+using dataplane::socket_local;  // the address a socket is bound to
 // tcp_connect connects with a timeout; the socket is returned non-blocking.
 absl::StatusOr<int> tcp_connect(const dataplane::Endpoint& to, int timeout_ms);
 

@@ -21,10 +21,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "dataplane/kernel_udp.h"
 #include "proto/net/packet.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_XDP_STEER
@@ -320,9 +322,12 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   rte_ether_addr addr{};
   rte_eth_macaddr_get(o.port_id, &addr);
   std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
+  p.steer_iface_ = steer_iface;
+  p.bindings_.resize(1);
+  p.by_port_.assign(65536, 0);
 #if RINGFIRE_HAVE_XDP_STEER
   if (!steer_iface.empty()) {
-    auto steer = steer_to_port(steer_iface, o.ip, o.udp_port, o.join_group);
+    auto steer = steer_to_port(steer_iface, o.ip, 0);
     if (!steer.ok()) return steer.status();
     // Sharing the kernel's address, the port sees no ARP reply: start from
     // what the kernel has resolved (the control peer among them).
@@ -335,8 +340,112 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     p.rx_gate_ = rte_eth_get_monitor_addr(o.port_id, 0, &pmc) == 0 && pmc.size == sizeof(uint32_t);
     p.forced_rx_interval_ = rte_get_tsc_hz() / 1000;
   }
-  if (o.join_group != 0) p.send_igmp_report();
+  if (o.first_binding) {
+    // The first binding, as one session on its own port asks for it.
+    BindSpec spec;
+    spec.udp_port = o.udp_port;
+    spec.group = o.join_group;
+    spec.reuse = o.join_group != 0;  // a group's receivers on one host share its port
+    auto first = p.prepare(spec);
+    if (!first.ok()) return first.status();
+    if (p.install(std::move(*first)) == 0) return absl::InternalError("cannot install the port's first binding");
+  }
   return p;
+}
+
+absl::StatusOr<DpdkPort::Prepared> DpdkPort::prepare(const BindSpec& spec) const {
+  Prepared p;
+  p.group = spec.group;
+  // Hold the UDP port in the kernel: a kernel socket (or another DPDK
+  // process, which does the same) cannot take it, and a port the kernel
+  // picks is free. (Sharing the kernel's address, the kernel then answers
+  // nothing on it either: no port-unreachable for what the port takes.)
+  auto fd = reserve_udp_port(spec.udp_port, spec.reuse);
+  if (!fd.ok()) return fd.status();
+  p.reservation_fd = *fd;
+  p.udp_port = socket_local(p.reservation_fd).port;
+  p.local = Endpoint{o_.ip, p.udp_port};
+#if RINGFIRE_HAVE_XDP_STEER
+  if (!steer_iface_.empty()) {
+    absl::Status st = steer_binding(steer_iface_, o_.ip, p.udp_port, true);
+    if (st.ok() && spec.group != 0) st = steer_binding(steer_iface_, spec.group, p.udp_port, true);
+    if (!st.ok()) {
+      close(p.reservation_fd);
+      return st;
+    }
+  }
+#endif
+  return p;
+}
+
+BindingId DpdkPort::install(Prepared p) {
+  BindingId id = 0;
+  for (size_t i = 1; i < bindings_.size() && id == 0; ++i) {
+    if (!bindings_[i].live) id = static_cast<BindingId>(i);
+  }
+  if (id == 0) {
+    if (bindings_.size() > kMaxBindings) return 0;
+    id = static_cast<BindingId>(bindings_.size());
+    bindings_.emplace_back();
+  }
+  Binding& b = bindings_[id];
+  b = Binding{p.udp_port, p.group, p.reservation_fd, by_port_[p.udp_port], true};
+  by_port_[p.udp_port] = id;
+  if (first_port_ == 0) first_port_ = p.udp_port;
+  if (p.group != 0 && std::find(groups_.begin(), groups_.end(), p.group) == groups_.end()) {
+    groups_.push_back(p.group);
+    joined_changed();
+    reports_sent_ = 0;
+    send_igmp_report();
+  }
+  return id;
+}
+
+void DpdkPort::uninstall(BindingId id) {
+  if (id == 0 || id >= bindings_.size() || !bindings_[id].live) return;
+  Binding& b = bindings_[id];
+  for (BindingId* link = &by_port_[b.udp_port]; *link != 0; link = &bindings_[*link].next) {
+    if (*link == id) {
+      *link = b.next;
+      break;
+    }
+  }
+  b.live = false;
+  bool group_used = false, port_used = false, addr_used = false;
+  for (size_t i = 1; i < bindings_.size(); ++i) {
+    if (!bindings_[i].live) continue;
+    group_used |= b.group != 0 && bindings_[i].group == b.group && bindings_[i].udp_port == b.udp_port;
+    port_used |= bindings_[i].udp_port == b.udp_port;
+    addr_used |= bindings_[i].group == b.group;
+  }
+#if RINGFIRE_HAVE_XDP_STEER
+  if (!steer_iface_.empty()) {
+    if (!port_used) (void)steer_binding(steer_iface_, o_.ip, b.udp_port, false);
+    if (b.group != 0 && !group_used) (void)steer_binding(steer_iface_, b.group, b.udp_port, false);
+  }
+#endif
+  if (b.group != 0 && !addr_used) {
+    std::erase(groups_, b.group);
+    send_igmp_report(b.group);  // a snooping switch stops at once
+    joined_changed();
+  }
+  if (b.reservation_fd >= 0) close(b.reservation_fd);
+  if (first_port_ == b.udp_port && !port_used) {
+    first_port_ = 0;
+    for (size_t i = 1; i < bindings_.size() && first_port_ == 0; ++i) {
+      if (bindings_[i].live) first_port_ = bindings_[i].udp_port;
+    }
+  }
+}
+
+void DpdkPort::joined_changed() {
+#if RINGFIRE_HAVE_XDP_STEER
+  if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, static_cast<uint32_t>(groups_.size()));
+#endif
+}
+
+Endpoint DpdkPort::local(BindingId b) const {
+  return Endpoint{o_.ip, port_of(b)};
 }
 
 DpdkPort::DpdkPort(DpdkPort&& o) noexcept
@@ -359,11 +468,21 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       reports_sent_(o.reports_sent_),
       tx_udp_cksum_(o.tx_udp_cksum_),
       ip_id_(o.ip_id_),
-      stats_(o.stats_) {}
+      stats_(o.stats_) {
+  steer_iface_ = std::move(o.steer_iface_);
+  bindings_ = std::move(o.bindings_);
+  by_port_ = std::move(o.by_port_);
+  groups_ = std::move(o.groups_);
+  first_port_ = o.first_port_;
+}
 
 DpdkPort::~DpdkPort() {
   release_rx();
-  if (open_ && o_.join_group != 0) send_igmp_report(/*leave=*/true);  // a snooping switch stops at once
+  if (!open_) return;
+  for (uint32_t g : std::vector<uint32_t>(groups_)) send_igmp_report(g);  // a snooping switch stops at once
+  for (const Binding& b : bindings_) {
+    if (b.live && b.reservation_fd >= 0) close(b.reservation_fd);
+  }
 }
 
 std::string DpdkPort::summary() const {
@@ -432,16 +551,21 @@ void DpdkPort::send_arp(uint16_t op, const MacAddr& dst_mac, uint32_t target_ip)
   send_frame(m);
 }
 
-void DpdkPort::send_igmp_report(bool leave) {
+void DpdkPort::send_igmp_report(uint32_t left) {
+  const bool leave = left != 0;
+  const std::span<const uint32_t> groups = leave ? std::span<const uint32_t>(&left, 1) : std::span<const uint32_t>(groups_);
+  if (groups.empty()) return;
+  if (groups.size() > 64) return;  // one frame: 64 records fit, and a port never has that many groups
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
   if (m == nullptr) return;
-  constexpr size_t kLen = proto::net::kEtherHeaderBytes + 24 + 16;
-  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, 60));
+  const size_t records = 8 * groups.size();
+  const size_t kLen = proto::net::kEtherHeaderBytes + 24 + 8 + records;
+  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(std::max<size_t>(60, kLen))));
   if (b == nullptr) {
     rte_pktmbuf_free(m);
     return;
   }
-  std::memset(b, 0, 60);
+  std::memset(b, 0, std::max<size_t>(60, kLen));
   const proto::MutableBytes frame(b, kLen);
   const uint32_t dst = proto::net::kIgmpV3ReportGroup;
   proto::net::encode_ether({proto::net::multicast_mac(dst), mac_, proto::net::kEtherTypeIpv4}, frame);
@@ -450,17 +574,17 @@ void DpdkPort::send_igmp_report(bool leave) {
   ip.ttl = 1;
   ip.router_alert = true;
   ip.tos = 0xc0;
-  ip.total_length = 24 + 16;
+  ip.total_length = static_cast<uint16_t>(24 + 8 + records);
   ip.src = o_.ip;
   ip.dst = dst;
   proto::net::encode_ipv4(ip, frame.subspan(proto::net::kEtherHeaderBytes));
-  const uint32_t groups[] = {o_.join_group};
   // Joining is "exclude no source"; leaving is "include no source".
   proto::net::encode_igmpv3_report(leave ? proto::net::IgmpV3RecordType::kChangeToInclude
                                          : proto::net::IgmpV3RecordType::kChangeToExclude,
                                    groups,
                                    frame.subspan(proto::net::kEtherHeaderBytes + 24));
   if (send_frame(m)) ++stats_.igmp_reports;
+  if (leave) return;
   // Unsolicited reports: once more after 1 s (IGMP's robustness: the first
   // may be lost), then every 60 s, so a snooping switch without a querier
   // (membership interval 260 s) keeps forwarding the group.
@@ -482,7 +606,7 @@ bool DpdkPort::rx_may_have_frames() {
 
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
-  if (o_.join_group != 0 && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
+  if (!groups_.empty() && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
   if (!rx_may_have_frames()) {
     if (o_.exception_port >= 0) flush_exception();
     return 0;
@@ -527,15 +651,13 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
         to_exception(m);  // the kernel behind it resolves its peers too
         continue;
       case proto::net::PacketKind::kIgmp:
-        if (p.igmp.type == proto::net::kIgmpQuery && o_.join_group != 0) send_igmp_report();
+        if (p.igmp.type == proto::net::kIgmpQuery && !groups_.empty()) send_igmp_report();
         rte_pktmbuf_free(m);
         continue;
       case proto::net::PacketKind::kUdp: {
-        const bool to_us = (p.ip.dst == o_.ip || (o_.join_group != 0 && p.ip.dst == o_.join_group)) &&
-                           p.udp.dst_port == o_.udp_port;
-        if (to_us) {
+        if (const BindingId b = match(p.ip.dst, p.udp.dst_port); b != 0) {
           learn(p.ip.src, p.eth.src);
-          out[k++] = RxDatagram{p.payload, Endpoint{p.ip.src, p.udp.src_port}};
+          out[k++] = RxDatagram{p.payload, Endpoint{p.ip.src, p.udp.src_port}, b};
           rx_held_[rx_held_n_++] = m;
           continue;
         }
@@ -597,7 +719,7 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
     f.src_mac = mac_;
     f.src_ip = o_.ip;
     f.dst_ip = to.ip;
-    f.src_port = o_.udp_port;
+    f.src_port = port_of(in[i].binding);
     f.dst_port = to.port;
     f.ttl = (to.ip >> 28) == 0xE ? o_.ttl : 64;
     if ((to.ip >> 28) == 0xE) {

@@ -1,12 +1,17 @@
 // dpdk_port.h — the DPDK packet I/O backend: one ethdev (a PCI NIC or a
 // vdev such as net_af_packet, net_af_xdp, net_memif), one RX and one TX
-// queue, driven as a PacketPort. With no kernel stack under it, the port
-// owns a small L2/L3: it answers ARP for its address and resolves its
-// unicast peers (learning every sender it sees), joins multicast groups with
-// IGMPv3 and answers queries, builds Ethernet/IPv4/UDP itself (UDP checksums
-// by the port where it offers that, in software otherwise: af_xdp offers no
-// offloads), and counts and drops everything that is not its own. Setup (EAL, port, mempool) in dpdk_port.cc; the bursts are
-// there too, small and reviewable. Worker thread only after open().
+// queue, driven as a PacketPort that many sessions share. Each session has
+// a binding (a UDP port on the port's address, and maybe a group on that
+// port): received UDP is matched to a binding through a table indexed by
+// the destination port, and sent from the binding's port. With no kernel
+// stack under it, the port owns a small L2/L3: it answers ARP for its
+// address and resolves its unicast peers (learning every sender it sees),
+// joins its bindings' groups with IGMPv3 and answers queries, builds
+// Ethernet/IPv4/UDP itself (UDP checksums by the port where it offers that,
+// in software otherwise: af_xdp offers no offloads), and counts and drops
+// everything that is not its own. Setup (EAL, port, mempool) in
+// dpdk_port.cc; the bursts are there too, small and reviewable. Worker
+// thread only after open(), but for prepare().
 #pragma once
 
 #include <array>
@@ -42,8 +47,12 @@ std::string default_eal_args(const std::string& iface, Pmd pmd);
 struct DpdkPortOptions {
   uint16_t port_id = 0;
   uint32_t ip = 0;          // the port's IPv4 address (host order)
-  uint16_t udp_port = 0;    // datagrams to this port are ours
-  uint32_t join_group = 0;  // and to this group (0: none)
+  // The first binding, made at open (unless first_binding is false):
+  // datagrams to udp_port (0: one the kernel picks) are ours, and to
+  // join_group on it (0: none).
+  bool first_binding = true;
+  uint16_t udp_port = 0;
+  uint32_t join_group = 0;
   uint8_t ttl = 1;
   uint16_t max_payload = 1472;  // the largest UDP payload it sends or receives
   uint32_t mbufs = 0;       // 0: sized for the port's queues (see open)
@@ -83,9 +92,28 @@ class DpdkPort {
   DpdkPort& operator=(DpdkPort&&) = delete;
   ~DpdkPort();
 
+  // Prepared is a binding on its way to the worker: its UDP port held in
+  // the kernel too (so no other process, kernel or DPDK, takes it, and the
+  // kernel answers nothing on it), and steered to the port by its XDP
+  // program on af_xdp.
+  struct Prepared {
+    uint32_t group = 0;
+    uint16_t udp_port = 0;
+    int reservation_fd = -1;
+    Endpoint local;
+  };
+  // prepare does the fallible half of a binding. Any thread: it reads only
+  // what never changes after open(), and makes syscalls.
+  absl::StatusOr<Prepared> prepare(const BindSpec& spec) const;
+  // install (worker) makes it live and returns its id (0 when full); a
+  // group is joined (IGMPv3) as it is installed, and left with its last binding.
+  BindingId install(Prepared p);
+  void uninstall(BindingId b);
+
   size_t rx_burst(RxDatagram* out, size_t n);
   size_t tx_burst(const TxDatagram* in, size_t n);
-  Endpoint local() const { return Endpoint{o_.ip, o_.udp_port}; }
+  // local: a binding's address (the first binding's for 0).
+  Endpoint local(BindingId b = 0) const;
   const DpdkPortStats& stats() const { return stats_; }
   // summary: the counters in one line, for an operator; drops: the losses
   // among them. Both may be called from another thread while it runs.
@@ -99,15 +127,32 @@ class DpdkPort {
     proto::net::MacAddr mac{};
     bool fixed = false;  // from DpdkPortOptions::neighbors
   };
+  struct Binding {
+    uint16_t udp_port = 0;
+    uint32_t group = 0;
+    int reservation_fd = -1;
+    BindingId next = 0;  // the next binding on the same UDP port (another group)
+    bool live = false;
+  };
+  // match: the binding a UDP datagram to dst:dst_port belongs to, or 0.
+  BindingId match(uint32_t dst, uint16_t dst_port) const {
+    for (BindingId b = by_port_[dst_port]; b != 0; b = bindings_[b].next) {
+      const Binding& x = bindings_[b];
+      if (dst == o_.ip || (x.group != 0 && dst == x.group)) return b;
+    }
+    return 0;
+  }
+  uint16_t port_of(BindingId b) const { return b != 0 && b < bindings_.size() ? bindings_[b].udp_port : first_port_; }
+  void joined_changed();
   explicit DpdkPort(const DpdkPortOptions& o) : o_(o) {}
   void release_rx();
   void learn(uint32_t ip, const proto::net::MacAddr& mac);
   const proto::net::MacAddr* neighbor(uint32_t ip) const;
   bool send_frame(rte_mbuf* m);
   void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
-  // send_igmp_report announces the joined group (or, with leave, that it
-  // is left); IGMPv3, to 224.0.0.22.
-  void send_igmp_report(bool leave = false);
+  // send_igmp_report announces every joined group (or, with `left`, that
+  // that group is left); IGMPv3, to 224.0.0.22.
+  void send_igmp_report(uint32_t left = 0);
   bool rx_may_have_frames();
   // not_ours takes a frame that is someone else's: to the exception port's
   // next burst, or freed. flush_exception sends that burst, and forwards
@@ -118,7 +163,12 @@ class DpdkPort {
   void flush_exception();
 
   DpdkPortOptions o_;
+  std::string steer_iface_;  // af_xdp under ringfire's XDP program: its interface
   bool open_ = false;
+  std::vector<Binding> bindings_;            // index: binding id (0 unused)
+  std::vector<BindingId> by_port_;           // UDP port -> first binding on it (65536 entries)
+  std::vector<uint32_t> groups_;             // joined, each once
+  uint16_t first_port_ = 0;                  // binding 0's UDP port: the first live binding's
   rte_mempool* pool_ = nullptr;
   proto::net::MacAddr mac_{};
   std::array<rte_mbuf*, kBurst> rx_held_{};  // the last burst's mbufs, freed on the next

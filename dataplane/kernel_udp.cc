@@ -160,6 +160,10 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
       return fail(absl::StrCat("join group ", to_string(Endpoint{o.join_group, 0}),
                                " (give the interface with --iface)"));
     }
+    // Only this socket's group: Linux otherwise hands a socket on
+    // INADDR_ANY:port every group any socket of the host joined on port.
+    const int zero = 0;
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero));
   }
   sockaddr_in local{};
   socklen_t len = sizeof(local);
@@ -193,9 +197,17 @@ size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
   return sent;
 }
 
-absl::StatusOr<int> reserve_udp_port(uint16_t port) {
+Endpoint socket_local(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return from_sockaddr(a);
+}
+
+absl::StatusOr<int> reserve_udp_port(uint16_t port, bool reuse) {
   UdpOptions o;
   o.bind = Endpoint{0, port};
+  o.reuse_port = reuse;
   o.buffer_bytes = 4096;  // never read: whatever the kernel still delivers to it is dropped
   o.max_datagram = 64;
   auto s = KernelUdp::open(o);

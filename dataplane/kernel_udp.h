@@ -48,7 +48,9 @@ struct UdpOptions {
 // reserve_udp_port binds a kernel UDP socket to `port` on any address and
 // keeps it (the returned fd), so that no other process takes the port a
 // kernel-bypass port answers on; fails naming the port if it is taken.
-absl::StatusOr<int> reserve_udp_port(uint16_t port);
+absl::StatusOr<int> reserve_udp_port(uint16_t port, bool reuse = false);
+// socket_local returns the address a socket is bound to.
+Endpoint socket_local(int fd);
 
 class KernelUdp {
  public:

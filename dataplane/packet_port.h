@@ -1,8 +1,12 @@
 // packet_port.h — the one interface every packet I/O backend implements
-// (kernel UDP sockets today; DPDK ethdevs and AF_XDP sockets next): bursts
-// of up to kBurst datagrams in and out, never blocking. Workers take the
-// backend as a template parameter constrained by PacketPort, so the packet
-// path has no virtual calls; the backend is chosen once, at start-up.
+// (kernel UDP sockets, DPDK ethdevs): bursts of up to kBurst datagrams in and
+// out, never blocking. Several sessions share a port: each has a binding (a
+// UDP port on the port's address, or a group and port) that its datagrams
+// arrive on and are sent from; the port tags what it receives with the
+// binding's id, a small dense index, which is how a port worker finds the
+// session (an array index, not a lookup). Workers take the backend as a
+// template parameter constrained by PacketPort, so the packet path has no
+// virtual calls; the backend is chosen once, at start-up.
 #pragma once
 
 #include <concepts>
@@ -29,11 +33,29 @@ struct StaticNeighbor {
   proto::net::MacAddr mac{};
 };
 
+// BindingId names a binding on a port (1..kMaxBindings); 0 is none (a
+// port with one binding may leave it 0).
+using BindingId = uint16_t;
+inline constexpr size_t kMaxBindings = 1024;
+
+// BindSpec is what a session asks a port to receive: datagrams to ip:udp_port
+// (ip 0: the port's address; udp_port 0: one the port picks), and with a
+// group, datagrams to group:udp_port too (the port joins the group).
+struct BindSpec {
+  uint32_t ip = 0;
+  uint16_t udp_port = 0;
+  uint32_t group = 0;
+  // reuse: another process may bind the same port (a group's receivers on
+  // one host); otherwise a port in use is an error naming it.
+  bool reuse = false;
+};
+
 // RxDatagram is one received UDP payload; it points into the port's
 // buffers and stays valid until the port's next rx_burst.
 struct RxDatagram {
   proto::ConstBytes payload;
   Endpoint from;
+  BindingId binding = 0;  // the binding it arrived on
 };
 
 // TxDatagram is one UDP payload to send; the port copies it (or builds its
@@ -41,6 +63,7 @@ struct RxDatagram {
 struct TxDatagram {
   proto::ConstBytes payload;
   Endpoint to;
+  BindingId binding = 0;  // sent from this binding's address and UDP port
 };
 
 // PacketPort: rx_burst returns how many datagrams it filled (0..n, n <=

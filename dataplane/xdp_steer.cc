@@ -65,7 +65,8 @@ absl::StatusOr<std::string> rewrite_vdev(const std::string& vdev) {
   return absl::StrCat(vdev, ",xdp_prog=", *prog);
 }
 
-absl::StatusOr<int> config_map_fd(const std::string& iface) {
+// map_fd opens the map called `name` of the XDP program on `iface`.
+absl::StatusOr<int> map_fd(const std::string& iface, const char* name) {
   const unsigned ifindex = if_nametoindex(iface.c_str());
   if (ifindex == 0) return absl::NotFoundError(absl::StrCat("no interface ", iface));
   uint32_t prog_id = 0;
@@ -87,10 +88,10 @@ absl::StatusOr<int> config_map_fd(const std::string& iface) {
     if (fd < 0) continue;
     bpf_map_info mi{};
     uint32_t mlen = sizeof(mi);
-    if (bpf_obj_get_info_by_fd(fd, &mi, &mlen) == 0 && std::strcmp(mi.name, "rf_config") == 0) return fd;
+    if (bpf_obj_get_info_by_fd(fd, &mi, &mlen) == 0 && std::strcmp(mi.name, name) == 0) return fd;
     close(fd);
   }
-  return absl::NotFoundError(absl::StrCat("the XDP program on ", iface, " is not ringfire's (no rf_config map)"));
+  return absl::NotFoundError(absl::StrCat("the XDP program on ", iface, " is not ringfire's (no ", name, " map)"));
 }
 
 bool is_kernel_address(const std::string& iface, uint32_t ip) {
@@ -170,25 +171,38 @@ std::string steered_iface(const std::string& device_name) {
   return it == steered().end() ? std::string() : it->second;
 }
 
-absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint16_t udp_port,
-                                          uint32_t group) {
+absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint32_t groups) {
   SteerResult r;
   r.shared = is_kernel_address(iface, ip);
-  if (r.shared && udp_port == 0) {
-    return absl::InvalidArgumentError("a DPDK port sharing the kernel's address needs a UDP port");
-  }
-  auto fd = config_map_fd(iface);
+  auto fd = map_fd(iface, "rf_config");
   if (!fd.ok()) return fd.status();
   struct {
-    uint32_t ip, group;  // network order, as steer.bpf.c reads them
-    uint16_t port, shared;
-  } cfg{htonl(ip), htonl(group), htons(udp_port), static_cast<uint16_t>(r.shared)};
+    uint32_t ip, groups;  // ip in network order, as steer.bpf.c reads it
+    uint16_t shared, pad;
+  } cfg{htonl(ip), groups, static_cast<uint16_t>(r.shared), 0};
   const uint32_t key = 0;
   const int rc = bpf_map_update_elem(*fd, &key, &cfg, BPF_ANY);
   close(*fd);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot configure the XDP program on ", iface));
   if (r.shared) r.kernel_neighbors = kernel_neighbors(iface);
   return r;
+}
+
+absl::Status steer_binding(const std::string& iface, uint32_t addr, uint16_t udp_port, bool add) {
+  auto fd = map_fd(iface, "rf_bindings");
+  if (!fd.ok()) return fd.status();
+  struct {
+    uint32_t addr;  // network order
+    uint16_t port, pad;
+  } key{htonl(addr), htons(udp_port), 0};
+  const uint8_t one = 1;
+  const int rc = add ? bpf_map_update_elem(*fd, &key, &one, BPF_ANY) : bpf_map_delete_elem(*fd, &key);
+  close(*fd);
+  if (rc != 0 && add) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot steer UDP port ", udp_port, " on ", iface,
+                                                     ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ringfire::dataplane

@@ -40,11 +40,15 @@ struct SteerResult {
 // a killed af_xdp process leaves its program behind); "" otherwise.
 std::string attached_program_hint(const std::string& iface);
 
-// steer_to_port tells the program on `iface` to hand the port the UDP
-// datagrams for `ip`:`udp_port` and `group`:`udp_port` (host order; group 0
-// for none), IGMP when it has a group, and, when `ip` is not the kernel's
-// address on `iface`, ARP for `ip` and all IPv4 to it.
-absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint16_t udp_port,
-                                          uint32_t group);
+// steer_to_port tells the program on `iface` which address is the port's:
+// when `ip` is not the kernel's address on `iface`, ARP for it and all IPv4
+// to it go to the port; otherwise only the bindings' UDP does. `groups`:
+// how many groups the port has joined (IGMP goes to the port if any).
+absl::StatusOr<SteerResult> steer_to_port(const std::string& iface, uint32_t ip, uint32_t groups);
+
+// steer_binding adds (or, with add false, removes) a binding: UDP to
+// addr:udp_port (host order; addr the port's address or a group) goes to
+// the port. Any thread: the map is the kernel's.
+absl::Status steer_binding(const std::string& iface, uint32_t addr, uint16_t udp_port, bool add);
 
 }  // namespace ringfire::dataplane

@@ -22,9 +22,15 @@
 
 struct rf_config {
   __u32 ip;      // network order; 0 = not configured, pass everything
-  __u32 group;   // network order; 0 = none
-  __u16 port;    // network order: the port's UDP port (its group's too)
+  __u32 groups;  // how many groups the port has joined (IGMP is the port's if any)
   __u16 shared;  // 1: ip is also the kernel's address
+  __u16 pad;
+};
+
+struct rf_binding {  // key of rf_bindings
+  __u32 addr;   // network order: the port's address, or a group
+  __u16 port;   // network order
+  __u16 pad;
 };
 
 struct {
@@ -40,6 +46,13 @@ struct {
   __type(key, __u32);
   __type(value, struct rf_config);
 } rf_config SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1024);
+  __type(key, struct rf_binding);
+  __type(value, __u8);
+} rf_bindings SEC(".maps");
 
 struct arp_ipv4 {  // the ARP body for Ethernet/IPv4
   __be16 htype, ptype;
@@ -70,15 +83,15 @@ int ringfire_steer(struct xdp_md *ctx) {
     struct iphdr *ip = (void *)(eth + 1);
     if ((void *)(ip + 1) > end) return XDP_PASS;
     if (ip->protocol == IPPROTO_IGMP) {
-      ours = cfg->group != 0;
+      ours = cfg->groups != 0;
     } else if (!cfg->shared && ip->daddr == cfg->ip) {
       ours = 1;
-    } else if (ip->protocol == IPPROTO_UDP && (ip->daddr == cfg->ip || (cfg->group && ip->daddr == cfg->group)) &&
-               !(ip->frag_off & bpf_htons(0x1fff))) {
+    } else if (ip->protocol == IPPROTO_UDP && !(ip->frag_off & bpf_htons(0x1fff))) {
       if (ip->ihl < 5) return XDP_PASS;
       struct udphdr *udp = (void *)ip + ip->ihl * 4;
       if ((void *)(udp + 1) > end) return XDP_PASS;
-      ours = udp->dest == cfg->port;
+      struct rf_binding b = {ip->daddr, udp->dest, 0};
+      ours = bpf_map_lookup_elem(&rf_bindings, &b) != 0;
     }
   }
   if (!ours) return XDP_PASS;
