@@ -1,6 +1,6 @@
 // cmd_mirror.cc — `ringfire mirror`: keep a local sparse copy of a remote
 // ring under the same sequence numbers; reconnect and resume when the
-// source goes away.
+// source goes away. A one-session engine.
 #include <time.h>
 
 #include <atomic>
@@ -17,9 +17,8 @@
 #include "control/mirror_control.h"
 #include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
-#include "dataplane/tsc_clock.h"
-#include "dataplane/worker_runner.h"
-#include "ringfire_config.h"
+#include "engine/engine.h"
+#include "engine/ports.h"
 
 namespace ringfire::cli {
 namespace {
@@ -50,6 +49,137 @@ const CommandSpec kMirror = {
         {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
         {"quiet", nullptr, "no per-second stats lines"},
     }), "dpdk: the port's IPv4 address (default: the TCP connection's)")};
+
+// publish_counters writes a mirror's counters into its counters file.
+void publish_counters(telemetry::CountersFile& f, const control::MirrorControl& c,
+                      const dataplane::MirrorWorkerStats& st) {
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t next = st.next_seq.load(r), end = st.known_end.load(r);
+  f.set("mirror.records", st.records.load(r));
+  f.set("mirror.next_seq", next);
+  f.set("mirror.lag", end > next ? end - next : 0);
+  f.set("mirror.held", st.held.load(r));
+  f.set("mirror.held_high", st.held_high.load(r));
+  f.set("mirror.holes", st.holes.load(r));
+  f.set("mirror.naks", st.naks.load(r));
+  f.set("mirror.nak_repeats", st.nak_repeats.load(r));
+  f.set("mirror.gap_records", st.gap_records.load(r));
+  f.set("mirror.duplicates", st.duplicates.load(r));
+  f.set("mirror.datagrams", st.datagrams.load(r));
+  f.set("mirror.tcp_frames", st.tcp_frames.load(r));
+  f.set("mirror.hold_overflow", st.hold_overflow.load(r));
+  f.set("mirror.repair_time_ns", st.repair_srtt_ns.load(r));
+  f.set("mirror.port_drops", c.port_drops());
+  f.set("mirror.health_reports", c.control_stats().health_reports);
+  f.set("mirror.sessions", c.control_stats().sessions);
+  f.set("rejected.udp.wrong_sender", st.wrong_sender.load(r));
+  f.set("rejected.udp.bad_mac", st.bad_mac.load(r));
+  f.set("rejected.udp.wrong_kind", st.wrong_kind.load(r));
+  f.set("rejected.udp.wrong_session", st.wrong_session.load(r));
+  f.set("rejected.udp.implausible", st.implausible.load(r));
+  f.set("rejected.udp.malformed", st.malformed.load(r));
+  f.set("rejected.tcp.wrong_kind", c.control_stats().tcp_wrong_kind);
+  f.sweep();
+}
+
+void print_stats(const control::MirrorControl& c, const dataplane::MirrorWorkerStats& st, uint64_t per_second) {
+  const uint64_t next = st.next_seq.load();
+  const uint64_t end = st.known_end.load();
+  std::printf(
+      "mirror: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
+      "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
+      static_cast<unsigned long long>(per_second), static_cast<unsigned long long>(next),
+      static_cast<unsigned long long>(end > next ? end - next : 0),
+      static_cast<unsigned long long>(st.held.load()), static_cast<unsigned long long>(st.naks.load()),
+      static_cast<unsigned long long>(st.gap_records.load()),
+      static_cast<unsigned long long>(st.duplicates.load()),
+      static_cast<unsigned long long>(st.datagrams.load()),
+      static_cast<unsigned long long>(st.tcp_frames.load()),
+      static_cast<unsigned long long>(st.fault_dropped.load()),
+      static_cast<unsigned long long>(c.port_drops()));
+  std::fflush(stdout);
+}
+
+void print_rejected(const dataplane::MirrorWorkerStats& st) {
+  constexpr auto r = std::memory_order_relaxed;
+  std::printf("mirror: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
+              "wrong-session %llu, implausible %llu, malformed %llu)\n",
+              static_cast<unsigned long long>(st.rejected()),
+              static_cast<unsigned long long>(st.wrong_sender.load(r)),
+              static_cast<unsigned long long>(st.bad_mac.load(r)),
+              static_cast<unsigned long long>(st.wrong_kind.load(r)),
+              static_cast<unsigned long long>(st.wrong_session.load(r)),
+              static_cast<unsigned long long>(st.implausible.load(r)),
+              static_cast<unsigned long long>(st.malformed.load(r)));
+  std::fflush(stdout);
+}
+
+// mirror_loop runs the engine's conductor here until SIGINT/SIGTERM, or
+// the source goes away with --once, with the once-a-second stats line and
+// counters of its one session. A first failure (the source unreachable, a
+// refusal, a mismatch) is an error: exit 2 with the reason.
+int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, const std::string& counters_dir) {
+  using State = control::MirrorControl::State;
+  control::MirrorControl& c = *m.control;
+  const control::MirrorOptions& o = c.options();
+  const std::string path = ring::ring_path(o.ring, o.dir);
+  auto counters = telemetry::CountersFile::create(counters_dir, "mirror", path, dataplane::to_string(o.source));
+  if (!counters.ok()) return fail("mirror", counters.status());
+  bool streaming = false, worker_shown = false;
+  uint64_t next_report = 0, last_records = 0, last_rejected = 0;
+  auto summary = [&](const std::string& how) {
+    const control::SessionTotals& t = c.last_totals();
+    std::printf("mirror: %s; %llu records written, next seq %llu, NAKs %llu (%llu repeats), repair time %.0f us\n",
+                how.c_str(), static_cast<unsigned long long>(t.records),
+                static_cast<unsigned long long>(t.next_seq), static_cast<unsigned long long>(t.naks),
+                static_cast<unsigned long long>(t.nak_repeats), static_cast<double>(t.repair_srtt_ns) / 1000.0);
+    std::fflush(stdout);
+  };
+  while (!stop_requested()) {
+    eng.run_once(100'000'000);
+    const State state = c.state();
+    if (state == State::kFailed) {
+      const absl::Status why = c.failure();  // stop_all frees the session
+      eng.stop_all();
+      return fail("mirror", why);
+    }
+    const dataplane::MirrorWorkerStats* st = c.stats();
+    if (state == State::kStreaming && !streaming && st != nullptr) {
+      streaming = true;
+      last_records = 0;
+      last_rejected = 0;
+      next_report = now_ns() + 1'000'000'000u;
+      if (!worker_shown && !quiet) std::printf("mirror: worker on %s\n", m.port->info().worker.c_str());
+      worker_shown = true;
+    }
+    if (state != State::kStreaming && streaming) {
+      streaming = false;
+      summary(absl::StrCat("source gone (", c.end_reason(), ")"));
+      if (state == State::kStopped) break;  // --once
+      continue;
+    }
+    if (state == State::kStopped) break;
+    if (!streaming || now_ns() < next_report) continue;
+    const uint64_t records = st->records.load();
+    if (!quiet) print_stats(c, *st, records - last_records);
+    last_records = records;
+    next_report = now_ns() + 1'000'000'000u;
+    publish_counters(*counters, c, *st);
+    // What strangers sent, by reason, whenever it changed.
+    if (const uint64_t rejected = st->rejected(); rejected != last_rejected) {
+      last_rejected = rejected;
+      print_rejected(*st);
+    }
+  }
+  const bool was_streaming = streaming;
+  engine::PortHandle* port = m.port;  // the engine's, alive after its sessions
+  c.stop();                   // keeps the session's totals
+  if (was_streaming) summary("stopped");
+  eng.stop_all();
+  if (const std::string line = port->info().summary; !line.empty()) std::printf("mirror: port: %s\n", line.c_str());
+  std::fflush(stdout);
+  return 0;
+}
 
 }  // namespace
 
@@ -86,7 +216,6 @@ int cmd_mirror(int argc, char** argv, int first) {
   }
   auto iface_ip = iface_address(*args, 0);
   if (!iface_ip.ok()) return fail("mirror", iface_ip.status());
-  o.iface_ip = *iface_ip;
   auto schema = parse_schema(args->str("schema", "0"));
   auto hold = args->count("hold", 8192);
   auto nak_us = args->count("nak-repeat-us", 20000);
@@ -120,150 +249,39 @@ int cmd_mirror(int argc, char** argv, int first) {
   }
   auto backend = start_backend(*args);
   if (!backend.ok()) return fail("mirror", backend.status());
-  if (backend->dpdk) {
-    o.backend = control::Backend::kDpdk;
-    o.dpdk_ip = backend->dpdk_ip;
-    o.dpdk_neighbors = backend->neighbors;
-    o.dpdk_exception_port = backend->exception_port;
-  }
   o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
   o.worker.protocol.nak_repeat_ns = *nak_us * 1000;
   o.multi_range_naks = !args->has("single-range-naks");
   o.worker.rx_faults = *faults;
-  const bool quiet = args->has("quiet");
-  const bool once = args->has("once");
+  o.reconnect = !args->has("once");
   install_stop_handlers();
 
-  const std::string counters_dir = args->str("counters-dir", "/dev/shm");
-  for (int attempt = 0; !stop_requested(); ++attempt) {
-    auto session = control::MirrorSession::establish(o);
-    if (!session.ok()) {
-      // A refusal is final; an unreachable source is retried once we have
-      // mirrored before (the source restarting).
-      const bool retry = attempt > 0 && !once &&
-                         session.status().code() == absl::StatusCode::kUnavailable;
-      if (retry && attempt % 25 == 1) {
-        std::printf("mirror: reconnecting: %s\n", std::string(session.status().message()).c_str());
-        std::fflush(stdout);
-      }
-      if (!retry) return fail("mirror", session.status());
-      const timespec ts{0, 200'000'000};
-      nanosleep(&ts, nullptr);
-      continue;
-    }
-    control::MirrorSession& s = **session;
-    std::printf("mirror: %s -> %s from seq %llu over %s\n", dataplane::to_string(o.source).c_str(),
-                ring::ring_path(o.ring, o.dir).c_str(),
-                static_cast<unsigned long long>(s.first_seq()), s.description().c_str());
-    std::fflush(stdout);
-    std::atomic<bool> stop_worker{false};
-    dataplane::WorkerRunner runner;
-    runner.start([&] {
-      ring::IdleStrategy idle(*idle_mode);
-      dataplane::TscClock clock;  // deadlines from the TSC: no clock call per poll
-      while (!stop_worker.load(std::memory_order_relaxed)) {
-        if (s.step(clock.now_ns())) {
-          idle.reset();
-        } else {
-          idle.idle([&](uint64_t timeout_ns) { s.park(clock.now_ns(), timeout_ns); });
-        }
-      }
-    });
-    if (!quiet) std::printf("mirror: worker on %s\n", runner.where().c_str());
-    const auto& st = s.stats();
-    auto counters = telemetry::CountersFile::create(counters_dir, "mirror", ring::ring_path(o.ring, o.dir),
-                                                    dataplane::to_string(o.source));
-    if (!counters.ok()) return fail("mirror", counters.status());
-    auto publish = [&] {
-      constexpr auto r = std::memory_order_relaxed;
-      telemetry::CountersFile& f = *counters;
-      const uint64_t next = st.next_seq.load(r), end = st.known_end.load(r);
-      f.set("mirror.records", st.records.load(r));
-      f.set("mirror.next_seq", next);
-      f.set("mirror.lag", end > next ? end - next : 0);
-      f.set("mirror.held", st.held.load(r));
-      f.set("mirror.held_high", st.held_high.load(r));
-      f.set("mirror.holes", st.holes.load(r));
-      f.set("mirror.naks", st.naks.load(r));
-      f.set("mirror.nak_repeats", st.nak_repeats.load(r));
-      f.set("mirror.gap_records", st.gap_records.load(r));
-      f.set("mirror.duplicates", st.duplicates.load(r));
-      f.set("mirror.datagrams", st.datagrams.load(r));
-      f.set("mirror.tcp_frames", st.tcp_frames.load(r));
-      f.set("mirror.hold_overflow", st.hold_overflow.load(r));
-      f.set("mirror.repair_time_ns", st.repair_srtt_ns.load(r));
-      f.set("mirror.port_drops", s.port_drops());
-      f.set("mirror.health_reports", s.control_stats().health_reports);
-      f.set("rejected.udp.wrong_sender", st.wrong_sender.load(r));
-      f.set("rejected.udp.bad_mac", st.bad_mac.load(r));
-      f.set("rejected.udp.wrong_kind", st.wrong_kind.load(r));
-      f.set("rejected.udp.wrong_session", st.wrong_session.load(r));
-      f.set("rejected.udp.implausible", st.implausible.load(r));
-      f.set("rejected.udp.malformed", st.malformed.load(r));
-      f.set("rejected.tcp.wrong_kind", s.control_stats().tcp_wrong_kind);
-      f.sweep();
-    };
-    uint64_t next_report = now_ns() + 1'000'000'000u;
-    uint64_t last_records = 0;
-    uint64_t last_rejected = 0;
-    bool alive = true;
-    while (alive && !stop_requested()) {
-      alive = s.poll(100);
-      const uint64_t now = now_ns();
-      if (now < next_report) continue;
-      const uint64_t records = st.records.load();
-      const uint64_t next = st.next_seq.load();
-      const uint64_t end = st.known_end.load();
-      if (!quiet) {
-        std::printf(
-            "mirror: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
-            "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
-            static_cast<unsigned long long>(records - last_records),
-            static_cast<unsigned long long>(next),
-            static_cast<unsigned long long>(end > next ? end - next : 0),
-            static_cast<unsigned long long>(st.held.load()),
-            static_cast<unsigned long long>(st.naks.load()),
-            static_cast<unsigned long long>(st.gap_records.load()),
-            static_cast<unsigned long long>(st.duplicates.load()),
-            static_cast<unsigned long long>(st.datagrams.load()),
-            static_cast<unsigned long long>(st.tcp_frames.load()),
-            static_cast<unsigned long long>(st.fault_dropped.load()),
-            static_cast<unsigned long long>(s.port_drops()));
-        std::fflush(stdout);
-      }
-      last_records = records;
-      next_report = now + 1'000'000'000u;
-      publish();
-      // What strangers sent, by reason, whenever it changed.
-      if (const uint64_t rejected = st.rejected(); rejected != last_rejected) {
-        last_rejected = rejected;
-        constexpr auto r = std::memory_order_relaxed;
-        std::printf("mirror: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
-                    "wrong-session %llu, implausible %llu, malformed %llu)\n",
-                    static_cast<unsigned long long>(rejected),
-                    static_cast<unsigned long long>(st.wrong_sender.load(r)),
-                    static_cast<unsigned long long>(st.bad_mac.load(r)),
-                    static_cast<unsigned long long>(st.wrong_kind.load(r)),
-                    static_cast<unsigned long long>(st.wrong_session.load(r)),
-                    static_cast<unsigned long long>(st.implausible.load(r)),
-                    static_cast<unsigned long long>(st.malformed.load(r)));
-        std::fflush(stdout);
-      }
-    }
-    stop_worker.store(true);
-    runner.join();
-    if (const std::string port = s.port_summary(); !port.empty()) std::printf("mirror: port: %s\n", port.c_str());
-    std::printf("mirror: %s; %llu records written, next seq %llu, NAKs %llu (%llu repeats), repair time %.0f us\n",
-                alive ? "stopped" : absl::StrCat("source gone (", s.end_reason(), ")").c_str(),
-                static_cast<unsigned long long>(st.records.load()),
-                static_cast<unsigned long long>(st.next_seq.load()),
-                static_cast<unsigned long long>(st.naks.load()),
-                static_cast<unsigned long long>(st.nak_repeats.load()),
-                static_cast<double>(st.repair_srtt_ns.load()) / 1000.0);
-    std::fflush(stdout);
-    if (alive || once) break;
+  // The port opens with the first session's path: its address is the TCP
+  // connection's unless given (--dpdk-ip; --iface for the kernel's joins).
+  engine::PortSpec ps;
+  ps.name = "port0";
+  ps.idle = *idle_mode;
+  ps.mtu = 1472;  // at least: a binding takes the source's MTU, and a DPDK port opens with it
+  if (backend->dpdk) {
+    ps.backend = engine::PortSpec::Backend::kDpdk;
+    ps.ip = backend->dpdk_ip;
+    ps.neighbors = backend->neighbors;
+    ps.exception_port = backend->exception_port;
+  } else {
+    ps.ip = *iface_ip;
   }
-  return 0;
+  engine::Engine eng([](const std::string&, const std::string& line) {
+    std::printf("mirror: %s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (absl::Status st = eng.add_port(ps.name, engine::lazy_port(ps)); !st.ok()) return fail("mirror", st);
+  engine::MirrorSpec spec;
+  spec.name = "mirror";
+  spec.port = ps.name;
+  spec.options = o;
+  auto added = eng.add_mirror(std::move(spec));
+  if (!added.ok()) return fail("mirror", added.status());
+  return mirror_loop(eng, **added, args->has("quiet"), args->str("counters-dir", "/dev/shm"));
 }
 
 }  // namespace ringfire::cli

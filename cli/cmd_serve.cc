@@ -1,5 +1,5 @@
 // cmd_serve.cc — `ringfire serve`: serve a ring to mirrors over UDP
-// multicast, UDP unicast and/or TCP, on the kernel network stack.
+// multicast, UDP unicast and/or TCP: a one-session engine.
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -15,12 +15,8 @@
 #include "control/serve_control.h"
 #include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
-#include "dataplane/tsc_clock.h"
-#include "dataplane/worker_runner.h"
-#include "ringfire_config.h"
-#if RINGFIRE_HAVE_DPDK
-#include "dataplane/dpdk_port.h"
-#endif
+#include "engine/engine.h"
+#include "engine/ports.h"
 
 namespace ringfire::cli {
 namespace {
@@ -55,20 +51,6 @@ const CommandSpec kServe = {
         {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
         {"quiet", nullptr, "no per-second stats lines"},
     }), "dpdk: the port's IPv4 address (default: --iface's)")};
-
-// ServeRun is everything serve_with needs besides the ring and the port.
-struct ServeRun {
-  std::string ring_path;
-  dataplane::Endpoint listen;
-  std::optional<dataplane::Endpoint> group;
-  bool unicast = false;
-  uint32_t iface_ip = 0;
-  ring::IdleMode idle = ring::IdleMode::kBackoff;
-  bool quiet = false;
-  std::string counters_dir = "/dev/shm";
-  dataplane::ServeConfig worker;
-  control::ServeControlConfig control;  // listen, ring, ports and data_ip are filled in by serve_with
-};
 
 // publish_counters writes every counter a serve keeps into its counters
 // file (`ringfire stat` shows them), once a second.
@@ -139,135 +121,74 @@ std::string refusals(const control::ServeControlStats& c, const dataplane::Serve
       ", bad-mac ", w.punch_bad_mac.load(r), ", replayed ", w.punch_replayed.load(r), ")");
 }
 
-// port_drops: ", port drops N" for a port that counts its losses (DPDK).
-template <typename Port>
-std::string port_drops(const Port& port) {
-  if constexpr (requires { port.drops(); }) {
-    return absl::StrCat(", port drops ", port.drops());
-  } else {
-    return "";
-  }
-}
-
-template <typename Port>
-uint64_t port_drops_of(const Port& port) {
-  if constexpr (requires { port.drops(); }) {
-    return port.drops();
-  } else {
-    return 0;
-  }
-}
-
-// serve_with runs the worker on its own thread and the control loop here,
-// until SIGINT/SIGTERM; the backend is chosen once, by the caller.
-template <dataplane::PacketPort Port>
-int serve_with(ring::RawReader reader, Port port, const ServeRun& run) {
-  const dataplane::Endpoint udp_local = port.local();
-  // The worker's second reader, for NAK repair through the data plane.
-  std::optional<ring::RawReader> repair_reader;
-  if (run.control.udp_repair_max != 0) {
-    auto file = ring::RingFile::open(run.ring_path);
-    if (!file.ok()) return fail("serve", file.status());
-    auto r = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(0));
-    if (!r.ok()) return fail("serve", r.status());
-    repair_reader.emplace(std::move(*r));
-  }
-  dataplane::ServeWorker<Port> worker(std::move(reader), std::move(port), run.worker, std::move(repair_reader));
-
-  control::ServeControlConfig cc = run.control;
-  cc.listen = run.listen;
-  cc.ring = run.ring_path;
-  cc.multicast = run.group;
-  cc.unicast_port = run.unicast ? udp_local.port : 0;
-  // Where the worker's datagrams come from (mirrors believe only that
-  // address): its socket's, or for a socket on any address the multicast
-  // interface's.
-  cc.data_ip = udp_local.ip != 0 ? udp_local.ip : run.iface_ip;
-  cc.mtu = run.worker.mtu;
-  cc.session = run.worker.session;
-  cc.log = [](const std::string& line) {  // refusals and warnings: printed even with --quiet
-    std::printf("serve: %s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  auto control = control::ServeControl::start(cc, &worker.link());
-  if (!control.ok()) return fail("serve", control.status());
-
-  std::printf("serve: %s on %s%s%s, session %u%s\n", run.ring_path.c_str(),
-              dataplane::to_string((*control)->listening()).c_str(),
-              run.group ? absl::StrCat(", multicast ", dataplane::to_string(*run.group)).c_str() : "",
-              cc.unicast_port ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{cc.data_ip, udp_local.port})).c_str() : "",
-              run.worker.session, cc.psk ? ", authenticated (PSK)" : "");
+// serve_loop runs the engine's conductor here until SIGINT/SIGTERM, with
+// the once-a-second stats line and counters of its one session.
+int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, const std::string& counters_dir) {
+  control::ServeControl& ctl = *s.control;
+  const control::ServeControlConfig& cc = s.spec.control;
+  const dataplane::ServeStats& ws = s.link->stats;
+  std::printf("serve: %s on %s%s%s, session %u%s\n", s.spec.ring.c_str(), dataplane::to_string(ctl.listening()).c_str(),
+              s.spec.worker.multicast ? absl::StrCat(", multicast ", dataplane::to_string(*s.spec.worker.multicast)).c_str() : "",
+              s.spec.unicast ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{
+                                   s.udp_local.ip != 0 ? s.udp_local.ip : s.spec.iface_ip, s.udp_local.port})).c_str()
+                             : "",
+              s.spec.worker.session, cc.psk ? ", authenticated (PSK)" : "");
   std::fflush(stdout);
-
-  auto counters = telemetry::CountersFile::create(
-      run.counters_dir, "serve", run.ring_path, dataplane::to_string((*control)->listening()));
+  auto counters = telemetry::CountersFile::create(counters_dir, "serve", s.spec.ring,
+                                                  dataplane::to_string(ctl.listening()));
   if (!counters.ok()) return fail("serve", counters.status());
+  const engine::PortInfo port = s.port->info();
+  if (!quiet) std::printf("serve: worker on %s\n", port.worker.c_str());
 
-  std::atomic<bool> stop_worker{false};
-  dataplane::WorkerRunner runner;
-  runner.start([&] {
-    ring::IdleStrategy idle(run.idle);
-    dataplane::TscClock clock;  // pacing and heartbeat deadlines from the TSC
-    while (!stop_worker.load(std::memory_order_relaxed)) {
-      if (worker.step(clock.now_ns())) {
-        idle.reset();
-      } else {
-        idle.idle([&](uint64_t timeout_ns) { worker.park(clock.now_ns(), timeout_ns); });
-      }
-    }
-  });
-  if (!run.quiet) std::printf("serve: worker on %s\n", runner.where().c_str());
-
-  const bool quiet = run.quiet;
   uint64_t next_report = now_ns() + 1'000'000'000u;
   uint64_t last_records = 0, last_frames = 0;
-  std::string last_refusals = refusals((*control)->stats(), worker.link().stats);
-  bool more = false;
+  std::string last_refusals = refusals(ctl.stats(), ws);
   while (!stop_requested()) {
-    more = (*control)->poll(more ? 0 : (*control)->has_tcp_mirrors() ? 50 : 100'000);
+    eng.run_once(100'000'000);
     const uint64_t now = now_ns();
-    if (now >= next_report) {
-      const auto& ws = worker.link().stats;
-      const auto& cs = (*control)->stats();
-      const uint64_t records = ws.records.load() + cs.tcp_records;
-      const uint64_t frames = ws.frames.load();
-      uint64_t slowest = 0;
-      for (const control::MirrorView& m : (*control)->mirrors()) slowest = std::max(slowest, m.lag);
-      if (!quiet) {
-        std::printf(
-            "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), slowest lag %llu, "
-            "NAKs %llu (%llu records by TCP, %llu ranges by UDP), GAPs %llu, lapped %llu, refused TCP %llu, "
-            "punches refused %llu%s\n",
-            static_cast<unsigned long long>(records - last_records),
-            static_cast<unsigned long long>(frames - last_frames),
-            static_cast<unsigned long long>(ws.next_to_send.load()),
-            static_cast<unsigned long long>(cs.mirrors),
-            static_cast<unsigned long long>(ws.unicast_mirrors.load()),
-            static_cast<unsigned long long>(slowest),
-            static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
-            static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps),
-            static_cast<unsigned long long>(ws.lapped.load()), static_cast<unsigned long long>(cs.refused()),
-            static_cast<unsigned long long>(ws.punches_refused()), port_drops(worker.port()).c_str());
-        std::fflush(stdout);
-      }
-      publish_counters(*counters, **control, ws, port_drops_of(worker.port()));
-      // The breakdown, whenever it changed: what strangers sent, by reason.
-      if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals) {
-        std::printf("serve: %s\n", now_refusals.c_str());
-        std::fflush(stdout);
-        last_refusals = std::move(now_refusals);
-      }
-      last_records = records;
-      last_frames = frames;
-      next_report = now + 1'000'000'000u;
+    if (now < next_report) continue;
+    const auto& cs = ctl.stats();
+    const uint64_t records = ws.records.load() + cs.tcp_records;
+    const uint64_t frames = ws.frames.load();
+    const uint64_t drops = s.port->port_drops();
+    uint64_t slowest = 0;
+    for (const control::MirrorView& m : ctl.mirrors()) slowest = std::max(slowest, m.lag);
+    if (!quiet) {
+      std::printf(
+          "serve: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), slowest lag %llu, "
+          "NAKs %llu (%llu records by TCP, %llu ranges by UDP), GAPs %llu, lapped %llu, refused TCP %llu, "
+          "punches refused %llu%s\n",
+          static_cast<unsigned long long>(records - last_records),
+          static_cast<unsigned long long>(frames - last_frames),
+          static_cast<unsigned long long>(ws.next_to_send.load()),
+          static_cast<unsigned long long>(cs.mirrors),
+          static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+          static_cast<unsigned long long>(slowest),
+          static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
+          static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps),
+          static_cast<unsigned long long>(ws.lapped.load()), static_cast<unsigned long long>(cs.refused()),
+          static_cast<unsigned long long>(ws.punches_refused()),
+          port.path == "kernel" ? "" : absl::StrCat(", port drops ", drops).c_str());
+      std::fflush(stdout);
     }
+    publish_counters(*counters, ctl, ws, drops);
+    // The breakdown, whenever it changed: what strangers sent, by reason.
+    if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals) {
+      std::printf("serve: %s\n", now_refusals.c_str());
+      std::fflush(stdout);
+      last_refusals = std::move(now_refusals);
+    }
+    last_records = records;
+    last_frames = frames;
+    next_report = now + 1'000'000'000u;
   }
-  stop_worker.store(true);
-  runner.join();
-  if constexpr (requires(const Port& p) { p.summary(); }) {
-    std::printf("serve: port: %s\n", worker.port().summary().c_str());
+  const std::string final_refusals = refusals(ctl.stats(), ws);
+  engine::PortHandle* port_handle = s.port;  // the engine's, alive after its sessions
+  eng.stop_all();                            // frees s
+  if (const std::string summary = port_handle->info().summary; !summary.empty()) {
+    std::printf("serve: port: %s\n", summary.c_str());
   }
-  std::printf("serve: %s\n", refusals((*control)->stats(), worker.link().stats).c_str());
+  std::printf("serve: %s\n", final_refusals.c_str());
   std::printf("serve: stopped\n");
   return 0;
 }
@@ -358,74 +279,75 @@ int cmd_serve(int argc, char** argv, int first) {
 
   auto file = ring::RingFile::open(args->positionals()[0]);
   if (!file.ok()) return fail("serve", file.status());
-  const std::string ring_path = file->path();
-  auto reader = ring::RawReader::attach(
-      std::move(*file), from == "oldest" ? ring::StartPosition::oldest() : ring::StartPosition::latest());
-  if (!reader.ok()) return fail("serve", reader.status());
+  const std::string ring_path = file->path();  // the engine attaches its readers to it
 
   uint8_t session = 0;
   while (session == 0) {
     if (getrandom(&session, 1, 0) != 1) session = static_cast<uint8_t>(getpid() | 1);
   }
-  ServeRun run;
-  run.ring_path = ring_path;
-  run.listen = *listen;
-  run.group = group;
-  run.unicast = args->has("udp");
-  run.iface_ip = iface_ip;
-  run.idle = *idle_mode;
-  run.quiet = args->has("quiet");
-  run.counters_dir = args->str("counters-dir", "/dev/shm");
-  run.worker.session = session;
-  run.worker.mtu = static_cast<uint16_t>(*mtu);
-  run.worker.pace_ns = *pace * 1000;
-  run.worker.heartbeat_ns = *heartbeat * 1000;
-  run.worker.heartbeat_max_ns = *heartbeat_max * 1000;
-  run.worker.dup = static_cast<uint32_t>(*dup);
-  run.worker.multicast = group;
-  run.worker.tx_faults = *faults;
-  run.control.ttl = static_cast<uint8_t>(*ttl);
-  run.control.udp_repair_max = static_cast<uint32_t>(*repair_max);
-  run.control.max_connections = static_cast<uint32_t>(*max_conns);
-  run.control.handshake_timeout_ns = *handshake;
-  run.control.peer_timeout_ns = *peer_timeout;
-  run.control.stall_timeout_ns = *stall_timeout;
-  run.control.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
+  engine::ServeSpec spec;
+  spec.name = "serve";
+  spec.port = "port0";
+  spec.ring = ring_path;
+  spec.from_oldest = from == "oldest";
+  spec.udp_port = static_cast<uint16_t>(*udp_port);  // 0: one the port picks (and holds)
+  spec.unicast = args->has("udp");
+  spec.iface_ip = iface_ip;
+  spec.worker.session = session;
+  spec.worker.mtu = static_cast<uint16_t>(*mtu);
+  spec.worker.pace_ns = *pace * 1000;
+  spec.worker.heartbeat_ns = *heartbeat * 1000;
+  spec.worker.heartbeat_max_ns = *heartbeat_max * 1000;
+  spec.worker.dup = static_cast<uint32_t>(*dup);
+  spec.worker.multicast = group;
+  spec.worker.tx_faults = *faults;
+  control::ServeControlConfig& cc = spec.control;
+  cc.listen = *listen;
+  cc.ttl = static_cast<uint8_t>(*ttl);
+  cc.udp_repair_max = static_cast<uint32_t>(*repair_max);
+  cc.max_connections = static_cast<uint32_t>(*max_conns);
+  cc.handshake_timeout_ns = *handshake;
+  cc.peer_timeout_ns = *peer_timeout;
+  cc.stall_timeout_ns = *stall_timeout;
+  cc.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
   if (psk) {
     // One salt per serve process: every datagram of this incarnation is
     // MACed under the key derived from it (multicast has one datagram for
     // every mirror); each mirror learns the salt in the handshake.
-    run.control.salt = control::random_nonce();
-    run.worker.data_key = control::data_key(*psk, run.control.salt);
-    run.control.psk = std::move(psk);
+    cc.salt = control::random_nonce();
+    spec.worker.data_key = control::data_key(*psk, cc.salt);
+    cc.psk = std::move(psk);
   }
 
   auto backend = start_backend(*args);
   if (!backend.ok()) return fail("serve", backend.status());
+  engine::PortSpec ps;
+  ps.name = spec.port;
+  ps.ttl = static_cast<uint8_t>(*ttl);
+  ps.mtu = static_cast<uint16_t>(*mtu);
+  ps.idle = *idle_mode;
   if (backend->dpdk) {
-#if RINGFIRE_HAVE_DPDK
-    dataplane::DpdkPortOptions po;
-    po.ip = backend->dpdk_ip != 0 ? backend->dpdk_ip : iface_ip;
-    po.udp_port = static_cast<uint16_t>(*udp_port);  // 0: one the kernel picks (and holds for us)
-    po.ttl = static_cast<uint8_t>(*ttl);
-    po.neighbors = backend->neighbors;
-    po.exception_port = backend->exception_port;
-    po.max_payload = static_cast<uint16_t>(*mtu);
-    // The port holds its UDP port in the kernel too (DpdkPort::prepare), so
-    // a second serve on it, kernel or DPDK, fails at start-up.
-    auto port = dataplane::DpdkPort::open(po);
-    if (!port.ok()) return fail("serve", port.status());
-    return serve_with(std::move(*reader), std::move(*port), run);
-#endif
+    // The port holds each binding's UDP port in the kernel too
+    // (DpdkPort::prepare), so a second serve on it, kernel or DPDK, fails
+    // at start-up.
+    ps.backend = engine::PortSpec::Backend::kDpdk;
+    ps.ip = backend->dpdk_ip != 0 ? backend->dpdk_ip : iface_ip;
+    ps.neighbors = backend->neighbors;
+    ps.exception_port = backend->exception_port;
+  } else {
+    ps.ip = iface_ip;  // multicast leaves here
+    spec.bind_ip = listen->ip;
   }
-  dataplane::UdpOptions uo;
-  uo.bind = dataplane::Endpoint{listen->ip, static_cast<uint16_t>(*udp_port)};
-  uo.multicast_iface = iface_ip;
-  uo.ttl = static_cast<uint8_t>(*ttl);
-  uo.max_datagram = 64;  // the worker receives only PUNCHes
-  auto sock = dataplane::KernelUdp::open(uo);
-  if (!sock.ok()) return fail("serve", sock.status());
-  return serve_with(std::move(*reader), std::move(*sock), run);
+  auto port = engine::open_port(ps);
+  if (!port.ok()) return fail("serve", port.status());
+  engine::Engine eng([](const std::string&, const std::string& line) {
+    std::printf("serve: %s\n", line.c_str());  // refusals and warnings: printed even with --quiet
+    std::fflush(stdout);
+  });
+  if (absl::Status st = eng.add_port(ps.name, std::move(*port)); !st.ok()) return fail("serve", st);
+  auto s = eng.add_serve(std::move(spec));
+  if (!s.ok()) return fail("serve", s.status());
+  return serve_loop(eng, **s, args->has("quiet"), args->str("counters-dir", "/dev/shm"));
 }
 
 

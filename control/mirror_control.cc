@@ -1,4 +1,6 @@
-// mirror_control.cc — mirror handshake, ring setup, TCP relay.
+// mirror_control.cc — the mirror session's state machine: connect,
+// handshake (and the PSK proofs), ring setup, the data plane asked for,
+// relay, health, liveness, reconnect.
 #include "control/mirror_control.h"
 
 #include <poll.h>
@@ -14,10 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "control/ring_geometry.h"
 #include "dataplane/kernel_udp.h"
-#include "ringfire_config.h"
-#if RINGFIRE_HAVE_DPDK
-#include "dataplane/dpdk_port.h"
-#endif
 #include "ring/ring_file.h"
 
 namespace ringfire::control {
@@ -25,12 +23,6 @@ namespace ringfire::control {
 using dataplane::Endpoint;
 
 namespace {
-
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // refusal turns the source's REFUSE into the error a user acts on.
 absl::Status refusal(const proto::Frame& f, const Endpoint& source) {
@@ -81,39 +73,6 @@ FrameLimits stream_limits(const ring::RingFile& f) {
   return l;
 }
 
-// read_handshake reads the next handshake frame; a REFUSE becomes its error.
-absl::Status read_handshake(TcpConn& conn, const MirrorOptions& o, proto::Frame* f, size_t* size) {
-  const FrameLimits limits = handshake_limits();
-  for (int waited = 0;;) {
-    switch (conn.next_frame(f, size, limits)) {
-      case TcpConn::Next::kFrame:
-        if (f->header.kind == proto::FrameKind::kRefuse) return refusal(*f, o.source);
-        return absl::OkStatus();
-      case TcpConn::Next::kMalformed:
-      case TcpConn::Next::kOversized:
-        return absl::DataLossError(absl::StrCat("the peer at ", dataplane::to_string(o.source),
-                                                " sent a malformed frame (not a ringfire source?)"));
-      case TcpConn::Next::kNeedMore: break;
-    }
-    if (waited >= o.handshake_timeout_ms) {
-      return absl::UnavailableError(absl::StrCat("no answer from the source at ", dataplane::to_string(o.source),
-                                                 " within ", o.handshake_timeout_ms, " ms"));
-    }
-    pollfd p{conn.fd(), POLLIN, 0};
-    poll(&p, 1, 10);
-    waited += 10;
-    if (!conn.read_available(64u << 10)) {
-      // Closed: but what it said last (a REFUSE) may be in the buffer.
-      if (conn.next_frame(f, size, limits) == TcpConn::Next::kFrame) {
-        if (f->header.kind == proto::FrameKind::kRefuse) return refusal(*f, o.source);
-        return absl::OkStatus();
-      }
-      return absl::UnavailableError(absl::StrCat("the source at ", dataplane::to_string(o.source),
-                                                 " closed the connection during the handshake"));
-    }
-  }
-}
-
 // open_or_create_ring returns the mirror ring for `g`: the existing one if
 // its geometry matches (and it is a mirror ring), or a new sparse ring.
 absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const proto::Geometry& g,
@@ -130,229 +89,370 @@ absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const
   return f;
 }
 
+
+// tcp_connect_start begins a non-blocking connect; the fd becomes writable
+// when it is done (SO_ERROR says how).
+absl::StatusOr<int> tcp_connect_start(const Endpoint& to) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in a = dataplane::to_sockaddr(to);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot reach source ", dataplane::to_string(to), ": ",
+                                               std::strerror(err)));
+  }
+  return fd;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MirrorSession>> MirrorSession::establish(const MirrorOptions& o) {
-  // What the ring already holds decides where a resume starts.
-  const std::string path = ring::ring_path(o.ring, o.dir);
-  uint64_t have = 0;
-  bool exists = false;
-  if (auto existing = ring::RingFile::open(path); existing.ok()) {
-    exists = true;
-    have = existing->header().write_seq.load(std::memory_order_acquire);
-  } else if (existing.status().code() != absl::StatusCode::kNotFound) {
-    return existing.status();
+MirrorControl::MirrorControl(const MirrorOptions& o, MirrorPlane* plane,
+                             std::function<void(const std::string&)> log)
+    : o_(o), plane_(plane), log_(std::move(log)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = nak_fd_;
+  if (epoll_fd_ >= 0 && nak_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, nak_fd_, &ev);
+  if (epoll_fd_ < 0 || nak_fd_ < 0) fail(absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno))));
+}
+
+MirrorControl::~MirrorControl() {
+  stop();
+  if (connecting_fd_ >= 0) close(connecting_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (nak_fd_ >= 0) close(nak_fd_);
+}
+
+void MirrorControl::close_link() {
+  if (link_ == nullptr) return;
+  const dataplane::MirrorWorkerStats& st = link_->stats;
+  constexpr auto r = std::memory_order_relaxed;
+  last_totals_ = SessionTotals{st.records.load(r), st.next_seq.load(r), st.naks.load(r), st.nak_repeats.load(r),
+                               st.repair_srtt_ns.load(r)};
+  plane_->close(link_);
+  link_ = nullptr;
+}
+
+void MirrorControl::stop() {
+  close_link();
+  if (conn_) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn_->fd(), nullptr);
+    conn_.reset();
   }
+  if (state_ != State::kFailed) state_ = State::kStopped;
+}
 
-  auto fd = tcp_connect(o.source, o.handshake_timeout_ms);
-  if (!fd.ok()) return fd.status();
-  std::unique_ptr<MirrorSession> s(new MirrorSession(TcpConn(*fd)));
+void MirrorControl::fail(const absl::Status& why) {
+  failure_ = why;
+  stop();
+  state_ = State::kFailed;
+  if (log_) log_(std::string(why.message()));
+}
 
-  proto::Hello hello;
-  hello.expected_schema = o.expected_schema;
-  switch (o.from) {
-    case MirrorOptions::From::kResume: hello.first_wanted = have; break;  // 0 = latest
-    case MirrorOptions::From::kLatest: hello.first_wanted = proto::kHelloLatest; break;
-    case MirrorOptions::From::kOldest: hello.first_wanted = proto::kHelloOldest; break;
+void MirrorControl::end_session(const std::string& why, uint64_t now_ns) {
+  end_reason_ = why;
+  const bool streamed = state_ == State::kStreaming;
+  close_link();
+  if (conn_) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn_->fd(), nullptr);
+    conn_.reset();
+  }
+  if (connecting_fd_ >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, connecting_fd_, nullptr);
+    close(connecting_fd_);
+    connecting_fd_ = -1;
+  }
+  if (streamed && log_) log_(absl::StrCat("source gone (", why, ")"));
+  // Still away: say so now and then (every 25th attempt, 5 s apart).
+  if (!streamed && attempts_ % 25 == 1 && log_) log_(absl::StrCat("reconnecting: ", why));
+  if (!o_.reconnect) {
+    state_ = State::kStopped;
+    return;
+  }
+  // A source that goes away is retried (it restarts); 200 ms apart.
+  state_ = State::kWaiting;
+  next_attempt_ns_ = now_ns + 200'000'000;
+}
+
+void MirrorControl::connect(uint64_t now_ns) {
+  // What the ring already holds decides where a resume starts.
+  const std::string path = ring::ring_path(o_.ring, o_.dir);
+  have_ = 0;
+  exists_ = false;
+  if (auto existing = ring::RingFile::open(path); existing.ok()) {
+    exists_ = true;
+    have_ = existing->header().write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+  } else if (existing.status().code() != absl::StatusCode::kNotFound) {
+    fail(existing.status());
+    return;
+  }
+  auto fd = tcp_connect_start(o_.source);
+  if (!fd.ok()) {
+    if (!ever_streamed_) return fail(fd.status());
+    end_session(std::string(fd.status().message()), now_ns);
+    return;
+  }
+  connecting_fd_ = *fd;
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.fd = connecting_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, connecting_fd_, &ev);
+  state_ = State::kConnecting;
+  deadline_ns_ = now_ns + o_.handshake_timeout_ns;
+  ++attempts_;
+}
+
+bool MirrorControl::on_writable(uint64_t now_ns) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(connecting_fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, connecting_fd_, nullptr);
+  const int fd = std::exchange(connecting_fd_, -1);
+  if (err != 0) {
+    close(fd);
+    const absl::Status st = absl::UnavailableError(absl::StrCat(
+        "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(err)));
+    if (!ever_streamed_) {
+      fail(st);
+    } else {
+      end_session(std::string(st.message()), now_ns);
+    }
+    return false;
+  }
+  conn_.emplace(fd);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+
+  hello_ = proto::Hello{};
+  hello_.expected_schema = o_.expected_schema;
+  switch (o_.from) {
+    case MirrorOptions::From::kResume: hello_.first_wanted = have_; break;  // 0 = latest
+    case MirrorOptions::From::kLatest: hello_.first_wanted = proto::kHelloLatest; break;
+    case MirrorOptions::From::kOldest: hello_.first_wanted = proto::kHelloOldest; break;
     case MirrorOptions::From::kSequence:
-      hello.first_wanted = o.from_seq == 0 ? proto::kHelloOldest : o.from_seq;
+      hello_.first_wanted = o_.from_seq == 0 ? proto::kHelloOldest : o_.from_seq;
       break;
   }
   // A mirror never asks again for what it holds: a ring that already ends
   // past where it would start resumes at its end (a restart with --from
   // oldest would otherwise be sent every record again over TCP).
-  const bool resuming = have != 0 && (hello.first_wanted == have || hello.first_wanted == proto::kHelloOldest ||
-                                      (o.from == MirrorOptions::From::kSequence && hello.first_wanted < have));
-  if (resuming) hello.first_wanted = have;
-  hello.flags = proto::kHelloHealth;
-  if (o.multi_range_naks) hello.flags |= proto::kHelloMultiNak;
-  if (o.unicast) hello.flags |= proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
-  if (o.tcp_only) hello.flags |= proto::kHelloTcpOnly;
-  if (o.psk) {
-    hello.flags |= proto::kHelloAuth;
-    hello.nonce = random_nonce();
+  resuming_ = have_ != 0 && (hello_.first_wanted == have_ || hello_.first_wanted == proto::kHelloOldest ||
+                             (o_.from == MirrorOptions::From::kSequence && hello_.first_wanted < have_));
+  if (resuming_) hello_.first_wanted = have_;
+  hello_.flags = proto::kHelloHealth;
+  if (o_.multi_range_naks) hello_.flags |= proto::kHelloMultiNak;
+  if (o_.unicast) hello_.flags |= proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
+  if (o_.tcp_only) hello_.flags |= proto::kHelloTcpOnly;
+  if (o_.psk) {
+    hello_.flags |= proto::kHelloAuth;
+    hello_.nonce = random_nonce();
   }
-  std::byte hello_buf[proto::kFrameHeaderBytes + proto::kHelloAuthBody];
-  const proto::ConstBytes hello_bytes(hello_buf, proto::encode_hello(hello, hello_buf));
-  if (!s->conn_.send(hello_bytes)) {
-    return absl::UnavailableError("the source closed the connection during the handshake");
+  hello_bytes_.resize(proto::kFrameHeaderBytes + proto::kHelloAuthBody);
+  hello_bytes_.resize(proto::encode_hello(hello_, hello_bytes_));
+  awaiting_auth_ = o_.psk.has_value();
+  geometry_.reset();
+  data_key_.reset();
+  punch_key_.reset();
+  authenticated_ = false;
+  if (!conn_->send(hello_bytes_)) {
+    end_session("the source closed the connection during the handshake", now_ns);
+    return false;
   }
+  state_ = State::kHandshake;
+  deadline_ns_ = now_ns + o_.handshake_timeout_ns;
+  return true;
+}
 
-  proto::Frame f;
-  size_t size = 0;
-  absl::Status st = read_handshake(s->conn_, o, &f, &size);
-  if (!st.ok()) {
-    return absl::Status(st.code(), absl::StrCat(st.message(), o.expected_schema != 0 &&
-                                                    st.code() == absl::StatusCode::kUnavailable
-                                                    ? " (the source refuses a schema mismatch)" : ""));
-  }
-  std::optional<dataplane::MacKey> data_key, punch_key_;
-  if (o.psk) {
-    // The source must prove it holds the key before we believe anything.
-    proto::Auth a;
-    if (f.header.kind != proto::FrameKind::kAuth || proto::decode_auth(f, &a) != proto::DecodeError::kOk ||
-        a.step != proto::AuthStep::kSourceProof) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "the source at ", dataplane::to_string(o.source),
-          " does not authenticate: give its serve the same --psk-file, or drop --psk-file here"));
+bool MirrorControl::handshake(uint64_t now_ns) {
+  const FrameLimits limits = handshake_limits();
+  const bool open = conn_->read_available(64u << 10);
+  for (;;) {
+    proto::Frame f;
+    size_t size = 0;
+    const TcpConn::Next next = conn_->next_frame(&f, &size, limits);
+    if (next == TcpConn::Next::kNeedMore) break;
+    if (next != TcpConn::Next::kFrame) {
+      fail(absl::DataLossError(absl::StrCat("the peer at ", dataplane::to_string(o_.source),
+                                            " sent a malformed frame (not a ringfire source?)")));
+      return false;
     }
-    if (!proofs_equal(a.proof, source_proof(*o.psk, hello_bytes, a.nonce, a.salt))) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "the source at ", dataplane::to_string(o.source),
-          " failed authentication: its key is not this --psk-file's (or it is not the source)"));
+    if (f.header.kind == proto::FrameKind::kRefuse) {
+      const absl::Status why = refusal(f, o_.source);
+      // Busy, a handshake timeout, too slow: worth another try; the rest is final.
+      if (why.code() == absl::StatusCode::kUnavailable && ever_streamed_) {
+        end_session(std::string(why.message()), now_ns);
+      } else {
+        fail(why);
+      }
+      return false;
     }
-    proto::Auth mine;
-    mine.step = proto::AuthStep::kMirrorProof;
-    mine.proof = mirror_proof(*o.psk, hello_bytes, proto::ConstBytes(f.body.data() - proto::kFrameHeaderBytes, size));
-    data_key = control::data_key(*o.psk, a.salt);
-    punch_key_ = control::punch_key(*o.psk, hello.nonce, a.nonce);
-    s->conn_.consume(size);
-    std::byte buf[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
-    s->conn_.send(proto::ConstBytes(buf, proto::encode_auth(mine, buf)));
-    st = read_handshake(s->conn_, o, &f, &size);
-    if (!st.ok()) return st;
-    s->authenticated_ = true;
+    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, size);
+    if (awaiting_auth_) {
+      // The source must prove it holds the key before we believe anything.
+      proto::Auth a;
+      if (f.header.kind != proto::FrameKind::kAuth || proto::decode_auth(f, &a) != proto::DecodeError::kOk ||
+          a.step != proto::AuthStep::kSourceProof) {
+        fail(absl::PermissionDeniedError(absl::StrCat(
+            "the source at ", dataplane::to_string(o_.source),
+            " does not authenticate: give its serve the same --psk-file, or drop --psk-file here")));
+        return false;
+      }
+      if (!proofs_equal(a.proof, source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt))) {
+        fail(absl::PermissionDeniedError(absl::StrCat(
+            "the source at ", dataplane::to_string(o_.source),
+            " failed authentication: its key is not this --psk-file's (or it is not the source)")));
+        return false;
+      }
+      proto::Auth mine;
+      mine.step = proto::AuthStep::kMirrorProof;
+      mine.proof = mirror_proof(*o_.psk, hello_bytes_, bytes);
+      data_key_ = control::data_key(*o_.psk, a.salt);
+      punch_key_ = control::punch_key(*o_.psk, hello_.nonce, a.nonce);
+      conn_->consume(size);
+      std::byte buf[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
+      conn_->send(proto::ConstBytes(buf, proto::encode_auth(mine, buf)));
+      awaiting_auth_ = false;
+      authenticated_ = true;
+      continue;
+    }
+    if (!geometry_) {
+      proto::Geometry g;
+      if (f.header.kind != proto::FrameKind::kGeometry || proto::decode_geometry(f, &g) != proto::DecodeError::kOk ||
+          g.first_seq >= proto::kMaxSequence) {
+        fail(absl::DataLossError(absl::StrCat("the source's ", f.header.kind == proto::FrameKind::kGeometry
+                                                                   ? "GEOMETRY is malformed"
+                                                                   : "first frame is not GEOMETRY")));
+        return false;
+      }
+      geometry_ = g;
+      conn_->consume(size);
+      continue;
+    }
+    proto::Multicast mc;
+    if (f.header.kind != proto::FrameKind::kMulticast || proto::decode_multicast(f, &mc) != proto::DecodeError::kOk) {
+      fail(absl::DataLossError("the source's MULTICAST is malformed"));
+      return false;
+    }
+    conn_->consume(size);
+    if (absl::Status st = on_multicast(mc, now_ns); !st.ok()) {
+      fail(st);
+      return false;
+    }
+    return true;
   }
-  proto::Geometry g;
-  if (f.header.kind != proto::FrameKind::kGeometry || proto::decode_geometry(f, &g) != proto::DecodeError::kOk ||
-      g.first_seq >= proto::kMaxSequence) {
-    return absl::DataLossError(absl::StrCat("the source's ", f.header.kind == proto::FrameKind::kGeometry ? "GEOMETRY is malformed"
-                                                                                       : "first frame is not GEOMETRY"));
+  if (!open) {
+    const absl::Status st = absl::UnavailableError(absl::StrCat(
+        "the source at ", dataplane::to_string(o_.source), " closed the connection during the handshake",
+        o_.expected_schema != 0 ? " (the source refuses a schema mismatch)" : ""));
+    if (!ever_streamed_) {
+      fail(st);
+    } else {
+      end_session(std::string(st.message()), now_ns);
+    }
+    return false;
   }
-  s->conn_.consume(size);
-  if (st = read_handshake(s->conn_, o, &f, &size); !st.ok()) return st;
-  proto::Multicast mc;
-  if (f.header.kind != proto::FrameKind::kMulticast || proto::decode_multicast(f, &mc) != proto::DecodeError::kOk) {
-    return absl::DataLossError("the source's MULTICAST is malformed");
-  }
-  s->conn_.consume(size);
-  if (o.psk && (mc.features & proto::kFeatureMac) == 0 && mc.port != 0) {
+  return true;
+}
+
+absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t now_ns) {
+  const proto::Geometry& g = *geometry_;
+  const std::string path = ring::ring_path(o_.ring, o_.dir);
+  if (o_.psk && (mc.features & proto::kFeatureMac) == 0 && mc.port != 0) {
     return absl::PermissionDeniedError("the source authenticated but does not MAC its datagrams");
   }
-  s->features_ = mc.features;
-
-  if (resuming && g.first_seq < have) {
+  features_ = mc.features;
+  if (resuming_ && g.first_seq < have_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the source's ring ends at ", g.first_seq, " but this mirror already holds up to ", have - 1,
+        "the source's ring ends at ", g.first_seq, " but this mirror already holds up to ", have_ - 1,
         ": it is not the ring this mirror was made from (recreated?). Remove ", path,
         " or mirror into another name (nothing was written)"));
   }
-  auto file = open_or_create_ring(o, g, exists);
+  auto file = open_or_create_ring(o_, g, exists_);
   if (!file.ok()) return file.status();
-  s->limits_ = stream_limits(*file);
+  limits_ = stream_limits(*file);
   auto writer = dataplane::MirrorWriter::attach(std::move(*file));
   if (!writer.ok()) return writer.status();
-  s->first_seq_ = std::max(g.first_seq, writer->next_seq());
+  first_seq_ = std::max(g.first_seq, writer->next_seq());
 
-  dataplane::MirrorWorkerConfig wc = o.worker;
+  MirrorPlaneRequest r;
+  r.config = o_.worker;
+  dataplane::MirrorWorkerConfig& wc = r.config;
   // Whom to believe on UDP: the source's data address (its TCP address if
   // it names none), from its data port for unicast; declared relays too.
-  wc.trust.source_ip = mc.data_ip != 0 ? mc.data_ip : o.source.ip;
+  wc.trust.source_ip = mc.data_ip != 0 ? mc.data_ip : o_.source.ip;
   wc.trust.source_port = mc.group == 0 ? mc.port : 0;
   wc.trust.relay_count = 0;
-  for (uint32_t ip : o.accept_from) {
+  for (uint32_t ip : o_.accept_from) {
     if (wc.trust.relay_count < wc.trust.relays.size()) wc.trust.relays[wc.trust.relay_count++] = ip;
   }
-  wc.trust.mac = data_key;
+  wc.trust.mac = data_key_;
   wc.protocol.nak_ranges = (mc.features & proto::kFeatureMultiNak) != 0 ? proto::kMaxNakRanges : 1;
   wc.protocol.plausible_window = std::max<uint64_t>(g.capacity, 4096);
-  const Endpoint local = s->conn_.local();
-  s->nak_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (s->nak_fd_ < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   if (mc.group == 0 && mc.port != 0) {
-    wc.punch_to = Endpoint{mc.data_ip != 0 ? mc.data_ip : o.source.ip, mc.port};
+    wc.punch_to = Endpoint{mc.data_ip != 0 ? mc.data_ip : o_.source.ip, mc.port};
     wc.punch_token = mc.token;
     wc.punch_key = punch_key_;
   }
-  s->description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))
-                    : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
-                                   : std::string("TCP");
-  if (s->authenticated_) s->description_ += ", authenticated";
-  if (o.backend == Backend::kDpdk) {
-#if RINGFIRE_HAVE_DPDK
-    dataplane::DpdkPortOptions po;
-    po.ip = o.dpdk_ip != 0 ? o.dpdk_ip : local.ip;
-    po.udp_port = mc.group != 0 ? mc.port : 0;  // unicast: a port the kernel picks
-    po.join_group = mc.group;
-    po.neighbors = o.dpdk_neighbors;
-    po.exception_port = o.dpdk_exception_port;
-    po.max_payload = std::max<uint16_t>(mc.mtu, 64);
-    std::optional<dataplane::DpdkPort> port;
-    if (mc.port != 0) {
-      auto p = dataplane::DpdkPort::open(po);
-      if (!p.ok()) return p.status();
-      port.emplace(std::move(*p));
+  if (mc.port != 0) {
+    dataplane::BindSpec spec;
+    if (mc.group != 0) {
+      spec.udp_port = mc.port;
+      spec.group = mc.group;
+      spec.reuse = true;  // several mirrors of one group on a host share its port
+    } else {
+      spec.ip = o_.local_ip != 0 ? o_.local_ip : conn_->local().ip;
     }
-    s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::DpdkPort>>(
-        std::move(*writer), std::move(port), wc, s->first_seq_, mc.session, s->nak_fd_);
-    s->description_ += " (dpdk)";
-#else
-    return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
-#endif
-  } else {
-    std::optional<dataplane::KernelUdp> socket;
-    if (mc.port != 0) {
-      dataplane::UdpOptions uo;
-      uo.max_datagram = std::max<size_t>(mc.mtu, 1472);
-      if (mc.group != 0) {
-        uo.bind = Endpoint{0, mc.port};
-        uo.multicast_iface = o.iface_ip != 0 ? o.iface_ip : local.ip;
-        uo.join_group = mc.group;
-        uo.reuse_port = true;  // several mirrors of one group on a host share its port
-      } else {
-        uo.bind = Endpoint{local.ip, 0};
-      }
-      auto sock = dataplane::KernelUdp::open(uo);
-      if (!sock.ok()) return sock.status();
-      socket.emplace(std::move(*sock));
-    }
-    s->worker_ = std::make_unique<dataplane::MirrorWorker<dataplane::KernelUdp>>(
-        std::move(*writer), std::move(socket), wc, s->first_seq_, mc.session, s->nak_fd_);
+    r.bind = spec;
   }
-  s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (s->epoll_fd_ < 0) return absl::InternalError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = s->conn_.fd();
-  const bool added = epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->conn_.fd(), &ev) == 0;
-  ev.data.fd = s->nak_fd_;
-  if (!added || epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->nak_fd_, &ev) != 0) {
-    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  r.writer.emplace(std::move(*writer));
+  r.local_ip = o_.local_ip != 0 ? o_.local_ip : conn_->local().ip;
+  r.first_seq = first_seq_;
+  r.session = mc.session;
+  r.nak_fd = nak_fd_;
+  r.max_payload = std::max<uint16_t>(mc.mtu, 64);
+  auto link = plane_->open(std::move(r));
+  if (!link.ok()) return link.status();
+  link_ = *link;
+  description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))
+                 : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
+                                : std::string("TCP");
+  if (authenticated_) description_ += ", authenticated";
+  const std::string where = plane_->describe();
+  if (!where.empty()) absl::StrAppend(&description_, " (", where, ")");
+  state_ = State::kStreaming;
+  ever_streamed_ = true;
+  attempts_ = 0;
+  ++cstats_.sessions;
+  last_rx_ns_ = now_ns;
+  last_received_ = conn_->received();
+  next_health_ns_ = now_ns;
+  end_reason_.clear();
+  if (log_) {
+    log_(absl::StrCat(dataplane::to_string(o_.source), " -> ", path, " from seq ", first_seq_, " over ",
+                      description_));
   }
-  s->health_interval_ns_ = o.health_interval_ns;
-  s->peer_timeout_ns_ = o.peer_timeout_ns;
-  const uint64_t now = monotonic_ns();
-  s->last_rx_ns_ = now;
-  s->last_received_ = s->conn_.received();
-  s->next_health_ns_ = now;
   // Frames that arrived right behind MULTICAST are already buffered.
-  s->relay_frames();
-  return s;
+  relay_frames();
+  return absl::OkStatus();
 }
 
-MirrorSession::~MirrorSession() {
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (nak_fd_ >= 0) close(nak_fd_);
-}
-
-bool MirrorSession::relay_frames() {
+bool MirrorControl::relay_frames() {
   queue_full_ = false;
   bool pushed = false;
   // A parked worker is woken once, after the frames are in its queue.
   auto wake = [&] {
     if (!pushed) return;
-    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`
-    // before it looks at the queue (a store-load pair needs both).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (worker_->link().parked.load(std::memory_order_relaxed)) {
-      const uint64_t one = 1;
-      (void)!write(worker_->link().wake_fd, &one, sizeof(one));
-    }
+    if (dataplane::WorkerWake* w = link_->wake.load(std::memory_order_acquire)) w->poke();  // pairs with attach's release
   };
   for (;;) {
     proto::Frame f;
     size_t size = 0;
-    const TcpConn::Next next = conn_.next_frame(&f, &size, limits_);
+    const TcpConn::Next next = conn_->next_frame(&f, &size, limits_);
     if (next == TcpConn::Next::kNeedMore) {
       wake();
       return true;
@@ -368,12 +468,11 @@ bool MirrorSession::relay_frames() {
     }
     if (kind == proto::FrameKind::kData || kind == proto::FrameKind::kGap ||
         kind == proto::FrameKind::kHeartbeat) {
-      if (size > worker_->link().tcp_frames.max_message()) {  // can never be relayed
+      if (size > link_->tcp_frames.max_message()) {  // can never be relayed
         end_reason_ = "the source sent a frame larger than this ring's records";
         return false;
       }
-      if (!worker_->link().tcp_frames.try_push(proto::ConstBytes(
-              f.body.data() - proto::kFrameHeaderBytes, size))) {
+      if (!link_->tcp_frames.try_push(proto::ConstBytes(f.body.data() - proto::kFrameHeaderBytes, size))) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
         wake();
         return true;
@@ -382,26 +481,26 @@ bool MirrorSession::relay_frames() {
     } else if (proto::known_kind(kind)) {
       ++cstats_.tcp_wrong_kind;  // a kind a source never sends here: ignored
     }
-    conn_.consume(size);
+    conn_->consume(size);
   }
 }
 
-void MirrorSession::send_naks() {
+void MirrorControl::send_naks() {
   proto::NakRanges nak;
-  while (worker_->link().naks.try_pop(&nak)) {
+  while (link_->naks.try_pop(&nak)) {
     std::byte buf[proto::kFrameHeaderBytes + proto::kMaxNakBody];
-    conn_.send(proto::ConstBytes(buf, proto::encode_nak_ranges(nak, buf)));
+    conn_->send(proto::ConstBytes(buf, proto::encode_nak_ranges(nak, buf)));
   }
   // PROBEs heard at our data address, echoed: the source may send DATA there.
   uint64_t challenge;
-  while (worker_->link().probes.try_pop(&challenge)) {
+  while (link_->probes.try_pop(&challenge)) {
     std::byte buf[proto::kFrameHeaderBytes];
-    conn_.send(proto::ConstBytes(buf, proto::encode_probe(challenge, 0, buf)));
+    conn_->send(proto::ConstBytes(buf, proto::encode_probe(challenge, 0, buf)));
   }
 }
 
-void MirrorSession::send_health(uint64_t now_ns) {
-  const dataplane::MirrorWorkerStats& st = worker_->link().stats;
+void MirrorControl::send_health(uint64_t now_ns) {
+  const dataplane::MirrorWorkerStats& st = link_->stats;
   constexpr auto r = std::memory_order_relaxed;
   proto::Health h;
   h.report = ++health_seq_;
@@ -412,61 +511,110 @@ void MirrorSession::send_health(uint64_t now_ns) {
   h.held_high = static_cast<uint32_t>(st.held_high.load(r));
   h.naks = st.naks.load(r);
   h.gap_records = st.gap_records.load(r);
-  h.rx_drops = worker_->port_drops() + st.hold_overflow.load(r);
+  h.rx_drops = plane_->port_drops() + st.hold_overflow.load(r);
   h.rejected = st.rejected();
   std::byte buf[proto::kFrameHeaderBytes + proto::kHealthBody];
-  conn_.send(proto::ConstBytes(buf, proto::encode_health(h, buf)));
+  conn_->send(proto::ConstBytes(buf, proto::encode_health(h, buf)));
   ++cstats_.health_reports;
   last_health_ns_ = now_ns;
-  next_health_ns_ = now_ns + health_interval_ns_;
+  next_health_ns_ = now_ns + o_.health_interval_ns;
 }
 
-bool MirrorSession::poll(int timeout_ms) {
-  const bool health = (features_ & proto::kFeatureHealth) != 0;
-  uint64_t now = monotonic_ns();
-  if (health && next_health_ns_ > now) {
-    timeout_ms = std::min<int>(timeout_ms, static_cast<int>((next_health_ns_ - now) / 1'000'000) + 1);
-  }
+uint64_t MirrorControl::poll(uint64_t now_ns) {
   epoll_event events[4];
-  const int n = epoll_wait(epoll_fd_, events, 4, queue_full_ ? 0 : timeout_ms);
-  bool alive = true;
+  const int n = epoll_wait(epoll_fd_, events, 4, 0);
+  bool readable = false, writable = false;
   for (int i = 0; i < n; ++i) {
-    if (events[i].data.fd == conn_.fd() && !conn_.read_available(4u << 20)) {
-      alive = false;
-      end_reason_ = "the source closed the connection";
-    }
     if (events[i].data.fd == nak_fd_) {
       uint64_t ignored;
       (void)!read(nak_fd_, &ignored, sizeof(ignored));
+    } else if (events[i].data.fd == connecting_fd_) {
+      writable = true;
+    } else {
+      readable = true;
     }
   }
-  now = monotonic_ns();
-  if (conn_.received() != last_received_) {
-    last_received_ = conn_.received();
-    last_rx_ns_ = now;
+  switch (state_) {
+    case State::kFailed:
+    case State::kStopped:
+      return UINT64_MAX;
+    case State::kWaiting:
+      if (now_ns < next_attempt_ns_) return next_attempt_ns_;
+      connect(now_ns);
+      return state_ == State::kConnecting ? deadline_ns_ : next_attempt_ns_;
+    case State::kConnecting:
+      if (writable) {
+        if (!on_writable(now_ns)) return next_attempt_ns_;
+        return deadline_ns_;
+      }
+      if (now_ns >= deadline_ns_) {
+        const absl::Status st = absl::UnavailableError(absl::StrCat(
+            "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(ETIMEDOUT)));
+        if (!ever_streamed_) {
+          fail(st);
+        } else {
+          end_session(std::string(st.message()), now_ns);
+        }
+        return next_attempt_ns_;
+      }
+      return deadline_ns_;
+    case State::kHandshake:
+      if (readable && !handshake(now_ns)) return state_ == State::kWaiting ? next_attempt_ns_ : UINT64_MAX;
+      if (state_ == State::kHandshake && now_ns >= deadline_ns_) {
+        const absl::Status st = absl::UnavailableError(absl::StrCat(
+            "no answer from the source at ", dataplane::to_string(o_.source), " within ",
+            o_.handshake_timeout_ns / 1'000'000, " ms"));
+        if (!ever_streamed_) {
+          fail(st);
+        } else {
+          end_session(std::string(st.message()), now_ns);
+        }
+        return next_attempt_ns_;
+      }
+      if (state_ != State::kStreaming) return deadline_ns_;
+      break;
+    case State::kStreaming:
+      break;
+  }
+  // Streaming.
+  bool alive = true;
+  if (readable && !conn_->read_available(4u << 20)) {
+    alive = false;
+    end_reason_ = "the source closed the connection";
+  }
+  if (conn_->received() != last_received_) {
+    last_received_ = conn_->received();
+    last_rx_ns_ = now_ns;
   }
   if (!relay_frames()) alive = false;
   send_naks();
+  const bool health = (features_ & proto::kFeatureHealth) != 0;
   if (health) {
     // Acquire: pairs with the worker's release when it raised the flag.
-    const bool ask = worker_->link().position_wanted.exchange(false, std::memory_order_acquire);
-    if (ask && now - last_health_ns_ >= 1'000'000) {
+    const bool ask = link_->position_wanted.exchange(false, std::memory_order_acquire);
+    if (ask && now_ns - last_health_ns_ >= 1'000'000) {
       ++cstats_.position_asks;
-      send_health(now);
+      send_health(now_ns);
     } else if (ask) {
-      worker_->link().position_wanted.store(true, std::memory_order_relaxed);  // ask at the next report
+      link_->position_wanted.store(true, std::memory_order_relaxed);  // ask at the next report
     }
-    if (now >= next_health_ns_) send_health(now);
-    if (now - last_rx_ns_ > peer_timeout_ns_) {
+    if (now_ns >= next_health_ns_) send_health(now_ns);
+    if (now_ns - last_rx_ns_ > o_.peer_timeout_ns) {
       alive = false;
-      end_reason_ = absl::StrCat("the source fell silent for ", (now - last_rx_ns_) / 1'000'000, " ms");
+      end_reason_ = absl::StrCat("the source fell silent for ", (now_ns - last_rx_ns_) / 1'000'000, " ms");
     }
   }
-  if (!conn_.flush()) {
+  if (alive && !conn_->flush()) {
     alive = false;
-    if (end_reason_.empty()) end_reason_ = "the connection to the source failed";
+    end_reason_ = "the connection to the source failed";
   }
-  return alive;
+  if (!alive) {
+    end_session(end_reason_, now_ns);
+    return next_attempt_ns_;
+  }
+  // A full relay queue: come back at once; else at the next report.
+  if (queue_full_) return now_ns;
+  return health ? next_health_ns_ : now_ns + 100'000'000;
 }
 
 }  // namespace ringfire::control

@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeCon
   if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->notify_fd_, &ev) != 0) {
     return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
   }
-  worker->notify_fd = s->notify_fd_;
+  worker->notify_fd.store(s->notify_fd_, std::memory_order_release);  // pairs with the worker's acquire
   return s;
 }
 

@@ -14,7 +14,7 @@
 // largest body per frame kind, a bounded NAK queue per mirror answered a
 // chunk at a time only while its connection drains (round-robin across
 // mirrors), a cut for a peer that stops reading or falls silent. Every
-// refusal is counted by reason. Talks to the serve worker only through its
+// refusal is counted by reason. Talks to the serve session only through its
 // command queue and counters; never touches a datagram.
 #pragma once
 
@@ -29,7 +29,7 @@
 #include "control/recent_repairs.h"
 #include "control/repair_queue.h"
 #include "control/tcp_conn.h"
-#include "dataplane/serve_worker.h"
+#include "dataplane/serve_session.h"
 #include "ring/raw_reader.h"
 
 namespace ringfire::control {
@@ -124,6 +124,9 @@ class ServeControl {
   bool poll(uint64_t timeout_us);
   // has_tcp_mirrors: TCP-mode mirrors follow the ring, so poll often.
   bool has_tcp_mirrors() const;
+  // wait_fd: readable when poll has something to do (a conductor waits on
+  // it among others' and then calls poll(0)).
+  int wait_fd() const { return epoll_fd_; }
   const ServeControlStats& stats() const { return stats_; }
   dataplane::Endpoint listening() const { return listening_; }
   std::vector<MirrorView> mirrors() const;

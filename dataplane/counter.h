@@ -21,6 +21,7 @@ class Counter {
     return *this;
   }
   Counter& operator++() { return *this += 1; }
+  void set(uint64_t v) { v_.store(v, std::memory_order_relaxed); }
   uint64_t get() const { return v_.load(std::memory_order_relaxed); }
 
  private:

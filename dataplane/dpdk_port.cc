@@ -49,6 +49,18 @@ bool driver_is(uint16_t port, const char* name) {
          std::strcmp(info.driver_name, name) == 0;
 }
 
+}  // namespace
+
+std::string port_driver(uint16_t port) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) return "unknown";
+  char dev[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port, dev);
+  return absl::StrCat(info.driver_name, " (", dev, ")");
+}
+
+namespace {
+
 // steered_iface_of: the interface under `port` if ringfire's XDP program
 // steers it ("" otherwise, and in a build without the program).
 std::string steered_iface_of(uint16_t port) {
@@ -370,8 +382,7 @@ absl::StatusOr<DpdkPort::Prepared> DpdkPort::prepare(const BindSpec& spec) const
     absl::Status st = steer_binding(steer_iface_, o_.ip, p.udp_port, true);
     if (st.ok() && spec.group != 0) st = steer_binding(steer_iface_, spec.group, p.udp_port, true);
     if (!st.ok()) {
-      close(p.reservation_fd);
-      return st;
+      return st;  // p closes its reservation
     }
   }
 #endif
@@ -389,7 +400,7 @@ BindingId DpdkPort::install(Prepared p) {
     bindings_.emplace_back();
   }
   Binding& b = bindings_[id];
-  b = Binding{p.udp_port, p.group, p.reservation_fd, by_port_[p.udp_port], true};
+  b = Binding{p.udp_port, p.group, std::exchange(p.reservation_fd, -1), by_port_[p.udp_port], true};
   by_port_[p.udp_port] = id;
   if (first_port_ == 0) first_port_ = p.udp_port;
   if (p.group != 0 && std::find(groups_.begin(), groups_.end(), p.group) == groups_.end()) {

@@ -14,6 +14,10 @@
 // thread only after open(), but for prepare().
 #pragma once
 
+#include <unistd.h>
+
+#include <utility>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -43,6 +47,9 @@ absl::StatusOr<Pmd> parse_pmd(const std::string& name);
 // default_eal_args is what ringfire passes when --eal is not given: one
 // lcore, no hugepages, no shared files, a `pmd` vdev on `iface`.
 std::string default_eal_args(const std::string& iface, Pmd pmd);
+
+// port_driver names a port's PMD and device ("net_af_xdp (net_af_xdp0)").
+std::string port_driver(uint16_t port_id);
 
 struct DpdkPortOptions {
   uint16_t port_id = 0;
@@ -99,8 +106,21 @@ class DpdkPort {
   struct Prepared {
     uint32_t group = 0;
     uint16_t udp_port = 0;
-    int reservation_fd = -1;
+    int reservation_fd = -1;  // owned: closed unless install takes it
     Endpoint local;
+    Prepared() = default;
+    Prepared(Prepared&& o) noexcept
+        : group(o.group), udp_port(o.udp_port), reservation_fd(std::exchange(o.reservation_fd, -1)), local(o.local) {}
+    Prepared& operator=(Prepared&& o) noexcept {
+      std::swap(group, o.group);
+      std::swap(udp_port, o.udp_port);
+      std::swap(reservation_fd, o.reservation_fd);
+      std::swap(local, o.local);
+      return *this;
+    }
+    ~Prepared() {
+      if (reservation_fd >= 0) close(reservation_fd);
+    }
   };
   // prepare does the fallible half of a binding. Any thread: it reads only
   // what never changes after open(), and makes syscalls.

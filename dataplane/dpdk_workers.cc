@@ -1,12 +1,12 @@
-// dpdk_workers.cc — the serve and mirror workers instantiated for the DPDK
-// backend.
+// dpdk_workers.cc — the serve and mirror sessions instantiated for the
+// DPDK backend.
 #include "dataplane/dpdk_port.h"
-#include "dataplane/mirror_worker_impl.h"
-#include "dataplane/serve_worker_impl.h"
+#include "dataplane/mirror_session_impl.h"
+#include "dataplane/serve_session_impl.h"
 
 namespace ringfire::dataplane {
 
-template class ServeWorker<DpdkPort>;
-template class MirrorWorker<DpdkPort>;
+template class ServeSession<DpdkPort>;
+template class MirrorSession<DpdkPort>;
 
 }  // namespace ringfire::dataplane

@@ -1,16 +1,20 @@
-// worker_test.cc — the serve and mirror workers over an in-memory packet
-// port: hand-built datagrams in, and exactly what each worker queued for TX
-// inspected, on a fake clock. Pacing, heartbeats, punch tokens, dup, blobs
-// too large for a datagram; the mirror's NAKs and punches.
+// worker_test.cc — serve and mirror sessions on a port worker over an
+// in-memory packet port: hand-built datagrams in, and exactly what each
+// session queued for TX inspected, on a fake clock. Pacing, heartbeats,
+// punch tokens, dup, blobs too large for a datagram; the mirror's NAKs and
+// punches; a port that refuses what it is given; the worker's routing by
+// binding, and sessions added and removed while another streams.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <vector>
 
-#include "dataplane/mirror_worker_impl.h"
-#include "dataplane/serve_worker_impl.h"
+#include "dataplane/mirror_session_impl.h"
+#include "dataplane/port_worker.h"
+#include "dataplane/serve_session_impl.h"
 #include "gtest/gtest.h"
 #include "ring/blob.h"
 #include "ring/check_record.h"
@@ -24,11 +28,17 @@ struct FakePort {
   struct Datagram {
     std::vector<std::byte> bytes;
     Endpoint peer;
+    BindingId binding = 1;  // inbox: the binding it arrives on; sent: the one it left from
   };
   struct State {
     std::deque<Datagram> inbox;  // rx_burst delivers these
     std::vector<Datagram> sent;  // tx_burst records these
     std::vector<Datagram> delivered;
+    size_t tx_room = SIZE_MAX;   // datagrams tx_burst still takes; the rest it refuses
+    std::vector<BindingId> live; // installed bindings
+  };
+  struct Prepared {
+    Endpoint local;
   };
   std::shared_ptr<State> state = std::make_shared<State>();
   Endpoint self{0xC6120001, 7402};
@@ -41,22 +51,62 @@ struct FakePort {
       s.inbox.pop_front();
     }
     for (size_t i = 0; i < s.delivered.size(); ++i) {
-      out[i] = RxDatagram{s.delivered[i].bytes, s.delivered[i].peer};
+      out[i] = RxDatagram{s.delivered[i].bytes, s.delivered[i].peer, s.delivered[i].binding};
     }
     return s.delivered.size();
   }
   size_t tx_burst(const TxDatagram* in, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      state->sent.push_back({{in[i].payload.begin(), in[i].payload.end()}, in[i].to});
+    const size_t take = std::min(n, state->tx_room);
+    for (size_t i = 0; i < take; ++i) {
+      state->sent.push_back({{in[i].payload.begin(), in[i].payload.end()}, in[i].to, in[i].binding});
     }
-    return n;
+    if (state->tx_room != SIZE_MAX) state->tx_room -= take;
+    return take;
   }
   Endpoint local() const { return self; }
+  BindingId install(Prepared) {
+    BindingId id = 1;
+    while (std::find(state->live.begin(), state->live.end(), id) != state->live.end()) ++id;
+    state->live.push_back(id);
+    return id;
+  }
+  void uninstall(BindingId b) { std::erase(state->live, b); }
 };
 static_assert(PacketPort<FakePort>);
 
-template class ServeWorker<FakePort>;
-template class MirrorWorker<FakePort>;
+template class ServeSession<FakePort>;
+template class MirrorSession<FakePort>;
+
+// Rig: one session on its own port worker (installed by the first step),
+// stepped through the worker as a real one is.
+template <typename Session>
+class Rig {
+ public:
+  Rig(FakePort port, std::unique_ptr<Session> s, bool bound = true) : worker_(port), s_(std::move(s)) {
+    typename PortWorker<FakePort>::Command c;
+    c.id = 1;
+    if constexpr (std::is_same_v<Session, ServeSession<FakePort>>) {
+      c.kind = PortWorker<FakePort>::Command::Kind::kAddServe;
+      c.serve = s_.get();
+    } else {
+      c.kind = PortWorker<FakePort>::Command::Kind::kAddMirror;
+      c.mirror = s_.get();
+    }
+    c.binding = bound ? &binding_ : nullptr;
+    EXPECT_TRUE(worker_.commands.try_push(c));
+  }
+  bool step(uint64_t now_ns) { return worker_.step(now_ns); }
+  auto& link() { return s_->link(); }
+  Session& session() { return *s_; }
+  PortWorker<FakePort>& worker() { return worker_; }
+
+ private:
+  PortWorker<FakePort> worker_;
+  std::unique_ptr<Session> s_;
+  FakePort::Prepared binding_;
+};
+using ServeRig = Rig<ServeSession<FakePort>>;
+using MirrorRig = Rig<MirrorSession<FakePort>>;
 
 namespace {
 
@@ -82,12 +132,12 @@ class ServeWorkerTest : public ::testing::Test {
  protected:
   ServeWorkerTest() : ring_(ring::testing::fixed_ring(1024, 64)), producer_(*ring::Producer::attach(ring_.open())) {}
 
-  std::unique_ptr<ServeWorker<FakePort>> worker(ServeConfig c) {
+  std::unique_ptr<ServeRig> worker(ServeConfig c) {
     c.session = 9;
     auto reader = ring::RawReader::attach(ring_.open(), ring::StartPosition::latest());
     auto repair = ring::RawReader::attach(ring_.open(), ring::StartPosition::at(0));
-    auto w = std::make_unique<ServeWorker<FakePort>>(std::move(*reader), port_, c, std::move(*repair));
-    return w;
+    return std::make_unique<ServeRig>(
+        port_, std::make_unique<ServeSession<FakePort>>(std::move(*reader), c, std::move(*repair)));
   }
   void publish(int n) {
     for (int i = 0; i < n; ++i) {
@@ -384,7 +434,8 @@ TEST(ServeWorkerBlob, ARecordTooLargeForADatagramIsQueuedForTcp) {
   ServeConfig c;
   c.multicast = kGroup;
   c.mtu = 1472;
-  ServeWorker<FakePort> w(*ring::RawReader::attach(r.open(), ring::StartPosition::latest()), port, c);
+  ServeRig w(port, std::make_unique<ServeSession<FakePort>>(
+                      *ring::RawReader::attach(r.open(), ring::StartPosition::latest()), c));
   for (uint32_t len : {100u, 3000u, 100u}) {
     const uint64_t seq = p->next_seq();
     ring::fill_record(p->reserve(len), seq, 0);
@@ -409,7 +460,7 @@ TEST(MirrorWorkerTest, DatagramsLandInTheRingAndALossQueuesANakAndWakesControl) 
   ScopedRing r(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
   FakePort port;
   const int efd = eventfd(0, EFD_NONBLOCK);
-  MirrorWorker<FakePort> w(*MirrorWriter::attach(r.open()), port, MirrorWorkerConfig{}, 0, 9, efd);
+  MirrorRig w(port, std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(r.open()), MirrorWorkerConfig{}, 0, 9, efd));
   auto frame = [](uint64_t seq, uint16_t count) {
     std::vector<std::byte> f(16 + count * 64);
     proto::encode_data_header(f.data(), seq, count, count * 64, 9);
@@ -444,7 +495,7 @@ TEST(MirrorWorkerTest, AUnicastMirrorPunchesUntilDataFlows) {
   c.punch_to = source;
   c.punch_token = 0xABCD;
   const int efd = eventfd(0, EFD_NONBLOCK);
-  MirrorWorker<FakePort> w(*MirrorWriter::attach(r.open()), port, c, 0, 9, efd);
+  MirrorRig w(port, std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(r.open()), c, 0, 9, efd));
   w.step(1000 * kMs);
   w.step(1010 * kMs);  // within the 50 ms retry: no second punch
   w.step(1060 * kMs);
@@ -453,6 +504,86 @@ TEST(MirrorWorkerTest, AUnicastMirrorPunchesUntilDataFlows) {
   const proto::Frame f = decode(port.state->sent[0]);
   EXPECT_EQ(f.header.kind, proto::FrameKind::kPunch);
   EXPECT_EQ(f.header.seq, 0xABCDu);
+  close(efd);
+}
+
+// ---- a port that refuses what it is given
+
+TEST_F(ServeWorkerTest, DatagramsThePortRefusesAreCountedAsSendFailures) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.mtu = 64 + proto::kFrameHeaderBytes;  // one record a datagram
+  port_.state->tx_room = 2;
+  auto w = worker(c);
+  publish(5);
+  w->step(1000 * kMs);
+  for (int i = 1; i <= 5; ++i) w->step(1000 * kMs + i * 100 * kUs);
+  EXPECT_EQ(sent().size(), 2u);
+  EXPECT_EQ(w->link().stats.datagrams.load(), 2u);
+  EXPECT_EQ(w->link().stats.send_failures.load(), 3u);
+  EXPECT_EQ(w->link().stats.next_to_send.load(), 5u);  // refused, not retried: mirrors NAK them
+}
+
+// ---- the port worker: routing by binding, sessions added and removed
+
+std::vector<std::byte> data_frame(uint64_t seq, uint16_t count) {
+  std::vector<std::byte> f(16 + count * 64);
+  proto::encode_data_header(f.data(), seq, count, count * 64, 9);
+  for (uint16_t i = 0; i < count; ++i) ring::fill_record({f.data() + 16 + i * 64, 64}, seq + i, 0);
+  return f;
+}
+
+TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeavesTheOthersStreaming) {
+  ScopedRing ra(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  ScopedRing rb(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  FakePort port;
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  const Endpoint source{0xC6120001, 40000};
+  MirrorWorkerConfig c;
+  c.trust.source_ip = source.ip;
+  auto a = std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(ra.open()), c, 0, 9, efd);
+  auto b = std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(rb.open()), c, 0, 9, efd);
+  PortWorker<FakePort> w(port);
+  using Command = PortWorker<FakePort>::Command;
+  FakePort::Prepared pa, pb;
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddMirror, 1, nullptr, a.get(), &pa}));
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddMirror, 2, nullptr, b.get(), &pb}));
+  w.step(1000 * kMs);
+  ASSERT_EQ(w.session_count(), 2u);
+  ASSERT_EQ(a->binding(), 1);
+  ASSERT_EQ(b->binding(), 2);
+  PortWorker<FakePort>::Retired r;
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_TRUE(r.installed);
+  ASSERT_TRUE(w.retired.try_pop(&r));
+
+  port.state->inbox.push_back({data_frame(0, 4), source, 1});
+  port.state->inbox.push_back({data_frame(0, 2), source, 2});
+  port.state->inbox.push_back({data_frame(2, 2), source, 2});
+  port.state->inbox.push_back({data_frame(0, 1), source, 7});  // no session holds binding 7
+  w.step(1001 * kMs);
+  EXPECT_EQ(a->link().stats.records.load(), 4u);
+  EXPECT_EQ(b->link().stats.records.load(), 4u);
+  EXPECT_EQ(w.stats().unrouted.get(), 1u);
+
+  // Remove a; b keeps receiving, and what still arrives for a's binding is
+  // counted, not handed to a session that is gone.
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kRemove, 1, nullptr, nullptr, nullptr}));
+  port.state->inbox.push_back({data_frame(4, 4), source, 2});
+  port.state->inbox.push_back({data_frame(4, 4), source, 1});
+  w.step(1002 * kMs);
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_EQ(r.id, 1u);
+  EXPECT_EQ(r.mirror, a.get());  // back to its owner, to free
+  EXPECT_EQ(w.session_count(), 1u);
+  EXPECT_EQ(port.state->live, (std::vector<BindingId>{2}));
+  EXPECT_EQ(b->link().stats.records.load(), 8u);
+  EXPECT_EQ(a->link().stats.records.load(), 4u);
+  EXPECT_EQ(w.stats().unrouted.get(), 2u);
+  a.reset();
+  port.state->inbox.push_back({data_frame(8, 2), source, 2});
+  w.step(1003 * kMs);
+  EXPECT_EQ(b->link().stats.records.load(), 10u);
   close(efd);
 }
 

@@ -42,7 +42,7 @@ for m in m2 m3; do
 done
 sleep 0.5
 publish_and_check 1 "$src" 60000 60000 "$logs" m2 m3
-grep -q "(dpdk)" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
+grep -q "(dpdk net_" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
 by_udp "$logs/m2" || fail "m2's DATA did not come by UDP: $(tail -n 1 "$logs/m2")"
 
 log "the source restarts: the DPDK mirrors reconnect through the port they have up, and resume"

@@ -67,7 +67,7 @@ for m in m2 m3 m4 mt; do
 done
 if [[ $backend != kernel ]]; then
   for m in m2 m3 m4; do
-    grep -q "^mirror: 198.*(dpdk)" "$logs/$m" || fail "$m is not on DPDK: $(grep '^mirror: 198' "$logs/$m")"
+    grep -q "^mirror: 198.*(dpdk net_" "$logs/$m" || fail "$m is not on DPDK: $(grep '^mirror: 198' "$logs/$m")"
   done
 fi
 on 1 "$rf" publish "$src" --count 100000 --rate 100k --quiet >/dev/null

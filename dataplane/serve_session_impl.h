@@ -1,22 +1,21 @@
-// serve_worker_impl.h — the serve worker's template definitions (the datapath).
-// Included by serve_worker.cc, which instantiates them for the kernel backend,
-// and by anything that instantiates them for another port (a DPDK port, a
-// test's in-memory port).
+// serve_session_impl.h — the serve session's template definitions (the
+// datapath). Included by serve_session.cc, which instantiates them for the
+// kernel backend, and by anything that instantiates them for another port
+// (a DPDK port, a test's in-memory port).
 #pragma once
 
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "dataplane/serve_worker.h"
+#include "dataplane/serve_session.h"
 
 namespace ringfire::dataplane {
 
 template <PacketPort Port>
-ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config,
-                               std::optional<ring::RawReader> repair_reader)
+ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& config,
+                                 std::optional<ring::RawReader> repair_reader)
     : reader_(std::move(reader)),
-      port_(std::move(port)),
       config_(config),
       framer_(reader_.fixed_size(), config.session),
       pacer_(config.pace_ns),
@@ -33,7 +32,7 @@ ServeWorker<Port>::ServeWorker(ring::RawReader reader, Port port, const ServeCon
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::take_commands() {
+void ServeSession<Port>::take_commands() {
   ServeCommand c;
   while (link_.commands.try_pop(&c)) {
     if (c.kind == ServeCommand::Kind::kRepair) {
@@ -65,7 +64,7 @@ void ServeWorker<Port>::take_commands() {
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) {
+void ServeSession<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) {
   if (u.probing && *u.probing == at && now_ns - u.probed_ns < 100'000'000) return;  // one per 100 ms
   // An unguessable challenge: a PRF of a secret of this worker's.
   std::byte in[24];
@@ -78,12 +77,12 @@ void ServeWorker<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) {
   std::byte buf[proto::kFrameHeaderBytes + proto::kMacFrameBytes];
   const size_t n = seal_in_place(
       buf, proto::encode_probe(u.challenge, config_.session, proto::MutableBytes(buf, proto::kFrameHeaderBytes)));
-  const TxDatagram tx{proto::ConstBytes(buf, n), at};
-  if (port_.tx_burst(&tx, 1) == 1) link_.stats.probes.fetch_add(1, std::memory_order_relaxed);
+  const TxDatagram tx{proto::ConstBytes(buf, n), at, binding_};
+  if (send(&tx, 1) == 1) link_.stats.probes.fetch_add(1, std::memory_order_relaxed);
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::on_punch(const RxDatagram& d, uint64_t now_ns) {
+void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
   ServeStats& st = link_.stats;
   constexpr auto r = std::memory_order_relaxed;
   proto::Frame f;
@@ -136,15 +135,7 @@ void ServeWorker<Port>::on_punch(const RxDatagram& d, uint64_t now_ns) {
 }
 
 template <PacketPort Port>
-bool ServeWorker<Port>::poll_socket(uint64_t now_ns) {
-  RxDatagram rx[kBurst];
-  const size_t n = port_.rx_burst(rx, kBurst);
-  for (size_t i = 0; i < n; ++i) on_punch(rx[i], now_ns);
-  return n != 0;
-}
-
-template <PacketPort Port>
-void ServeWorker<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
+void ServeSession<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns) {
   auto send = [&](proto::ConstBytes d, const Endpoint&) { transmit(d); };
   faults_.offer(datagram, Endpoint{}, now_ns, send);
   faults_.release(now_ns, send);
@@ -153,14 +144,14 @@ void ServeWorker<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns)
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::transmit(proto::ConstBytes datagram) {
+void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
   TxDatagram tx[kBurst];
   size_t n = 0;
   auto push = [&](const Endpoint& to) {
     for (uint32_t d = 0; d < config_.dup; ++d) {
-      tx[n++] = TxDatagram{datagram, to};
+      tx[n++] = TxDatagram{datagram, to, binding_};
       if (n == kBurst) {
-        const size_t sent = port_.tx_burst(tx, n);
+        const size_t sent = send(tx, n);
         link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
         link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
         n = 0;
@@ -172,14 +163,14 @@ void ServeWorker<Port>::transmit(proto::ConstBytes datagram) {
     if (u.to) push(*u.to);
   }
   if (n != 0) {
-    const size_t sent = port_.tx_burst(tx, n);
+    const size_t sent = send(tx, n);
     link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
     link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
   }
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::flush(uint64_t now_ns) {
+void ServeSession<Port>::flush(uint64_t now_ns) {
   size_t n = framer_.finish();
   if (n == 0) return;
   n = seal_in_place(frame_buf_.data(), n);
@@ -195,7 +186,7 @@ void ServeWorker<Port>::flush(uint64_t now_ns) {
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::queue_repair(const ServeCommand& c) {
+void ServeSession<Port>::queue_repair(const ServeCommand& c) {
   std::optional<Endpoint> to;
   if (c.token == 0) {
     to = config_.multicast;
@@ -213,7 +204,7 @@ void ServeWorker<Port>::queue_repair(const ServeCommand& c) {
 }
 
 template <PacketPort Port>
-bool ServeWorker<Port>::repair_step() {
+bool ServeSession<Port>::repair_step() {
   if (repair_count_ == 0) return false;
   Repair& job = repairs_[repair_head_];
   ring::RawReader& rd = *repair_reader_;
@@ -221,11 +212,11 @@ bool ServeWorker<Port>::repair_step() {
   repair_framer_.begin(repair_buf_.data(), frame_limit());
   bool done = false;
   uint64_t records = 0;
-  auto send = [&] {
+  auto send_frame = [&] {
     if (size_t n = repair_framer_.finish()) {
       n = seal_in_place(repair_buf_.data(), n);
-      const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to};
-      const size_t sent = port_.tx_burst(&tx, 1);
+      const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to, binding_};
+      const size_t sent = send(&tx, 1);
       link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
       link_.stats.send_failures.fetch_add(1 - sent, std::memory_order_relaxed);
     }
@@ -242,7 +233,7 @@ bool ServeWorker<Port>::repair_step() {
       break;
     }
     if (!repair_framer_.add(r.seq, rd.record(), len)) {
-      send();
+      send_frame();
       if (!repair_framer_.add(r.seq, rd.record(), len)) {  // larger than a datagram
         link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
         done = true;
@@ -252,7 +243,7 @@ bool ServeWorker<Port>::repair_step() {
     ++records;
     done = job.next++ == job.last;
   }
-  send();
+  send_frame();
   link_.stats.repair_records.fetch_add(records, std::memory_order_relaxed);
   if (done) {
     repair_head_ = (repair_head_ + 1) % kMaxRepairs;
@@ -262,18 +253,21 @@ bool ServeWorker<Port>::repair_step() {
 }
 
 template <PacketPort Port>
-void ServeWorker<Port>::park(uint64_t now_ns, uint64_t timeout_ns) {
-  if (repair_count_ != 0 || faults_.enabled()) return;  // work pending, or faults to release
+uint64_t ServeSession<Port>::next_deadline_ns(uint64_t now_ns) const {
+  if (repair_count_ != 0 || faults_.enabled()) return now_ns;  // work pending, or faults to release
   uint64_t until = last_send_ns_ + heartbeat_wait_ns_;
   if (!framer_.empty()) until = std::min(until, pacer_.deadline());
-  if (until <= now_ns) return;
-  reader_.park(std::min(timeout_ns, until - now_ns));
+  return until;
 }
 
 template <PacketPort Port>
-bool ServeWorker<Port>::step(uint64_t now_ns) {
-  take_commands();
-  bool busy = poll_socket(now_ns);
+size_t ServeSession<Port>::send(const TxDatagram* tx, size_t n) {
+  return port_->tx_burst(tx, n);  // each carries this session's binding
+}
+
+template <PacketPort Port>
+bool ServeSession<Port>::step(uint64_t now_ns) {
+  bool busy = false;
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
   for (uint32_t i = 0; i < config_.burst_records; ++i) {
     uint32_t len = 0;
@@ -286,9 +280,10 @@ bool ServeWorker<Port>::step(uint64_t now_ns) {
     if (!framer_.add(r.seq, reader_.record(), len)) {
       // Larger than a datagram: the control thread sends it over TCP (if
       // the queue is full, mirrors see the hole and NAK it instead).
-      if (link_.oversized.try_push(r.seq) && link_.notify_fd >= 0) {
+      // Acquire: pairs with the control thread's release store of notify_fd.
+      if (const int fd = link_.notify_fd.load(std::memory_order_acquire); link_.oversized.try_push(r.seq) && fd >= 0) {
         const uint64_t one = 1;
-        (void)!write(link_.notify_fd, &one, sizeof(one));
+        (void)!write(fd, &one, sizeof(one));
       }
       link_.stats.left_to_tcp.fetch_add(1, std::memory_order_relaxed);
       link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);

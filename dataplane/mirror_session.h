@@ -1,15 +1,16 @@
-// mirror_worker.h — the mirror side's poll-mode worker: receives DATA and
-// HEARTBEAT datagrams (multicast or unicast), takes TCP-borne frames the
-// control thread hands over, feeds both to the MirrorReceiver (which checks
-// every datagram before it may change anything), and hands the NAKs it
-// produces back to the control thread, with a request for the source's
-// position when a datagram was implausible (waking it through an eventfd).
+// mirror_session.h — one mirror ring on a port worker: takes the DATA,
+// HEARTBEAT and PROBE datagrams that arrive on its binding (multicast or
+// unicast) and the TCP-borne frames the control thread hands over, feeds
+// both to the MirrorReceiver (which checks every datagram before it may
+// change anything), and hands the NAKs it produces back to the control
+// thread, with the PROBEs to echo and a request for the source's position
+// when a datagram was implausible (waking it through an eventfd).
 // Unicast mirrors PUNCH the source every 50 ms until data flows, then once
 // a second to keep the NAT mapping open (counted and MACed on an
 // authenticated session). Receive-side fault injection (seeded) for tests.
-// The packet I/O backend is the template parameter; what the control
-// thread touches is in MirrorLink. step() is the worker's whole, bounded
-// iteration.
+// The packet I/O backend is the template parameter; the port worker that
+// steps it owns the port. What the control thread touches is in
+// MirrorLink. step() is bounded work. Worker thread only, once installed.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include "dataplane/packet_port.h"
 #include "dataplane/mirror_receiver.h"
 #include "dataplane/spsc_queue.h"
+#include "dataplane/worker_wake.h"
 
 namespace ringfire::dataplane {
 
@@ -67,7 +69,7 @@ struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker write
   }
 };
 
-// MirrorLink is the part of a mirror worker the control thread may touch.
+// MirrorLink is the part of a mirror session the control thread may touch.
 struct MirrorLink {
   explicit MirrorLink(size_t tcp_queue_bytes) : tcp_frames(tcp_queue_bytes) {}
   ByteQueue tcp_frames;                  // control -> worker: TCP-borne frames
@@ -78,60 +80,44 @@ struct MirrorLink {
   // worker before its eventfd write; the control thread exchanges it back.
   std::atomic<bool> position_wanted{false};
   int nak_fd = -1;                       // eventfd the worker writes after queueing a NAK
-  // parked: the worker is in park() (idle); the control thread writes
-  // wake_fd after queueing TCP frames then, and only then. Seq_cst store
-  // by the worker before it checks the queue; the control thread fences
-  // after its push, before loading it (a store-load pair).
-  std::atomic<bool> parked{false};
-  int wake_fd = -1;                      // eventfd the worker polls while parked
+  // wake: the worker's, set when the session is installed; the control
+  // thread pokes it after queueing TCP frames (a parked worker wakes).
+  std::atomic<WorkerWake*> wake{nullptr};
   MirrorWorkerStats stats;
 };
 
-// MirrorStepper is how a mirror session drives a worker whatever its backend:
-// one virtual call per iteration, never per packet.
-class MirrorStepper {
- public:
-  virtual ~MirrorStepper() = default;
-  virtual bool step(uint64_t now_ns) = 0;
-  // park is the idle wait: until a datagram, a TCP frame from the control
-  // thread, the next deadline (a NAK repeat, a punch), or timeout_ns.
-  virtual void park(uint64_t now_ns, uint64_t timeout_ns) = 0;
-  virtual MirrorLink& link() = 0;
-  // port_summary: the packet port's counters in one line ("" if it keeps
-  // none); call once the worker has stopped.
-  virtual std::string port_summary() const = 0;
-  // port_drops: what the packet port lost (0 if it keeps no count); may be
-  // called while the worker runs.
-  virtual uint64_t port_drops() const = 0;
-};
-
 template <PacketPort Port>
-class alignas(64) MirrorWorker final : public MirrorStepper {
+class alignas(64) MirrorSession {
  public:
-  // port is empty for TCP-only sessions. nak_eventfd is written (8 bytes)
-  // whenever a NAK is queued. The TCP frame queue is sized so that a frame
-  // holding the ring's largest record always fits.
-  MirrorWorker(MirrorWriter writer, std::optional<Port> port, const MirrorWorkerConfig& c,
-               uint64_t first_seq, uint8_t session, int nak_eventfd);
+  // nak_eventfd is written (8 bytes) whenever a NAK, a PROBE echo or a
+  // position request is queued for the control thread. The TCP frame queue
+  // is sized so that a frame holding the ring's largest record always fits.
+  MirrorSession(MirrorWriter writer, const MirrorWorkerConfig& c, uint64_t first_seq, uint8_t session,
+                int nak_eventfd);
   const MirrorReceiver& receiver() const { return receiver_; }
 
-  ~MirrorWorker() override;
-  bool step(uint64_t now_ns) override;
-  void park(uint64_t now_ns, uint64_t timeout_ns) override;
-  uint64_t port_drops() const override {
-    if constexpr (requires(const Port& p) { p.drops(); }) {
-      if (port_) return port_->drops();
-    }
-    return 0;
+  // attach: the port worker installs the session on `port`; `binding` is
+  // what it receives on and punches from (0: a TCP-mode session, no UDP).
+  // Worker thread, before the first step.
+  void attach(Port* port, BindingId binding, WorkerWake* wake) {
+    port_ = port;
+    binding_ = binding;
+    link_.wake.store(wake, std::memory_order_release);  // pairs with the control thread's acquire
   }
-  std::string port_summary() const override {
-    if constexpr (requires(const Port& p) { p.summary(); }) {
-      if (port_) return port_->summary();
-    }
-    return "";
+  BindingId binding() const { return binding_; }
+  // on_datagram takes what arrived on the session's binding.
+  void on_datagram(const RxDatagram& d, uint64_t now_ns);
+  bool step(uint64_t now_ns);
+  // next_deadline_ns: by when step must run again with nothing new (a NAK
+  // repeat, a punch); now_ns when work is pending.
+  uint64_t next_deadline_ns(uint64_t now_ns) const;
+  // has_tcp_frames: control has queued frames (checked last before parking).
+  bool has_tcp_frames() {
+    proto::ConstBytes pending;
+    return link_.tcp_frames.front(&pending);
   }
 
-  MirrorLink& link() override { return link_; }
+  MirrorLink& link() { return link_; }
 
  private:
   void punch(uint64_t now_ns);
@@ -139,13 +125,16 @@ class alignas(64) MirrorWorker final : public MirrorStepper {
   void publish_stats();
 
   MirrorWriter writer_;
-  std::optional<Port> port_;
+  Port* port_ = nullptr;
+  BindingId binding_ = 0;
   MirrorWorkerConfig config_;
   MirrorReceiver receiver_;
   FaultShaper faults_;
   bool data_seen_ = false;
   uint64_t last_punch_ns_ = 0;
   uint64_t punch_counter_ = 0;
+  uint64_t datagrams_ = 0;   // published by publish_stats: no locked add per datagram
+  uint64_t tcp_frames_ = 0;
   std::optional<proto::NakRanges> unsent_nak_;
   MirrorLink link_;
 };

@@ -1,70 +1,41 @@
-// mirror_worker_impl.h — the mirror worker's template definitions (the datapath).
-// Included by mirror_worker.cc, which instantiates them for the kernel backend,
-// and by anything that instantiates them for another port (a DPDK port, a
-// test's in-memory port).
+// mirror_session_impl.h — the mirror session's template definitions (the
+// datapath). Included by mirror_session.cc, which instantiates them for the
+// kernel backend, and by anything that instantiates them for another port
+// (a DPDK port, a test's in-memory port).
 #pragma once
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "dataplane/mirror_worker.h"
+#include "dataplane/mirror_session.h"
 
 namespace ringfire::dataplane {
 
 template <PacketPort Port>
-MirrorWorker<Port>::MirrorWorker(MirrorWriter writer, std::optional<Port> port,
-                                 const MirrorWorkerConfig& c, uint64_t first_seq, uint8_t session,
-                                 int nak_eventfd)
+MirrorSession<Port>::MirrorSession(MirrorWriter writer, const MirrorWorkerConfig& c, uint64_t first_seq,
+                                   uint8_t session, int nak_eventfd)
     : writer_(std::move(writer)),
-      port_(std::move(port)),
       config_(c),
       receiver_(&writer_, c.protocol, first_seq, session, c.trust),
       faults_(c.rx_faults),
       link_(std::max<size_t>(8u << 20, 2 * (writer_.max_blob() + (64u << 10)))) {
   link_.nak_fd = nak_eventfd;
-  link_.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   publish_stats();
 }
 
 template <PacketPort Port>
-MirrorWorker<Port>::~MirrorWorker() {
-  if (link_.wake_fd >= 0) close(link_.wake_fd);
-}
-
-template <PacketPort Port>
-void MirrorWorker<Port>::park(uint64_t now_ns, uint64_t timeout_ns) {
-  if (unsent_nak_ || faults_.enabled()) return;  // work pending, or faults to release
+uint64_t MirrorSession<Port>::next_deadline_ns(uint64_t now_ns) const {
+  if (unsent_nak_ || faults_.enabled()) return now_ns;  // work pending, or faults to release
   uint64_t until = receiver_.next_nak_due_ns();
-  if (config_.punch_to) {
+  if (config_.punch_to && binding_ != 0) {
     until = std::min(until, last_punch_ns_ + (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns));
   }
-  if (until <= now_ns) return;
-  timeout_ns = std::min(timeout_ns, until - now_ns);
-  // Seq_cst: the control thread's fenced load of `parked` after its push
-  // either sees this store (and wakes us) or its push is seen just below.
-  link_.parked.store(true, std::memory_order_seq_cst);
-  proto::ConstBytes pending;
-  if (!link_.tcp_frames.front(&pending)) {
-    pollfd fds[2];
-    nfds_t n = 0;
-    if constexpr (requires(const Port& p) { p.fd(); }) {
-      if (port_) fds[n++] = pollfd{port_->fd(), POLLIN, 0};
-    }
-    fds[n++] = pollfd{link_.wake_fd, POLLIN, 0};
-    const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
-    if (ppoll(fds, n, &ts, nullptr) > 0 && (fds[n - 1].revents & POLLIN) != 0) {
-      uint64_t ignored;
-      (void)!read(link_.wake_fd, &ignored, sizeof(ignored));
-    }
-  }
-  link_.parked.store(false, std::memory_order_relaxed);
+  return until;
 }
 
 template <PacketPort Port>
-void MirrorWorker<Port>::punch(uint64_t now_ns) {
+void MirrorSession<Port>::punch(uint64_t now_ns) {
   std::byte buf[proto::kFrameHeaderBytes + 8 + proto::kMacFrameBytes];
   size_t n;
   if (config_.punch_key) {
@@ -75,33 +46,36 @@ void MirrorWorker<Port>::punch(uint64_t now_ns) {
   } else {
     n = proto::encode_punch(config_.punch_token, buf);
   }
-  const TxDatagram tx{proto::ConstBytes(buf, n), *config_.punch_to};
+  const TxDatagram tx{proto::ConstBytes(buf, n), *config_.punch_to, binding_};
   if (port_->tx_burst(&tx, 1) == 1) link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
   last_punch_ns_ = now_ns;
 }
 
 template <PacketPort Port>
-void MirrorWorker<Port>::wake_control() {
+void MirrorSession<Port>::wake_control() {
   const uint64_t one = 1;
   (void)!write(link_.nak_fd, &one, sizeof(one));
 }
 
 template <PacketPort Port>
-bool MirrorWorker<Port>::step(uint64_t now_ns) {
+void MirrorSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
+  const uint64_t accepted_before = receiver_.stats().udp_accepted;
+  faults_.offer(d.payload, d.from, now_ns,
+                [&](proto::ConstBytes b, const Endpoint& from) { receiver_.on_datagram(b, from, now_ns); });
+  ++datagrams_;
+  // The source's datagrams flow: the punch did its job (keep-alives from
+  // now on). Junk from anyone else does not count.
+  if (receiver_.stats().udp_accepted != accepted_before) data_seen_ = true;
+}
+
+template <PacketPort Port>
+bool MirrorSession<Port>::step(uint64_t now_ns) {
   bool busy = false;
-  if (port_) {
-    RxDatagram rx[kBurst];
-    const size_t n = port_->rx_burst(rx, kBurst);
-    const uint64_t accepted_before = receiver_.stats().udp_accepted;
-    auto deliver = [&](proto::ConstBytes d, const Endpoint& from) { receiver_.on_datagram(d, from, now_ns); };
-    for (size_t i = 0; i < n; ++i) faults_.offer(rx[i].payload, rx[i].from, now_ns, deliver);
-    faults_.release(now_ns, deliver);
-    // The source's datagrams flow: the punch did its job (keep-alives from
-    // now on). Junk from anyone else does not count.
-    if (receiver_.stats().udp_accepted != accepted_before) data_seen_ = true;
-    link_.stats.datagrams.fetch_add(n, std::memory_order_relaxed);
-    link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
-    busy = n != 0;
+  if (binding_ != 0) {
+    if (faults_.enabled()) {
+      faults_.release(now_ns, [&](proto::ConstBytes b, const Endpoint& from) { receiver_.on_datagram(b, from, now_ns); });
+      link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
+    }
     if (config_.punch_to &&
         now_ns - last_punch_ns_ >= (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {
       punch(now_ns);
@@ -115,7 +89,7 @@ bool MirrorWorker<Port>::step(uint64_t now_ns) {
       receiver_.on_tcp_frame(f, msg, now_ns);
     }
     link_.tcp_frames.pop();
-    link_.stats.tcp_frames.fetch_add(1, std::memory_order_relaxed);
+    ++tcp_frames_;
     busy = true;
   }
   bool wake = false;
@@ -137,10 +111,12 @@ bool MirrorWorker<Port>::step(uint64_t now_ns) {
 }
 
 template <PacketPort Port>
-void MirrorWorker<Port>::publish_stats() {
+void MirrorSession<Port>::publish_stats() {
   const MirrorStats& s = receiver_.stats();
   constexpr auto r = std::memory_order_relaxed;
   MirrorWorkerStats& o = link_.stats;
+  o.datagrams.store(datagrams_, r);
+  o.tcp_frames.store(tcp_frames_, r);
   o.records.store(s.records, r);
   o.duplicates.store(s.duplicates, r);
   o.held.store(receiver_.held_frames(), r);

@@ -1,7 +1,8 @@
-// serve_worker.h — the source side's poll-mode worker: reads the served ring
+// serve_session.h — one served ring on a port worker: reads the ring
 // as raw records, packs them into DATA frames, paces them, and sends each
 // frame once to the multicast group or once per unicast mirror (N times with
-// dup), with a heartbeat carrying one past the last sent sequence while idle
+// dup) from its binding on the worker's port, with a heartbeat carrying one
+// past the last sent sequence while idle
 // (after 1 ms, then backing off to heartbeat_max_ns while nothing is sent).
 // It accepts PUNCHes bearing a token the control thread registered (on an
 // authenticated session only with a valid MAC and a counter higher than any
@@ -15,9 +16,11 @@
 // It also repairs: a NAK range the control thread hands it is re-read from
 // the ring and sent through the data plane (to the group, or to the unicast
 // mirror that asked), a burst per step beside the live stream.
-// The packet I/O backend is the template parameter. Everything the control
-// thread touches is in ServeLink: queues and relaxed-atomic counters.
-// step() is the worker's whole iteration and does bounded work.
+// The packet I/O backend is the template parameter; the port worker that
+// steps the session owns the port and hands it the PUNCHes that arrive on
+// its binding. Everything the control thread touches is in ServeLink:
+// queues and relaxed-atomic counters. step() is bounded work. Worker thread
+// only, once installed.
 #pragma once
 
 #include <array>
@@ -89,37 +92,51 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes, cont
   std::atomic<uint64_t> repairs_cut{0};     // ended early: lapped, or no room (the mirror NAKs again)
 };
 
-// ServeLink is the part of a serve worker the control thread may touch.
+// ServeLink is the part of a serve session the control thread may touch.
 struct ServeLink {
   SpscQueue<ServeCommand, 1024> commands;  // control -> worker
   // oversized holds the sequences of records too large for a datagram,
   // which the control thread sends on each mirror's TCP connection.
   SpscQueue<uint64_t, 16384> oversized;   // worker -> control
   // notify_fd is an eventfd the worker writes when it queues oversized
-  // records (set before the worker runs; -1: none).
-  int notify_fd = -1;
+  // records (-1: none yet). Stored with release by the control thread once
+  // it has made it (the session may already be on its worker); the worker
+  // loads it with acquire.
+  std::atomic<int> notify_fd{-1};
   ServeStats stats;
 };
 
 template <PacketPort Port>
-class alignas(64) ServeWorker {
+class alignas(64) ServeSession {
  public:
   // `repair_reader`, a second reader of the same ring, serves kRepair
   // commands (without one they are refused: counted in repairs_cut).
-  ServeWorker(ring::RawReader reader, Port port, const ServeConfig& config,
-              std::optional<ring::RawReader> repair_reader = std::nullopt);
+  ServeSession(ring::RawReader reader, const ServeConfig& config,
+               std::optional<ring::RawReader> repair_reader = std::nullopt);
 
-  // step reads, frames, sends, answers punches; `now` is CLOCK_MONOTONIC ns.
-  // Returns whether it did any work (for the idle strategy).
+  // attach: the port worker installs the session on `port`, sending from
+  // `binding` (worker thread, before the first step).
+  void attach(Port* port, BindingId binding) {
+    port_ = port;
+    binding_ = binding;
+  }
+  BindingId binding() const { return binding_; }
+  // take_commands applies the control thread's commands; the worker calls
+  // it before each burst, so a token allowed in the same round as its
+  // PUNCH is known when the PUNCH is read.
+  void take_commands();
+  // on_datagram takes what arrived on the session's binding: PUNCHes.
+  void on_datagram(const RxDatagram& d, uint64_t now_ns);
+  // step reads, frames, sends; `now` is CLOCK_MONOTONIC ns. Returns whether
+  // it did any work (for the idle strategy).
   bool step(uint64_t now_ns);
-  // park is the idle wait (IdleStrategy's backoff): until the ring's writer
-  // publishes, the next deadline (a paced frame, a heartbeat), or timeout_ns.
-  void park(uint64_t now_ns, uint64_t timeout_ns);
+  // next_deadline_ns: by when step must run again with nothing new (a paced
+  // frame, a heartbeat); now_ns when work is pending.
+  uint64_t next_deadline_ns(uint64_t now_ns) const;
+  // reader: the served ring (a worker with one session parks on it).
+  ring::RawReader& reader() { return reader_; }
 
   ServeLink& link() { return link_; }
-  Endpoint local() const { return port_.local(); }
-  // port: for its counters once the worker has stopped.
-  const Port& port() const { return port_; }
 
  private:
   struct Unicast {
@@ -139,15 +156,13 @@ class alignas(64) ServeWorker {
   };
   static constexpr size_t kMaxRepairs = 256;
   static constexpr size_t kMaxUnicast = 4096;
-  bool poll_socket(uint64_t now_ns);
-  void on_punch(const RxDatagram& d, uint64_t now_ns);
+  size_t send(const TxDatagram* tx, size_t n);
   void probe(Unicast& u, const Endpoint& at, uint64_t now_ns);
   // seal_in_place adds the MAC frame on an authenticated session.
   size_t seal_in_place(std::byte* buf, size_t n) const {
     return config_.data_key ? seal(*config_.data_key, buf, n, config_.session) : n;
   }
   size_t frame_limit() const { return config_.mtu - (config_.data_key ? proto::kMacFrameBytes : 0); }
-  void take_commands();
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
   void flush(uint64_t now_ns);
@@ -156,7 +171,8 @@ class alignas(64) ServeWorker {
   bool repair_step();
 
   ring::RawReader reader_;
-  Port port_;
+  Port* port_ = nullptr;
+  BindingId binding_ = 0;
   ServeConfig config_;
   DataFramer framer_;
   Pacer pacer_;

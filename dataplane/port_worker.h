@@ -1,0 +1,225 @@
+// port_worker.h — a poll-mode worker: owns one port and steps every session
+// placed on it (serves and mirrors of any number of rings), one poller for
+// all of them. Each iteration reads the clock once (the caller passes
+// `now`), takes at most a few commands, receives one burst and hands each
+// datagram to the session its binding names (an array index: the port
+// tagged the datagram with the binding it matched), then steps every session
+// (each does bounded work). Sessions are added and removed at run time
+// through the command queue without stopping the others: a removed session
+// comes back through `retired` once the worker no longer touches it, for the
+// control thread to free. Idle, it parks until a datagram, a command or the
+// next deadline of any session. Worker thread only, but for the queues.
+#pragma once
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "dataplane/counter.h"
+#include "dataplane/mirror_session.h"
+#include "dataplane/serve_session.h"
+#include "dataplane/spsc_queue.h"
+#include "dataplane/worker_wake.h"
+
+namespace ringfire::dataplane {
+
+// PortWorkerStats: the worker's own counters (single writer, any reader).
+struct alignas(64) PortWorkerStats {
+  Counter datagrams;     // received and routed to a session
+  Counter unrouted;      // received on a binding no session holds (just removed)
+  Counter commands;
+  Counter sessions;      // live now (stored, not added)
+};
+
+template <PacketPort Port>
+class PortWorker {
+ public:
+  using Serve = ServeSession<Port>;
+  using Mirror = MirrorSession<Port>;
+  using Prepared = typename Port::Prepared;
+  static constexpr size_t kMaxSessions = 512;
+
+  // Command: control -> worker. Pointers stay the control thread's to free,
+  // once retired (a binding's Prepared is consumed at install).
+  struct Command {
+    enum class Kind : uint8_t { kAddServe, kAddMirror, kRemove } kind = Kind::kRemove;
+    uint32_t id = 0;           // the session's, unique in the process
+    Serve* serve = nullptr;
+    Mirror* mirror = nullptr;
+    Prepared* binding = nullptr;  // nullptr: none (a TCP-mode mirror)
+  };
+  // Retired: worker -> control, once for every command: an add's spent
+  // Prepared (installed true, no session), a session the worker will not
+  // touch again (removed; or an add refused because a table was full:
+  // installed false).
+  struct Retired {
+    uint32_t id = 0;
+    Serve* serve = nullptr;
+    Mirror* mirror = nullptr;
+    Prepared* binding = nullptr;
+    bool installed = false;
+  };
+
+  explicit PortWorker(Port port) : port_(std::move(port)) {
+    slots_.reserve(kMaxSessions);
+    route_.assign(kMaxBindings + 1, -1);
+    wake_.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  ~PortWorker() {
+    if (wake_.fd >= 0) close(wake_.fd);
+  }
+  PortWorker(const PortWorker&) = delete;
+  PortWorker& operator=(const PortWorker&) = delete;
+
+  SpscQueue<Command, 256> commands;  // control -> worker (then wake().poke())
+  SpscQueue<Retired, 512> retired;   // worker -> control
+  WorkerWake& wake() { return wake_; }
+  Port& port() { return port_; }
+  const Port& port() const { return port_; }
+  const PortWorkerStats& stats() const { return stats_; }
+
+  // step is one iteration; returns whether it did anything.
+  bool step(uint64_t now_ns) {
+    bool busy = take_commands();
+    for (Slot& slot : slots_) {
+      if (slot.serve != nullptr) slot.serve->take_commands();
+    }
+    RxDatagram rx[kBurst];
+    const size_t n = port_.rx_burst(rx, kBurst);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t s = rx[i].binding <= kMaxBindings ? route_[rx[i].binding] : -1;
+      if (s < 0) {
+        ++stats_.unrouted;
+        continue;
+      }
+      Slot& slot = slots_[static_cast<size_t>(s)];
+      if (slot.serve != nullptr) {
+        slot.serve->on_datagram(rx[i], now_ns);
+      } else {
+        slot.mirror->on_datagram(rx[i], now_ns);
+      }
+    }
+    stats_.datagrams += n;
+    busy |= n != 0;
+    for (Slot& slot : slots_) busy |= slot.serve != nullptr ? slot.serve->step(now_ns) : slot.mirror->step(now_ns);
+    return busy;
+  }
+
+  // park waits at most timeout_ns, and never past a session's deadline:
+  // a worker with one serve session and nothing else parks on its ring (the
+  // writer wakes it); any other waits in poll() on the port (kernel
+  // sockets) and its wake eventfd (commands, TCP frames for a mirror).
+  void park(uint64_t now_ns, uint64_t timeout_ns) {
+    uint64_t until = now_ns + timeout_ns;
+    for (const Slot& slot : slots_) {
+      until = std::min(until, slot.serve != nullptr ? slot.serve->next_deadline_ns(now_ns)
+                                                    : slot.mirror->next_deadline_ns(now_ns));
+    }
+    if (until <= now_ns) return;
+    timeout_ns = until - now_ns;
+    if (slots_.size() == 1 && slots_[0].serve != nullptr && commands.size_approx() == 0) {
+      slots_[0].serve->reader().park(timeout_ns);
+      return;
+    }
+    // Seq_cst: a control thread's WorkerWake::poke after its push either
+    // sees this store (and writes the eventfd) or its push is seen below.
+    wake_.parked.store(true, std::memory_order_seq_cst);
+    bool pending = commands.size_approx() != 0;
+    for (Slot& slot : slots_) pending |= slot.mirror != nullptr && slot.mirror->has_tcp_frames();
+    if (!pending) {
+      pollfd fds[2];
+      nfds_t nf = 0;
+      if constexpr (requires(const Port& p) { p.wait_fd(); }) fds[nf++] = pollfd{port_.wait_fd(), POLLIN, 0};
+      fds[nf++] = pollfd{wake_.fd, POLLIN, 0};
+      const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+      if (ppoll(fds, nf, &ts, nullptr) > 0 && (fds[nf - 1].revents & POLLIN) != 0) {
+        uint64_t ignored;
+        (void)!read(wake_.fd, &ignored, sizeof(ignored));
+      }
+    }
+    wake_.parked.store(false, std::memory_order_relaxed);
+  }
+
+  size_t session_count() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    uint32_t id;
+    Serve* serve;
+    Mirror* mirror;
+    BindingId binding;
+  };
+
+  bool take_commands() {
+    Command c;
+    bool any = false;
+    for (int i = 0; i < 16 && commands.try_pop(&c); ++i) {
+      any = true;
+      ++stats_.commands;
+      if (c.kind == Command::Kind::kRemove) {
+        remove(c.id);
+      } else {
+        add(c);
+      }
+    }
+    stats_.sessions.set(slots_.size());
+    return any;
+  }
+
+  void add(const Command& c) {
+    BindingId b = 0;
+    if (c.binding != nullptr) b = port_.install(std::move(*c.binding));
+    const bool ok = slots_.size() < kMaxSessions && (c.binding == nullptr || b != 0);
+    if (!ok) {
+      if (b != 0) port_.uninstall(b);
+      give_back(Retired{c.id, c.serve, c.mirror, c.binding, false});
+      return;
+    }
+    if (c.serve != nullptr) {
+      c.serve->attach(&port_, b);
+    } else {
+      c.mirror->attach(&port_, b, &wake_);
+    }
+    if (b != 0) route_[b] = static_cast<int32_t>(slots_.size());
+    slots_.push_back(Slot{c.id, c.serve, c.mirror, b});
+    give_back(Retired{c.id, nullptr, nullptr, c.binding, true});  // the spent Prepared, to free
+  }
+
+  void remove(uint32_t id) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].id != id) continue;
+      const Slot gone = slots_[i];
+      if (gone.binding != 0) {
+        port_.uninstall(gone.binding);
+        route_[gone.binding] = -1;
+      }
+      // Keep the table dense: the last slot takes the hole.
+      slots_[i] = slots_.back();
+      slots_.pop_back();
+      if (i < slots_.size() && slots_[i].binding != 0) route_[slots_[i].binding] = static_cast<int32_t>(i);
+      give_back(Retired{gone.id, gone.serve, gone.mirror, nullptr, true});
+      return;
+    }
+  }
+
+  void give_back(const Retired& r) {
+    // Twice as deep as the command queue: full only if the control thread
+    // stopped draining it, and then its own adds and removes wait here.
+    while (!retired.try_push(r)) {
+      timespec ts{0, 100'000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+  Port port_;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> route_;  // binding id -> slot index, -1: none
+  WorkerWake wake_;
+  PortWorkerStats stats_;
+};
+
+}  // namespace ringfire::dataplane

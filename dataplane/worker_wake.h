@@ -1,0 +1,31 @@
+// worker_wake.h — how the control thread wakes a parked port worker: the
+// worker raises `parked` (seq_cst) before it looks at its queues one last
+// time and sleeps in poll() on `fd`; a control thread that queued work for
+// it fences (seq_cst) and writes `fd` only if it sees `parked` — one
+// syscall per wake-up of a sleeping worker, none for a busy one.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace ringfire::dataplane {
+
+struct WorkerWake {
+  std::atomic<bool> parked{false};
+  int fd = -1;  // an eventfd the worker polls while parked
+
+  // poke: the control thread's half, after it pushed to a worker queue.
+  void poke() {
+    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`
+    // before its last look at the queues (a store-load pair needs both).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (fd >= 0 && parked.load(std::memory_order_relaxed)) {
+      const uint64_t one = 1;
+      (void)!write(fd, &one, sizeof(one));
+    }
+  }
+};
+
+}  // namespace ringfire::dataplane

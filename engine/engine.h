@@ -1,0 +1,105 @@
+// engine.h — one engine per process: named ports (each with the worker
+// that owns it) and the sessions placed on them — serves and mirrors of any
+// number of rings — all driven by one conductor thread, the caller's, which
+// owns every TCP listener and connection (each session's control state
+// machine keeps its sockets in an epoll of its own; the conductor waits on
+// all of those at once, through one epoll that holds them). Sessions are
+// added and removed while the others stream. The composition layer: it
+// assembles a session from its spec (readers, the binding, the control
+// side) and is the only code that knows both control/ and the ports.
+// Conductor thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "control/mirror_control.h"
+#include "control/serve_control.h"
+#include "engine/port_handle.h"
+
+namespace ringfire::engine {
+
+// ServeSpec: one served ring.
+struct ServeSpec {
+  std::string name;             // unique in the engine (ctl, logs)
+  std::string port;             // the port it sends from
+  std::string ring;             // a ring's path
+  bool from_oldest = false;     // the UDP stream starts at the oldest record (else the newest)
+  uint32_t bind_ip = 0;         // kernel backend: the address its socket binds (0: any)
+  uint16_t udp_port = 0;        // PUNCHes arrive here (0: one the port picks)
+  bool unicast = false;         // announce the UDP port for unicast mirrors
+  uint32_t iface_ip = 0;        // where multicast leaves, when the binding has no address
+  dataplane::ServeConfig worker;
+  control::ServeControlConfig control;  // listen and the rest; ring, ports and data_ip are filled in
+};
+
+// MirrorSpec: one mirrored ring.
+struct MirrorSpec {
+  std::string name;
+  std::string port;
+  control::MirrorOptions options;
+};
+
+class Engine {
+ public:
+  // log receives each session's events (connections, refusals, warnings),
+  // prefixed by nothing: `session` names where it came from.
+  using Log = std::function<void(const std::string& session, const std::string& line)>;
+
+  explicit Engine(Log log);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // add_port takes a port under its name (the name must be new).
+  absl::Status add_port(const std::string& name, std::unique_ptr<PortHandle> port);
+
+  struct Serve {
+    ServeSpec spec;
+    PortHandle* port = nullptr;
+    dataplane::ServeLink* link = nullptr;
+    dataplane::Endpoint udp_local;
+    std::unique_ptr<control::ServeControl> control;
+  };
+  struct Mirror {
+    MirrorSpec spec;
+    PortHandle* port = nullptr;
+    std::unique_ptr<control::MirrorControl> control;
+  };
+
+  // add_serve places a serve session on its port and opens its listener;
+  // an error (a port in use, a ring that is not there) says what to change.
+  absl::StatusOr<Serve*> add_serve(ServeSpec spec);
+  // add_mirror starts a mirror session (it connects from the next run_once).
+  absl::StatusOr<Mirror*> add_mirror(MirrorSpec spec);
+  // remove ends a session by name (its port keeps the others streaming).
+  absl::Status remove(const std::string& name);
+
+  // run_once does what every session has ready or due, waits at most
+  // `max_wait_ns` for more, and returns.
+  void run_once(uint64_t max_wait_ns);
+  // stop_all ends every session and stops every port's worker.
+  void stop_all();
+
+  const std::vector<std::unique_ptr<Serve>>& serves() const { return serves_; }
+  const std::vector<std::unique_ptr<Mirror>>& mirrors() const { return mirrors_; }
+  std::vector<PortInfo> ports() const;
+  PortHandle* port_named(const std::string& name) const;
+
+ private:
+  bool name_taken(const std::string& name) const;
+  absl::Status watch(int fd);
+  void unwatch(int fd);
+
+  Log log_;
+  int epoll_fd_ = -1;
+  std::vector<std::pair<std::string, std::unique_ptr<PortHandle>>> ports_;
+  std::vector<std::unique_ptr<Serve>> serves_;
+  std::vector<std::unique_ptr<Mirror>> mirrors_;
+};
+
+}  // namespace ringfire::engine

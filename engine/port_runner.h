@@ -1,0 +1,200 @@
+// port_runner.h — a port and the worker thread that owns it, for one
+// backend (the template parameter): PortHandle's implementation. Sessions
+// it builds live on the heap, owned here; the worker gets pointers through
+// its command queue and gives each back through `retired` once it no
+// longer touches it. Adds and removes are synchronous for the conductor
+// (it waits for the worker's answer, a poll at most: a parked worker is
+// woken by its eventfd), so a caller learns at once that a table was full,
+// and nothing the worker may still touch is ever freed. Conductor thread
+// only, but for the worker loop it starts.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dataplane/tsc_clock.h"
+#include "dataplane/worker_runner.h"
+#include "engine/port_handle.h"
+
+namespace ringfire::engine {
+
+template <dataplane::PacketPort Port>
+class PortRunner final : public PortHandle {
+ public:
+  using Worker = dataplane::PortWorker<Port>;
+  using Serve = dataplane::ServeSession<Port>;
+  using Mirror = dataplane::MirrorSession<Port>;
+  using Prepared = typename Port::Prepared;
+  using Command = typename Worker::Command;
+  // PrepareFn does a binding's fallible half for this port (the port's own
+  // prepare; for the kernel backend, with its options). `max_payload` is
+  // the largest datagram the binding must take in.
+  using PrepareFn = std::function<absl::StatusOr<Prepared>(const Port&, const dataplane::BindSpec&,
+                                                           uint32_t local_ip, uint16_t max_payload)>;
+
+  PortRunner(std::string name, std::string path, Port port, PrepareFn prepare, ring::IdleMode idle)
+      : name_(std::move(name)), path_(std::move(path)), prepare_(std::move(prepare)), worker_(std::move(port)) {
+    runner_.start([this, idle] { loop(idle); });
+  }
+  ~PortRunner() override { stop(); }
+
+  absl::StatusOr<ServePlaced> open_serve(ServeRequest r) override {
+    auto b = prepare_(worker_.port(), r.bind, r.bind.ip, 64);
+    if (!b.ok()) return b.status();
+    Placed p;
+    p.id = next_id_++;
+    p.binding = std::make_unique<Prepared>(std::move(*b));
+    const dataplane::Endpoint local = p.binding->local;
+    p.serve = std::make_unique<Serve>(std::move(*r.reader), r.config, std::move(r.repair_reader));
+    Command c;
+    c.kind = Command::Kind::kAddServe;
+    c.serve = p.serve.get();
+    if (absl::Status st = add(std::move(p), c); !st.ok()) return st;
+    return ServePlaced{&placed_.back().serve->link(), local};
+  }
+
+  void close_serve(dataplane::ServeLink* link) override {
+    remove([&](const Placed& p) { return p.serve && &p.serve->link() == link; });
+  }
+
+  absl::StatusOr<dataplane::MirrorLink*> open(control::MirrorPlaneRequest r) override {
+    Placed p;
+    p.id = next_id_++;
+    if (r.bind) {
+      auto b = prepare_(worker_.port(), *r.bind, r.local_ip, r.max_payload);
+      if (!b.ok()) return b.status();
+      p.binding = std::make_unique<Prepared>(std::move(*b));
+    }
+    p.mirror = std::make_unique<Mirror>(std::move(*r.writer), r.config, r.first_seq, r.session, r.nak_fd);
+    Command c;
+    c.kind = Command::Kind::kAddMirror;
+    c.mirror = p.mirror.get();
+    if (absl::Status st = add(std::move(p), c); !st.ok()) return st;
+    return &placed_.back().mirror->link();
+  }
+
+  void close(dataplane::MirrorLink* link) override {
+    remove([&](const Placed& p) { return p.mirror && &p.mirror->link() == link; });
+  }
+
+  uint64_t port_drops() const override {
+    if constexpr (requires(const Port& port) { port.drops(); }) {
+      return worker_.port().drops();  // relaxed counters: any thread
+    } else {
+      return 0;
+    }
+  }
+  std::string describe() const override { return path_ == "kernel" ? std::string() : path_; }
+
+  PortInfo info() const override {
+    PortInfo i;
+    i.name = name_;
+    i.path = path_;
+    i.worker = runner_.where();
+    i.drops = port_drops();
+    i.sessions = worker_.stats().sessions.get();
+    i.datagrams = worker_.stats().datagrams.get();
+    i.unrouted = worker_.stats().unrouted.get();
+    if constexpr (requires(const Port& port) { port.summary(); }) i.summary = worker_.port().summary();
+    return i;
+  }
+
+  void stop() override {
+    if (stopped_) return;
+    stop_.store(true, std::memory_order_relaxed);
+    worker_.wake().poke();
+    runner_.join();
+    stopped_ = true;
+    placed_.clear();  // the worker is gone: nothing touches them any more
+  }
+
+ private:
+  struct Placed {
+    uint32_t id = 0;
+    std::unique_ptr<Serve> serve;
+    std::unique_ptr<Mirror> mirror;
+    std::unique_ptr<Prepared> binding;  // until installed
+  };
+
+  void loop(ring::IdleMode mode) {
+    ring::IdleStrategy idle(mode);
+    dataplane::TscClock clock;  // one clock read per iteration, from the TSC
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (worker_.step(clock.now_ns())) {
+        idle.reset();
+      } else {
+        idle.idle([&](uint64_t timeout_ns) { worker_.park(clock.now_ns(), timeout_ns); });
+      }
+    }
+  }
+
+  absl::Status add(Placed p, Command c) {
+    if (stopped_) return absl::FailedPreconditionError(absl::StrCat("port ", name_, " is stopped"));
+    c.id = p.id;
+    c.binding = p.binding.get();
+    placed_.push_back(std::move(p));
+    auto r = exchange(c);
+    if (!r.ok()) return r.status();  // the worker is stuck: keep everything (it may still look)
+    if (!r->installed) {
+      placed_.pop_back();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "port ", name_, " has no room for another session (", Worker::kMaxSessions, " sessions, ",
+          dataplane::kMaxBindings, " bindings at most): put it on another port"));
+    }
+    placed_.back().binding.reset();  // installed: moved from
+    return absl::OkStatus();
+  }
+
+  template <typename Match>
+  void remove(Match match) {
+    for (size_t i = 0; i < placed_.size(); ++i) {
+      if (!match(placed_[i])) continue;
+      if (!stopped_) {
+        Command c;
+        c.kind = Command::Kind::kRemove;
+        c.id = placed_[i].id;
+        if (!exchange(c).ok()) return;  // the worker is stuck: never free what it may touch
+      }
+      placed_.erase(placed_.begin() + static_cast<ptrdiff_t>(i));
+      return;
+    }
+  }
+
+  // exchange sends one command and waits for its answer (every command has
+  // exactly one, and only the conductor sends, so the next answer is ours).
+  absl::StatusOr<typename Worker::Retired> exchange(const Command& c) {
+    constexpr uint64_t kStep = 20'000;
+    uint64_t waited = 0;
+    while (!worker_.commands.try_push(c)) {
+      ring::sleep_ns(kStep);
+      if ((waited += kStep) > kStuckNs) return stuck();
+    }
+    worker_.wake().poke();  // after the push: a parked worker wakes (worker_wake.h)
+    typename Worker::Retired r;
+    while (!worker_.retired.try_pop(&r)) {
+      ring::sleep_ns(kStep);
+      if ((waited += kStep) > kStuckNs) return stuck();
+    }
+    return r;
+  }
+  absl::Status stuck() const {
+    return absl::DeadlineExceededError(absl::StrCat("the worker of port ", name_, " did not answer within ",
+                                                    kStuckNs / 1'000'000, " ms"));
+  }
+  static constexpr uint64_t kStuckNs = 5'000'000'000;
+
+  std::string name_;
+  std::string path_;
+  PrepareFn prepare_;
+  Worker worker_;
+  dataplane::WorkerRunner runner_;
+  std::atomic<bool> stop_{false};
+  bool stopped_ = false;
+  std::vector<Placed> placed_;
+  uint32_t next_id_ = 1;
+};
+
+}  // namespace ringfire::engine
