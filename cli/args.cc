@@ -49,6 +49,15 @@ std::optional<uint64_t> parse_duration_ns(const std::string& t) {
   return scaled(t, 1000000000);
 }
 
+Args Args::from_values(const std::string& command, std::map<std::string, std::string> values,
+                       std::vector<std::string> positionals) {
+  Args a;
+  a.command_ = command;
+  a.values_ = std::move(values);
+  a.positionals_ = std::move(positionals);
+  return a;
+}
+
 absl::StatusOr<Args> Args::parse(const CommandSpec& spec, int argc, char** argv, int first) {
   Args a;
   a.command_ = spec.name;

@@ -33,6 +33,10 @@ struct CommandSpec {
 
 class Args {
  public:
+  // from_values is what parse would make of `--name value` for each entry
+  // (a switch: an empty value); the caller has checked the names.
+  static Args from_values(const std::string& command, std::map<std::string, std::string> values,
+                          std::vector<std::string> positionals = {});
   // parse reads argv[first..argc); `--help` sets help().
   static absl::StatusOr<Args> parse(const CommandSpec& spec, int argc, char** argv, int first);
 

@@ -13,5 +13,7 @@ int cmd_stat(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_mirror(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);
+int cmd_run(int argc, char** argv, int first);
+int cmd_ctl(int argc, char** argv, int first);
 
 }  // namespace ringfire::cli

@@ -19,6 +19,8 @@ constexpr Subcommand kSubcommands[] = {
     {"stat", ringfire::cli::cmd_stat, "show a ring's header, writer and readers"},
     {"serve", ringfire::cli::cmd_serve, "serve a ring to mirrors (TCP, UDP multicast, UDP unicast)"},
     {"mirror", ringfire::cli::cmd_mirror, "mirror a served ring into a local ring"},
+    {"run", ringfire::cli::cmd_run, "run the ports and sessions of a config file (the daemon)"},
+    {"ctl", ringfire::cli::cmd_ctl, "list, add and remove a running daemon's sessions"},
     {"compare", ringfire::cli::cmd_compare, "compare a mirror with its source, byte for byte"},
     {"remove", ringfire::cli::cmd_remove, "remove a ring file"},
 };

@@ -4,6 +4,7 @@
 #include "dataplane/dpdk_port.h"
 
 #include <rte_eal.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_udp.h>
@@ -103,7 +104,7 @@ void clear_stale_memif_sockets(const std::vector<std::string>& words) {
 
 bool eal_running() { return g_eal_started; }
 
-absl::Status eal_init(const std::string& given) {
+absl::Status eal_init(const std::string& given, bool devices_later) {
   bool& started = g_eal_started;
   if (started) return absl::OkStatus();
 #if RINGFIRE_HAVE_XDP_STEER
@@ -149,11 +150,37 @@ absl::Status eal_init(const std::string& given) {
     std::error_code ec;
     if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
   });
-  if (rte_eth_dev_count_avail() == 0) {
+  if (rte_eth_dev_count_avail() == 0 && !devices_later) {
     return absl::FailedPreconditionError(
         "DPDK started but found no port: give a --vdev (e.g. net_af_packet0,iface=eth0) in --eal");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint16_t> attach_device(const std::string& given) {
+  if (!g_eal_started) return absl::FailedPreconditionError("the EAL is not running");
+#if RINGFIRE_HAVE_XDP_STEER
+  auto steered = with_steer_vdev(given);
+  if (!steered.ok()) return steered.status();
+  const std::string devargs = *steered;
+#else
+  const std::string& devargs = given;
+#endif
+  const std::string name = devargs.substr(0, devargs.find(','));
+  if (auto id = port_by_name(name); id.ok()) return id;  // probed already (the EAL's own arguments)
+  if (const int rc = rte_dev_probe(devargs.c_str()); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("DPDK could not start ", given, ": ", rte_strerror(-rc),
+                                               " (the PMD's log above says why)"));
+  }
+  return port_by_name(name);
+}
+
+void detach_device(uint16_t port_id) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.device == nullptr) return;
+  rte_eth_dev_stop(port_id);
+  rte_eth_dev_close(port_id);
+  rte_dev_remove(info.device);
 }
 
 absl::StatusOr<uint16_t> port_by_name(const std::string& name) {

@@ -36,7 +36,13 @@ namespace ringfire::dataplane {
 // eal_init starts DPDK's EAL once per process with `args` (split on
 // spaces), e.g. "-l 0 --no-huge -m 256 --no-pci --no-shconf
 // --vdev net_af_packet0,iface=eth0". Never exits the process.
-absl::Status eal_init(const std::string& args);
+absl::Status eal_init(const std::string& args, bool devices_later = false);
+// attach_device hot-plugs a device into the running EAL (a vdev such as
+// "net_af_xdp1,iface=eth0", or a PCI address) and returns its port id; an
+// error carries the PMD's reason. detach_device removes it again (a rung of
+// the fallback ladder that failed). Setup thread.
+absl::StatusOr<uint16_t> attach_device(const std::string& devargs);
+void detach_device(uint16_t port_id);
 // eal_running says whether eal_init succeeded in this process.
 bool eal_running();
 // port_by_name: the port id of the device named `name` (e.g. a vdev).

@@ -11,21 +11,28 @@
 
 namespace ringfire::dataplane {
 
-void WorkerRunner::start(std::function<void()> loop) {
+void WorkerRunner::start(std::function<void()> loop, int wanted) {
   loop_ = std::move(loop);
 #if RINGFIRE_HAVE_DPDK
   if (eal_running() && rte_lcore_count() > 1) {
-    const unsigned lcore = rte_get_next_lcore(rte_lcore_id(), /*skip_main=*/1, /*wrap=*/0);
-    if (lcore < RTE_MAX_LCORE &&
-        rte_eal_remote_launch([](void* arg) {
-          (*static_cast<std::function<void()>*>(arg))();
-          return 0;
-        }, &loop_, lcore) == 0) {
-      lcore_ = static_cast<int>(lcore);
-      where_ = "lcore " + std::to_string(lcore);
-      return;
+    // The first worker lcore nobody runs on yet (or the one asked for):
+    // two ports never share one.
+    unsigned lcore;
+    RTE_LCORE_FOREACH_WORKER(lcore) {
+      if (wanted >= 0 && lcore != static_cast<unsigned>(wanted)) continue;
+      if (rte_eal_get_lcore_state(lcore) != WAIT) continue;
+      if (rte_eal_remote_launch([](void* arg) {
+            (*static_cast<std::function<void()>*>(arg))();
+            return 0;
+          }, &loop_, lcore) == 0) {
+        lcore_ = static_cast<int>(lcore);
+        where_ = "lcore " + std::to_string(lcore);
+        return;
+      }
     }
   }
+#else
+  (void)wanted;
 #endif
   thread_ = std::thread(loop_);
 }

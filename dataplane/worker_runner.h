@@ -12,8 +12,10 @@ namespace ringfire::dataplane {
 
 class WorkerRunner {
  public:
-  // start runs `loop` once, to completion, off the calling thread.
-  void start(std::function<void()> loop);
+  // start runs `loop` once, to completion, off the calling thread: on
+  // `lcore` when given (it must be an idle worker lcore), else on the first
+  // idle worker lcore, else on a thread.
+  void start(std::function<void()> loop, int lcore = -1);
   // join waits for the loop to return.
   void join();
   // where says where the loop runs ("lcore 1", "a thread").

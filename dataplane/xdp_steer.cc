@@ -150,6 +150,8 @@ absl::StatusOr<std::string> with_steer_program(const std::string& args) {
   return absl::StrJoin(words, " ");
 }
 
+absl::StatusOr<std::string> with_steer_vdev(const std::string& devargs) { return rewrite_vdev(devargs); }
+
 std::string attached_program_hint(const std::string& iface) {
   const unsigned ifindex = if_nametoindex(iface.c_str());
   uint32_t prog_id = 0;

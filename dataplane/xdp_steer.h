@@ -23,6 +23,9 @@ namespace ringfire::dataplane {
 // and records which vdev sits on which interface.
 absl::StatusOr<std::string> with_steer_program(const std::string& args);
 
+// with_steer_vdev: one vdev's devargs (a hot-plugged device), the same way.
+absl::StatusOr<std::string> with_steer_vdev(const std::string& devargs);
+
 // steered_iface: the interface under vdev `device_name` (e.g.
 // "net_af_xdp0") if ringfire's program was given to it, else "".
 std::string steered_iface(const std::string& device_name);

@@ -14,6 +14,7 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libxxhash-dev
   libsodium-dev                            # PSK authentication (HMAC-SHA256, SipHash)
+  libtomlplusplus-dev nlohmann-json3-dev   # `ringfire run` configs, `ringfire ctl` answers
   dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3

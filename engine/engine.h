@@ -79,6 +79,11 @@ class Engine {
   // remove ends a session by name (its port keeps the others streaming).
   absl::Status remove(const std::string& name);
 
+  // watch adds a descriptor of the caller's (a control socket) to what
+  // run_once waits on: readable, it returns early.
+  absl::Status watch(int fd);
+  void unwatch(int fd);
+
   // run_once does what every session has ready or due, waits at most
   // `max_wait_ns` for more, and returns.
   void run_once(uint64_t max_wait_ns);
@@ -92,9 +97,6 @@ class Engine {
 
  private:
   bool name_taken(const std::string& name) const;
-  absl::Status watch(int fd);
-  void unwatch(int fd);
-
   Log log_;
   int epoll_fd_ = -1;
   std::vector<std::pair<std::string, std::unique_ptr<PortHandle>>> ports_;

@@ -35,9 +35,11 @@ class PortRunner final : public PortHandle {
   using PrepareFn = std::function<absl::StatusOr<Prepared>(const Port&, const dataplane::BindSpec&,
                                                            uint32_t local_ip, uint16_t max_payload)>;
 
-  PortRunner(std::string name, std::string path, Port port, PrepareFn prepare, ring::IdleMode idle)
+  // The worker starts at once: on `lcore` (an EAL worker lcore; -1: the
+  // first idle one, else a thread).
+  PortRunner(std::string name, std::string path, Port port, PrepareFn prepare, ring::IdleMode idle, int lcore)
       : name_(std::move(name)), path_(std::move(path)), prepare_(std::move(prepare)), worker_(std::move(port)) {
-    runner_.start([this, idle] { loop(idle); });
+    runner_.start([this, idle] { loop(idle); }, lcore);
   }
   ~PortRunner() override { stop(); }
 

@@ -1,21 +1,29 @@
-// ports.cc — see ports.h: the backends, instantiated.
+// ports.cc — see ports.h: the backends, instantiated, and the ladder.
 #include "engine/ports.h"
+
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dataplane/kernel_port.h"
+#include "dataplane/kernel_udp.h"
 #include "engine/port_runner.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
+#include <rte_lcore.h>
+
 #include "dataplane/dpdk_port.h"
 #endif
 
 namespace ringfire::engine {
 namespace {
 
-std::unique_ptr<PortHandle> kernel_port(const PortSpec& spec) {
+std::unique_ptr<PortHandle> kernel_port(const PortSpec& spec, uint32_t ip) {
   dataplane::KernelPortOptions o;
-  o.iface_ip = spec.ip;
+  o.iface_ip = ip;
   o.ttl = spec.ttl;
   o.max_datagram = std::max<size_t>(spec.mtu, 1472);
   auto prepare = [](const dataplane::KernelPort& port, const dataplane::BindSpec& b, uint32_t local_ip,
@@ -28,13 +36,25 @@ std::unique_ptr<PortHandle> kernel_port(const PortSpec& spec) {
     return dataplane::KernelPort::prepare(po, b);
   };
   return std::make_unique<PortRunner<dataplane::KernelPort>>(spec.name, "kernel", dataplane::KernelPort(o),
-                                                            prepare, spec.idle);
+                                                            prepare, spec.idle, -1);
 }
 
 #if RINGFIRE_HAVE_DPDK
-absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec) {
+absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec, uint16_t port_id) {
+  if (spec.ip == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port ", spec.name, ": a DPDK port needs its IPv4 address (ip = ..., or an interface that has one)"));
+  }
+  if (spec.lcore >= 0) {
+    const unsigned l = static_cast<unsigned>(spec.lcore);
+    if (!rte_lcore_is_enabled(l) || l == rte_get_main_lcore() || rte_eal_get_lcore_state(l) != WAIT) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "port ", spec.name, ": lcore ", spec.lcore,
+          " is not an idle worker lcore of the EAL (give the EAL that lcore, and each port its own)"));
+    }
+  }
   dataplane::DpdkPortOptions po;
-  po.port_id = spec.dpdk_port_id;
+  po.port_id = port_id;
   po.ip = spec.ip;
   po.first_binding = false;  // every session brings its own
   po.ttl = spec.ttl;
@@ -47,10 +67,56 @@ absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec) {
     return p.prepare(b);
   };
   return std::unique_ptr<PortHandle>(std::make_unique<PortRunner<dataplane::DpdkPort>>(
-      spec.name, absl::StrCat("dpdk ", dataplane::port_driver(spec.dpdk_port_id)), std::move(*port), prepare,
-      spec.idle));
+      spec.name, absl::StrCat("dpdk ", dataplane::port_driver(port_id)), std::move(*port), prepare, spec.idle,
+      spec.lcore));
 }
 #endif
+
+// devargs: what the EAL is given to make a rung's device.
+std::string devargs(const PortSpec& spec, Rung r) {
+  static int next_vdev = 10;  // after any the EAL's own arguments number 0..9
+  switch (r) {
+    case Rung::kDevice:
+      return spec.device;
+    case Rung::kAfXdp:
+      return absl::StrCat("net_af_xdp", next_vdev++, ",iface=", spec.iface);
+    case Rung::kAfPacket:
+      // af_packet's rings default to 512 frames: 5 ms at 100 k datagrams/s
+      // for a worker the scheduler has put aside. 4096, as af_xdp's.
+      return absl::StrCat("net_af_packet", next_vdev++, ",iface=", spec.iface, ",framecnt=4096");
+    case Rung::kKernel:
+      break;
+  }
+  return "";
+}
+
+// the address of the port: given, else its interface's.
+uint32_t port_ip(const PortSpec& spec) {
+  if (spec.ip != 0 || spec.iface.empty()) return spec.ip;
+  auto ip = dataplane::interface_address(spec.iface);
+  return ip.ok() ? *ip : 0;
+}
+
+// try_rung opens the port on one rung.
+absl::StatusOr<std::unique_ptr<PortHandle>> try_rung(const PortSpec& spec, Rung r) {
+  const uint32_t ip = port_ip(spec);
+  if (r == Rung::kKernel) return kernel_port(spec, ip);
+#if RINGFIRE_HAVE_DPDK
+  if (!dataplane::eal_running()) return absl::FailedPreconditionError("the DPDK EAL is not running");
+  if (r != Rung::kDevice && spec.iface.empty()) {
+    return absl::InvalidArgumentError("no interface given (iface = ...)");
+  }
+  auto id = dataplane::attach_device(devargs(spec, r));
+  if (!id.ok()) return id.status();
+  PortSpec s = spec;
+  s.ip = ip;
+  auto port = dpdk_port(s, *id);
+  if (!port.ok()) dataplane::detach_device(*id);
+  return port;
+#else
+  return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
+#endif
+}
 
 // LazyPort opens its port when the first session arrives.
 class LazyPort final : public PortHandle {
@@ -102,18 +168,93 @@ class LazyPort final : public PortHandle {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PortHandle>> open_port(const PortSpec& spec) {
-  if (spec.backend == PortSpec::Backend::kKernel) return kernel_port(spec);
-#if RINGFIRE_HAVE_DPDK
-  if (spec.ip == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("port ", spec.name, ": a DPDK port needs an IPv4 address"));
+const char* rung_name(Rung r) {
+  switch (r) {
+    case Rung::kDevice: return "dpdk";
+    case Rung::kAfXdp: return "af_xdp";
+    case Rung::kAfPacket: return "af_packet";
+    case Rung::kKernel: return "kernel";
   }
-  return dpdk_port(spec);
+  return "?";
+}
+
+absl::StatusOr<Rung> parse_rung(const std::string& name) {
+  for (Rung r : {Rung::kDevice, Rung::kAfXdp, Rung::kAfPacket, Rung::kKernel}) {
+    if (name == rung_name(r)) return r;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a rung: dpdk, af_xdp, af_packet or kernel"));
+}
+
+absl::StatusOr<std::unique_ptr<PortHandle>> open_port(const PortSpec& spec,
+                                                      const std::function<void(const std::string&)>& log) {
+  switch (spec.backend) {
+    case PortSpec::Backend::kKernel:
+      return kernel_port(spec, port_ip(spec));
+    case PortSpec::Backend::kDpdk:
+#if RINGFIRE_HAVE_DPDK
+      if (spec.device.empty() && spec.iface.empty() && spec.dpdk_port_id >= 0) {
+        PortSpec s = spec;
+        s.ip = port_ip(spec);
+        return dpdk_port(s, static_cast<uint16_t>(spec.dpdk_port_id));
+      }
+      return try_rung(spec, spec.device.empty() ? spec.pmd : Rung::kDevice);
 #else
-  return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
+      return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
 #endif
+    case PortSpec::Backend::kAuto:
+      break;
+  }
+  // The ladder, best first; a rung without what it needs is skipped, said.
+  std::vector<std::string> passed;
+  for (Rung r : {Rung::kDevice, Rung::kAfXdp, Rung::kAfPacket, Rung::kKernel}) {
+    if (r == Rung::kDevice && spec.device.empty()) continue;
+    if (static_cast<int>(r) > static_cast<int>(spec.require)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "port ", spec.name, " requires ", rung_name(spec.require), " or better, and every rung to it failed: ",
+          absl::StrJoin(passed, "; ")));
+    }
+    auto port = try_rung(spec, r);
+    if (port.ok()) {
+      if (log) log(absl::StrCat("port ", spec.name, ": ", rung_name(r), " (", (*port)->info().path, ")"));
+      return port;
+    }
+    const std::string why = absl::StrCat(rung_name(r), ": ", port.status().message());
+    if (log) log(absl::StrCat("port ", spec.name, ": ", why, "; trying the next rung"));
+    passed.push_back(why);
+  }
+  return absl::InternalError(absl::StrCat("port ", spec.name, ": no rung left: ", absl::StrJoin(passed, "; ")));
 }
 
 std::unique_ptr<PortHandle> lazy_port(const PortSpec& spec) { return std::make_unique<LazyPort>(spec); }
+
+absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& worker_lcores, bool pci) {
+#if RINGFIRE_HAVE_DPDK
+  if (dataplane::eal_running()) return absl::OkStatus();
+  std::string args = eal_args;
+  if (args.empty()) {
+    // The main lcore: the first CPU this process may run on (taskset and
+    // cpusets are honoured), then the workers' lcores.
+    int cpu = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) ++cpu;
+    }
+    std::vector<int> lcores{cpu};
+    for (int l : worker_lcores) {
+      if (std::find(lcores.begin(), lcores.end(), l) == lcores.end()) lcores.push_back(l);
+    }
+    args = absl::StrCat("-l ", absl::StrJoin(lcores, ","), " --main-lcore ", cpu, " --no-huge -m 256",
+                        pci ? "" : " --no-pci", " --no-shconf --file-prefix rf", getpid(),
+                        " --log-level=lib.eal:error");
+  }
+  return dataplane::eal_init(args, /*devices_later=*/true);
+#else
+  (void)eal_args;
+  (void)worker_lcores;
+  (void)pci;
+  return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
+#endif
+}
 
 }  // namespace ringfire::engine

@@ -34,9 +34,9 @@ std::string text_of(const char* src, size_t n) { return std::string(src, strnlen
 
 absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::string_view role,
                                                   std::string_view ring, std::string_view detail,
-                                                  uint32_t capacity) {
+                                                  uint32_t capacity, std::string_view tag) {
   CountersFile f;
-  f.path_ = absl::StrCat(dir, "/ringfire-", getpid(), ".counters");
+  f.path_ = absl::StrCat(dir, "/ringfire-", getpid(), tag.empty() ? "" : "-", std::string(tag), ".counters");
   f.bytes_ = sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry);
   const int fd = ::open(f.path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {

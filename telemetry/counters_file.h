@@ -1,5 +1,6 @@
 // counters_file.h — the shared-memory counters file each serve or mirror
-// process keeps (`<dir>/ringfire-<pid>.counters`, /dev/shm by default):
+// process keeps (`<dir>/ringfire-<pid>.counters`, /dev/shm by default; one
+// per session, `ringfire-<pid>-<tag>.counters`, for a process with several):
 // labelled u64 counters any process can read while the writer runs, the
 // way Aeron's counters file lets its tools read a driver without asking it
 // anything. `ringfire stat` reads them; so will `ringfire top`.
@@ -53,10 +54,11 @@ static_assert(sizeof(CounterEntry) == 64);
 // CountersFile is the writer's side.
 class CountersFile {
  public:
-  // create makes `<dir>/ringfire-<pid>.counters`, removed again on destruction.
+  // create makes `<dir>/ringfire-<pid>.counters` (`ringfire-<pid>-<tag>.counters`
+  // for one of several sessions of a process), removed again on destruction.
   static absl::StatusOr<CountersFile> create(const std::string& dir, std::string_view role,
                                              std::string_view ring, std::string_view detail,
-                                             uint32_t capacity = 1024);
+                                             uint32_t capacity = 1024, std::string_view tag = "");
   CountersFile(CountersFile&& o) noexcept;
   CountersFile& operator=(CountersFile&&) = delete;
   ~CountersFile();

@@ -1,0 +1,44 @@
+// ctl_server.h — the daemon's local control socket (a Unix stream socket,
+// mode 0600: root's): one request per connection, its text up to EOF (at
+// most 64 KiB, within 1 s), one JSON answer, then close. The conductor
+// polls it between rounds; a client that stalls or floods is cut, and at
+// most 8 are served at once. `ringfire ctl` is the client. Conductor thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringfire::cli {
+
+class CtlServer {
+ public:
+  // listen makes the socket at `path` (its directory too); a live daemon
+  // already there is an error, a stale socket file is replaced.
+  static absl::StatusOr<std::unique_ptr<CtlServer>> listen(const std::string& path);
+  ~CtlServer();
+
+  int fd() const { return listen_fd_; }
+  const std::string& path() const { return path_; }
+  // poll accepts, reads, and answers complete requests with `handle`.
+  void poll(uint64_t now_ns, const std::function<std::string(const std::string&)>& handle);
+
+ private:
+  struct Client {
+    int fd;
+    std::string in;
+    uint64_t deadline_ns;
+  };
+  CtlServer() = default;
+  std::string path_;
+  int listen_fd_ = -1;
+  std::vector<Client> clients_;
+};
+
+// ctl_request sends `request` to the socket at `path` and returns the answer.
+absl::StatusOr<std::string> ctl_request(const std::string& path, const std::string& request);
+
+}  // namespace ringfire::cli

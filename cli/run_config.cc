@@ -1,0 +1,261 @@
+// run_config.cc — see run_config.h.
+#include "cli/run_config.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/common.h"
+#include "cli/session_setup.h"
+#include "dataplane/kernel_udp.h"
+
+namespace ringfire::cli {
+namespace {
+
+// Key: one key a table may have; `flag` keys take a boolean.
+struct Key {
+  std::string name;
+  bool flag = false;
+};
+
+std::vector<Key> keys_of(const std::vector<OptionSpec>& options) {
+  std::vector<Key> keys;
+  for (const OptionSpec& o : options) keys.push_back(Key{o.name, o.value == nullptr});
+  return keys;
+}
+
+std::string what(const ConfigTable& t) {
+  return t.kind.empty() ? std::string("top level") : absl::StrCat("[[", t.kind, "]] ", t.name);
+}
+
+absl::Status error_at(const ConfigFile& f, const ConfigTable& t, const std::string& key, const std::string& text) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(f.where(t, key), ": ", what(t), key.empty() ? "" : absl::StrCat(", key '", key, "'"), ": ", text));
+}
+
+// check_keys refuses unknown keys and values of the wrong type.
+absl::Status check_keys(const ConfigFile& f, const ConfigTable& t, const std::vector<Key>& keys) {
+  for (const auto& [name, v] : t.values) {
+    auto k = std::find_if(keys.begin(), keys.end(), [&](const Key& key) { return key.name == name; });
+    if (k == keys.end()) {
+      std::vector<std::string> names;
+      for (const Key& key : keys) names.push_back(key.name);
+      return error_at(f, t, name, absl::StrCat("unknown key; ", what(t).substr(0, what(t).find(' ')),
+                                               " tables take: ", absl::StrJoin(names, ", ")));
+    }
+    if (k->flag && !v.is_bool) return error_at(f, t, name, "a switch: write true or false");
+    if (!k->flag && v.is_bool) return error_at(f, t, name, "takes a value, not true or false");
+  }
+  return absl::OkStatus();
+}
+
+// args_of: the table as the command line's options (minus `skip`).
+Args args_of(const std::string& command, const ConfigTable& t, const std::set<std::string>& skip) {
+  std::map<std::string, std::string> values;
+  for (const auto& [name, v] : t.values) {
+    if (skip.count(name) != 0) continue;
+    if (v.is_bool) {
+      if (v.flag) values[name] = "";
+    } else {
+      values[name] = v.text;
+    }
+  }
+  return Args::from_values(command, std::move(values));
+}
+
+// located: an option error, at the line of the key it names ("--mtu ...").
+absl::Status located(const ConfigFile& f, const ConfigTable& t, const absl::Status& st) {
+  const std::string msg(st.message());
+  std::string best;
+  for (const auto& [name, v] : t.values) {
+    const std::string flag = "--" + name;
+    const size_t at = msg.find(flag);
+    const bool whole = at != std::string::npos &&
+                       (at + flag.size() == msg.size() || !(std::isalnum(static_cast<unsigned char>(msg[at + flag.size()])) ||
+                                                            msg[at + flag.size()] == '-'));
+    if (whole && name.size() > best.size()) best = name;
+  }
+  return absl::Status(st.code(), absl::StrCat(f.where(t, best), ": ", what(t),
+                                              best.empty() ? "" : absl::StrCat(", key '", best, "'"), ": ", msg));
+}
+
+const ConfigValue* get(const ConfigTable& t, const std::string& key) {
+  auto it = t.values.find(key);
+  return it == t.values.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<std::string> required(const ConfigFile& f, const ConfigTable& t, const std::string& key,
+                                     const std::string& example) {
+  const ConfigValue* v = get(t, key);
+  if (v == nullptr || v->text.empty()) return error_at(f, t, "", absl::StrCat("needs ", key, " = ", example));
+  return v->text;
+}
+
+}  // namespace
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= 32 && std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+         });
+}
+
+absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
+  if (absl::Status st = check_keys(f, f.top, {{"ctl"}, {"counters-dir"}, {"eal"}, {"quiet", true}}); !st.ok()) {
+    return st;
+  }
+  DaemonOptions d;
+  if (const ConfigValue* v = get(f.top, "ctl")) d.ctl = v->text;
+  if (const ConfigValue* v = get(f.top, "counters-dir")) d.counters_dir = v->text;
+  if (const ConfigValue* v = get(f.top, "eal")) d.eal = v->text;
+  if (const ConfigValue* v = get(f.top, "quiet")) d.quiet = v->flag;
+  if (d.ctl.empty()) {
+    // /run/ringfire/<the config's name>.sock
+    std::string stem = f.path.substr(f.path.find_last_of('/') + 1);
+    if (const size_t dot = stem.rfind(".toml"); dot != std::string::npos && dot + 5 == stem.size()) stem.resize(dot);
+    d.ctl = absl::StrCat("/run/ringfire/", stem, ".sock");
+  }
+  if (d.ctl.size() >= 100) return error_at(f, f.top, "ctl", "a socket path of at most 99 characters");
+  return d;
+}
+
+absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTable& t) {
+  static const std::vector<Key> kKeys = {{"name"}, {"backend"}, {"iface"}, {"device"}, {"pmd"},
+                                         {"ip"},   {"mtu"},     {"ttl"},   {"idle"},   {"lcore"},
+                                         {"neighbors"}, {"require"}};
+  if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
+  engine::PortSpec p;
+  auto name = required(f, t, "name", "\"eth0\"");
+  if (!name.ok()) return name.status();
+  if (!valid_name(*name)) return error_at(f, t, "name", "1 to 32 letters, digits, '_', '-' or '.'");
+  p.name = *name;
+  std::string backend = "kernel";
+  if (const ConfigValue* b = get(t, "backend")) backend = b->text;
+  if (backend == "kernel") {
+    p.backend = engine::PortSpec::Backend::kKernel;
+  } else if (backend == "dpdk") {
+    p.backend = engine::PortSpec::Backend::kDpdk;
+  } else if (backend == "auto") {
+    p.backend = engine::PortSpec::Backend::kAuto;
+  } else {
+    return error_at(f, t, "backend", absl::StrCat("'", backend, "': kernel, dpdk or auto"));
+  }
+  if (const ConfigValue* v = get(t, "iface")) {
+    p.iface = v->text;
+    auto ip = dataplane::interface_address(p.iface);
+    if (!ip.ok() && !get(t, "ip")) {
+      return error_at(f, t, "iface", absl::StrCat(ip.status().message(), "; give ip = ... too"));
+    }
+  }
+  if (const ConfigValue* v = get(t, "device")) p.device = v->text;
+  if (const ConfigValue* v = get(t, "pmd")) {
+    auto r = engine::parse_rung(v->text);
+    if (!r.ok() || (*r != engine::Rung::kAfXdp && *r != engine::Rung::kAfPacket)) {
+      return error_at(f, t, "pmd", absl::StrCat("'", v->text, "': af_xdp or af_packet (another PMD: device = ...)"));
+    }
+    p.pmd = *r;
+  }
+  if (const ConfigValue* v = get(t, "require")) {
+    auto r = engine::parse_rung(v->text);
+    if (!r.ok()) return error_at(f, t, "require", std::string(r.status().message()));
+    if (p.backend != engine::PortSpec::Backend::kAuto) return error_at(f, t, "require", "only with backend = \"auto\"");
+    p.require = *r;
+  }
+  if (p.backend != engine::PortSpec::Backend::kKernel && p.iface.empty() && p.device.empty()) {
+    return error_at(f, t, "backend", "a DPDK port needs iface = \"...\" (a vdev on it) or device = \"...\"");
+  }
+  if (p.backend == engine::PortSpec::Backend::kKernel) {
+    for (const char* k : {"device", "pmd", "lcore", "neighbors"}) {
+      if (get(t, k)) return error_at(f, t, k, "only for backend = \"dpdk\" or \"auto\"");
+    }
+  }
+  if (const ConfigValue* v = get(t, "ip")) {
+    auto e = dataplane::parse_endpoint(v->text, 0);
+    if (!e.ok()) return error_at(f, t, "ip", std::string(e.status().message()));
+    p.ip = e->ip;
+  }
+  auto number = [&](const char* key, uint64_t lo, uint64_t hi, uint64_t def) -> absl::StatusOr<uint64_t> {
+    const ConfigValue* v = get(t, key);
+    if (v == nullptr) return def;
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(v->text, &n) || n < lo || n > hi) {
+      return error_at(f, t, key, absl::StrCat("an integer from ", lo, " to ", hi));
+    }
+    return n;
+  };
+  auto mtu = number("mtu", 64, dataplane::kMaxDatagram, 1472);
+  auto ttl = number("ttl", 1, 255, 1);
+  auto lcore = number("lcore", 1, 127, 0);
+  for (const auto* n : {&mtu, &ttl, &lcore}) {
+    if (!n->ok()) return n->status();
+  }
+  p.mtu = static_cast<uint16_t>(*mtu);
+  p.ttl = static_cast<uint8_t>(*ttl);
+  p.lcore = *lcore == 0 ? -1 : static_cast<int>(*lcore);
+  if (const ConfigValue* v = get(t, "idle")) {
+    auto m = parse_idle(v->text);
+    if (!m.ok()) return error_at(f, t, "idle", std::string(m.status().message()));
+    p.idle = *m;
+  }
+  if (const ConfigValue* v = get(t, "neighbors")) {
+    auto n = dataplane::parse_neighbors(v->text);
+    if (!n.ok()) return error_at(f, t, "neighbors", std::string(n.status().message()));
+    p.neighbors = std::move(*n);
+  }
+  return p;
+}
+
+absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable& t,
+                                         const std::vector<std::string>& ports) {
+  const bool serve = t.kind == "serve";
+  std::vector<Key> keys = keys_of(serve ? serve_session_options() : mirror_session_options());
+  keys.push_back({"name"});
+  keys.push_back({"port"});
+  keys.push_back({"ring"});
+  if (!serve) keys.push_back({"source"});
+  if (absl::Status st = check_keys(f, t, keys); !st.ok()) return st;
+  auto name = required(f, t, "name", "\"a-name\"");
+  if (!name.ok()) return name.status();
+  if (!valid_name(*name)) return error_at(f, t, "name", "1 to 32 letters, digits, '_', '-' or '.'");
+  std::string port;
+  if (const ConfigValue* v = get(t, "port")) {
+    port = v->text;
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+      return error_at(f, t, "port", absl::StrCat("no [[port]] named '", port, "' (ports: ", absl::StrJoin(ports, ", "), ")"));
+    }
+  } else if (ports.size() == 1) {
+    port = ports[0];
+  } else {
+    return error_at(f, t, "", absl::StrCat("needs port = \"...\": one of ", absl::StrJoin(ports, ", ")));
+  }
+  auto ring = required(f, t, "ring", "\"a-ring\"");
+  if (!ring.ok()) return ring.status();
+  SessionSpec out;
+  const Args args = args_of(t.kind, t, {"name", "port", "ring", "source"});
+  if (serve) {
+    auto spec = parse_serve_session(args, *ring);
+    if (!spec.ok()) return located(f, t, spec.status());
+    spec->name = *name;
+    spec->port = port;
+    out.serve = std::move(*spec);
+  } else {
+    auto source = required(f, t, "source", "\"198.18.0.1:7400\"");
+    if (!source.ok()) return source.status();
+    auto o = parse_mirror_session(args, *source, *ring);
+    if (!o.ok()) {
+      if (o.status().message().find(*source) != std::string::npos) {
+        return error_at(f, t, "source", std::string(o.status().message()));
+      }
+      return located(f, t, o.status());
+    }
+    engine::MirrorSpec m;
+    m.name = *name;
+    m.port = port;
+    m.options = std::move(*o);
+    out.mirror = std::move(m);
+  }
+  return out;
+}
+
+}  // namespace ringfire::cli

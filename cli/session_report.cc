@@ -1,0 +1,283 @@
+// session_report.cc — see session_report.h.
+#include "cli/session_report.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::cli {
+namespace {
+
+// publish_counters writes every counter a serve keeps into its counters
+// file (`ringfire stat` shows them), once a second.
+void publish_serve_counters(telemetry::CountersFile& f, const control::ServeControl& ctl,
+                      const dataplane::ServeStats& w, uint64_t port_drops) {
+  constexpr auto r = std::memory_order_relaxed;
+  const control::ServeControlStats& c = ctl.stats();
+  f.set("serve.records", w.records.load(r) + c.tcp_records);
+  f.set("serve.frames", w.frames.load(r));
+  f.set("serve.datagrams", w.datagrams.load(r));
+  f.set("serve.send_failures", w.send_failures.load(r));
+  f.set("serve.next_seq", w.next_to_send.load(r));
+  f.set("serve.heartbeats", w.heartbeats.load(r));
+  f.set("serve.lapped", w.lapped.load(r));
+  f.set("serve.mirrors", c.mirrors);
+  f.set("serve.unicast_mirrors", w.unicast_mirrors.load(r));
+  f.set("serve.naks", c.naks);
+  f.set("serve.nak_ranges", c.nak_ranges);
+  f.set("serve.nak_records_tcp", c.nak_records);
+  f.set("serve.udp_repairs", c.udp_repairs);
+  f.set("serve.gaps", c.gaps);
+  f.set("serve.slow_warnings", c.slow_warnings);
+  f.set("serve.port_drops", port_drops);
+  f.set("refused.tcp.conn_cap", c.conn_cap);
+  f.set("refused.tcp.handshake_timeout", c.handshake_timeouts);
+  f.set("refused.tcp.malformed", c.malformed);
+  f.set("refused.tcp.oversized", c.oversized);
+  f.set("refused.tcp.wrong_kind", c.wrong_kind);
+  f.set("refused.tcp.bad_hello", c.bad_hello);
+  f.set("refused.tcp.unauthenticated", c.unauthenticated);
+  f.set("refused.tcp.bad_auth", c.bad_auth);
+  f.set("refused.tcp.slow", c.slow_cut);
+  f.set("refused.tcp.silent", c.peer_timeouts);
+  f.set("refused.tcp.nak_dropped", c.nak_dropped);
+  f.set("refused.punch.malformed", w.punch_malformed.load(r));
+  f.set("refused.punch.wrong_kind", w.punch_wrong_kind.load(r));
+  f.set("refused.punch.unknown_token", w.punch_unknown_token.load(r));
+  f.set("refused.punch.wrong_sender", w.punch_wrong_sender.load(r));
+  f.set("refused.punch.bad_mac", w.punch_bad_mac.load(r));
+  f.set("refused.punch.replayed", w.punch_replayed.load(r));
+  for (const control::MirrorView& m : ctl.mirrors()) {
+    const std::string k = absl::StrCat("mirror.", dataplane::to_string(m.peer), ".");
+    f.set(k + "lag", m.lag);
+    f.set(k + "slow", m.slow);
+    if (m.has_health) {
+      f.set(k + "holes", m.health.holes);
+      f.set(k + "naks", m.health.naks);
+      f.set(k + "gap_records", m.health.gap_records);
+      f.set(k + "held_high", m.health.held_high);
+      f.set(k + "rx_drops", m.health.rx_drops);
+      f.set(k + "rejected", m.health.rejected);
+    }
+  }
+  f.sweep();
+}
+
+// refusals: the rejection counters by reason, for the log line printed
+// when they change.
+std::string refusals(const control::ServeControlStats& c, const dataplane::ServeStats& w) {
+  constexpr auto r = std::memory_order_relaxed;
+  return absl::StrCat(
+      "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", handshake-timeout ", c.handshake_timeouts,
+      ", malformed ", c.malformed, ", oversized ", c.oversized, ", wrong-kind ", c.wrong_kind, ", bad-hello ",
+      c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", slow ", c.slow_cut,
+      ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),
+      " (malformed ", w.punch_malformed.load(r), ", wrong-kind ", w.punch_wrong_kind.load(r),
+      ", unknown-token ", w.punch_unknown_token.load(r), ", wrong-sender ", w.punch_wrong_sender.load(r),
+      ", bad-mac ", w.punch_bad_mac.load(r), ", replayed ", w.punch_replayed.load(r), ")");
+}
+
+// publish_counters writes a mirror's counters into its counters file.
+void publish_mirror_counters(telemetry::CountersFile& f, const control::MirrorControl& c,
+                      const dataplane::MirrorWorkerStats& st) {
+  constexpr auto r = std::memory_order_relaxed;
+  const uint64_t next = st.next_seq.load(r), end = st.known_end.load(r);
+  f.set("mirror.records", st.records.load(r));
+  f.set("mirror.next_seq", next);
+  f.set("mirror.lag", end > next ? end - next : 0);
+  f.set("mirror.held", st.held.load(r));
+  f.set("mirror.held_high", st.held_high.load(r));
+  f.set("mirror.holes", st.holes.load(r));
+  f.set("mirror.naks", st.naks.load(r));
+  f.set("mirror.nak_repeats", st.nak_repeats.load(r));
+  f.set("mirror.gap_records", st.gap_records.load(r));
+  f.set("mirror.duplicates", st.duplicates.load(r));
+  f.set("mirror.datagrams", st.datagrams.load(r));
+  f.set("mirror.tcp_frames", st.tcp_frames.load(r));
+  f.set("mirror.hold_overflow", st.hold_overflow.load(r));
+  f.set("mirror.repair_time_ns", st.repair_srtt_ns.load(r));
+  f.set("mirror.port_drops", c.port_drops());
+  f.set("mirror.health_reports", c.control_stats().health_reports);
+  f.set("mirror.sessions", c.control_stats().sessions);
+  f.set("rejected.udp.wrong_sender", st.wrong_sender.load(r));
+  f.set("rejected.udp.bad_mac", st.bad_mac.load(r));
+  f.set("rejected.udp.wrong_kind", st.wrong_kind.load(r));
+  f.set("rejected.udp.wrong_session", st.wrong_session.load(r));
+  f.set("rejected.udp.implausible", st.implausible.load(r));
+  f.set("rejected.udp.malformed", st.malformed.load(r));
+  f.set("rejected.tcp.wrong_kind", c.control_stats().tcp_wrong_kind);
+  f.sweep();
+}
+
+void print_mirror_stats(const std::string& prefix, const control::MirrorControl& c, const dataplane::MirrorWorkerStats& st, uint64_t per_second) {
+  const uint64_t next = st.next_seq.load();
+  const uint64_t end = st.known_end.load();
+  std::printf(
+      "%s: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
+      "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
+      prefix.c_str(), static_cast<unsigned long long>(per_second), static_cast<unsigned long long>(next),
+      static_cast<unsigned long long>(end > next ? end - next : 0),
+      static_cast<unsigned long long>(st.held.load()), static_cast<unsigned long long>(st.naks.load()),
+      static_cast<unsigned long long>(st.gap_records.load()),
+      static_cast<unsigned long long>(st.duplicates.load()),
+      static_cast<unsigned long long>(st.datagrams.load()),
+      static_cast<unsigned long long>(st.tcp_frames.load()),
+      static_cast<unsigned long long>(st.fault_dropped.load()),
+      static_cast<unsigned long long>(c.port_drops()));
+  std::fflush(stdout);
+}
+
+void print_rejected(const std::string& prefix, const dataplane::MirrorWorkerStats& st) {
+  constexpr auto r = std::memory_order_relaxed;
+  std::printf("%s: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
+              "wrong-session %llu, implausible %llu, malformed %llu)\n",
+              prefix.c_str(), static_cast<unsigned long long>(st.rejected()),
+              static_cast<unsigned long long>(st.wrong_sender.load(r)),
+              static_cast<unsigned long long>(st.bad_mac.load(r)),
+              static_cast<unsigned long long>(st.wrong_kind.load(r)),
+              static_cast<unsigned long long>(st.wrong_session.load(r)),
+              static_cast<unsigned long long>(st.implausible.load(r)),
+              static_cast<unsigned long long>(st.malformed.load(r)));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+// ---- serve
+
+ServeReport::ServeReport(const engine::Engine::Serve& s, std::string prefix, bool quiet, telemetry::CountersFile f)
+    : s_(s), prefix_(std::move(prefix)), quiet_(quiet), counters_(std::move(f)) {}
+
+absl::StatusOr<std::unique_ptr<ServeReport>> ServeReport::start(const engine::Engine::Serve& s, std::string prefix,
+                                                                bool quiet, const std::string& counters_dir,
+                                                                const std::string& tag) {
+  const control::ServeControl& ctl = *s.control;
+  std::printf("%s: %s on %s%s%s, session %u%s\n", prefix.c_str(), s.spec.ring.c_str(),
+              dataplane::to_string(ctl.listening()).c_str(),
+              s.spec.worker.multicast ? absl::StrCat(", multicast ", dataplane::to_string(*s.spec.worker.multicast)).c_str() : "",
+              s.spec.unicast ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{
+                                   s.udp_local.ip != 0 ? s.udp_local.ip : s.spec.iface_ip, s.udp_local.port})).c_str()
+                             : "",
+              s.spec.worker.session, s.spec.control.psk ? ", authenticated (PSK)" : "");
+  auto f = telemetry::CountersFile::create(counters_dir, "serve", s.spec.ring, dataplane::to_string(ctl.listening()),
+                                           1024, tag);
+  if (!f.ok()) return f.status();
+  const engine::PortInfo port = s.port->info();
+  if (!quiet) std::printf("%s: worker on %s (port %s, %s)\n", prefix.c_str(), port.worker.c_str(), port.name.c_str(), port.path.c_str());
+  std::fflush(stdout);
+  std::unique_ptr<ServeReport> r(new ServeReport(s, std::move(prefix), quiet, std::move(*f)));
+  r->last_refusals_ = refusals(ctl.stats(), s.link->stats);
+  return r;
+}
+
+void ServeReport::tick(uint64_t now) {
+  if (next_report_ns_ == 0) next_report_ns_ = now + 1'000'000'000u;
+  if (now < next_report_ns_) return;
+  const control::ServeControl& ctl = *s_.control;
+  const dataplane::ServeStats& ws = s_.link->stats;
+  const auto& cs = ctl.stats();
+  const uint64_t records = ws.records.load() + cs.tcp_records;
+  const uint64_t frames = ws.frames.load();
+  const uint64_t drops = s_.port->port_drops();
+  uint64_t slowest = 0;
+  for (const control::MirrorView& m : ctl.mirrors()) slowest = std::max(slowest, m.lag);
+  if (!quiet_) {
+    std::printf(
+        "%s: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), slowest lag %llu, "
+        "NAKs %llu (%llu records by TCP, %llu ranges by UDP), GAPs %llu, lapped %llu, refused TCP %llu, "
+        "punches refused %llu%s\n",
+        prefix_.c_str(), static_cast<unsigned long long>(records - last_records_),
+        static_cast<unsigned long long>(frames - last_frames_),
+        static_cast<unsigned long long>(ws.next_to_send.load()),
+        static_cast<unsigned long long>(cs.mirrors),
+        static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+        static_cast<unsigned long long>(slowest),
+        static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
+        static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps),
+        static_cast<unsigned long long>(ws.lapped.load()), static_cast<unsigned long long>(cs.refused()),
+        static_cast<unsigned long long>(ws.punches_refused()),
+        s_.port->describe().empty() ? "" : absl::StrCat(", port drops ", drops).c_str());
+    std::fflush(stdout);
+  }
+  publish_serve_counters(counters_, ctl, ws, drops);
+  // The breakdown, whenever it changed: what strangers sent, by reason.
+  if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals_) {
+    std::printf("%s: %s\n", prefix_.c_str(), now_refusals.c_str());
+    std::fflush(stdout);
+    last_refusals_ = std::move(now_refusals);
+  }
+  last_records_ = records;
+  last_frames_ = frames;
+  next_report_ns_ = now + 1'000'000'000u;
+}
+
+std::string ServeReport::last_words() const { return refusals(s_.control->stats(), s_.link->stats); }
+
+// ---- mirror
+
+MirrorReport::MirrorReport(const engine::Engine::Mirror& m, std::string prefix, bool quiet, telemetry::CountersFile f)
+    : m_(m), prefix_(std::move(prefix)), quiet_(quiet), counters_(std::move(f)) {}
+
+absl::StatusOr<std::unique_ptr<MirrorReport>> MirrorReport::start(const engine::Engine::Mirror& m, std::string prefix,
+                                                                  bool quiet, const std::string& counters_dir,
+                                                                  const std::string& tag) {
+  const control::MirrorOptions& o = m.control->options();
+  auto f = telemetry::CountersFile::create(counters_dir, "mirror", ring::ring_path(o.ring, o.dir),
+                                           dataplane::to_string(o.source), 1024, tag);
+  if (!f.ok()) return f.status();
+  return std::unique_ptr<MirrorReport>(new MirrorReport(m, std::move(prefix), quiet, std::move(*f)));
+}
+
+void MirrorReport::summary(const std::string& how) {
+  const control::SessionTotals& t = m_.control->last_totals();
+  std::printf("%s: %s; %llu records written, next seq %llu, NAKs %llu (%llu repeats), repair time %.0f us\n",
+              prefix_.c_str(), how.c_str(), static_cast<unsigned long long>(t.records),
+              static_cast<unsigned long long>(t.next_seq), static_cast<unsigned long long>(t.naks),
+              static_cast<unsigned long long>(t.nak_repeats), static_cast<double>(t.repair_srtt_ns) / 1000.0);
+  std::fflush(stdout);
+}
+
+void MirrorReport::tick(uint64_t now) {
+  using State = control::MirrorControl::State;
+  const control::MirrorControl& c = *m_.control;
+  const State state = c.state();
+  const dataplane::MirrorWorkerStats* st = c.stats();
+  if (state == State::kStreaming && !streaming_ && st != nullptr) {
+    streaming_ = true;
+    last_records_ = 0;
+    last_rejected_ = 0;
+    next_report_ns_ = now + 1'000'000'000u;
+    if (!worker_shown_ && !quiet_) {
+      const engine::PortInfo port = m_.port->info();
+      std::printf("%s: worker on %s (port %s, %s)\n", prefix_.c_str(), port.worker.c_str(), port.name.c_str(),
+                  port.path.c_str());
+      std::fflush(stdout);
+    }
+    worker_shown_ = true;
+  }
+  if (state != State::kStreaming && streaming_) {
+    streaming_ = false;
+    summary(absl::StrCat("source gone (", c.end_reason(), ")"));
+    return;
+  }
+  if (!streaming_ || now < next_report_ns_) return;
+  const uint64_t records = st->records.load();
+  if (!quiet_) print_mirror_stats(prefix_, c, *st, records - last_records_);
+  last_records_ = records;
+  next_report_ns_ = now + 1'000'000'000u;
+  publish_mirror_counters(counters_, c, *st);
+  // What strangers sent, by reason, whenever it changed.
+  if (const uint64_t rejected = st->rejected(); rejected != last_rejected_) {
+    last_rejected_ = rejected;
+    print_rejected(prefix_, *st);
+  }
+}
+
+void MirrorReport::finish() {
+  if (!streaming_) return;
+  m_.control->stop();  // keeps the session's totals
+  streaming_ = false;
+  summary("stopped");
+}
+
+}  // namespace ringfire::cli

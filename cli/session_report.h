@@ -1,0 +1,63 @@
+// session_report.h — what an operator sees of a session: its line once a
+// second (records, lag, NAKs, drops), the refusals by reason whenever they
+// change, its counters file for `ringfire stat`, and for a mirror the
+// session's start and end. The shorthands report their one session with
+// the prefix "serve" or "mirror"; `ringfire run` reports each session under
+// its name. Conductor thread (it reads the sessions' counters).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "telemetry/counters_file.h"
+
+namespace ringfire::cli {
+
+class ServeReport {
+ public:
+  // start prints the session's first line and makes its counters file
+  // (`tag` distinguishes one process's files: "" for the only one).
+  static absl::StatusOr<std::unique_ptr<ServeReport>> start(const engine::Engine::Serve& s, std::string prefix,
+                                                            bool quiet, const std::string& counters_dir,
+                                                            const std::string& tag);
+  // tick: call after every conductor round; reports once a second.
+  void tick(uint64_t now_ns);
+  // last_words: the refusals, once more (before the session goes).
+  std::string last_words() const;
+
+ private:
+  ServeReport(const engine::Engine::Serve& s, std::string prefix, bool quiet, telemetry::CountersFile f);
+  const engine::Engine::Serve& s_;
+  std::string prefix_;
+  bool quiet_;
+  telemetry::CountersFile counters_;
+  uint64_t next_report_ns_ = 0;
+  uint64_t last_records_ = 0, last_frames_ = 0;
+  std::string last_refusals_;
+};
+
+class MirrorReport {
+ public:
+  static absl::StatusOr<std::unique_ptr<MirrorReport>> start(const engine::Engine::Mirror& m, std::string prefix,
+                                                             bool quiet, const std::string& counters_dir,
+                                                             const std::string& tag);
+  // tick: call after every conductor round: says when a session starts
+  // (with its worker, the first time) and ends, and once a second its line.
+  void tick(uint64_t now_ns);
+  // finish: the last line of a session still streaming.
+  void finish();
+
+ private:
+  MirrorReport(const engine::Engine::Mirror& m, std::string prefix, bool quiet, telemetry::CountersFile f);
+  void summary(const std::string& how);
+  const engine::Engine::Mirror& m_;
+  std::string prefix_;
+  bool quiet_;
+  telemetry::CountersFile counters_;
+  bool streaming_ = false, worker_shown_ = false;
+  uint64_t next_report_ns_ = 0, last_records_ = 0, last_rejected_ = 0;
+};
+
+}  // namespace ringfire::cli

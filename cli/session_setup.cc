@@ -1,0 +1,242 @@
+// session_setup.cc — see session_setup.h.
+#include "cli/session_setup.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/common.h"
+#include "cli/dpdk_options.h"
+#include "dataplane/kernel_udp.h"
+
+namespace ringfire::cli {
+
+std::vector<OptionSpec> serve_session_options() {
+  return with_fault_options({
+        {"listen", "ADDR:PORT", "TCP address for mirrors (required)"},
+        {"multicast", "GROUP:PORT", "send DATA to this group (239.255.0.0/16 in labs)"},
+        {"iface", "IF", "interface for multicast sends (default: the --listen address)"},
+        {"ttl", "N", "multicast TTL (default 1)"},
+        {"mtu", "BYTES", "largest UDP payload (default 1472)"},
+        {"udp", "PORT", "UDP port mirrors punch for unicast DATA"},
+        {"dup", "N", "send every datagram N times (default 1)"},
+        {"pace-us", "US", "pacing interval (default 50)"},
+        {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
+        {"repair-udp-max", "N", "NAKs of up to N records are also repaired by UDP, through the data plane, "
+                                "besides TCP (default 1024; 0: TCP only)"},
+        {"heartbeat-max-us", "US", "heartbeats back off while idle up to this (default 100000)"},
+        {"from", "WHERE", "where the UDP stream starts: latest (default) or oldest"},
+        {"psk-file", "FILE", "require mirrors to authenticate with this pre-shared key (>= 32 bytes, "
+                             "mode 600); every datagram then carries a MAC"},
+        {"max-connections", "N", "TCP connections at most (default 256); more are refused"},
+        {"handshake-timeout", "DURATION", "a connection must complete its HELLO within (default 5s)"},
+        {"peer-timeout", "DURATION", "a mirror silent this long is dropped (default 5s; mirrors report every 100 ms)"},
+        {"stall-timeout", "DURATION", "a mirror that reads nothing of what it was sent this long is dropped (default 10s)"},
+        {"slow-mirror-pct", "PCT", "warn when a mirror lags by this share of the ring (default 50)"},
+  });
+}
+
+absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring) {
+  if (!args.has("listen")) {
+    return absl::InvalidArgumentError("--listen ADDR:PORT is required");
+  }
+  auto listen = dataplane::parse_endpoint(args.str("listen"));
+  if (!listen.ok()) return listen.status();
+  auto ttl = args.count("ttl", 1);
+  auto mtu = args.count("mtu", 1472);
+  auto udp_port = args.count("udp", 0);
+  auto dup = args.count("dup", 1);
+  auto pace = args.count("pace-us", 50);
+  auto heartbeat = args.count("heartbeat-us", 1000);
+  auto repair_max = args.count("repair-udp-max", 1024);
+  auto heartbeat_max = args.count("heartbeat-max-us", 100000);
+  auto max_conns = args.count("max-connections", 256);
+  auto slow_pct = args.count("slow-mirror-pct", 50);
+  auto handshake = args.duration_ns("handshake-timeout", 5'000'000'000);
+  auto peer_timeout = args.duration_ns("peer-timeout", 5'000'000'000);
+  auto stall_timeout = args.duration_ns("stall-timeout", 10'000'000'000);
+  auto faults = parse_faults(args);
+  for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max, &heartbeat_max,
+                        &max_conns, &slow_pct, &handshake, &peer_timeout, &stall_timeout}) {
+    if (!s->ok()) return s->status();
+  }
+  if (*max_conns == 0 || *max_conns > 4096) {
+    return absl::InvalidArgumentError("--max-connections: between 1 and 4096");
+  }
+  if (*slow_pct == 0 || *slow_pct > 100) {
+    return absl::InvalidArgumentError("--slow-mirror-pct: between 1 and 100");
+  }
+  if (*handshake < 100'000'000 || *peer_timeout < 500'000'000 || *stall_timeout < 500'000'000) {
+    return absl::InvalidArgumentError(
+                             "--handshake-timeout must be at least 100ms, --peer-timeout and --stall-timeout at least 500ms");
+  }
+  if (*heartbeat_max < *heartbeat) {
+    return absl::InvalidArgumentError("--heartbeat-max-us must be at least --heartbeat-us");
+  }
+  if (!faults.ok()) return faults.status();
+  if (*ttl == 0 || *ttl > 255 || *mtu < 64 || *mtu > dataplane::kMaxDatagram || *udp_port > 65535 ||
+      *dup == 0 || *dup > 16 || *repair_max > 65536) {
+    return absl::InvalidArgumentError(
+                             "need 1 <= --ttl <= 255, 64 <= --mtu <= 65507, --udp a port, "
+                             "1 <= --dup <= 16, --repair-udp-max <= 65536");
+  }
+  const std::string from = args.str("from", "latest");
+  if (from != "latest" && from != "oldest") {
+    return absl::InvalidArgumentError("--from: latest or oldest");
+  }
+  std::optional<dataplane::Endpoint> group;
+  if (args.has("multicast")) {
+    auto g = dataplane::parse_endpoint(args.str("multicast"));
+    if (!g.ok()) return g.status();
+    if ((g->ip >> 28) != 0xE) {
+      return absl::InvalidArgumentError(absl::StrCat("--multicast ", args.str("multicast"),
+                                                     " is not a multicast group (224.0.0.0/4; labs use 239.255.0.0/16)"));
+    }
+    group = *g;
+  }
+  auto iface = iface_address(args, listen->ip);
+  if (!iface.ok()) return iface.status();
+  const uint32_t iface_ip = *iface;
+  if (group && iface_ip == 0) {
+    return absl::InvalidArgumentError(
+                             "multicast needs an interface: give --iface, or --listen on an address");
+  }
+  std::optional<control::Psk> psk;
+  if (args.has("psk-file")) {
+    auto k = control::load_psk(args.str("psk-file"));
+    if (!k.ok()) return k.status();
+    psk = std::move(*k);
+  }
+  auto file = ring::RingFile::open(ring);
+  if (!file.ok()) return file.status();
+  const std::string ring_path = file->path();  // the engine attaches its readers to it
+
+  uint8_t session = 0;
+  while (session == 0) {
+    if (getrandom(&session, 1, 0) != 1) session = static_cast<uint8_t>(getpid() | 1);
+  }
+  engine::ServeSpec spec;
+  spec.name = "serve";
+  spec.port = "port0";
+  spec.ring = ring_path;
+  spec.from_oldest = from == "oldest";
+  spec.udp_port = static_cast<uint16_t>(*udp_port);  // 0: one the port picks (and holds)
+  spec.unicast = args.has("udp");
+  spec.iface_ip = iface_ip;
+  spec.worker.session = session;
+  spec.worker.mtu = static_cast<uint16_t>(*mtu);
+  spec.worker.pace_ns = *pace * 1000;
+  spec.worker.heartbeat_ns = *heartbeat * 1000;
+  spec.worker.heartbeat_max_ns = *heartbeat_max * 1000;
+  spec.worker.dup = static_cast<uint32_t>(*dup);
+  spec.worker.multicast = group;
+  spec.worker.tx_faults = *faults;
+  spec.bind_ip = listen->ip;  // a kernel port's socket binds it (a DPDK port has its own address)
+  control::ServeControlConfig& cc = spec.control;
+  cc.listen = *listen;
+  cc.ttl = static_cast<uint8_t>(*ttl);
+  cc.udp_repair_max = static_cast<uint32_t>(*repair_max);
+  cc.max_connections = static_cast<uint32_t>(*max_conns);
+  cc.handshake_timeout_ns = *handshake;
+  cc.peer_timeout_ns = *peer_timeout;
+  cc.stall_timeout_ns = *stall_timeout;
+  cc.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
+  if (psk) {
+    // One salt per serve process: every datagram of this incarnation is
+    // MACed under the key derived from it (multicast has one datagram for
+    // every mirror); each mirror learns the salt in the handshake.
+    cc.salt = control::random_nonce();
+    spec.worker.data_key = control::data_key(*psk, cc.salt);
+    cc.psk = std::move(psk);
+  }
+
+  return spec;
+}
+
+std::vector<OptionSpec> mirror_session_options() {
+  return with_fault_options({
+        {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest); a ring that "
+                          "already ends past it resumes at its end"},
+        {"unicast", nullptr, "ask for UDP unicast (punch) instead of multicast"},
+        {"tcp", nullptr, "ask for DATA on the TCP connection"},
+        {"schema", "N", "refuse a source ring with another schema signature"},
+        {"dir", "DIR", "directory for the ring (default /dev/shm)"},
+        {"hold", "N", "hold-back depth in frames (default 8192)"},
+        {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000; the first repeat comes "
+                                "sooner, at twice the measured repair time)"},
+        {"single-range-naks", nullptr, "one range per NAK, as a peer without multi-range NAKs (A/B)"},
+        {"psk-file", "FILE", "authenticate with this pre-shared key (the source's), and believe only "
+                             "datagrams that carry its MAC"},
+        {"accept-from", "IP,...", "also believe UDP from these addresses (a multicast relay); by default "
+                                  "only the source's announced data address"},
+        {"peer-timeout", "DURATION", "give the source up when it is silent this long (default 5s)"},
+        {"once", nullptr, "exit when the source goes away instead of reconnecting"},
+  });
+}
+
+absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, const std::string& source_text,
+                                                           const std::string& ring) {
+  control::MirrorOptions o;
+  auto source = dataplane::parse_endpoint(source_text);
+  if (!source.ok()) return source.status();
+  o.source = *source;
+  o.ring = ring;
+  o.dir = args.str("dir", "/dev/shm");
+  o.unicast = args.has("unicast");
+  o.tcp_only = args.has("tcp");
+  if (o.unicast && o.tcp_only) {
+    return absl::InvalidArgumentError("--unicast and --tcp exclude each other");
+  }
+  if (args.has("from")) {
+    const std::string from = args.str("from");
+    if (from == "latest") {
+      o.from = control::MirrorOptions::From::kLatest;
+    } else if (from == "oldest") {
+      o.from = control::MirrorOptions::From::kOldest;
+    } else if (absl::SimpleAtoi(from, &o.from_seq)) {
+      o.from = control::MirrorOptions::From::kSequence;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+                                "--from ", from, ": expected latest, oldest or a sequence number"));
+    }
+  }
+  auto schema = parse_schema(args.str("schema", "0"));
+  auto hold = args.count("hold", 8192);
+  auto nak_us = args.count("nak-repeat-us", 20000);
+  auto faults = parse_faults(args);
+  for (const auto* s : {&schema, &hold, &nak_us}) {
+    if (!s->ok()) return s->status();
+  }
+  if (!faults.ok()) return faults.status();
+  if (*hold == 0 || *hold > (1u << 20)) {
+    return absl::InvalidArgumentError("--hold must be between 1 and 1048576");
+  }
+  o.expected_schema = *schema;
+  auto peer_timeout = args.duration_ns("peer-timeout", 5'000'000'000);
+  if (!peer_timeout.ok()) return peer_timeout.status();
+  if (*peer_timeout < 500'000'000) {
+    return absl::InvalidArgumentError("--peer-timeout must be at least 500ms");
+  }
+  o.peer_timeout_ns = *peer_timeout;
+  if (args.has("psk-file")) {
+    auto k = control::load_psk(args.str("psk-file"));
+    if (!k.ok()) return k.status();
+    o.psk = std::move(*k);
+  }
+  for (absl::string_view ip : absl::StrSplit(args.str("accept-from"), ',', absl::SkipEmpty())) {
+    auto e = dataplane::parse_endpoint(std::string(ip), 0);
+    if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat("--accept-from: ", e.status().message()));
+    if (o.accept_from.size() == 8) return absl::InvalidArgumentError("--accept-from: at most 8 addresses");
+    o.accept_from.push_back(e->ip);
+  }
+  o.worker.protocol.hold_back_frames = static_cast<uint32_t>(*hold);
+  o.worker.protocol.nak_repeat_ns = *nak_us * 1000;
+  o.multi_range_naks = !args.has("single-range-naks");
+  o.worker.rx_faults = *faults;
+  o.reconnect = !args.has("once");
+  return o;
+}
+
+}  // namespace ringfire::cli

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# engine_lab_test.sh — `ringfire run`: many sessions per process and port.
+#   1. one daemon serving 16 rings on one port (each its own group and TCP
+#      port) to daemons on two hosts; one of those mirrors 8 rings from 3
+#      sources; a fault injected into one session moves no other's counters;
+#   2. sessions added and removed through `ringfire ctl` while another
+#      streams at 100 k records/s: the other loses nothing;
+#   3. config errors name the file, the line and the key, at start-up.
+# With a DPDK build, 4. a hub on one net_af_xdp interface: one process
+# mirrors a ring from h1 and serves it again to h3 through the same port;
+# 5. the fallback ladder: each rung made to fail lands on the next, saying
+# why; `require` makes falling past it a start-up error.
+# Every mirror must be a byte-for-byte copy.
+# Usage: engine_lab_test.sh PATH/TO/ringfire
+set -u
+rf=$1
+source "$(dirname "$0")/lib.sh"
+lab_up 6
+lab_logs engine
+conf="$logs/conf"
+mkdir -p "$conf"
+
+# ctl_json HOST SOCKET EXPR: evaluate a Python expression over `ctl list`
+# (j: the answer; s: sessions by name); prints its value.
+ctl_json() {
+  on "$1" "$rf" ctl "$2" list 2>/dev/null | python3 -c "
+import json, sys
+j = json.load(sys.stdin); s = {e['name']: e for e in j['sessions']}
+print($3)"
+}
+# mirrored HOST SOCKET NAME COUNT: the daemon's session NAME has COUNT records.
+mirrored() { [[ $(ctl_json "$1" "$2" "s['$3'].get('next_seq', 0)") -ge $4 ]]; }
+
+log "1. h1 serves 16 rings from one daemon, one port; h2 and h3 mirror them, h3 also from h4 and h5"
+{
+  echo "ctl = \"$conf/h1.sock\""
+  echo "quiet = true"
+  echo "[[port]]"
+  echo "name = \"eth0\""
+  echo "iface = \"eth0\""
+  for i in $(seq 1 16); do
+    "$rf" create "$(ring_name s$i)" --capacity 65536 >/dev/null
+    echo "[[serve]]"
+    echo "name = \"s$i\""
+    echo "ring = \"$(ring_name s$i)\""
+    echo "listen = \"198.18.0.1:$((7600 + 2 * i))\""
+    echo "multicast = \"239.255.1.$i:$((7601 + 2 * i))\""
+    echo "from = \"oldest\""
+  done
+} >"$conf/h1.toml"
+bg 1 "$logs/h1" "$rf" run "$conf/h1.toml"
+wait_for 10 grep -q "^run: 1 ports, 16 sessions" "$logs/h1" || fail "the 16-ring daemon did not start: $(tail -n 5 "$logs/h1")"
+for h in 4 5; do
+  "$rf" create "$(ring_name x$h)" --capacity 65536 >/dev/null
+  bg "$h" "$logs/x$h" "$rf" serve "$(ring_name x$h)" --listen "198.18.0.$h:7700" --multicast "239.255.2.$h:7701" \
+    --from oldest --quiet
+done
+# h2: rings 1-8 and 15-16 of h1, the first with 5% injected loss; h3: rings
+# 9-14 of h1 and the rings of h4 and h5 (8 rings from 3 sources).
+mirror_table() {  # NAME SOURCE RING [EXTRA]
+  printf '[[mirror]]\nname = "%s"\nsource = "%s"\nring = "%s"\nfrom = "oldest"\n%s\n' "$1" "$2" "$3" "${4:-}"
+}
+{
+  echo "ctl = \"$conf/h2.sock\""
+  echo "quiet = true"
+  printf '[[port]]\nname = "eth0"\niface = "eth0"\n'
+  for i in 1 2 3 4 5 6 7 8 15 16; do
+    extra=""
+    [[ $i == 1 ]] && extra=$'loss = 50\nseed = 11'
+    mirror_table "m$i" "198.18.0.1:$((7600 + 2 * i))" "$(ring_name h2m$i)" "$extra"
+  done
+} >"$conf/h2.toml"
+{
+  echo "ctl = \"$conf/h3.sock\""
+  echo "quiet = true"
+  printf '[[port]]\nname = "eth0"\niface = "eth0"\n'
+  for i in 9 10 11 12 13 14; do mirror_table "m$i" "198.18.0.1:$((7600 + 2 * i))" "$(ring_name h3m$i)"; done
+  for h in 4 5; do mirror_table "x$h" "198.18.0.$h:7700" "$(ring_name h3x$h)"; done
+} >"$conf/h3.toml"
+bg 2 "$logs/h2" "$rf" run "$conf/h2.toml"
+bg 3 "$logs/h3" "$rf" run "$conf/h3.toml"
+wait_for 10 grep -q "^run: 1 ports, 10 sessions" "$logs/h2" || fail "h2's daemon did not start: $(tail -n 5 "$logs/h2")"
+wait_for 10 grep -q "^run: 1 ports, 8 sessions" "$logs/h3" || fail "h3's daemon did not start: $(tail -n 5 "$logs/h3")"
+streaming() { [[ $(ctl_json "$1" "$2" "sum(e.get('state') == 'streaming' for e in j['sessions'])") == "$3" ]]; }
+wait_for 15 streaming 2 "$conf/h2.sock" 10 || fail "h2: not every mirror streams: $(on 2 "$rf" ctl "$conf/h2.sock" list)"
+wait_for 15 streaming 3 "$conf/h3.sock" 8 || fail "h3: not every mirror streams: $(on 3 "$rf" ctl "$conf/h3.sock" list)"
+for i in $(seq 1 16); do on 1 "$rf" publish "$(ring_name s$i)" --count 20000 --rate 200k --quiet >/dev/null; done
+for h in 4 5; do on "$h" "$rf" publish "$(ring_name x$h)" --count 20000 --rate 200k --quiet >/dev/null; done
+for i in 1 2 3 4 5 6 7 8 15 16; do
+  wait_for 20 mirrored 2 "$conf/h2.sock" "m$i" 20000 || fail "h2 m$i did not reach 20000: $(ctl_json 2 "$conf/h2.sock" "s['m$i']")"
+  check_copy "$(ring_name s$i)" "$(ring_name h2m$i)" 20000
+done
+for i in 9 10 11 12 13 14; do
+  wait_for 20 mirrored 3 "$conf/h3.sock" "m$i" 20000 || fail "h3 m$i did not reach 20000"
+  check_copy "$(ring_name s$i)" "$(ring_name h3m$i)" 20000
+done
+for h in 4 5; do
+  wait_for 20 mirrored 3 "$conf/h3.sock" "x$h" 20000 || fail "h3 x$h did not reach 20000"
+  check_copy "$(ring_name x$h)" "$(ring_name h3x$h)" 20000
+done
+# Each mirror took its own stream by UDP, and nothing of another's.
+for h in 2 3; do
+  [[ $(ctl_json $h "$conf/h$h.sock" "all(e['datagrams'] >= 1000 and e['rejected'] == 0 for e in j['sessions'])") == True ]] ||
+    fail "h$h: a mirror got another's datagrams, or none by UDP: $(on $h "$rf" ctl "$conf/h$h.sock" list)"
+done
+# The fault is m1's alone: it dropped and NAKed; no other session dropped.
+[[ $(ctl_json 2 "$conf/h2.sock" "s['m1']['fault_dropped'] > 0 and s['m1']['naks'] > 0") == True ]] ||
+  fail "m1's injected loss did not show: $(ctl_json 2 "$conf/h2.sock" "s['m1']")"
+[[ $(ctl_json 2 "$conf/h2.sock" "sum(e['fault_dropped'] for n, e in s.items() if n != 'm1')") == 0 ]] ||
+  fail "another session's counters moved with m1's fault: $(on 2 "$rf" ctl "$conf/h2.sock" list)"
+[[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions']) == 16 and all(e['mirrors'] >= 1 for e in j['sessions'])") == True ]] ||
+  fail "h1 does not list 16 serves with their mirrors: $(on 1 "$rf" ctl "$conf/h1.sock" list)"
+[[ $(ctl_json 1 "$conf/h1.sock" "j['ports'][0]['sessions']") == 16 ]] || fail "h1's port does not carry 16 sessions"
+# `ringfire stat` finds each session's counters file.
+on 1 "$rf" stat "$(ring_name s3)" | grep -q "serve.mirrors " || fail "stat shows no counters for s3: $(on 1 "$rf" stat "$(ring_name s3)")"
+
+log "2. hot add and remove while s1 streams at 100 k records/s"
+on 1 "$rf" publish "$(ring_name s1)" --count 600000 --rate 100k --quiet >/dev/null &
+pub=$!
+"$rf" create "$(ring_name hot)" --capacity 65536 >/dev/null
+printf '[[serve]]\nname = "hot"\nring = "%s"\nlisten = "198.18.0.1:7800"\nmulticast = "239.255.3.1:7801"\nfrom = "oldest"\n' \
+  "$(ring_name hot)" >"$conf/hot-serve.toml"
+mirror_table hot 198.18.0.1:7800 "$(ring_name h2hot)" >"$conf/hot-mirror.toml"
+for round in 1 2 3; do
+  on 1 "$rf" ctl "$conf/h1.sock" add "$conf/hot-serve.toml" >/dev/null || fail "round $round: ctl add serve refused"
+  on 2 "$rf" ctl "$conf/h2.sock" add "$conf/hot-mirror.toml" >/dev/null || fail "round $round: ctl add mirror refused"
+  on 1 "$rf" publish "$(ring_name hot)" --count 5000 --rate 50k --quiet >/dev/null
+  wait_for 10 mirrored 2 "$conf/h2.sock" hot $((5000 * round)) || fail "round $round: the hot mirror did not catch up"
+  on 2 "$rf" ctl "$conf/h2.sock" remove hot >/dev/null || fail "round $round: ctl remove mirror refused"
+  on 1 "$rf" ctl "$conf/h1.sock" remove hot >/dev/null || fail "round $round: ctl remove serve refused"
+done
+check_copy "$(ring_name hot)" "$(ring_name h2hot)" 15000
+err=$(on 1 "$rf" ctl "$conf/h1.sock" remove nosuch 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 1 && "$err" == *"no session named nosuch"* ]] || fail "removing an unknown session: rc $rc, $err"
+printf '[[serve]]\nname = "s2"\nring = "%s"\nlisten = "198.18.0.1:7900"\n' "$(ring_name s2)" >"$conf/dup.toml"
+err=$(on 1 "$rf" ctl "$conf/h1.sock" add "$conf/dup.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 1 && "$err" == *"a session named s2 exists"* ]] || fail "adding a second s2: rc $rc, $err"
+wait "$pub"
+wait_for 20 mirrored 2 "$conf/h2.sock" m1 620000 || fail "m1 did not reach 620000"
+check_copy "$(ring_name s1)" "$(ring_name h2m1)" 65536  # the ring holds the last 65536 of them
+# The other sessions of both daemons kept streaming: nothing lost.
+[[ $(ctl_json 2 "$conf/h2.sock" "sum(e['gap_records'] for e in j['sessions'])") == 0 ]] ||
+  fail "records lost during the adds and removes: $(on 2 "$rf" ctl "$conf/h2.sock" list)"
+
+log "3. config errors name the file, line and key"
+printf '[[port]]\nname = "p"\n\n[[serve]]\nname = "a"\nring = "x"\nlisten = "198.18.0.1:1"\nmtuu = 9000\n' >"$conf/bad1.toml"
+err=$("$rf" run "$conf/bad1.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad1.toml:8: [[serve]] a, key 'mtuu': unknown key"* ]] || fail "unknown key: rc $rc, $err"
+"$rf" create "$(ring_name cfg)" --capacity 1024 >/dev/null
+printf '[[port]]\nname = "p"\n[[serve]]\nname = "a"\nring = "%s"\nlisten = "198.18.0.1:1"\ndup = 99\n' "$(ring_name cfg)" >"$conf/bad2.toml"
+err=$("$rf" run "$conf/bad2.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad2.toml:7: [[serve]] a, key 'dup': "*"--dup"* ]] || fail "a bad value: rc $rc, $err"
+printf '[[port]]\nname = "p"\nmtu = "big"\n' >"$conf/bad3.toml"
+err=$("$rf" run "$conf/bad3.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad3.toml:3: [[port]] p, key 'mtu': an integer"* ]] || fail "a bad port key: rc $rc, $err"
+printf '[[port]]\nname = "p"\n[[mirror]]\nname = "m"\nsource = "198.18.0.1:1"\nring = "r"\nport = "q"\n' >"$conf/bad4.toml"
+err=$("$rf" run "$conf/bad4.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad4.toml:7: [[mirror]] m, key 'port': no [[port]] named 'q'"* ]] || fail "an unknown port: rc $rc, $err"
+printf '[[port]\nname = "p"\n' >"$conf/bad5.toml"
+err=$("$rf" run "$conf/bad5.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"bad5.toml:1:"* ]] || fail "a syntax error: rc $rc, $err"
+"$rf" run "$conf/h2.toml" --check | grep -q "10 sessions: ok" || fail "--check of a good config"
+
+stop_since 0
+lab_finish engine_lab_test "$logs/h1" "$logs/h2" "$logs/h3"
