@@ -210,7 +210,8 @@ int cmd_run(int argc, char** argv, int first) {
   std::vector<engine::PortSpec> ports;
   std::vector<std::string> port_names;
   std::vector<int> lcores;
-  bool dpdk = false, pci = false;
+  bool dpdk = false;
+  std::vector<std::string> pci;  // PCI devices named (the EAL probes only those)
   for (const ConfigTable& t : file->ports) {
     auto p = port_spec(*file, t);
     if (!p.ok()) return fail("run", p.status());
@@ -224,7 +225,9 @@ int cmd_run(int argc, char** argv, int first) {
     }
     if (p->lcore >= 0) lcores.push_back(p->lcore);
     dpdk |= p->backend != engine::PortSpec::Backend::kKernel;
-    pci |= p->device.find(':') != std::string::npos && p->device.find(',') == std::string::npos;
+    if (p->device.find(':') != std::string::npos && p->device.rfind("net_", 0) != 0) {
+      pci.push_back(p->device.substr(0, p->device.find(',')));
+    }
     port_names.push_back(p->name);
     ports.push_back(std::move(*p));
   }

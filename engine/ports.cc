@@ -227,7 +227,8 @@ absl::StatusOr<std::unique_ptr<PortHandle>> open_port(const PortSpec& spec,
 
 std::unique_ptr<PortHandle> lazy_port(const PortSpec& spec) { return std::make_unique<LazyPort>(spec); }
 
-absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& worker_lcores, bool pci) {
+absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& worker_lcores,
+                        const std::vector<std::string>& pci_devices) {
 #if RINGFIRE_HAVE_DPDK
   if (dataplane::eal_running()) return absl::OkStatus();
   std::string args = eal_args;
@@ -244,15 +245,16 @@ absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& wor
     for (int l : worker_lcores) {
       if (std::find(lcores.begin(), lcores.end(), l) == lcores.end()) lcores.push_back(l);
     }
-    args = absl::StrCat("-l ", absl::StrJoin(lcores, ","), " --main-lcore ", cpu, " --no-huge -m 256",
-                        pci ? "" : " --no-pci", " --no-shconf --file-prefix rf", getpid(),
-                        " --log-level=lib.eal:error");
+    std::string pci = pci_devices.empty() ? " --no-pci" : "";
+    for (const std::string& d : pci_devices) absl::StrAppend(&pci, " -a ", d);
+    args = absl::StrCat("-l ", absl::StrJoin(lcores, ","), " --main-lcore ", cpu, " --no-huge -m 256", pci,
+                        " --no-shconf --file-prefix rf", getpid(), " --log-level=lib.eal:error");
   }
   return dataplane::eal_init(args, /*devices_later=*/true);
 #else
   (void)eal_args;
   (void)worker_lcores;
-  (void)pci;
+  (void)pci_devices;
   return absl::FailedPreconditionError("this build has no DPDK backend (-Ddpdk=enabled)");
 #endif
 }

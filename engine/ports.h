@@ -55,8 +55,10 @@ std::unique_ptr<PortHandle> lazy_port(const PortSpec& spec);
 
 // start_dpdk starts the EAL for ports that attach their devices later:
 // with `eal_args` when given, else a default — this process's first CPU as
-// the main lcore plus `worker_lcores`, no hugepages, no shared files, PCI
-// scanning only when `pci`. Once per process.
-absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& worker_lcores, bool pci);
+// the main lcore plus `worker_lcores`, no hugepages, no shared files, and
+// of the PCI devices only `pci_devices` (allow-listed: the host's own NICs
+// are never probed). Once per process.
+absl::Status start_dpdk(const std::string& eal_args, const std::vector<int>& worker_lcores,
+                        const std::vector<std::string>& pci_devices);
 
 }  // namespace ringfire::engine

@@ -162,4 +162,68 @@ err=$("$rf" run "$conf/bad5.toml" 2>&1 >/dev/null); rc=$?
 "$rf" run "$conf/h2.toml" --check | grep -q "10 sessions: ok" || fail "--check of a good config"
 
 stop_since 0
-lab_finish engine_lab_test "$logs/h1" "$logs/h2" "$logs/h3"
+if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
+  log "4. and 5. skipped: this build has no DPDK backend"
+  lab_finish engine_lab_test "$logs/h1" "$logs/h2" "$logs/h3"
+  exit 0
+fi
+
+log "4. a hub on one net_af_xdp port: h2 mirrors h1's ring and serves it again to h3, one process"
+"$rf" create "$(ring_name hubsrc)" --capacity 65536 >/dev/null
+bg 1 "$logs/hubsrc" "$rf" serve "$(ring_name hubsrc)" --listen 198.18.0.1:7400 --multicast 239.255.4.1:7401 \
+  --from oldest --quiet
+printf 'ctl = "%s"\n[[port]]\nname = "eth0"\nbackend = "dpdk"\niface = "eth0"\npmd = "af_xdp"\n' "$conf/hub.sock" >"$conf/hub.toml"
+mirror_table up 198.18.0.1:7400 "$(ring_name hub)" >>"$conf/hub.toml"
+bg 2 "$logs/hub" "$rf" run "$conf/hub.toml"
+wait_for 15 grep -q "^run: 1 ports, 1 sessions" "$logs/hub" || fail "the hub did not start: $(grep -v TELEMETRY "$logs/hub" | tail -n 5)"
+wait_for 10 streaming 2 "$conf/hub.sock" 1 || fail "the hub's mirror does not stream: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+printf '[[serve]]\nname = "down"\nring = "%s"\nlisten = "198.18.0.2:7500"\nmulticast = "239.255.4.2:7501"\nfrom = "oldest"\n' \
+  "$(ring_name hub)" >"$conf/hub-serve.toml"
+on 2 "$rf" ctl "$conf/hub.sock" add "$conf/hub-serve.toml" >/dev/null || fail "the hub's serve was refused"
+bg 3 "$logs/h3hub" "$rf" mirror 198.18.0.2:7500 "$(ring_name h3hub)" --from oldest
+wait_for 10 grep -q "^mirror: 198" "$logs/h3hub" || fail "h3 did not connect to the hub: $(cat "$logs/h3hub")"
+on 1 "$rf" publish "$(ring_name hubsrc)" --count 30000 --rate 100k --quiet >/dev/null
+wait_for 20 mirrored 2 "$conf/hub.sock" up 30000 || fail "the hub did not reach 30000"
+wait_for 20 mirror_at "$logs/h3hub" 30000 || fail "h3 did not reach 30000 through the hub: $(tail -n 1 "$logs/h3hub")"
+check_copy "$(ring_name hubsrc)" "$(ring_name hub)" 30000
+check_copy "$(ring_name hubsrc)" "$(ring_name h3hub)" 30000
+by_udp "$logs/h3hub" || fail "h3's DATA did not come by UDP from the hub's af_xdp port: $(tail -n 1 "$logs/h3hub")"
+[[ $(ctl_json 2 "$conf/hub.sock" "j['ports'][0]['path'].startswith('dpdk net_af_xdp') and j['ports'][0]['sessions'] == 2") == True ]] ||
+  fail "the hub's two sessions are not on one af_xdp port: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+stop_since 0
+
+log "5. the fallback ladder: each rung made to fail lands on the next, saying why"
+"$rf" create "$(ring_name lad)" --capacity 65536 >/dev/null
+ladder() {  # NAME EXTRA PORT HOST: an auto port on eth0, and a serve of the ladder ring
+  printf 'ctl = "%s/%s.sock"\n[[port]]\nname = "p"\nbackend = "auto"\niface = "eth0"\n%s\n' "$conf" "$1" "$2"
+  printf '[[serve]]\nname = "s"\nring = "%s"\nlisten = "198.18.0.%s:%s"\nmulticast = "239.255.5.1:7601"\nfrom = "oldest"\n' \
+    "$(ring_name lad)" "${4:-4}" "$3"
+}
+ladder a 'device = "0000:00:1f.7"' 7600 >"$conf/a.toml"
+bg 4 "$logs/la" "$rf" run "$conf/a.toml"
+wait_for 15 grep -q "^run: 1 ports" "$logs/la" || fail "ladder a did not start: $(grep -v TELEMETRY "$logs/la" | tail -n 5)"
+grep -q "^run: port p: dpdk: .*0000:00:1f.7.*; trying the next rung" "$logs/la" || fail "a: no reason for the device rung: $(grep '^run' "$logs/la")"
+grep -q "^run: port p: af_xdp (dpdk net_af_xdp" "$logs/la" || fail "a: did not land on af_xdp: $(grep '^run' "$logs/la")"
+bg 5 "$logs/lm" "$rf" mirror 198.18.0.4:7600 "$(ring_name lam)" --from oldest
+wait_for 10 grep -q "^mirror: 198" "$logs/lm" || fail "the ladder's mirror did not connect: $(cat "$logs/lm")"
+on 4 "$rf" publish "$(ring_name lad)" --count 5000 --rate 50k --quiet >/dev/null
+wait_for 10 mirror_at "$logs/lm" 5000 || fail "nothing came through the af_xdp rung: $(tail -n 1 "$logs/lm")"
+check_copy "$(ring_name lad)" "$(ring_name lam)" 5000
+# eth0 is af_xdp's now (one XDP program per interface): the next daemon's
+# af_xdp rung fails, and it lands on af_packet.
+ladder b '' 7602 >"$conf/b.toml"
+bg 4 "$logs/lb" "$rf" run "$conf/b.toml"
+wait_for 15 grep -q "^run: 1 ports" "$logs/lb" || fail "ladder b did not start: $(grep -v TELEMETRY "$logs/lb" | tail -n 5)"
+grep -q "^run: port p: af_xdp: .*; trying the next rung" "$logs/lb" || fail "b: no reason for the af_xdp rung: $(grep '^run' "$logs/lb")"
+grep -q "^run: port p: af_packet (dpdk net_af_packet" "$logs/lb" || fail "b: did not land on af_packet: $(grep '^run' "$logs/lb")"
+ladder c 'require = "af_xdp"' 7604 >"$conf/c.toml"
+err=$(on 4 "$rf" run "$conf/c.toml" 2>&1 >/dev/null); rc=$?
+[[ $rc -eq 2 && "$err" == *"requires af_xdp or better"*"af_xdp: "* ]] || fail "require af_xdp: rc $rc, $err"
+# Datagrams larger than the link's MTU: no DPDK rung takes them; the kernel does.
+ladder d 'mtu = 8000' 7606 6 >"$conf/d.toml"
+bg 6 "$logs/ld" "$rf" run "$conf/d.toml"
+wait_for 15 grep -q "^run: port p on kernel" "$logs/ld" || fail "d: did not land on kernel: $(grep -v TELEMETRY "$logs/ld" | grep '^run\|ringfire' | tail -n 5)"
+grep -q "^run: port p: af_packet: .*do not fit" "$logs/ld" || fail "d: no reason for the af_packet rung: $(grep '^run' "$logs/ld")"
+
+stop_since 0
+lab_finish engine_lab_test "$logs/h1" "$logs/h2" "$logs/h3" "$logs/hub" "$logs/la" "$logs/lb" "$logs/ld"
