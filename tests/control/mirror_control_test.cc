@@ -1,0 +1,225 @@
+// mirror_control_test.cc — the mirror's control state machine against a
+// real source control (ServeControl) on loopback, with a fake data plane in
+// place of the engine: what it asks the plane to build once the handshake
+// settled the path (the group's binding, whom to believe), the TCP-borne
+// frames it relays to the session's link, the NAKs it takes from the link
+// to the source, a source that goes away and comes back (the session closed,
+// a new one opened), and refusals that are final.
+#include "control/mirror_control.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/serve_control.h"
+#include "gtest/gtest.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+#include "ring/ring_file.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::control {
+namespace {
+
+using dataplane::Endpoint;
+using ring::testing::ScopedRing;
+using State = MirrorControl::State;
+
+constexpr uint32_t kLoopback = 0x7F000001;
+const Endpoint kGroup{0xEFFF0001, 7401};
+
+uint64_t now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// FakePlane stands in for the engine: it records what it is asked to build
+// and hands out links no worker reads (the test plays the worker).
+class FakePlane final : public MirrorPlane {
+ public:
+  absl::StatusOr<dataplane::MirrorLink*> open(MirrorPlaneRequest r) override {
+    requests.push_back(std::move(r));
+    links.push_back(std::make_unique<dataplane::MirrorLink>(1u << 20));
+    return links.back().get();
+  }
+  void close(dataplane::MirrorLink* link) override {
+    ++closed;
+    EXPECT_EQ(link, links.back().get());
+    requests.back().writer.reset();  // the session goes, and its hold on the ring with it
+  }
+  uint64_t port_drops() const override { return 0; }
+  std::string describe() const override { return "fake"; }
+
+  std::vector<MirrorPlaneRequest> requests;
+  std::vector<std::unique_ptr<dataplane::MirrorLink>> links;
+  int closed = 0;
+};
+
+class MirrorControlTest : public ::testing::Test {
+ protected:
+  MirrorControlTest()
+      : ring_([] {
+          ring::RingOptions o = ring::testing::fixed_ring(4096, 64);
+          o.schema_signature = 0x51;
+          return o;
+        }()),
+        producer_(*ring::Producer::attach(ring_.open())),
+        mirror_name_(ring_.name() + "-m") {}
+  ~MirrorControlTest() override { unlink(ring::ring_path(mirror_name_, "/dev/shm").c_str()); }
+
+  void start_source(std::optional<Endpoint> group = kGroup) {
+    ServeControlConfig c;
+    c.listen = Endpoint{kLoopback, port_};
+    c.ring = ring_.name();
+    c.multicast = group;
+    c.data_ip = kLoopback;
+    c.session = 7;
+    c.log = [](const std::string&) {};
+    auto s = ServeControl::start(c, &source_link_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    source_ = std::move(*s);
+    port_ = source_->listening().port;
+  }
+  std::unique_ptr<MirrorControl> mirror(MirrorOptions o = {}) {
+    o.source = Endpoint{kLoopback, port_};
+    o.ring = mirror_name_;
+    o.from = MirrorOptions::From::kOldest;
+    return std::make_unique<MirrorControl>(o, &plane_, [this](const std::string& l) { log_.push_back(l); });
+  }
+  // pump runs both sides until `done` or `ms` pass.
+  template <typename Done>
+  bool pump(MirrorControl& m, Done done, int ms = 3000) {
+    for (int i = 0; i < ms; ++i) {
+      if (source_) source_->poll(0);
+      m.poll(now());
+      if (done()) return true;
+      usleep(1000);
+    }
+    return false;
+  }
+  void publish(int n) {
+    for (int i = 0; i < n; ++i) {
+      ring::fill_record({producer_.claim(), 64}, producer_.next_seq(), 0);
+      producer_.commit();
+    }
+    source_link_.stats.next_to_send.store(producer_.next_seq());
+  }
+
+  ScopedRing ring_;
+  ring::Producer producer_;
+  std::string mirror_name_;
+  dataplane::ServeLink source_link_;
+  std::unique_ptr<ServeControl> source_;
+  uint16_t port_ = 0;
+  FakePlane plane_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(MirrorControlTest, TheHandshakeOpensTheGroupsBindingAndBelievesOnlyTheSourcesAddress) {
+  start_source();
+  auto m = mirror();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; })) << static_cast<int>(m->state());
+  ASSERT_EQ(plane_.requests.size(), 1u);
+  const MirrorPlaneRequest& r = plane_.requests[0];
+  ASSERT_TRUE(r.bind.has_value());
+  EXPECT_EQ(r.bind->group, kGroup.ip);
+  EXPECT_EQ(r.bind->udp_port, kGroup.port);
+  EXPECT_TRUE(r.bind->reuse);  // other mirrors of the group on this host share the port
+  EXPECT_EQ(r.session, 7);
+  EXPECT_EQ(r.config.trust.source_ip, kLoopback);
+  EXPECT_EQ(r.config.trust.source_port, 0);  // multicast: from any port of the source
+  EXPECT_EQ(r.local_ip, kLoopback);
+  EXPECT_FALSE(r.config.punch_to.has_value());
+  // The mirror ring was made from GEOMETRY.
+  auto made = ring::RingFile::open(ring::ring_path(mirror_name_, "/dev/shm"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->header().capacity, 4096u);
+  EXPECT_EQ(made->header().schema_signature, 0x51u);
+}
+
+TEST_F(MirrorControlTest, NaksTheSessionQueuesGoToTheSourceOverTcp) {
+  start_source();
+  publish(100);
+  auto m = mirror();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }));
+  dataplane::MirrorLink& link = *plane_.links.back();
+  proto::NakRanges nak;
+  nak.push(proto::Nak{10, 19});
+  nak.push(proto::Nak{40, 41});
+  ASSERT_TRUE(link.naks.try_push(nak));
+  const uint64_t one = 1;
+  ASSERT_EQ(write(plane_.requests[0].nak_fd, &one, 8), 8);  // as the worker wakes its control
+  ASSERT_TRUE(pump(*m, [&] { return source_->stats().naks == 1; }));
+  EXPECT_EQ(source_->stats().nak_ranges, 2u);
+}
+
+TEST_F(MirrorControlTest, InTcpModeTheSourcesDataFramesAreRelayedToTheSessionAndNoBindingIsMade) {
+  start_source(std::nullopt);  // neither a group nor a UDP port: DATA over TCP
+  publish(500);
+  MirrorOptions o;
+  o.tcp_only = true;
+  auto m = mirror(o);
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }));
+  EXPECT_FALSE(plane_.requests[0].bind.has_value());
+  dataplane::MirrorLink& link = *plane_.links.back();
+  uint64_t records = 0, next = 0;
+  ASSERT_TRUE(pump(*m, [&] {
+    proto::ConstBytes b;
+    while (link.tcp_frames.front(&b)) {
+      proto::Frame f;
+      EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
+      if (f.header.kind == proto::FrameKind::kData) {
+        EXPECT_EQ(f.header.seq, next);
+        records += f.header.count;
+        next = f.header.seq + f.header.count;
+      }
+      link.tcp_frames.pop();
+    }
+    return records >= 500;
+  }));
+  EXPECT_EQ(records, 500u);
+}
+
+TEST_F(MirrorControlTest, ASourceThatGoesAwayClosesTheSessionAndOneThatComesBackGetsANewOne) {
+  start_source();
+  auto m = mirror();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }));
+  source_.reset();  // the source process ends: its connections close
+  ASSERT_TRUE(pump(*m, [&] { return m->state() != State::kStreaming; }));
+  EXPECT_EQ(plane_.closed, 1);
+  EXPECT_NE(m->state(), State::kFailed);
+  start_source();  // the same port again
+  ASSERT_TRUE(source_ != nullptr);
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }, 5000))
+      << static_cast<int>(m->state()) << " " << m->end_reason() << " " << m->failure() << " log: " << log_.back();
+  EXPECT_EQ(plane_.requests.size(), 2u);
+  EXPECT_EQ(m->control_stats().sessions, 2u);
+}
+
+TEST_F(MirrorControlTest, ASchemaMismatchIsFinalAndSaysSo) {
+  start_source();
+  MirrorOptions o;
+  o.expected_schema = 0x99;
+  auto m = mirror(o);
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kFailed; }));
+  EXPECT_NE(std::string(m->failure().message()).find("schema"), std::string::npos) << m->failure();
+  EXPECT_TRUE(plane_.requests.empty());
+  // Final: it does not try again.
+  EXPECT_FALSE(pump(*m, [&] { return m->state() != State::kFailed; }, 500));
+}
+
+TEST_F(MirrorControlTest, AnUnreachableSourceAtTheStartIsAFailureNamingIt) {
+  start_source();
+  source_.reset();  // nothing listens there now
+  auto m = mirror();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kFailed; }));
+  EXPECT_NE(std::string(m->failure().message()).find("cannot reach source 127.0.0.1"), std::string::npos)
+      << m->failure();
+}
+
+}  // namespace
+}  // namespace ringfire::control
