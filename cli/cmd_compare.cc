@@ -24,7 +24,7 @@ const CommandSpec kCompare{
     }};
 
 uint64_t oldest(const ring::RingFile& f) {
-  const uint64_t ws = f.header().write_seq.load(std::memory_order_acquire);
+  const uint64_t ws = f.header().write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
   return ws > f.capacity() ? ws - f.capacity() : 0;
 }
 

@@ -42,7 +42,7 @@ int cmd_stat(int argc, char** argv, int first) {
   if (!file.ok()) return fail("stat", file.status());
   const ring::RingHeader& h = file->header();
   using ull = unsigned long long;
-  const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
+  const uint64_t ws = h.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
   const uint64_t writer = h.writer_pid.load(std::memory_order_relaxed);
   std::printf("ring        %s\n", file->path().c_str());
   std::printf("kind        %s%s\n", file->blob() ? "blob" : "fixed-slot",

@@ -54,6 +54,8 @@ class ByteQueue {
     size_t pos = head % buf_.size();
     if (buf_.size() - pos < kHeader || load_len(pos) == kWrap) {
       head += buf_.size() - pos;
+      // Release: pairs with the acquire load of head_ in try_push (the
+      // skipped tail of the buffer is free again).
       head_.store(head, std::memory_order_release);
       pos = 0;
     }
@@ -80,9 +82,11 @@ class ByteQueue {
   }
 
   std::vector<std::byte> buf_;
+  // The consumer's cache line: head_ and what only it writes.
   alignas(64) std::atomic<size_t> head_{0};
+  size_t front_size_ = 0;
+  // The producer's.
   alignas(64) std::atomic<size_t> tail_{0};
-  size_t front_size_ = 0;  // consumer-owned
 };
 
 }  // namespace ringfire::dataplane

@@ -178,8 +178,9 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
   link_.stats.frames.fetch_add(1, std::memory_order_relaxed);
   send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
   heartbeat_wait_ns_ = config_.heartbeat_ns;
-  // Release: the control thread reads it for GEOMETRY and the heartbeat's
-  // meaning; only this thread writes it.
+  // Release: pairs with the control thread's acquire loads of next_to_send
+  // (serve_control.cc: GEOMETRY, the position it answers); only this thread
+  // writes it.
   link_.stats.next_to_send.store(framer_.end_seq(), std::memory_order_release);
   pacer_.flushed(now_ns);
   framer_.begin(frame_buf_.data(), frame_limit());
@@ -286,7 +287,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
         (void)!write(fd, &one, sizeof(one));
       }
       link_.stats.left_to_tcp.fetch_add(1, std::memory_order_relaxed);
-      link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);
+      link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);  // pairs as in flush()
     }
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);

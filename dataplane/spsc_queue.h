@@ -49,6 +49,8 @@ class SpscQueue {
 
   // size_approx is exact from either side's own thread, approximate elsewhere.
   size_t size_approx() const {
+    // Acquire both: pair with the release stores of tail_ (push) and head_
+    // (pop), as in try_pop and try_push.
     return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire);
   }
   static constexpr size_t capacity() { return N; }

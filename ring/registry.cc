@@ -31,6 +31,8 @@ ReaderEntry* ReaderRegistry::claim(const RingFile& file, std::string_view name, 
   const uint32_t n = file.header().registry_size;
   for (uint32_t i = 0; i < n; ++i) {
     ReaderEntry* e = file.reader_entry(i);
+    // Acquire: pairs with the owner's release when it claimed or released
+    // the entry.
     uint64_t owner = e->owner.load(std::memory_order_acquire);
     if (owner != 0 && process_alive(owner)) continue;
     // acq_rel: the acquire pairs with a previous owner's release in
@@ -66,7 +68,7 @@ std::vector<ReaderInfo> ReaderRegistry::list(const RingFile& file) {
   const uint32_t n = file.header().registry_size;
   for (uint32_t i = 0; i < n; ++i) {
     const ReaderEntry* e = file.reader_entry(i);
-    const uint64_t owner = e->owner.load(std::memory_order_acquire);
+    const uint64_t owner = e->owner.load(std::memory_order_acquire);  // pairs with claim's release
     if (owner == 0) continue;
     ReaderInfo info;
     info.index = i;

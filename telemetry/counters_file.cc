@@ -107,12 +107,14 @@ void CountersFile::sweep() {
       ++it;
       continue;
     }
-    // Release: a reader that re-checks state after copying sees it gone.
+    // Release: pairs with read_counters' acquire re-check of state: a
+    // reader that copied the entry meanwhile sees it gone.
     entries_[it->second].state.store(0, std::memory_order_release);
     free_.push_back(it->second);
     it = index_.erase(it);
   }
   touched_.clear();
+  // Release: pairs with read_counters' acquire of updated_ns.
   header_->updated_ns.store(monotonic_ns(), std::memory_order_release);
 }
 
@@ -146,11 +148,11 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
       p.role = text_of(h->role, sizeof(h->role));
       p.ring = text_of(h->ring, sizeof(h->ring));
       p.detail = text_of(h->detail, sizeof(h->detail));
-      p.updated_ns = h->updated_ns.load(std::memory_order_acquire);
+      p.updated_ns = h->updated_ns.load(std::memory_order_acquire);  // pairs with publish's release
       const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
       for (uint32_t i = 0; i < h->capacity; ++i) {
         const CounterEntry& e = entries[i];
-        const uint32_t gen = e.generation.load(std::memory_order_acquire);
+        const uint32_t gen = e.generation.load(std::memory_order_acquire);  // pairs with set()'s release of state, after the bump
         if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release
         std::string label = text_of(e.label, sizeof(e.label));
         const uint64_t v = e.value.load(std::memory_order_relaxed);
