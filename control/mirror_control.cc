@@ -115,8 +115,9 @@ MirrorControl::MirrorControl(const MirrorOptions& o, MirrorPlane* plane,
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = nak_fd_;
-  if (epoll_fd_ >= 0 && nak_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, nak_fd_, &ev);
-  if (epoll_fd_ < 0 || nak_fd_ < 0) fail(absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno))));
+  if (epoll_fd_ < 0 || nak_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, nak_fd_, &ev) != 0) {
+    fail(absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno))));
+  }
 }
 
 MirrorControl::~MirrorControl() {
@@ -199,7 +200,10 @@ void MirrorControl::connect(uint64_t now_ns) {
   epoll_event ev{};
   ev.events = EPOLLOUT;
   ev.data.fd = connecting_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, connecting_fd_, &ev);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, connecting_fd_, &ev) != 0) {
+    fail(absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno))));  // out of resources: say so
+    return;
+  }
   state_ = State::kConnecting;
   deadline_ns_ = now_ns + o_.handshake_timeout_ns;
   ++attempts_;
@@ -226,7 +230,10 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    fail(absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno))));
+    return false;
+  }
 
   hello_ = proto::Hello{};
   hello_.expected_schema = o_.expected_schema;
