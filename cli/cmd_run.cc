@@ -4,6 +4,8 @@
 // socket (`ringfire ctl`) lists ports and sessions with their counters and
 // adds or removes a session while the others stream. Every config error is
 // found before anything starts, and names the file, the line and the key.
+#include <unistd.h>
+
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -50,8 +52,17 @@ class Daemon {
   engine::Engine& engine() { return engine_; }
 
   absl::Status add(SessionSpec s) {
+    const std::string name = s.serve ? s.serve->name : s.mirror->name;  // a copy: the spec is moved
+    for (const SessionSpec& p : pending_) {
+      if (p.serve->name == name) return absl::AlreadyExistsError(absl::StrCat("a session named ", name, " exists already"));
+    }
+    if (s.serve && !s.follows.empty() && access(s.serve->ring.c_str(), F_OK) != 0) {
+      std::printf("run: %s waits for ring %s (mirror %s creates it)\n", s.serve->name.c_str(),
+                  s.serve->ring.c_str(), s.follows.c_str());
+      pending_.push_back(std::move(s));
+      return absl::OkStatus();
+    }
     if (s.serve) {
-      const std::string name = s.serve->name;
       auto placed = engine_.add_serve(std::move(*s.serve));
       if (!placed.ok()) return absl::Status(placed.status().code(), absl::StrCat(name, ": ", placed.status().message()));
       auto r = ServeReport::start(**placed, name, d_.quiet, d_.counters_dir, name);
@@ -59,7 +70,6 @@ class Daemon {
       serve_reports_[name] = std::move(*r);
       return absl::OkStatus();
     }
-    const std::string name = s.mirror->name;
     auto placed = engine_.add_mirror(std::move(*s.mirror));
     if (!placed.ok()) return absl::Status(placed.status().code(), absl::StrCat(name, ": ", placed.status().message()));
     auto r = MirrorReport::start(**placed, name, d_.quiet, d_.counters_dir, name);
@@ -69,6 +79,12 @@ class Daemon {
   }
 
   absl::Status remove(const std::string& name) {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->serve->name == name) {
+        pending_.erase(it);
+        return absl::OkStatus();
+      }
+    }
     if (auto it = mirror_reports_.find(name); it != mirror_reports_.end()) {
       it->second->finish();
       mirror_reports_.erase(it);  // before the session it reads
@@ -78,6 +94,23 @@ class Daemon {
   }
 
   void tick(uint64_t now) {
+    // A hub's serve starts once its mirror has created the ring (the file
+    // appears whole: the ring is built under another name and linked).
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (access(it->serve->ring.c_str(), F_OK) != 0) {
+        ++it;
+        continue;
+      }
+      SessionSpec s = std::move(*it);
+      it = pending_.erase(it);
+      const std::string name = s.serve->name;
+      if (absl::Status st = add(std::move(s)); !st.ok()) {
+        std::printf("run: %s: not started: %s\n", name.c_str(), std::string(st.message()).c_str());
+      } else {
+        std::printf("run: %s started (its ring is there)\n", name.c_str());
+      }
+      std::fflush(stdout);
+    }
     for (auto& [name, r] : serve_reports_) r->tick(now);
     for (auto& [name, r] : mirror_reports_) r->tick(now);
   }
@@ -131,7 +164,6 @@ class Daemon {
   }
 
   json list() const {
-    constexpr auto r = std::memory_order_relaxed;
     json j;
     j["ports"] = json::array();
     for (const engine::PortInfo& p : engine_.ports()) {
@@ -145,10 +177,15 @@ class Daemon {
       const control::ServeControlStats& c = s->control->stats();
       j["sessions"].push_back({{"name", s->spec.name}, {"kind", "serve"}, {"port", s->spec.port},
                                {"ring", s->spec.ring}, {"listen", dataplane::to_string(s->control->listening())},
-                               {"records", w.records.load(r) + c.tcp_records}, {"next_seq", w.next_to_send.load(r)},
-                               {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.load(r)},
-                               {"fault_dropped", w.fault_dropped.load(r)}, {"refused_tcp", c.refused()},
+                               {"records", w.records.get() + c.tcp_records}, {"next_seq", w.next_to_send.load(std::memory_order_relaxed)},
+                               {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.get()},
+                               {"fault_dropped", w.fault_dropped.get()}, {"refused_tcp", c.refused()},
                                {"refused_punches", w.punches_refused()}});
+    }
+    for (const SessionSpec& p : pending_) {
+      j["sessions"].push_back({{"name", p.serve->name}, {"kind", "serve"}, {"port", p.serve->port},
+                               {"ring", p.serve->ring}, {"state", "waiting"},
+                               {"over", absl::StrCat("waiting for its ring (mirror ", p.follows, ")")}});
     }
     for (const auto& m : engine_.mirrors()) {
       const control::MirrorControl& c = *m->control;
@@ -157,14 +194,14 @@ class Daemon {
                 {"state", state_name(c.state())}, {"over", c.description()}};
       if (c.state() == control::MirrorControl::State::kFailed) e["failure"] = std::string(c.failure().message());
       if (const dataplane::MirrorWorkerStats* st = c.stats()) {
-        const uint64_t next = st->next_seq.load(r), end = st->known_end.load(r);
-        e["records"] = st->records.load(r);
+        const uint64_t next = st->next_seq.get(), end = st->known_end.get();
+        e["records"] = st->records.get();
         e["next_seq"] = next;
         e["lag"] = end > next ? end - next : 0;
-        e["naks"] = st->naks.load(r);
-        e["gap_records"] = st->gap_records.load(r);
-        e["datagrams"] = st->datagrams.load(r);
-        e["fault_dropped"] = st->fault_dropped.load(r);
+        e["naks"] = st->naks.get();
+        e["gap_records"] = st->gap_records.get();
+        e["datagrams"] = st->datagrams.get();
+        e["fault_dropped"] = st->fault_dropped.get();
         e["rejected"] = st->rejected();
       }
       j["sessions"].push_back(e);
@@ -190,6 +227,7 @@ class Daemon {
   engine::Engine engine_;
   std::map<std::string, std::unique_ptr<ServeReport>> serve_reports_;
   std::map<std::string, std::unique_ptr<MirrorReport>> mirror_reports_;
+  std::vector<SessionSpec> pending_;  // serves waiting for their ring (follows)
 };
 
 }  // namespace

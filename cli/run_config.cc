@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/session_setup.h"
 #include "dataplane/kernel_udp.h"
+#include "ring/ring_file.h"
 
 namespace ringfire::cli {
 namespace {
@@ -234,7 +235,14 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
   SessionSpec out;
   const Args args = args_of(t.kind, t, {"name", "port", "ring", "source"});
   if (serve) {
-    auto spec = parse_serve_session(args, *ring);
+    for (const ConfigTable& m : f.mirrors) {
+      const ConfigValue* r = get(m, "ring");
+      if (r != nullptr && ring::ring_path(r->text) == ring::ring_path(*ring)) out.follows = m.name;
+    }
+    auto spec = parse_serve_session(args, *ring, !out.follows.empty());
+    if (!spec.ok() && spec.status().message().find(" ring ") != std::string::npos) {
+      return error_at(f, t, "ring", absl::StrCat(spec.status().message(), " (create it with ringfire create)"));
+    }
     if (!spec.ok()) return located(f, t, spec.status());
     spec->name = *name;
     spec->port = port;

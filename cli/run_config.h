@@ -30,6 +30,9 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
 struct SessionSpec {
   std::optional<engine::ServeSpec> serve;
   std::optional<engine::MirrorSpec> mirror;
+  // follows: a serve of the ring a mirror of the same config writes (a hub)
+  // names that mirror; the serve starts once the mirror has created it.
+  std::string follows;
 };
 // session_spec builds a [[serve]] or [[mirror]] table's spec; `ports` names
 // the ports it may go on (with one, `port` may be left out).

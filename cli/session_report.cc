@@ -12,17 +12,16 @@ namespace {
 // file (`ringfire stat` shows them), once a second.
 void publish_serve_counters(telemetry::CountersFile& f, const control::ServeControl& ctl,
                       const dataplane::ServeStats& w, uint64_t port_drops) {
-  constexpr auto r = std::memory_order_relaxed;
   const control::ServeControlStats& c = ctl.stats();
-  f.set("serve.records", w.records.load(r) + c.tcp_records);
-  f.set("serve.frames", w.frames.load(r));
-  f.set("serve.datagrams", w.datagrams.load(r));
-  f.set("serve.send_failures", w.send_failures.load(r));
-  f.set("serve.next_seq", w.next_to_send.load(r));
-  f.set("serve.heartbeats", w.heartbeats.load(r));
-  f.set("serve.lapped", w.lapped.load(r));
+  f.set("serve.records", w.records.get() + c.tcp_records);
+  f.set("serve.frames", w.frames.get());
+  f.set("serve.datagrams", w.datagrams.get());
+  f.set("serve.send_failures", w.send_failures.get());
+  f.set("serve.next_seq", w.next_to_send.load(std::memory_order_relaxed));
+  f.set("serve.heartbeats", w.heartbeats.get());
+  f.set("serve.lapped", w.lapped.get());
   f.set("serve.mirrors", c.mirrors);
-  f.set("serve.unicast_mirrors", w.unicast_mirrors.load(r));
+  f.set("serve.unicast_mirrors", w.unicast_mirrors.get());
   f.set("serve.naks", c.naks);
   f.set("serve.nak_ranges", c.nak_ranges);
   f.set("serve.nak_records_tcp", c.nak_records);
@@ -41,12 +40,12 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("refused.tcp.slow", c.slow_cut);
   f.set("refused.tcp.silent", c.peer_timeouts);
   f.set("refused.tcp.nak_dropped", c.nak_dropped);
-  f.set("refused.punch.malformed", w.punch_malformed.load(r));
-  f.set("refused.punch.wrong_kind", w.punch_wrong_kind.load(r));
-  f.set("refused.punch.unknown_token", w.punch_unknown_token.load(r));
-  f.set("refused.punch.wrong_sender", w.punch_wrong_sender.load(r));
-  f.set("refused.punch.bad_mac", w.punch_bad_mac.load(r));
-  f.set("refused.punch.replayed", w.punch_replayed.load(r));
+  f.set("refused.punch.malformed", w.punch_malformed.get());
+  f.set("refused.punch.wrong_kind", w.punch_wrong_kind.get());
+  f.set("refused.punch.unknown_token", w.punch_unknown_token.get());
+  f.set("refused.punch.wrong_sender", w.punch_wrong_sender.get());
+  f.set("refused.punch.bad_mac", w.punch_bad_mac.get());
+  f.set("refused.punch.replayed", w.punch_replayed.get());
   for (const control::MirrorView& m : ctl.mirrors()) {
     const std::string k = absl::StrCat("mirror.", dataplane::to_string(m.peer), ".");
     f.set(k + "lag", m.lag);
@@ -66,78 +65,75 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
 // refusals: the rejection counters by reason, for the log line printed
 // when they change.
 std::string refusals(const control::ServeControlStats& c, const dataplane::ServeStats& w) {
-  constexpr auto r = std::memory_order_relaxed;
   return absl::StrCat(
       "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", handshake-timeout ", c.handshake_timeouts,
       ", malformed ", c.malformed, ", oversized ", c.oversized, ", wrong-kind ", c.wrong_kind, ", bad-hello ",
       c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", slow ", c.slow_cut,
       ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),
-      " (malformed ", w.punch_malformed.load(r), ", wrong-kind ", w.punch_wrong_kind.load(r),
-      ", unknown-token ", w.punch_unknown_token.load(r), ", wrong-sender ", w.punch_wrong_sender.load(r),
-      ", bad-mac ", w.punch_bad_mac.load(r), ", replayed ", w.punch_replayed.load(r), ")");
+      " (malformed ", w.punch_malformed.get(), ", wrong-kind ", w.punch_wrong_kind.get(),
+      ", unknown-token ", w.punch_unknown_token.get(), ", wrong-sender ", w.punch_wrong_sender.get(),
+      ", bad-mac ", w.punch_bad_mac.get(), ", replayed ", w.punch_replayed.get(), ")");
 }
 
 // publish_counters writes a mirror's counters into its counters file.
 void publish_mirror_counters(telemetry::CountersFile& f, const control::MirrorControl& c,
                       const dataplane::MirrorWorkerStats& st) {
-  constexpr auto r = std::memory_order_relaxed;
-  const uint64_t next = st.next_seq.load(r), end = st.known_end.load(r);
-  f.set("mirror.records", st.records.load(r));
+  const uint64_t next = st.next_seq.get(), end = st.known_end.get();
+  f.set("mirror.records", st.records.get());
   f.set("mirror.next_seq", next);
   f.set("mirror.lag", end > next ? end - next : 0);
-  f.set("mirror.held", st.held.load(r));
-  f.set("mirror.held_high", st.held_high.load(r));
-  f.set("mirror.holes", st.holes.load(r));
-  f.set("mirror.naks", st.naks.load(r));
-  f.set("mirror.nak_repeats", st.nak_repeats.load(r));
-  f.set("mirror.gap_records", st.gap_records.load(r));
-  f.set("mirror.duplicates", st.duplicates.load(r));
-  f.set("mirror.datagrams", st.datagrams.load(r));
-  f.set("mirror.tcp_frames", st.tcp_frames.load(r));
-  f.set("mirror.hold_overflow", st.hold_overflow.load(r));
-  f.set("mirror.repair_time_ns", st.repair_srtt_ns.load(r));
+  f.set("mirror.held", st.held.get());
+  f.set("mirror.held_high", st.held_high.get());
+  f.set("mirror.holes", st.holes.get());
+  f.set("mirror.naks", st.naks.get());
+  f.set("mirror.nak_repeats", st.nak_repeats.get());
+  f.set("mirror.gap_records", st.gap_records.get());
+  f.set("mirror.duplicates", st.duplicates.get());
+  f.set("mirror.datagrams", st.datagrams.get());
+  f.set("mirror.tcp_frames", st.tcp_frames.get());
+  f.set("mirror.hold_overflow", st.hold_overflow.get());
+  f.set("mirror.repair_time_ns", st.repair_srtt_ns.get());
   f.set("mirror.port_drops", c.port_drops());
   f.set("mirror.health_reports", c.control_stats().health_reports);
   f.set("mirror.sessions", c.control_stats().sessions);
-  f.set("rejected.udp.wrong_sender", st.wrong_sender.load(r));
-  f.set("rejected.udp.bad_mac", st.bad_mac.load(r));
-  f.set("rejected.udp.wrong_kind", st.wrong_kind.load(r));
-  f.set("rejected.udp.wrong_session", st.wrong_session.load(r));
-  f.set("rejected.udp.implausible", st.implausible.load(r));
-  f.set("rejected.udp.malformed", st.malformed.load(r));
+  f.set("rejected.udp.wrong_sender", st.wrong_sender.get());
+  f.set("rejected.udp.bad_mac", st.bad_mac.get());
+  f.set("rejected.udp.wrong_kind", st.wrong_kind.get());
+  f.set("rejected.udp.wrong_session", st.wrong_session.get());
+  f.set("rejected.udp.implausible", st.implausible.get());
+  f.set("rejected.udp.malformed", st.malformed.get());
   f.set("rejected.tcp.wrong_kind", c.control_stats().tcp_wrong_kind);
   f.sweep();
 }
 
 void print_mirror_stats(const std::string& prefix, const control::MirrorControl& c, const dataplane::MirrorWorkerStats& st, uint64_t per_second) {
-  const uint64_t next = st.next_seq.load();
-  const uint64_t end = st.known_end.load();
+  const uint64_t next = st.next_seq.get();
+  const uint64_t end = st.known_end.get();
   std::printf(
       "%s: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
       "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
       prefix.c_str(), static_cast<unsigned long long>(per_second), static_cast<unsigned long long>(next),
       static_cast<unsigned long long>(end > next ? end - next : 0),
-      static_cast<unsigned long long>(st.held.load()), static_cast<unsigned long long>(st.naks.load()),
-      static_cast<unsigned long long>(st.gap_records.load()),
-      static_cast<unsigned long long>(st.duplicates.load()),
-      static_cast<unsigned long long>(st.datagrams.load()),
-      static_cast<unsigned long long>(st.tcp_frames.load()),
-      static_cast<unsigned long long>(st.fault_dropped.load()),
+      static_cast<unsigned long long>(st.held.get()), static_cast<unsigned long long>(st.naks.get()),
+      static_cast<unsigned long long>(st.gap_records.get()),
+      static_cast<unsigned long long>(st.duplicates.get()),
+      static_cast<unsigned long long>(st.datagrams.get()),
+      static_cast<unsigned long long>(st.tcp_frames.get()),
+      static_cast<unsigned long long>(st.fault_dropped.get()),
       static_cast<unsigned long long>(c.port_drops()));
   std::fflush(stdout);
 }
 
 void print_rejected(const std::string& prefix, const dataplane::MirrorWorkerStats& st) {
-  constexpr auto r = std::memory_order_relaxed;
   std::printf("%s: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
               "wrong-session %llu, implausible %llu, malformed %llu)\n",
               prefix.c_str(), static_cast<unsigned long long>(st.rejected()),
-              static_cast<unsigned long long>(st.wrong_sender.load(r)),
-              static_cast<unsigned long long>(st.bad_mac.load(r)),
-              static_cast<unsigned long long>(st.wrong_kind.load(r)),
-              static_cast<unsigned long long>(st.wrong_session.load(r)),
-              static_cast<unsigned long long>(st.implausible.load(r)),
-              static_cast<unsigned long long>(st.malformed.load(r)));
+              static_cast<unsigned long long>(st.wrong_sender.get()),
+              static_cast<unsigned long long>(st.bad_mac.get()),
+              static_cast<unsigned long long>(st.wrong_kind.get()),
+              static_cast<unsigned long long>(st.wrong_session.get()),
+              static_cast<unsigned long long>(st.implausible.get()),
+              static_cast<unsigned long long>(st.malformed.get()));
   std::fflush(stdout);
 }
 
@@ -176,8 +172,8 @@ void ServeReport::tick(uint64_t now) {
   const control::ServeControl& ctl = *s_.control;
   const dataplane::ServeStats& ws = s_.link->stats;
   const auto& cs = ctl.stats();
-  const uint64_t records = ws.records.load() + cs.tcp_records;
-  const uint64_t frames = ws.frames.load();
+  const uint64_t records = ws.records.get() + cs.tcp_records;
+  const uint64_t frames = ws.frames.get();
   const uint64_t drops = s_.port->port_drops();
   uint64_t slowest = 0;
   for (const control::MirrorView& m : ctl.mirrors()) slowest = std::max(slowest, m.lag);
@@ -190,11 +186,11 @@ void ServeReport::tick(uint64_t now) {
         static_cast<unsigned long long>(frames - last_frames_),
         static_cast<unsigned long long>(ws.next_to_send.load()),
         static_cast<unsigned long long>(cs.mirrors),
-        static_cast<unsigned long long>(ws.unicast_mirrors.load()),
+        static_cast<unsigned long long>(ws.unicast_mirrors.get()),
         static_cast<unsigned long long>(slowest),
         static_cast<unsigned long long>(cs.naks), static_cast<unsigned long long>(cs.nak_records),
         static_cast<unsigned long long>(cs.udp_repairs), static_cast<unsigned long long>(cs.gaps),
-        static_cast<unsigned long long>(ws.lapped.load()), static_cast<unsigned long long>(cs.refused()),
+        static_cast<unsigned long long>(ws.lapped.get()), static_cast<unsigned long long>(cs.refused()),
         static_cast<unsigned long long>(ws.punches_refused()),
         s_.port->describe().empty() ? "" : absl::StrCat(", port drops ", drops).c_str());
     std::fflush(stdout);
@@ -261,7 +257,7 @@ void MirrorReport::tick(uint64_t now) {
     return;
   }
   if (!streaming_ || now < next_report_ns_) return;
-  const uint64_t records = st->records.load();
+  const uint64_t records = st->records.get();
   if (!quiet_) print_mirror_stats(prefix_, c, *st, records - last_records_);
   last_records_ = records;
   next_report_ns_ = now + 1'000'000'000u;

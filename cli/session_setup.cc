@@ -38,7 +38,7 @@ std::vector<OptionSpec> serve_session_options() {
   });
 }
 
-absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring) {
+absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring, bool may_follow) {
   if (!args.has("listen")) {
     return absl::InvalidArgumentError("--listen ADDR:PORT is required");
   }
@@ -109,9 +109,12 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     if (!k.ok()) return k.status();
     psk = std::move(*k);
   }
-  auto file = ring::RingFile::open(ring);
-  if (!file.ok()) return file.status();
-  const std::string ring_path = file->path();  // the engine attaches its readers to it
+  std::string ring_path = ring::ring_path(ring);  // the engine attaches its readers to it
+  if (!may_follow) {
+    auto file = ring::RingFile::open(ring);
+    if (!file.ok()) return file.status();
+    ring_path = file->path();
+  }
 
   uint8_t session = 0;
   while (session == 0) {

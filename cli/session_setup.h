@@ -19,8 +19,10 @@ namespace ringfire::cli {
 // serve_session_options: every option of a serve session.
 std::vector<OptionSpec> serve_session_options();
 // parse_serve_session checks them and builds the spec of a serve of `ring`
-// (a name in /dev/shm or a path; it must exist).
-absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring);
+// (a name in /dev/shm or a path; it must exist, unless `may_follow`: a hub's
+// ring that a mirror of the same config creates later).
+absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring,
+                                                      bool may_follow = false);
 
 // mirror_session_options: every option of a mirror session.
 std::vector<OptionSpec> mirror_session_options();

@@ -130,9 +130,8 @@ MirrorControl::~MirrorControl() {
 void MirrorControl::close_link() {
   if (link_ == nullptr) return;
   const dataplane::MirrorWorkerStats& st = link_->stats;
-  constexpr auto r = std::memory_order_relaxed;
-  last_totals_ = SessionTotals{st.records.load(r), st.next_seq.load(r), st.naks.load(r), st.nak_repeats.load(r),
-                               st.repair_srtt_ns.load(r)};
+  last_totals_ = SessionTotals{st.records.get(), st.next_seq.get(), st.naks.get(), st.nak_repeats.get(),
+                               st.repair_srtt_ns.get()};
   plane_->close(link_);
   link_ = nullptr;
 }
@@ -508,17 +507,16 @@ void MirrorControl::send_naks() {
 
 void MirrorControl::send_health(uint64_t now_ns) {
   const dataplane::MirrorWorkerStats& st = link_->stats;
-  constexpr auto r = std::memory_order_relaxed;
   proto::Health h;
   h.report = ++health_seq_;
-  h.next_seq = st.next_seq.load(r);
-  h.known_end = st.known_end.load(r);
-  h.holes = static_cast<uint32_t>(st.holes.load(r));
-  h.held = static_cast<uint32_t>(st.held.load(r));
-  h.held_high = static_cast<uint32_t>(st.held_high.load(r));
-  h.naks = st.naks.load(r);
-  h.gap_records = st.gap_records.load(r);
-  h.rx_drops = plane_->port_drops() + st.hold_overflow.load(r);
+  h.next_seq = st.next_seq.get();
+  h.known_end = st.known_end.get();
+  h.holes = static_cast<uint32_t>(st.holes.get());
+  h.held = static_cast<uint32_t>(st.held.get());
+  h.held_high = static_cast<uint32_t>(st.held_high.get());
+  h.naks = st.naks.get();
+  h.gap_records = st.gap_records.get();
+  h.rx_drops = plane_->port_drops() + st.hold_overflow.get();
   h.rejected = st.rejected();
   std::byte buf[proto::kFrameHeaderBytes + proto::kHealthBody];
   conn_->send(proto::ConstBytes(buf, proto::encode_health(h, buf)));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dataplane/byte_queue.h"
+#include "dataplane/counter.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/mirror_receiver.h"
@@ -38,34 +39,33 @@ struct MirrorWorkerConfig {
   uint64_t punch_keepalive_ns = 1'000'000'000;
 };
 
-struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes, control reads
-  std::atomic<uint64_t> datagrams{0};
-  std::atomic<uint64_t> tcp_frames{0};
-  std::atomic<uint64_t> fault_dropped{0};
-  std::atomic<uint64_t> punches{0};
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> duplicates{0};
-  std::atomic<uint64_t> held{0};
-  std::atomic<uint64_t> naks{0};
-  std::atomic<uint64_t> gap_records{0};
-  std::atomic<uint64_t> holes{0};
-  std::atomic<uint64_t> held_high{0};
-  std::atomic<uint64_t> hold_overflow{0};
-  std::atomic<uint64_t> next_seq{0};
-  std::atomic<uint64_t> known_end{0};
-  std::atomic<uint64_t> repair_srtt_ns{0};
-  std::atomic<uint64_t> nak_repeats{0};
+struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
+  Counter datagrams;
+  Counter tcp_frames;
+  Counter fault_dropped;
+  Counter punches;
+  Counter records;
+  Counter duplicates;
+  Counter held;
+  Counter naks;
+  Counter gap_records;
+  Counter holes;
+  Counter held_high;
+  Counter hold_overflow;
+  Counter next_seq;
+  Counter known_end;
+  Counter repair_srtt_ns;
+  Counter nak_repeats;
   // Rejected UDP input by reason (MirrorStats).
-  std::atomic<uint64_t> wrong_sender{0};
-  std::atomic<uint64_t> bad_mac{0};
-  std::atomic<uint64_t> wrong_kind{0};
-  std::atomic<uint64_t> wrong_session{0};
-  std::atomic<uint64_t> implausible{0};
-  std::atomic<uint64_t> malformed{0};
+  Counter wrong_sender;
+  Counter bad_mac;
+  Counter wrong_kind;
+  Counter wrong_session;
+  Counter implausible;
+  Counter malformed;
   uint64_t rejected() const {
-    constexpr auto r = std::memory_order_relaxed;
-    return wrong_sender.load(r) + bad_mac.load(r) + wrong_kind.load(r) + wrong_session.load(r) +
-           implausible.load(r) + malformed.load(r);
+    return wrong_sender.get() + bad_mac.get() + wrong_kind.get() + wrong_session.get() +
+           implausible.get() + malformed.get();
   }
 };
 

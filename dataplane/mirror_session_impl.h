@@ -47,7 +47,7 @@ void MirrorSession<Port>::punch(uint64_t now_ns) {
     n = proto::encode_punch(config_.punch_token, buf);
   }
   const TxDatagram tx{proto::ConstBytes(buf, n), *config_.punch_to, binding_};
-  if (port_->tx_burst(&tx, 1) == 1) link_.stats.punches.fetch_add(1, std::memory_order_relaxed);
+  if (port_->tx_burst(&tx, 1) == 1) link_.stats.punches += 1;
   last_punch_ns_ = now_ns;
 }
 
@@ -74,7 +74,7 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
   if (binding_ != 0) {
     if (faults_.enabled()) {
       faults_.release(now_ns, [&](proto::ConstBytes b, const Endpoint& from) { receiver_.on_datagram(b, from, now_ns); });
-      link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
+      link_.stats.fault_dropped.set(faults_.dropped());
     }
     if (config_.punch_to &&
         now_ns - last_punch_ns_ >= (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns)) {
@@ -113,28 +113,27 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
 template <PacketPort Port>
 void MirrorSession<Port>::publish_stats() {
   const MirrorStats& s = receiver_.stats();
-  constexpr auto r = std::memory_order_relaxed;
   MirrorWorkerStats& o = link_.stats;
-  o.datagrams.store(datagrams_, r);
-  o.tcp_frames.store(tcp_frames_, r);
-  o.records.store(s.records, r);
-  o.duplicates.store(s.duplicates, r);
-  o.held.store(receiver_.held_frames(), r);
-  o.naks.store(s.naks, r);
-  o.gap_records.store(s.gap_records, r);
-  o.holes.store(s.holes, r);
-  o.held_high.store(s.held_high, r);
-  o.hold_overflow.store(s.hold_overflow, r);
-  o.next_seq.store(receiver_.next_seq(), r);
-  o.known_end.store(receiver_.known_end(), r);
-  o.repair_srtt_ns.store(s.repair_srtt_ns, r);
-  o.nak_repeats.store(s.nak_repeats, r);
-  o.wrong_sender.store(s.wrong_sender, r);
-  o.bad_mac.store(s.bad_mac, r);
-  o.wrong_kind.store(s.wrong_kind, r);
-  o.wrong_session.store(s.wrong_session, r);
-  o.implausible.store(s.implausible, r);
-  o.malformed.store(s.malformed, r);
+  o.datagrams.set(datagrams_);
+  o.tcp_frames.set(tcp_frames_);
+  o.records.set(s.records);
+  o.duplicates.set(s.duplicates);
+  o.held.set(receiver_.held_frames());
+  o.naks.set(s.naks);
+  o.gap_records.set(s.gap_records);
+  o.holes.set(s.holes);
+  o.held_high.set(s.held_high);
+  o.hold_overflow.set(s.hold_overflow);
+  o.next_seq.set(receiver_.next_seq());
+  o.known_end.set(receiver_.known_end());
+  o.repair_srtt_ns.set(s.repair_srtt_ns);
+  o.nak_repeats.set(s.nak_repeats);
+  o.wrong_sender.set(s.wrong_sender);
+  o.bad_mac.set(s.bad_mac);
+  o.wrong_kind.set(s.wrong_kind);
+  o.wrong_session.set(s.wrong_session);
+  o.implausible.set(s.implausible);
+  o.malformed.set(s.malformed);
 }
 
 }  // namespace ringfire::dataplane

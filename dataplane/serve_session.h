@@ -28,6 +28,7 @@
 #include <optional>
 #include <vector>
 
+#include "dataplane/counter.h"
 #include "dataplane/data_framer.h"
 #include "dataplane/datagram_mac.h"
 #include "dataplane/fault_shaper.h"
@@ -61,35 +62,36 @@ struct ServeCommand {
   MacKey punch_key{};
 };
 
-struct alignas(64) ServeStats {  // its own cache lines: the worker writes, control reads
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> frames{0};
-  std::atomic<uint64_t> datagrams{0};
-  std::atomic<uint64_t> send_failures{0};
-  std::atomic<uint64_t> heartbeats{0};
-  std::atomic<uint64_t> lapped{0};          // records the ring overwrote before we read them
-  std::atomic<uint64_t> left_to_tcp{0};     // records too large for a datagram
-  std::atomic<uint64_t> punches{0};
+struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
+  Counter records;
+  Counter frames;
+  Counter datagrams;
+  Counter send_failures;
+  Counter heartbeats;
+  Counter lapped;          // records the ring overwrote before we read them
+  Counter left_to_tcp;     // records too large for a datagram
+  Counter punches;
   // Refused datagrams by reason (a serve worker receives only PUNCHes).
-  std::atomic<uint64_t> punch_malformed{0};
-  std::atomic<uint64_t> punch_wrong_kind{0};
-  std::atomic<uint64_t> punch_unknown_token{0};
-  std::atomic<uint64_t> punch_wrong_sender{0};  // a known token from another address: probed, not served
-  std::atomic<uint64_t> probes{0};               // PROBEs sent (path validation)
-  std::atomic<uint64_t> paths_validated{0};      // addresses that echoed their PROBE over TCP
-  std::atomic<uint64_t> punch_bad_mac{0};
-  std::atomic<uint64_t> punch_replayed{0};      // a counter not above the last accepted
+  Counter punch_malformed;
+  Counter punch_wrong_kind;
+  Counter punch_unknown_token;
+  Counter punch_wrong_sender;  // a known token from another address: probed, not served
+  Counter probes;               // PROBEs sent (path validation)
+  Counter paths_validated;      // addresses that echoed their PROBE over TCP
+  Counter punch_bad_mac;
+  Counter punch_replayed;      // a counter not above the last accepted
   uint64_t punches_refused() const {
-    constexpr auto r = std::memory_order_relaxed;
-    return punch_malformed.load(r) + punch_wrong_kind.load(r) + punch_unknown_token.load(r) +
-           punch_wrong_sender.load(r) + punch_bad_mac.load(r) + punch_replayed.load(r);
+    return punch_malformed.get() + punch_wrong_kind.get() + punch_unknown_token.get() +
+           punch_wrong_sender.get() + punch_bad_mac.get() + punch_replayed.get();
   }
-  std::atomic<uint64_t> unicast_mirrors{0};
-  std::atomic<uint64_t> next_to_send{0};    // one past the last sequence sent
-  std::atomic<uint64_t> fault_dropped{0};   // test: datagrams the send-side faults dropped
-  std::atomic<uint64_t> repairs{0};         // NAK ranges repaired through the data plane
-  std::atomic<uint64_t> repair_records{0};
-  std::atomic<uint64_t> repairs_cut{0};     // ended early: lapped, or no room (the mirror NAKs again)
+  Counter unicast_mirrors;
+  // next_to_send: one past the last sequence sent; stored with release by
+  // the worker (serve_session_impl.h), loaded with acquire by control.
+  std::atomic<uint64_t> next_to_send{0};
+  Counter fault_dropped;   // test: datagrams the send-side faults dropped
+  Counter repairs;         // NAK ranges repaired through the data plane
+  Counter repair_records;
+  Counter repairs_cut;     // ended early: lapped, or no room (the mirror NAKs again)
 };
 
 // ServeLink is the part of a serve session the control thread may touch.

@@ -27,7 +27,7 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
   heartbeat_wait_ns_ = config_.heartbeat_ns;
   unicast_.reserve(kMaxUnicast);
   randombytes_buf(probe_secret_.bytes.data(), probe_secret_.bytes.size());
-  link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);
+  link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);  // before install
   framer_.begin(frame_buf_.data(), frame_limit());
 }
 
@@ -43,7 +43,7 @@ void ServeSession<Port>::take_commands() {
         if (u.token == c.token && u.probing && u.challenge == c.first) {
           u.to = u.probing;
           u.probing.reset();
-          link_.stats.paths_validated.fetch_add(1, std::memory_order_relaxed);
+          link_.stats.paths_validated += 1;
         }
       }
     } else if (c.kind == ServeCommand::Kind::kAllowToken) {
@@ -60,7 +60,7 @@ void ServeSession<Port>::take_commands() {
   }
   uint64_t active = 0;
   for (const Unicast& u : unicast_) active += u.to.has_value();
-  link_.stats.unicast_mirrors.store(active, std::memory_order_relaxed);
+  link_.stats.unicast_mirrors.set(active);
 }
 
 template <PacketPort Port>
@@ -78,47 +78,46 @@ void ServeSession<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) 
   const size_t n = seal_in_place(
       buf, proto::encode_probe(u.challenge, config_.session, proto::MutableBytes(buf, proto::kFrameHeaderBytes)));
   const TxDatagram tx{proto::ConstBytes(buf, n), at, binding_};
-  if (send(&tx, 1) == 1) link_.stats.probes.fetch_add(1, std::memory_order_relaxed);
+  if (send(&tx, 1) == 1) link_.stats.probes += 1;
 }
 
 template <PacketPort Port>
 void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
   ServeStats& st = link_.stats;
-  constexpr auto r = std::memory_order_relaxed;
   proto::Frame f;
   if (proto::decode_frame(d.payload, d.payload.size(), &f) != proto::DecodeError::kOk) {
-    st.punch_malformed.fetch_add(1, r);
+    st.punch_malformed += 1;
     return;
   }
   if (f.header.kind != proto::FrameKind::kPunch) {
-    st.punch_wrong_kind.fetch_add(1, r);
+    st.punch_wrong_kind += 1;
     return;
   }
   auto it = std::find_if(unicast_.begin(), unicast_.end(),
                          [&](const Unicast& u) { return u.token == f.header.seq; });
   if (it == unicast_.end()) {
-    st.punch_unknown_token.fetch_add(1, r);
+    st.punch_unknown_token += 1;
     return;
   }
   proto::ConstBytes punch = d.payload;
   if (it->key && !unseal(*it->key, d.payload, &punch)) {
-    st.punch_bad_mac.fetch_add(1, r);
+    st.punch_bad_mac += 1;
     return;
   }
   uint64_t token = 0, counter = 0;
   if (punch.size() != proto::kFrameHeaderBytes + f.header.len ||
       proto::decode_punch(f, &token, &counter) != proto::DecodeError::kOk) {
-    st.punch_malformed.fetch_add(1, r);
+    st.punch_malformed += 1;
     return;
   }
   if (it->key) {
     if (counter <= it->last_counter) {
-      st.punch_replayed.fetch_add(1, r);
+      st.punch_replayed += 1;
       return;
     }
     it->last_counter = counter;
   }
-  st.punches.fetch_add(1, r);
+  st.punches += 1;
   // The token was handed to one TCP connection: from that connection's
   // address (a NAT keeps it, RFC 4787 "paired" pooling; the port may
   // change) DATA goes where the punch came from at once. From any other
@@ -126,7 +125,7 @@ void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
   // a PROBE goes there, until the mirror echoes it over TCP.
   if (d.from.ip != it->peer_ip) {
     if (!(it->to && *it->to == d.from)) {
-      st.punch_wrong_sender.fetch_add(1, r);
+      st.punch_wrong_sender += 1;
       probe(*it, d.from, now_ns);
     }
     return;
@@ -139,7 +138,7 @@ void ServeSession<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns
   auto send = [&](proto::ConstBytes d, const Endpoint&) { transmit(d); };
   faults_.offer(datagram, Endpoint{}, now_ns, send);
   faults_.release(now_ns, send);
-  link_.stats.fault_dropped.store(faults_.dropped(), std::memory_order_relaxed);
+  link_.stats.fault_dropped.set(faults_.dropped());
   last_send_ns_ = now_ns;
 }
 
@@ -152,8 +151,8 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
       tx[n++] = TxDatagram{datagram, to, binding_};
       if (n == kBurst) {
         const size_t sent = send(tx, n);
-        link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
-        link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
+        link_.stats.send_failures += n - sent;
+        link_.stats.datagrams += sent;
         n = 0;
       }
     }
@@ -164,8 +163,8 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
   }
   if (n != 0) {
     const size_t sent = send(tx, n);
-    link_.stats.send_failures.fetch_add(n - sent, std::memory_order_relaxed);
-    link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
+    link_.stats.send_failures += n - sent;
+    link_.stats.datagrams += sent;
   }
 }
 
@@ -174,8 +173,8 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
   size_t n = framer_.finish();
   if (n == 0) return;
   n = seal_in_place(frame_buf_.data(), n);
-  link_.stats.records.fetch_add(framer_.count(), std::memory_order_relaxed);
-  link_.stats.frames.fetch_add(1, std::memory_order_relaxed);
+  link_.stats.records += framer_.count();
+  link_.stats.frames += 1;
   send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
   heartbeat_wait_ns_ = config_.heartbeat_ns;
   // Release: pairs with the control thread's acquire loads of next_to_send
@@ -197,11 +196,11 @@ void ServeSession<Port>::queue_repair(const ServeCommand& c) {
     }
   }
   if (!to || !repair_reader_ || repair_count_ == kMaxRepairs || c.last < c.first) {
-    link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+    link_.stats.repairs_cut += 1;
     return;
   }
   repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, c.first, c.last};
-  link_.stats.repairs.fetch_add(1, std::memory_order_relaxed);
+  link_.stats.repairs += 1;
 }
 
 template <PacketPort Port>
@@ -218,8 +217,8 @@ bool ServeSession<Port>::repair_step() {
       n = seal_in_place(repair_buf_.data(), n);
       const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to, binding_};
       const size_t sent = send(&tx, 1);
-      link_.stats.datagrams.fetch_add(sent, std::memory_order_relaxed);
-      link_.stats.send_failures.fetch_add(1 - sent, std::memory_order_relaxed);
+      link_.stats.datagrams += sent;
+      link_.stats.send_failures += 1 - sent;
     }
     repair_framer_.begin(repair_buf_.data(), frame_limit());
   };
@@ -229,14 +228,14 @@ bool ServeSession<Port>::repair_step() {
     if (!r.ok || r.seq != job.next) {
       // Overwritten since the control thread looked (or a hole): the TCP
       // answer, sent alongside, covers it (with a GAP where it must).
-      link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+      link_.stats.repairs_cut += 1;
       done = true;
       break;
     }
     if (!repair_framer_.add(r.seq, rd.record(), len)) {
       send_frame();
       if (!repair_framer_.add(r.seq, rd.record(), len)) {  // larger than a datagram
-        link_.stats.repairs_cut.fetch_add(1, std::memory_order_relaxed);
+        link_.stats.repairs_cut += 1;
         done = true;
         break;
       }
@@ -245,7 +244,7 @@ bool ServeSession<Port>::repair_step() {
     done = job.next++ == job.last;
   }
   send_frame();
-  link_.stats.repair_records.fetch_add(records, std::memory_order_relaxed);
+  link_.stats.repair_records += records;
   if (done) {
     repair_head_ = (repair_head_ + 1) % kMaxRepairs;
     --repair_count_;
@@ -273,7 +272,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
   for (uint32_t i = 0; i < config_.burst_records; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
-    if (r.lost != 0) link_.stats.lapped.fetch_add(r.lost, std::memory_order_relaxed);
+    if (r.lost != 0) link_.stats.lapped += r.lost;
     if (!r.ok) break;
     busy = true;
     if (framer_.add(r.seq, reader_.record(), len)) continue;
@@ -286,7 +285,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
         const uint64_t one = 1;
         (void)!write(fd, &one, sizeof(one));
       }
-      link_.stats.left_to_tcp.fetch_add(1, std::memory_order_relaxed);
+      link_.stats.left_to_tcp += 1;
       link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);  // pairs as in flush()
     }
   }
@@ -299,7 +298,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
     const size_t n = seal_in_place(
         hb, proto::encode_heartbeat(link_.stats.next_to_send.load(std::memory_order_relaxed),
                                     config_.session, proto::MutableBytes(hb, proto::kFrameHeaderBytes)));
-    link_.stats.heartbeats.fetch_add(1, std::memory_order_relaxed);
+    link_.stats.heartbeats += 1;
     send_to_all(proto::ConstBytes(hb, n), now_ns);
     heartbeat_wait_ns_ = std::min(2 * heartbeat_wait_ns_, std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
   }

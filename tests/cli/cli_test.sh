@@ -2,9 +2,11 @@
 # cli_test.sh — the `ringfire` command as an operator meets it: bad input
 # fails with a message that says what to change (exit 2), a publisher and two
 # readers in separate processes verify every record, stat shows the readers.
-# Usage: cli_test.sh PATH/TO/ringfire
+# The example configs in deploy/configs pass `ringfire run --check`.
+# Usage: cli_test.sh PATH/TO/ringfire [deploy/configs]
 set -u
 rf=$1
+configs=${2:-}
 ring="rf-clitest-$$"
 fails=0
 cleanup() { "$rf" remove "$ring" >/dev/null 2>&1; "$rf" remove "$ring-blob" >/dev/null 2>&1; }
@@ -94,6 +96,32 @@ expect_fail 2 "at least 500ms" "$rf" serve "$ring" --listen 198.18.0.1:1 --peer-
 expect_fail 2 "heartbeat-max-us must be at least" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-max-us 10
 expect_fail 2 "accept-from" "$rf" mirror 198.18.0.1:1 "$ring-m" --accept-from not-an-address
 expect_fail 2 "peer-timeout must be at least 500ms" "$rf" mirror 198.18.0.1:1 "$ring-m" --peer-timeout 1ms
+
+# The example configs are valid as shipped (their rings made here, under
+# per-run names: a serve's ring must exist, unless a mirror of the same
+# config writes it — a hub's serve waits for it).
+if [[ -n $configs ]]; then
+  n=0
+  for conf in "$configs"/*.toml; do
+    sed -E "s|^ring = \"([^\"]*)\"|ring = \"$ring-cfg-\1\"|" "$conf" >/tmp/rf-cli-$$.toml
+    for r in $(sed -nE 's/^ring = "([^"]*)".*/\1/p' /tmp/rf-cli-$$.toml | sort -u); do
+      "$rf" create "$r" --capacity 1024 >/dev/null 2>&1
+    done
+    # A hub's ring is the mirror's to create: remove it again.
+    grep -q '^\[\[mirror\]\]' /tmp/rf-cli-$$.toml &&
+      for r in $(awk '/^\[\[mirror\]\]/{m=1} /^\[\[serve\]\]/{m=0} m && /^ring = /{print $3}' /tmp/rf-cli-$$.toml | tr -d '"'); do
+        "$rf" remove "$r" >/dev/null 2>&1
+      done
+    expect_ok "$rf" run /tmp/rf-cli-$$.toml --check
+    n=$((n + 1))
+  done
+  for r in /dev/shm/"$ring"-cfg-*; do [[ -e $r ]] && "$rf" remove "$(basename "$r")" >/dev/null 2>&1; done
+  (( n >= 3 )) || { echo "FAIL: only $n configs in $configs"; fails=$((fails + 1)); }
+  # A serve of a ring nobody writes is still refused.
+  printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n[[serve]]\nname = "a"\nring = "%s-none"\nlisten = "198.18.0.1:1"\n' \
+    "$ring" >/tmp/rf-cli-$$.toml
+  expect_fail 2 "toml:6: \[\[serve\]\] a, key .ring.: cannot open ring" "$rf" run /tmp/rf-cli-$$.toml --check
+fi
 
 rm -f /tmp/rf-cli-$$.*
 if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi

@@ -244,14 +244,14 @@ TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
   publish(2);
   w->step(1000 * kMs);
   EXPECT_TRUE(sent().empty());
-  EXPECT_EQ(w->link().stats.punch_unknown_token.load(), 1u);
+  EXPECT_EQ(w->link().stats.punch_unknown_token.get(), 1u);
   port_.state->inbox.push_back({punch(77), mirror});
   publish(1);
   w->step(1001 * kMs);
   ASSERT_EQ(sent().size(), 1u);
   EXPECT_EQ(sent()[0].peer, mirror);  // the reply goes where the punch came from
   for (const auto& d : sent()) EXPECT_NE(d.peer, attacker);
-  EXPECT_EQ(w->link().stats.unicast_mirrors.load(), 0u);  // counted on the next command round
+  EXPECT_EQ(w->link().stats.unicast_mirrors.get(), 0u);  // counted on the next command round
 }
 
 TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorThatAsked) {
@@ -273,7 +273,7 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
   EXPECT_EQ(decode(sent()[1]).header.seq, 6u);
   EXPECT_EQ(decode(sent()[1]).header.count, 2);
   EXPECT_EQ(decode(sent()[1]).header.flags, 9);  // the session byte
-  EXPECT_EQ(w->link().stats.repair_records.load(), 6u);
+  EXPECT_EQ(w->link().stats.repair_records.get(), 6u);
   // For a unicast mirror: only where its punch came from; an unknown token
   // (or one that has not punched yet) is refused, nothing sent.
   sent().clear();
@@ -288,8 +288,8 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
   ASSERT_EQ(sent().size(), 1u);
   EXPECT_EQ(sent()[0].peer, mirror);
   EXPECT_EQ(decode(sent()[0]).header.seq, 9u);
-  EXPECT_EQ(w->link().stats.repairs.load(), 2u);
-  EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
+  EXPECT_EQ(w->link().stats.repairs.get(), 2u);
+  EXPECT_EQ(w->link().stats.repairs_cut.get(), 1u);
 }
 
 TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMirrorEchoesIt) {
@@ -305,7 +305,7 @@ TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMir
   const proto::Frame probe = decode(sent()[0]);
   ASSERT_EQ(probe.header.kind, proto::FrameKind::kProbe);
   EXPECT_EQ(probe.header.flags, 9);
-  EXPECT_EQ(w->link().stats.punch_wrong_sender.load(), 1u);
+  EXPECT_EQ(w->link().stats.punch_wrong_sender.get(), 1u);
   // More punches from there within 100 ms: no more PROBEs (no reflection).
   for (int i = 0; i < 5; ++i) port_.state->inbox.push_back({punch(77), other});
   w->step(1010 * kMs);
@@ -324,7 +324,7 @@ TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMir
   ASSERT_EQ(sent().size(), 2u);
   EXPECT_EQ(decode(sent()[1]).header.kind, proto::FrameKind::kData);
   EXPECT_EQ(sent()[1].peer, other);
-  EXPECT_EQ(w->link().stats.paths_validated.load(), 1u);
+  EXPECT_EQ(w->link().stats.paths_validated.get(), 1u);
   // From the mirror's TCP address (through a NAT the port may change) DATA
   // goes at once.
   port_.state->inbox.push_back({punch(77), Endpoint{mirror.ip, 4242}});
@@ -349,8 +349,8 @@ TEST_F(ServeWorkerTest, EveryKindOfJunkIsCountedByReasonAndSendsNothing) {
   w->step(1000 * kMs);
   EXPECT_TRUE(sent().empty());
   const ServeStats& st = w->link().stats;
-  EXPECT_EQ(st.punch_malformed.load(), 2u);  // the junk, and a PUNCH body of the wrong length
-  EXPECT_EQ(st.punch_wrong_kind.load(), 1u);
+  EXPECT_EQ(st.punch_malformed.get(), 2u);  // the junk, and a PUNCH body of the wrong length
+  EXPECT_EQ(st.punch_wrong_kind.get(), 1u);
   EXPECT_EQ(st.punches_refused(), 3u);
 }
 
@@ -375,7 +375,7 @@ TEST_F(ServeWorkerTest, AnAuthenticatedSessionTakesOnlyMacedPunchesWithARisingCo
   publish(1);
   w->step(1000 * kMs);
   EXPECT_TRUE(sent().empty());
-  EXPECT_EQ(w->link().stats.punch_bad_mac.load(), 2u);
+  EXPECT_EQ(w->link().stats.punch_bad_mac.get(), 2u);
   port_.state->inbox.push_back({sealed(5, punch_key), mirror});
   publish(1);
   w->step(1001 * kMs);
@@ -394,7 +394,7 @@ TEST_F(ServeWorkerTest, AnAuthenticatedSessionTakesOnlyMacedPunchesWithARisingCo
   port_.state->inbox.push_back({sealed(5, punch_key), Endpoint{mirror.ip, 9999}});
   publish(1);
   w->step(1002 * kMs);
-  EXPECT_EQ(w->link().stats.punch_replayed.load(), 1u);
+  EXPECT_EQ(w->link().stats.punch_replayed.get(), 1u);
   ASSERT_FALSE(sent().empty());
   EXPECT_EQ(sent().back().peer, mirror);
   port_.state->inbox.push_back({sealed(6, punch_key), Endpoint{mirror.ip, 9999}});
@@ -411,8 +411,8 @@ TEST_F(ServeWorkerTest, ARepairOfRecordsTheRingNoLongerHoldsIsCutNotSentTorn) {
   ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 0, 10, 20}));
   w->step(1000 * kMs);
   for (const auto& d : sent()) EXPECT_GE(decode(d).header.seq, 76u);
-  EXPECT_EQ(w->link().stats.repair_records.load(), 0u);
-  EXPECT_EQ(w->link().stats.repairs_cut.load(), 1u);
+  EXPECT_EQ(w->link().stats.repair_records.get(), 0u);
+  EXPECT_EQ(w->link().stats.repairs_cut.get(), 1u);
 }
 
 TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
@@ -471,7 +471,7 @@ TEST(MirrorWorkerTest, DatagramsLandInTheRingAndALossQueuesANakAndWakesControl) 
   port.state->inbox.push_back({frame(0, 4), source});
   port.state->inbox.push_back({frame(6, 2), source});  // 4..5 lost
   w.step(1000 * kMs);
-  EXPECT_EQ(w.link().stats.records.load(), 4u);
+  EXPECT_EQ(w.link().stats.records.get(), 4u);
   proto::NakRanges nak;
   ASSERT_TRUE(w.link().naks.try_pop(&nak));
   ASSERT_EQ(nak.count, 1u);
@@ -483,7 +483,7 @@ TEST(MirrorWorkerTest, DatagramsLandInTheRingAndALossQueuesANakAndWakesControl) 
   // The repair arrives by TCP through the link.
   ASSERT_TRUE(w.link().tcp_frames.try_push(frame(4, 2)));
   w.step(1001 * kMs);
-  EXPECT_EQ(w.link().stats.next_seq.load(), 8u);
+  EXPECT_EQ(w.link().stats.next_seq.get(), 8u);
   close(efd);
 }
 
@@ -519,8 +519,8 @@ TEST_F(ServeWorkerTest, DatagramsThePortRefusesAreCountedAsSendFailures) {
   w->step(1000 * kMs);
   for (int i = 1; i <= 5; ++i) w->step(1000 * kMs + i * 100 * kUs);
   EXPECT_EQ(sent().size(), 2u);
-  EXPECT_EQ(w->link().stats.datagrams.load(), 2u);
-  EXPECT_EQ(w->link().stats.send_failures.load(), 3u);
+  EXPECT_EQ(w->link().stats.datagrams.get(), 2u);
+  EXPECT_EQ(w->link().stats.send_failures.get(), 3u);
   EXPECT_EQ(w->link().stats.next_to_send.load(), 5u);  // refused, not retried: mirrors NAK them
 }
 
@@ -562,8 +562,8 @@ TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeave
   port.state->inbox.push_back({data_frame(2, 2), source, 2});
   port.state->inbox.push_back({data_frame(0, 1), source, 7});  // no session holds binding 7
   w.step(1001 * kMs);
-  EXPECT_EQ(a->link().stats.records.load(), 4u);
-  EXPECT_EQ(b->link().stats.records.load(), 4u);
+  EXPECT_EQ(a->link().stats.records.get(), 4u);
+  EXPECT_EQ(b->link().stats.records.get(), 4u);
   EXPECT_EQ(w.stats().unrouted.get(), 1u);
 
   // Remove a; b keeps receiving, and what still arrives for a's binding is
@@ -577,13 +577,13 @@ TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeave
   EXPECT_EQ(r.mirror, a.get());  // back to its owner, to free
   EXPECT_EQ(w.session_count(), 1u);
   EXPECT_EQ(port.state->live, (std::vector<BindingId>{2}));
-  EXPECT_EQ(b->link().stats.records.load(), 8u);
-  EXPECT_EQ(a->link().stats.records.load(), 4u);
+  EXPECT_EQ(b->link().stats.records.get(), 8u);
+  EXPECT_EQ(a->link().stats.records.get(), 4u);
   EXPECT_EQ(w.stats().unrouted.get(), 2u);
   a.reset();
   port.state->inbox.push_back({data_frame(8, 2), source, 2});
   w.step(1003 * kMs);
-  EXPECT_EQ(b->link().stats.records.load(), 10u);
+  EXPECT_EQ(b->link().stats.records.get(), 10u);
   close(efd);
 }
 

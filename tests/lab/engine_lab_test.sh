@@ -174,12 +174,14 @@ bg 1 "$logs/hubsrc" "$rf" serve "$(ring_name hubsrc)" --listen 198.18.0.1:7400 -
   --from oldest --quiet
 printf 'ctl = "%s"\n[[port]]\nname = "eth0"\nbackend = "dpdk"\niface = "eth0"\npmd = "af_xdp"\n' "$conf/hub.sock" >"$conf/hub.toml"
 mirror_table up 198.18.0.1:7400 "$(ring_name hub)" >>"$conf/hub.toml"
-bg 2 "$logs/hub" "$rf" run "$conf/hub.toml"
-wait_for 15 grep -q "^run: 1 ports, 1 sessions" "$logs/hub" || fail "the hub did not start: $(grep -v TELEMETRY "$logs/hub" | tail -n 5)"
-wait_for 10 streaming 2 "$conf/hub.sock" 1 || fail "the hub's mirror does not stream: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+# The serve of the mirror's ring is in the same file: it waits for the ring.
 printf '[[serve]]\nname = "down"\nring = "%s"\nlisten = "198.18.0.2:7500"\nmulticast = "239.255.4.2:7501"\nfrom = "oldest"\n' \
-  "$(ring_name hub)" >"$conf/hub-serve.toml"
-on 2 "$rf" ctl "$conf/hub.sock" add "$conf/hub-serve.toml" >/dev/null || fail "the hub's serve was refused"
+  "$(ring_name hub)" >>"$conf/hub.toml"
+bg 2 "$logs/hub" "$rf" run "$conf/hub.toml"
+wait_for 15 grep -q "^run: 1 ports, 2 sessions" "$logs/hub" || fail "the hub did not start: $(grep -v TELEMETRY "$logs/hub" | tail -n 5)"
+grep -q "^run: down waits for ring" "$logs/hub" || fail "the hub's serve did not wait for its ring: $(grep '^run' "$logs/hub")"
+wait_for 10 streaming 2 "$conf/hub.sock" 1 || fail "the hub's mirror does not stream: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+wait_for 10 grep -q "^run: down started" "$logs/hub" || fail "the hub's serve did not start: $(grep '^run' "$logs/hub")"
 bg 3 "$logs/h3hub" "$rf" mirror 198.18.0.2:7500 "$(ring_name h3hub)" --from oldest
 wait_for 10 grep -q "^mirror: 198" "$logs/h3hub" || fail "h3 did not connect to the hub: $(cat "$logs/h3hub")"
 on 1 "$rf" publish "$(ring_name hubsrc)" --count 30000 --rate 100k --quiet >/dev/null
