@@ -261,6 +261,7 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
     m.name = *name;
     m.port = port;
     m.options = std::move(*o);
+    m.options.wait_for_source = true;  // a daemon's mirror waits for its source (start order does not matter)
     out.mirror = std::move(m);
   }
   return out;

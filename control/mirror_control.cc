@@ -177,6 +177,14 @@ void MirrorControl::end_session(const std::string& why, uint64_t now_ns) {
   next_attempt_ns_ = now_ns + 200'000'000;
 }
 
+void MirrorControl::unavailable(const absl::Status& why, uint64_t now_ns) {
+  if (!ever_streamed_ && !o_.wait_for_source) {
+    fail(why);
+  } else {
+    end_session(std::string(why.message()), now_ns);
+  }
+}
+
 void MirrorControl::connect(uint64_t now_ns) {
   // What the ring already holds decides where a resume starts.
   const std::string path = ring::ring_path(o_.ring, o_.dir);
@@ -191,8 +199,7 @@ void MirrorControl::connect(uint64_t now_ns) {
   }
   auto fd = tcp_connect_start(o_.source);
   if (!fd.ok()) {
-    if (!ever_streamed_) return fail(fd.status());
-    end_session(std::string(fd.status().message()), now_ns);
+    unavailable(fd.status(), now_ns);
     return;
   }
   connecting_fd_ = *fd;
@@ -218,11 +225,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
     close(fd);
     const absl::Status st = absl::UnavailableError(absl::StrCat(
         "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(err)));
-    if (!ever_streamed_) {
-      fail(st);
-    } else {
-      end_session(std::string(st.message()), now_ns);
-    }
+    unavailable(st, now_ns);
     return false;
   }
   conn_.emplace(fd);
@@ -290,8 +293,8 @@ bool MirrorControl::handshake(uint64_t now_ns) {
     if (f.header.kind == proto::FrameKind::kRefuse) {
       const absl::Status why = refusal(f, o_.source);
       // Busy, a handshake timeout, too slow: worth another try; the rest is final.
-      if (why.code() == absl::StatusCode::kUnavailable && ever_streamed_) {
-        end_session(std::string(why.message()), now_ns);
+      if (why.code() == absl::StatusCode::kUnavailable) {
+        unavailable(why, now_ns);
       } else {
         fail(why);
       }
@@ -355,11 +358,7 @@ bool MirrorControl::handshake(uint64_t now_ns) {
     const absl::Status st = absl::UnavailableError(absl::StrCat(
         "the source at ", dataplane::to_string(o_.source), " closed the connection during the handshake",
         o_.expected_schema != 0 ? " (the source refuses a schema mismatch)" : ""));
-    if (!ever_streamed_) {
-      fail(st);
-    } else {
-      end_session(std::string(st.message()), now_ns);
-    }
+    unavailable(st, now_ns);
     return false;
   }
   return true;
@@ -555,11 +554,7 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
       if (now_ns >= deadline_ns_) {
         const absl::Status st = absl::UnavailableError(absl::StrCat(
             "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(ETIMEDOUT)));
-        if (!ever_streamed_) {
-          fail(st);
-        } else {
-          end_session(std::string(st.message()), now_ns);
-        }
+        unavailable(st, now_ns);
         return next_attempt_ns_;
       }
       return deadline_ns_;
@@ -569,11 +564,7 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
         const absl::Status st = absl::UnavailableError(absl::StrCat(
             "no answer from the source at ", dataplane::to_string(o_.source), " within ",
             o_.handshake_timeout_ns / 1'000'000, " ms"));
-        if (!ever_streamed_) {
-          fail(st);
-        } else {
-          end_session(std::string(st.message()), now_ns);
-        }
+        unavailable(st, now_ns);
         return next_attempt_ns_;
       }
       if (state_ != State::kStreaming) return deadline_ns_;

@@ -40,6 +40,10 @@ struct MirrorOptions {
   std::vector<uint32_t> accept_from;  // relays whose UDP the mirror also believes
   bool multi_range_naks = true;  // offer multi-range NAKs (off: a single-range peer, for A/B)
   bool reconnect = true;         // after the source goes away (a final refusal never retries)
+  // wait_for_source: a source not there yet (refused, timed out, busy) is
+  // retried like one that went away, from the first attempt (a daemon's
+  // mirrors; the `mirror` shorthand fails at once, saying why).
+  bool wait_for_source = false;
   uint64_t handshake_timeout_ns = 5'000'000'000;
   uint64_t health_interval_ns = 100'000'000;
   uint64_t peer_timeout_ns = 5'000'000'000;  // the source silent this long is gone
@@ -139,6 +143,9 @@ class MirrorControl {
   void send_naks();
   void send_health(uint64_t now_ns);
   void end_session(const std::string& why, uint64_t now_ns);
+  // unavailable: the source is not there (yet, or any more): retried, or
+  // final before the first session unless wait_for_source.
+  void unavailable(const absl::Status& why, uint64_t now_ns);
   // close_link takes the session off its worker, keeping its totals.
   void close_link();
   void fail(const absl::Status& why);

@@ -370,10 +370,11 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     if (!steer.ok()) return steer.status();
     // Sharing the kernel's address, the port sees no ARP reply: start from
     // what the kernel has resolved (the control peer among them).
-    for (const StaticNeighbor& n : steer->kernel_neighbors) p.learn(n.ip, n.mac);
+    for (const StaticNeighbor& n : steer->kernel_neighbors) p.learn(n.ip, n.mac, NeighborTable::Source::kArp);
   }
 #endif
-  for (const StaticNeighbor& n : o.neighbors) p.neighbors_.push_back(Neighbor{n.ip, n.mac, true});
+  for (const StaticNeighbor& n : o.neighbors) p.learn(n.ip, n.mac, NeighborTable::Source::kPinned);
+  p.tx_headers_ = TxHeaderCache({p.mac_, o.ip, o.ttl});
   if (af_xdp) {
     rte_power_monitor_cond pmc{};
     p.rx_gate_ = rte_eth_get_monitor_addr(o.port_id, 0, &pmc) == 0 && pmc.size == sizeof(uint32_t);
@@ -496,7 +497,8 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       exc_out_(o.exc_out_),
       exc_out_n_(std::exchange(o.exc_out_n_, 0)),
       next_exc_poll_tsc_(o.next_exc_poll_tsc_),
-      neighbors_(std::move(o.neighbors_)),
+      neighbors_(o.neighbors_),
+      tx_headers_(o.tx_headers_),
       last_arp_tsc_(o.last_arp_tsc_),
       next_report_tsc_(o.next_report_tsc_),
       rx_gate_(o.rx_gate_),
@@ -529,7 +531,8 @@ std::string DpdkPort::summary() const {
                       s.rx_malformed.get(), " malformed, ", s.rx_exception.get(), " to the exception port), tx ",
                       s.tx_frames.get(), " frames (", s.tx_exception.get(), " from the exception port, ",
                       s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
-                      s.tx_no_neighbor.get(), " awaiting ARP), ", s.arp_replies.get(), " ARP replies, ",
+                      s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big), ", s.arp_replies.get(),
+                      " ARP replies, ", s.neighbors.get(), " neighbors (", s.neighbors_full.get(), " refused: full), ",
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
                       tx_udp_cksum_ ? "the port" : "software");
@@ -540,22 +543,9 @@ void DpdkPort::release_rx() {
   rx_held_n_ = 0;
 }
 
-void DpdkPort::learn(uint32_t ip, const MacAddr& mac) {
-  if (ip == 0 || proto::net::is_multicast_mac(mac)) return;
-  for (Neighbor& n : neighbors_) {
-    if (n.ip == ip) {
-      if (!n.fixed) n.mac = mac;
-      return;
-    }
-  }
-  if (neighbors_.size() < 256) neighbors_.push_back(Neighbor{ip, mac});
-}
-
-const MacAddr* DpdkPort::neighbor(uint32_t ip) const {
-  for (const Neighbor& n : neighbors_) {
-    if (n.ip == ip) return &n.mac;
-  }
-  return nullptr;
+void DpdkPort::learn(uint32_t ip, const MacAddr& mac, NeighborTable::Source source) {
+  if (!neighbors_.set(ip, mac, source) && ip != 0 && !proto::net::is_multicast_mac(mac)) ++stats_.neighbors_full;
+  stats_.neighbors.set(neighbors_.size());
 }
 
 bool DpdkPort::send_frame(rte_mbuf* m) {
@@ -681,7 +671,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
     }
     switch (p.kind) {
       case proto::net::PacketKind::kArp:
-        learn(p.arp.sender_ip, p.arp.sender_mac);
+        learn(p.arp.sender_ip, p.arp.sender_mac, NeighborTable::Source::kArp);
         if (p.arp.op == proto::net::ArpOp::kRequest && p.arp.target_ip == o_.ip) {
           send_arp(2, p.arp.sender_mac, p.arp.sender_ip);
           ++stats_.arp_replies;
@@ -694,7 +684,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
         continue;
       case proto::net::PacketKind::kUdp: {
         if (const BindingId b = match(p.ip.dst, p.udp.dst_port); b != 0) {
-          learn(p.ip.src, p.eth.src);
+          learn(p.ip.src, p.eth.src, NeighborTable::Source::kSeen);  // fills an unknown peer only
           out[k++] = RxDatagram{p.payload, Endpoint{p.ip.src, p.udp.src_port}, b};
           rx_held_[rx_held_n_++] = m;
           continue;
@@ -751,25 +741,15 @@ void DpdkPort::flush_exception() {
 size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
   rte_mbuf* mbufs[kBurst];
   uint16_t ready = 0;
+  n = std::min(n, kBurst);
   for (size_t i = 0; i < n; ++i) {
-    const Endpoint& to = in[i].to;
-    proto::net::UdpFlow f;
-    f.src_mac = mac_;
-    f.src_ip = o_.ip;
-    f.dst_ip = to.ip;
-    f.src_port = port_of(in[i].binding);
-    f.dst_port = to.port;
-    f.ttl = (to.ip >> 28) == 0xE ? o_.ttl : 64;
-    if ((to.ip >> 28) == 0xE) {
-      f.dst_mac = proto::net::multicast_mac(to.ip);
-    } else if (const MacAddr* mac = neighbor(to.ip)) {
-      f.dst_mac = *mac;
-    } else {
+    const proto::net::UdpTemplate* header = tx_headers_.lookup(port_of(in[i].binding), in[i].to, neighbors_);
+    if (header == nullptr) {
       // Unknown neighbor: ask (at most every 10 ms) and drop this datagram;
       // the protocol retries (punches, NAKs, heartbeats).
       const uint64_t now = rte_get_tsc_cycles();
       if (now - last_arp_tsc_ > rte_get_tsc_hz() / 100) {
-        send_arp(1, proto::net::kBroadcastMac, to.ip);
+        send_arp(1, proto::net::kBroadcastMac, in[i].to.ip);
         last_arp_tsc_ = now;
       }
       ++stats_.tx_no_neighbor;
@@ -784,10 +764,11 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
     auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
     if (b == nullptr) {
       rte_pktmbuf_free(m);
+      ++stats_.tx_too_big;
       continue;
     }
     std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
-    proto::net::write_udp_headers(f, ip_id_++, in[i].payload.size(), !tx_udp_cksum_, proto::MutableBytes(b, len));
+    header->stamp(b, ip_id_++, in[i].payload.size(), !tx_udp_cksum_);
     if (tx_udp_cksum_) {
       // The port sums the datagram; it starts from the pseudo-header's sum.
       m->l2_len = proto::net::kEtherHeaderBytes;
@@ -812,7 +793,7 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
   for (uint16_t i = sent; i < ready; ++i) rte_pktmbuf_free(mbufs[i]);
   stats_.tx_frames += sent;
   stats_.tx_refused += ready - sent;
-  return n;  // every datagram was handled: sent, or dropped and counted
+  return sent;  // what the port took; the rest is counted above by reason (and by the caller)
 }
 
 }  // namespace ringfire::dataplane

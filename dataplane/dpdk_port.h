@@ -25,7 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/counter.h"
+#include "dataplane/neighbor_table.h"
 #include "dataplane/packet_port.h"
+#include "dataplane/tx_header_cache.h"
 #include "proto/net/ethernet.h"
 
 struct rte_mbuf;
@@ -92,9 +94,12 @@ struct alignas(64) DpdkPortStats {
   Counter tx_no_neighbor;  // dropped while ARP resolves
   Counter tx_refused;      // the TX queue was full
   Counter tx_no_mbuf;      // the pool was empty
+  Counter tx_too_big;      // larger than an mbuf's data room
+  Counter neighbors;       // in the table now (stored)
+  Counter neighbors_full;  // a new neighbor the full table could not take
   // drops: what was lost at this port, either way (not "not ours").
   uint64_t drops() const {
-    return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get();
+    return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get() + tx_too_big.get();
   }
 };
 
@@ -148,11 +153,6 @@ class DpdkPort {
   const proto::net::MacAddr& mac() const { return mac_; }
 
  private:
-  struct Neighbor {
-    uint32_t ip = 0;
-    proto::net::MacAddr mac{};
-    bool fixed = false;  // from DpdkPortOptions::neighbors
-  };
   struct Binding {
     uint16_t udp_port = 0;
     uint32_t group = 0;
@@ -172,8 +172,7 @@ class DpdkPort {
   void joined_changed();
   explicit DpdkPort(const DpdkPortOptions& o) : o_(o) {}
   void release_rx();
-  void learn(uint32_t ip, const proto::net::MacAddr& mac);
-  const proto::net::MacAddr* neighbor(uint32_t ip) const;
+  void learn(uint32_t ip, const proto::net::MacAddr& mac, NeighborTable::Source source);
   bool send_frame(rte_mbuf* m);
   void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
   // send_igmp_report announces every joined group (or, with `left`, that
@@ -202,7 +201,8 @@ class DpdkPort {
   std::array<rte_mbuf*, kBurst> exc_out_{};  // this burst's frames for the exception port
   size_t exc_out_n_ = 0;
   uint64_t next_exc_poll_tsc_ = 0;
-  std::vector<Neighbor> neighbors_;
+  NeighborTable neighbors_;
+  TxHeaderCache tx_headers_;  // built at open, from mac_, the address and the TTL
   uint64_t last_arp_tsc_ = 0;
   uint64_t next_report_tsc_ = 0;  // unsolicited membership reports
   // af_xdp: an empty RX burst costs a recvfrom(); poll the socket's RX ring

@@ -221,5 +221,21 @@ TEST_F(MirrorControlTest, AnUnreachableSourceAtTheStartIsAFailureNamingIt) {
       << m->failure();
 }
 
+TEST_F(MirrorControlTest, WaitingForItsSourceAMirrorRetriesUntilTheSourceStarts) {
+  start_source();
+  source_.reset();  // the daemon's mirror starts before its source
+  MirrorOptions o;
+  o.wait_for_source = true;
+  auto m = mirror(o);
+  ASSERT_FALSE(pump(*m, [&] { return m->state() == State::kFailed || m->state() == State::kStreaming; }, 600));
+  EXPECT_NE(m->end_reason().find("cannot reach source 127.0.0.1"), std::string::npos) << m->end_reason();
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.front().find("reconnecting: cannot reach source"), std::string::npos) << log_.front();
+  start_source();  // the same port
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }, 5000)) << m->end_reason();
+  EXPECT_EQ(plane_.requests.size(), 1u);
+  EXPECT_EQ(m->control_stats().sessions, 1u);
+}
+
 }  // namespace
 }  // namespace ringfire::control

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/net/packet.h"
+#include "proto/net/udp_template.h"
 #include "tests/proto/golden.h"
 
 namespace ringfire::proto::net {
@@ -231,6 +232,42 @@ TEST(Packet, EveryTruncationOfAUdpFrameIsAnError) {
     EXPECT_NE(parse_packet(std::span(buf).first(n), ParseOptions{}, &p), DecodeError::kOk) << n;
   }
 }
+
+// A flow's header template stamps exactly what write_udp_headers builds,
+// for every length, id and TTL tried, with and without the UDP checksum;
+// the frames parse with both checksums verified.
+TEST(UdpTemplate, StampsWhatWriteUdpHeadersBuilds) {
+  UdpFlow f = lab_flow();
+  int compared = 0;
+  for (uint8_t ttl : {uint8_t{1}, uint8_t{64}, uint8_t{255}}) {
+    f.ttl = ttl;
+    f.dst_ip = ttl == 1 ? 0xEFFF0001 : 0xC6120002;  // a group, a unicast peer
+    const UdpTemplate t(f);
+    for (size_t len : {size_t{0}, size_t{1}, size_t{17}, size_t{1472}}) {
+      for (uint16_t id : {uint16_t{0}, uint16_t{1}, uint16_t{0xfffe}, uint16_t{0xffff}}) {
+        for (bool sum : {false, true}) {
+          std::vector<std::byte> want(kUdpFrameOverhead + len), got(want.size(), std::byte{0xAA});
+          for (size_t i = 0; i < len; ++i) {
+            want[kUdpFrameOverhead + i] = got[kUdpFrameOverhead + i] = std::byte(i * 7 + id);
+          }
+          ASSERT_EQ(write_udp_headers(f, id, len, sum, want), want.size());
+          t.stamp(got.data(), id, len, sum);
+          ASSERT_EQ(got, want) << "ttl " << int{ttl} << " len " << len << " id " << id << " sum " << sum;
+          ParseOptions opt;
+          opt.verify_ip_checksum = true;
+          opt.verify_udp_checksum = true;
+          ParsedPacket p;
+          ASSERT_EQ(parse_packet(got, opt, &p), DecodeError::kOk);
+          ASSERT_EQ(p.kind, PacketKind::kUdp);
+          EXPECT_EQ(p.payload.size(), len);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * 4 * 4 * 2);
+}
+
 
 }  // namespace
 }  // namespace ringfire::proto::net
