@@ -531,7 +531,7 @@ std::string DpdkPort::summary() const {
                       s.rx_malformed.get(), " malformed, ", s.rx_exception.get(), " to the exception port), tx ",
                       s.tx_frames.get(), " frames (", s.tx_exception.get(), " from the exception port, ",
                       s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
-                      s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big), ", s.arp_replies.get(),
+                      s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big, ", s.tx_shared.get(), " duplicates shared), ", s.arp_replies.get(),
                       " ARP replies, ", s.neighbors.get(), " neighbors (", s.neighbors_full.get(), " refused: full), ",
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
@@ -742,7 +742,20 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
   rte_mbuf* mbufs[kBurst];
   uint16_t ready = 0;
   n = std::min(n, kBurst);
+  size_t last_built = SIZE_MAX;  // the datagram whose frame is mbufs[ready - 1]
   for (size_t i = 0; i < n; ++i) {
+    if (o_.share_duplicates && ready != 0 && i != 0 && in[i].payload.data() == in[i - 1].payload.data() &&
+        in[i].payload.size() == in[i - 1].payload.size() && in[i].to == in[i - 1].to &&
+        in[i].binding == in[i - 1].binding && last_built == i - 1) {
+      // The same datagram again (dup N): the same frame, one more reference
+      // (each transmission releases one).
+      rte_mbuf* m = mbufs[ready - 1];
+      rte_mbuf_refcnt_update(m, 1);
+      mbufs[ready++] = m;
+      last_built = i;
+      ++stats_.tx_shared;
+      continue;
+    }
     const proto::net::UdpTemplate* header = tx_headers_.lookup(port_of(in[i].binding), in[i].to, neighbors_);
     if (header == nullptr) {
       // Unknown neighbor: ask (at most every 10 ms) and drop this datagram;
@@ -779,6 +792,7 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
     }
     mbufs[ready++] = m;
+    last_built = i;
   }
   uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
   // A full TX queue (a memif peer, a NIC, the XSK ring) drains while we

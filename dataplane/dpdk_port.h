@@ -79,6 +79,10 @@ struct DpdkPortOptions {
   // goes out of this port. Its MAC is made this port's, so the kernel on
   // the tap, given the port's address, answers ping, ARP and TCP for it.
   int exception_port = -1;
+  // share_duplicates: a datagram given again to the same destination
+  // (serve --dup N) goes out as the same mbuf, its reference count raised,
+  // not built and copied again (off: each is built; for the A/B).
+  bool share_duplicates = true;
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.
@@ -95,6 +99,7 @@ struct alignas(64) DpdkPortStats {
   Counter tx_refused;      // the TX queue was full
   Counter tx_no_mbuf;      // the pool was empty
   Counter tx_too_big;      // larger than an mbuf's data room
+  Counter tx_shared;       // duplicates sent as the previous datagram's mbuf (not copied)
   Counter neighbors;       // in the table now (stored)
   Counter neighbors_full;  // a new neighbor the full table could not take
   // drops: what was lost at this port, either way (not "not ours").

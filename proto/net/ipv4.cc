@@ -1,13 +1,45 @@
 // ipv4.cc — IPv4 encode/decode and the Internet checksum.
 #include "proto/net/ipv4.h"
 
+#include <bit>
+#include <cstring>
+
 namespace ringfire::proto::net {
 
 uint32_t ones_complement_sum(ConstBytes data, uint32_t sum) {
-  size_t i = 0;
-  for (; i + 1 < data.size(); i += 2) sum += load_be16(data.data() + i);
-  if (i < data.size()) sum += std::to_integer<uint32_t>(data[i]) << 8;
-  return sum;
+  // Eight bytes a step, summed in the machine's byte order and swapped once
+  // at the end (RFC 1071: the one's-complement sum commutes with the swap);
+  // 32-bit halves into a 64-bit accumulator cannot overflow here.
+  const std::byte* p = data.data();
+  size_t n = data.size();
+  uint64_t acc = 0;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    acc += (w & 0xffffffffu) + (w >> 32);
+  }
+  if (n >= 4) {
+    uint32_t w;
+    std::memcpy(&w, p, 4);
+    acc += w;
+    p += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    uint16_t w;
+    std::memcpy(&w, p, 2);
+    acc += w;
+    p += 2;
+    n -= 2;
+  }
+  if (n == 1) {  // the odd byte is its word's first (high in network order)
+    const uint16_t w = static_cast<uint16_t>(std::to_integer<uint16_t>(p[0]) << (std::endian::native == std::endian::little ? 0 : 8));
+    acc += w;
+  }
+  while ((acc >> 16) != 0) acc = (acc & 0xffff) + (acc >> 16);
+  auto folded = static_cast<uint16_t>(acc);
+  if constexpr (std::endian::native == std::endian::little) folded = static_cast<uint16_t>(folded << 8 | folded >> 8);
+  return sum + folded;
 }
 
 uint16_t fold_checksum(uint32_t sum) {
