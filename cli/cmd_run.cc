@@ -169,6 +169,7 @@ class Daemon {
     for (const engine::PortInfo& p : engine_.ports()) {
       j["ports"].push_back({{"name", p.name}, {"path", p.path}, {"worker", p.worker}, {"sessions", p.sessions},
                             {"datagrams", p.datagrams}, {"unrouted", p.unrouted}, {"drops", p.drops},
+                            {"busy_ns", p.busy_ns}, {"iterations", p.iterations},
                             {"counters", p.summary}});
     }
     j["sessions"] = json::array();

@@ -30,6 +30,10 @@ class DataFramer {
   uint64_t first_seq() const { return first_seq_; }
   uint64_t end_seq() const { return first_seq_ + count_; }
 
+  // room_records: how many more fixed-size records the open frame takes
+  // (0 for blob records, whose sizes vary).
+  size_t room_records() const { return slot_size_ == 0 ? 0 : (limit_ - used_) / slot_size_; }
+
   // fits says whether a record of `len` bytes would fit in the open frame.
   bool fits(size_t len) const {
     const size_t need = slot_size_ ? slot_size_ : proto::kBlobRecordHeader + len;

@@ -269,13 +269,23 @@ template <PacketPort Port>
 bool ServeSession<Port>::step(uint64_t now_ns) {
   bool busy = false;
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
-  for (uint32_t i = 0; i < config_.burst_records; ++i) {
+  // Batching: with a partial frame open that may not leave yet, the ring
+  // is left alone until the records waiting would fill the frame (fixed-
+  // size records) — one busy iteration per frame, not one per record, and
+  // no later for any record: the frame leaves when full or due either way.
+  const size_t room = framer_.room_records();
+  const bool wait_for_more = room != 0 && !framer_.empty() && !pacer_.due(now_ns) &&
+                             reader_.published() - reader_.cursor() < room;
+  for (uint32_t i = 0; !wait_for_more && i < config_.burst_records; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
     if (r.lost != 0) link_.stats.lapped += r.lost;
     if (!r.ok) break;
     busy = true;
-    if (framer_.add(r.seq, reader_.record(), len)) continue;
+    if (framer_.add(r.seq, reader_.record(), len)) {
+      if (framer_.room_records() == 0 && reader_.fixed_size() != 0) flush(now_ns);  // full: it leaves now
+      continue;
+    }
     flush(now_ns);  // full, or r.seq does not follow: a hole or a lap
     if (!framer_.add(r.seq, reader_.record(), len)) {
       // Larger than a datagram: the control thread sends it over TCP (if

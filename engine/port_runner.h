@@ -100,6 +100,8 @@ class PortRunner final : public PortHandle {
     i.sessions = worker_.stats().sessions.get();
     i.datagrams = worker_.stats().datagrams.get();
     i.unrouted = worker_.stats().unrouted.get();
+    i.busy_ns = worker_.stats().busy_ns.get();
+    i.iterations = worker_.stats().iterations.get();
     if constexpr (requires(const Port& port) { port.summary(); }) i.summary = worker_.port().summary();
     return i;
   }
@@ -124,11 +126,17 @@ class PortRunner final : public PortHandle {
   void loop(ring::IdleMode mode) {
     ring::IdleStrategy idle(mode);
     dataplane::TscClock clock;  // one clock read per iteration, from the TSC
+    uint64_t now = clock.now_ns();
     while (!stop_.load(std::memory_order_relaxed)) {
-      if (worker_.step(clock.now_ns())) {
+      const bool busy = worker_.step(now);
+      const uint64_t after = clock.now_ns();  // the next iteration's clock read
+      worker_.account(busy, after - now);
+      now = after;
+      if (busy) {
         idle.reset();
       } else {
-        idle.idle([&](uint64_t timeout_ns) { worker_.park(clock.now_ns(), timeout_ns); });
+        idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns); });
+        now = clock.now_ns();
       }
     }
   }

@@ -99,6 +99,7 @@ class BlobConsumer {
 
   uint32_t max_blob() const { return max_blob_; }
   uint64_t cursor() const { return cursor_.cursor(); }
+  uint64_t published() const { return cursor_.published(); }
   uint64_t total_lost() const { return lost_; }
   uint64_t overwritten() const { return overwritten_; }
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }

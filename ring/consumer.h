@@ -49,6 +49,9 @@ class SlotCursor {
 
   uint64_t cursor() const { return cursor_; }
   uint64_t holes_skipped() const { return holes_; }
+  // published: one past the writer's last sequence. A hint (relaxed): next()
+  // itself loads write_seq with acquire before it reads a slot.
+  uint64_t published() const { return header_->write_seq.load(std::memory_order_relaxed); }
   // seek moves the cursor to `seq`; the next read finds it, or the lap.
   void seek(uint64_t seq) { cursor_ = seq; }
   // park waits (at most timeout_ns) for the writer to publish past the
@@ -133,6 +136,7 @@ class Consumer {
 
   uint32_t record_size() const { return record_size_; }
   uint64_t cursor() const { return cursor_.cursor(); }
+  uint64_t published() const { return cursor_.published(); }
   uint64_t total_lost() const { return lost_; }
   uint64_t holes_skipped() const { return cursor_.holes_skipped(); }
   const RingFile& file() const { return file_; }

@@ -41,6 +41,8 @@ class RawReader {
   }
   const std::byte* record() const { return buf_.data(); }
   uint64_t cursor() const { return fixed_ ? fixed_->cursor() : blob_->cursor(); }
+  // published: one past the writer's last sequence (a hint, see SlotCursor).
+  uint64_t published() const { return fixed_ ? fixed_->published() : blob_->published(); }
   // seek makes `seq` the next record to read (NAK repair re-reads a range).
   void seek(uint64_t seq) {
     if (fixed_) {

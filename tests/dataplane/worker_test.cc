@@ -186,6 +186,31 @@ TEST_F(ServeWorkerTest, ARecordWithinThePacingIntervalWaitsAndALoneLateOneLeaves
   ASSERT_EQ(sent().size(), 3u);
 }
 
+// With a partial frame open that may not leave yet, records are left in
+// the ring (the worker does nothing, and says so) until enough wait to
+// fill the frame; then one full frame goes, holding every record in order.
+TEST_F(ServeWorkerTest, WithinThePacingIntervalRecordsWaitInTheRingUntilTheyFillAFrame) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  auto w = worker(c);
+  publish(1);
+  ASSERT_TRUE(w->step(1000 * kMs));  // a lone record leaves at once
+  ASSERT_EQ(sent().size(), 1u);
+  publish(1);
+  ASSERT_TRUE(w->step(1000 * kMs + 1 * kUs));  // opens a partial frame (not due)
+  const size_t per_frame = (1472 - proto::kFrameHeaderBytes) / 64;  // 22 records of 64 bytes
+  publish(static_cast<int>(per_frame) - 2);  // one short of filling it
+  EXPECT_FALSE(w->step(1000 * kMs + 2 * kUs)) << "the worker read records it did not need yet";
+  EXPECT_EQ(sent().size(), 1u);
+  EXPECT_EQ(w->link().stats.records.get(), 1u);
+  publish(1);  // now they fill it
+  ASSERT_TRUE(w->step(1000 * kMs + 3 * kUs));
+  ASSERT_EQ(sent().size(), 2u);
+  const proto::Frame f = decode(sent()[1]);
+  EXPECT_EQ(f.header.seq, 1u);
+  EXPECT_EQ(f.header.count, per_frame);
+}
+
 TEST_F(ServeWorkerTest, WhenIdleAHeartbeatCarriesOnePastTheLastSentSequence) {
   ServeConfig c;
   c.multicast = kGroup;
