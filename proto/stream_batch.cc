@@ -127,7 +127,7 @@ bool BatchReader::next(BatchRecord* out) {
     case static_cast<uint8_t>(RecordType::kCloseSlot): {
       if (!expect_len(kCloseSlotBody)) return false;
       const uint8_t reason = std::to_integer<uint8_t>(out->body[0]);
-      if (reason > static_cast<uint8_t>(CloseReason::kProtocolError)) {
+      if (reason > static_cast<uint8_t>(CloseReason::kCancelled)) {
         status_ = DecodeError::kBadValue;
         return false;
       }

@@ -34,13 +34,16 @@ enum class RecordType : uint8_t {
 };
 
 // CloseReason is the CloseSlot body. The reason carries the direction:
-// kTerminalSent and kPeerGone travel owner -> receiver, kUnknownSlot and
-// kProtocolError receiver -> owner.
+// kTerminalSent and kPeerGone travel owner -> receiver, kUnknownSlot,
+// kProtocolError and kCancelled receiver -> owner. kTerminalSent is the
+// stream's terminal itself (the owner's finish()): it spends the slot's
+// reserved credit.
 enum class CloseReason : uint8_t {
   kTerminalSent = 0,
   kPeerGone = 1,
   kUnknownSlot = 2,
   kProtocolError = 3,
+  kCancelled = 4,  // the consumer went away (ringfire's addition)
 };
 
 // SlotId packs a 24-bit dense index (high bits, so ids sort by index) and an

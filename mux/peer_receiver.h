@@ -1,0 +1,118 @@
+// peer_receiver.h — the receiver side of the stream multiplexer for one
+// peer (the source document's applier): applies that peer's
+// `_stream_batch` messages strictly in order into its streams' buffers and
+// produces what goes back to it (CreditUpdate, closes). I/O-free, time
+// passed in, one thread.
+//
+// A consumer registers a stream (anchor, session) with a window of C
+// frames; the peer's OpenSlot claims it. Each stream's buffer holds C data
+// items and one more for its end (finished or dropped), so the applier
+// never finds it full unless the peer broke its credit (a protocol error
+// on that slot only, counted). Exactly one end per stream: finished (the
+// owner's terminal), or dropped (owner gone, the channel's epoch died, a
+// protocol error, or the owner killed it). A record whose slot generation
+// is not its occupant's is dropped and counted; an OpenSlot for a stream
+// nobody registered is answered CloseSlot{unknown} and the peer goes on.
+// Credit goes back as the consumer reads, coalesced per slot, and a grant
+// is held back while the slot's (or the peer's) buffered bytes are over
+// their budget: the byte side throttles the next grant, it never refuses a
+// record already granted.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "mux/mux_config.h"
+#include "proto/bytes.h"
+#include "proto/stream_batch.h"
+
+namespace ringfire::mux {
+
+class PeerSender;
+
+// StreamItem: what a consumer reads.
+struct StreamItem {
+  enum class Kind : uint8_t { kData, kFinished, kDropped } kind = Kind::kData;
+  std::vector<std::byte> bytes;  // kData
+};
+
+struct PeerReceiverStats {
+  uint64_t batches = 0;
+  uint64_t records = 0;               // data records delivered
+  uint64_t stale_epoch = 0;           // batches of an epoch that already died
+  uint64_t batch_gaps = 0;            // batch_seq jumps (the channel is reliable: a bug or a forgery)
+  uint64_t malformed = 0;             // batches that did not decode (applied up to the bad record)
+  uint64_t generation_mismatch = 0;   // records for a recycled slot
+  uint64_t unknown_slot = 0;          // records for no slot at all
+  uint64_t unknown_anchor = 0;        // OpenSlots nobody registered (answered CloseSlot{unknown})
+  uint64_t protocol_errors = 0;       // out-of-order frame_seq, credit overrun, a rebound index
+  uint64_t reader_stall = 0;          // the buffer was full for a granted record: must stay 0
+  uint64_t credit_returned = 0;       // frames granted back
+  uint64_t credit_held = 0;           // grants held back by a byte budget
+  uint64_t dropped = 0;               // streams that ended dropped
+  uint64_t finished = 0;
+};
+
+class PeerReceiver {
+ public:
+  // Stream: one registered stream's state; owned by the receiver.
+  struct Stream;
+
+  explicit PeerReceiver(const MuxConfig& config);
+  ~PeerReceiver();
+
+  // expect registers a stream the peer will open (the attach answered it
+  // with `credit`); nullptr if max_streams_per_peer are registered.
+  Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit);
+  // pop: the stream's next item (false: none now). After its end the
+  // stream is freed: the pointer is dead once pop returned an end.
+  bool pop(Stream* s, StreamItem* out);
+  // cancel: the consumer went away (the owner gets CloseSlot{cancelled});
+  // frees the stream.
+  void cancel(Stream* s);
+
+  // apply takes one batch from the peer, in channel order. Credit and
+  // receiver-to-owner closes in it are for this node's own streams to the
+  // peer: they go to `owner` (may be null).
+  void apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner = nullptr);
+  // peer_lost: the channel's epoch died; every open stream ends dropped.
+  void peer_lost();
+  // build_control writes what goes back (credit, closes) into `out`;
+  // returns its size, 0 when nothing is owed. Call until 0.
+  size_t build_control(proto::MutableBytes out, uint64_t epoch);
+
+  uint32_t live_streams() const { return live_; }
+  uint64_t buffered_bytes() const { return peer_bytes_; }
+  const PeerReceiverStats& stats() const { return stats_; }
+
+ private:
+  struct Bound {
+    uint8_t generation = 0;
+    Stream* stream = nullptr;  // nullptr: the index is free
+  };
+  void end(Stream* s, StreamItem::Kind kind);   // queue the stream's one end
+  void unbind(Stream* s);
+  void free_stream(Stream* s);
+  void owe_close(uint32_t raw_slot, proto::CloseReason reason);
+  void owe_credit(Stream* s);
+
+  MuxConfig config_;
+  std::vector<std::unique_ptr<Stream>> streams_;  // registered, by pointer
+  std::vector<Bound> slots_;                      // by the peer's slot index
+  std::vector<Stream*> credit_owed_;              // streams with credit to return
+  struct Close {
+    uint32_t slot;
+    proto::CloseReason reason;
+  };
+  std::vector<Close> closes_owed_;
+  uint64_t epoch_ = 0;      // the peer's current epoch (0: none yet)
+  uint32_t next_batch_seq_ = 0;
+  uint32_t control_seq_ = 0;  // the batches build_control wrote
+  uint64_t peer_bytes_ = 0;
+  uint32_t live_ = 0;
+  PeerReceiverStats stats_;
+};
+
+}  // namespace ringfire::mux

@@ -1,0 +1,331 @@
+// peer_sender.cc — the owner side of one peer's slots: staging, credit,
+// the flush decision and batch packing (see peer_sender.h).
+#include "mux/peer_sender.h"
+
+#include <cstring>
+
+namespace ringfire::mux {
+namespace {
+
+constexpr size_t kLenPrefix = 4;
+
+uint32_t load_len(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+PeerSender::PeerSender(const MuxConfig& config, uint64_t epoch)
+    : config_(config),
+      epoch_(epoch),
+      record_cap_(std::min(config.max_batch_bytes, kMaxBatchCeiling) -
+                  static_cast<uint32_t>(proto::kBatchHeaderBytes + proto::kRecordHeaderBytes)),
+      slots_(config.max_streams_per_peer),
+      next_tick_ns_(config.heartbeat_interval_ns) {}
+
+std::optional<proto::SlotId> PeerSender::open(uint64_t anchor_id, uint64_t session_id, uint32_t credit,
+                                              uint64_t now_ns) {
+  if (credit == 0) return std::nullopt;  // a zero window is no mux (refused at attach)
+  Slot s;
+  s.anchor_id = anchor_id;
+  s.session_id = session_id;
+  s.credit = credit;
+  s.window = credit;
+  s.open_pending = true;
+  s.last_send_ns = now_ns;
+  auto id = slots_.open(std::move(s));
+  if (!id) return std::nullopt;
+  ++liveness_pending_;
+  enqueue(*id, *slots_.find(*id));
+  return id;
+}
+
+SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t now_ns) {
+  Slot* s = slots_.find(id);
+  if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return SendStatus::kClosed;
+  if (record.size() > record_cap_) return SendStatus::kTooLarge;
+  const size_t held = s->withheld.size() - s->head;
+  if (held + kLenPrefix + record.size() > config_.slot_byte_budget ||
+      withheld_total_ + kLenPrefix + record.size() > config_.peer_byte_budget) {
+    ++stats_.refused_full;
+    if (s->full_since_ns == 0 && s->credit == 0) {
+      s->full_since_ns = now_ns;
+      stalling_.push_back(id);
+    }
+    return SendStatus::kFull;
+  }
+  if (s->head != 0 && s->head * 2 >= s->withheld.size()) {  // compact the FIFO's consumed prefix
+    s->withheld.erase(s->withheld.begin(), s->withheld.begin() + static_cast<std::ptrdiff_t>(s->head));
+    s->head = 0;
+  }
+  const auto len = static_cast<uint32_t>(record.size());
+  const size_t at = s->withheld.size();
+  s->withheld.resize(at + kLenPrefix + len);
+  std::memcpy(s->withheld.data() + at, &len, kLenPrefix);
+  if (len != 0) std::memcpy(s->withheld.data() + at + kLenPrefix, record.data(), len);
+  ++s->withheld_records;
+  withheld_total_ += kLenPrefix + len;
+  s->last_send_ns = now_ns;  // the slot is active: no heartbeat for it this interval
+  if (s->credit != 0) {
+    if (staged_since_ns_ == 0) staged_since_ns_ = now_ns;
+    enqueue(id, *s);
+  }
+  return SendStatus::kSent;
+}
+
+bool PeerSender::finish(proto::SlotId id) {
+  Slot* s = slots_.find(id);
+  if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return false;
+  s->state = State::kFinishing;
+  s->close_pending = true;
+  s->close_reason = proto::CloseReason::kTerminalSent;
+  ++liveness_pending_;
+  enqueue(id, *s);
+  return true;
+}
+
+bool PeerSender::closed(proto::SlotId id) const {
+  const Slot* s = slots_.find(id);
+  return s == nullptr || s->state == State::kFinishing || s->state == State::kClosed;
+}
+
+uint32_t PeerSender::withheld_bytes(proto::SlotId id) const {
+  const Slot* s = slots_.find(id);
+  return s == nullptr ? 0 : static_cast<uint32_t>(s->withheld.size() - s->head);
+}
+
+void PeerSender::on_credit(uint32_t raw, uint32_t delta) {
+  const proto::SlotId id = proto::SlotId::unpack(raw);
+  Slot* s = slots_.find(id);
+  if (s == nullptr || s->state == State::kClosed) {
+    ++stats_.unknown_credit;
+    return;
+  }
+  const uint32_t n = std::min(delta, s->outstanding);
+  if (n < delta) ++stats_.credit_overflow;  // more than was sent: never past the window
+  s->outstanding -= n;
+  s->credit += n;
+  if (n != 0) s->full_since_ns = 0;
+  if (has_data(*s) && s->credit != 0) enqueue(id, *s);
+}
+
+void PeerSender::on_close(uint32_t raw, proto::CloseReason reason) {
+  (void)reason;  // unknown slot, protocol error, cancelled: the stream is over either way
+  const proto::SlotId id = proto::SlotId::unpack(raw);
+  Slot* s = slots_.find(id);
+  if (s == nullptr) return;
+  if (s->open_pending) --liveness_pending_;
+  if (s->close_pending) --liveness_pending_;
+  discard(*s);
+  s->state = State::kClosed;
+  s->open_pending = s->close_pending = false;
+  slots_.close(id);  // the receiver holds nothing for it: the index is free
+}
+
+void PeerSender::peer_lost() {
+  std::vector<proto::SlotId> all;
+  slots_.for_each([&](proto::SlotId id, Slot&) { all.push_back(id); });
+  for (proto::SlotId id : all) {
+    discard(*slots_.find(id));
+    slots_.close(id);
+  }
+  ready_.clear();
+  stalling_.clear();
+  liveness_pending_ = 0;
+  staged_since_ns_ = 0;
+  withheld_total_ = 0;
+}
+
+void PeerSender::discard(Slot& s) {
+  withheld_total_ -= s.withheld.size() - s.head;
+  s.withheld.clear();
+  s.head = 0;
+  s.withheld_records = 0;
+}
+
+void PeerSender::enqueue(proto::SlotId id, Slot& s) {
+  if (s.queued) return;
+  s.queued = true;
+  ready_.push_back(id);
+}
+
+bool PeerSender::sendable(const Slot& s) const {
+  return s.open_pending || (has_data(s) && s.credit != 0) || (s.close_pending && !has_data(s));
+}
+
+bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
+  if (liveness_pending_ != 0 || now_ns >= next_tick_ns_) {
+    *why = FlushReason::kLiveness;
+    return true;
+  }
+  size_t bytes = 0;
+  bool any = false;
+  for (const proto::SlotId id : ready_) {
+    const Slot* s = slots_.find(id);
+    if (s == nullptr || !has_data(*s) || s->credit == 0) continue;
+    any = true;
+    bytes += s->withheld.size() - s->head;  // an upper bound of what goes
+  }
+  if (!any) return false;
+  if (bytes >= record_cap_) {
+    *why = FlushReason::kClamp;
+  } else if (kicked_) {
+    *why = FlushReason::kManual;
+  } else if (config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.on_admission) {
+    *why = FlushReason::kOnAdmission;
+  } else if (config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.max_linger_ns != 0 &&
+             now_ns - staged_since_ns_ >= config_.flush.max_linger_ns) {
+    *why = FlushReason::kLinger;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* why) {
+  FlushReason reason = FlushReason::kNone;
+  if (why != nullptr) *why = reason;
+  // Stall deadlines: a slot at its byte budget with no credit for too long
+  // is killed (its consumer sees Dropped), and only that slot.
+  size_t still = 0;
+  for (const proto::SlotId id : stalling_) {
+    Slot* s = slots_.find(id);
+    if (s == nullptr || s->full_since_ns == 0 || s->state == State::kClosed) continue;  // credit came
+    if (now_ns - s->full_since_ns < config_.stall_deadline_ns) {
+      stalling_[still++] = id;
+      continue;
+    }
+    discard(*s);
+    if (!s->close_pending) ++liveness_pending_;
+    s->state = State::kClosed;
+    s->close_pending = true;
+    s->close_reason = proto::CloseReason::kPeerGone;
+    s->full_since_ns = 0;
+    ++stats_.stalled_killed;
+    enqueue(id, *s);
+  }
+  stalling_.resize(still);
+  if (!due(now_ns, &reason)) return 0;
+  const size_t cap = std::min<size_t>(out.size(), std::min(config_.max_batch_bytes, kMaxBatchCeiling));
+  proto::BatchWriter w(out.first(cap), epoch_, batch_seq_);
+  // Liveness first: OpenSlots, then heartbeats for the slots idle this
+  // interval (one per-peer tick; they spend no credit and never wait
+  // behind data).
+  for (const proto::SlotId id : ready_) {
+    Slot* s = slots_.find(id);
+    if (s == nullptr || !s->open_pending) continue;
+    if (!w.add_open_slot(id.pack(), 0, proto::OpenSlotBody{s->anchor_id, s->session_id})) break;
+    s->open_pending = false;
+    s->state = s->state == State::kOpening ? State::kOpen : s->state;
+    --liveness_pending_;
+  }
+  if (now_ns >= next_tick_ns_) {
+    // The tick at next_tick_ns_ covers the interval before it: a slot that
+    // sent (or was sent to) since its start needs no beat.
+    const uint64_t interval = config_.heartbeat_interval_ns;
+    const uint64_t since = next_tick_ns_ >= interval ? next_tick_ns_ - interval : 0;
+    bool all = true;
+    slots_.for_each([&](proto::SlotId id, Slot& s) {
+      if (!all || id.index < beat_from_ || s.state != State::kOpen || s.open_pending || s.last_send_ns >= since) return;
+      if (!w.add_slot_heartbeat(id.pack(), s.frame_seq)) {
+        all = false;
+        beat_from_ = id.index;  // the batch is full: the next one goes on from here
+        return;
+      }
+      ++stats_.heartbeats;  // last_send_ns stays: it tracks records, not beats
+    });
+    if (all) {
+      next_tick_ns_ += ((now_ns - next_tick_ns_) / interval + 1) * interval;  // phase kept
+      beat_from_ = 0;
+    }
+  }
+  // Data, a record per slot per pass (no slot monopolises a batch), then
+  // each finishing slot's terminal after its last record.
+  bool full = false;
+  for (bool moved = true; moved && !full;) {
+    moved = false;
+    for (const proto::SlotId id : ready_) {
+      Slot* s = slots_.find(id);
+      if (s == nullptr) continue;
+      if (has_data(*s) && s->credit != 0) {
+        const uint32_t len = load_len(s->withheld.data() + s->head);
+        const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
+        if (!w.add_data(id.pack(), s->frame_seq, body)) {
+          full = true;
+          break;
+        }
+        s->head += kLenPrefix + len;
+        withheld_total_ -= kLenPrefix + len;
+        --s->withheld_records;
+        ++s->frame_seq;
+        --s->credit;
+        ++s->outstanding;
+        if (s->credit == 0 && has_data(*s)) ++stats_.credit_exhausted;  // the rest waits for credit
+        s->last_send_ns = now_ns;
+        ++stats_.records;
+        stats_.bytes += len;
+        moved = true;
+      }
+      if (s->close_pending && !has_data(*s)) {
+        if (!w.add_close_slot(id.pack(), s->frame_seq, s->close_reason)) {
+          full = true;
+          break;
+        }
+        s->close_pending = false;
+        --liveness_pending_;
+        s->state = State::kClosed;
+        slots_.close(id);  // terminal-then-close is written: the index is free
+      }
+    }
+  }
+  if (w.record_count() == 0) return 0;
+  // Keep in ready_ only what still has something to write.
+  size_t keep = 0;
+  for (const proto::SlotId id : ready_) {
+    Slot* s = slots_.find(id);
+    if (s == nullptr) continue;
+    if (sendable(*s)) {
+      ready_[keep++] = id;
+    } else {
+      s->queued = false;
+    }
+  }
+  ready_.resize(keep);
+  bool staged = false;
+  for (const proto::SlotId id : ready_) {
+    const Slot* s = slots_.find(id);
+    staged |= s != nullptr && has_data(*s) && s->credit != 0;
+  }
+  staged_since_ns_ = staged ? now_ns : 0;
+  kicked_ = kicked_ && staged;  // a flush_batch() covers what was staged before it
+  ++batch_seq_;
+  ++stats_.batches;
+  ++stats_.by_reason[static_cast<size_t>(reason)];
+  if (why != nullptr) *why = reason;
+  return w.finish();
+}
+
+uint64_t PeerSender::next_deadline_ns() const {
+  uint64_t t = next_tick_ns_;
+  for (const proto::SlotId id : stalling_) {
+    const Slot* s = slots_.find(id);
+    if (s != nullptr && s->full_since_ns != 0) t = std::min(t, s->full_since_ns + config_.stall_deadline_ns);
+  }
+  if (staged_since_ns_ != 0 && config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.max_linger_ns != 0) {
+    t = std::min(t, staged_since_ns_ + config_.flush.max_linger_ns);
+  }
+  return t;
+}
+
+uint64_t PeerSender::staged_records() const {
+  uint64_t n = 0;
+  for (const proto::SlotId id : ready_) {
+    const Slot* s = slots_.find(id);
+    if (s != nullptr) n += std::min<uint64_t>(s->withheld_records, s->credit);
+  }
+  return n;
+}
+
+}  // namespace ringfire::mux

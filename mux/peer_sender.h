@@ -1,0 +1,137 @@
+// peer_sender.h — the owner side of the stream multiplexer for one peer
+// (the source document's PeerBatcher): every stream this node produces to
+// that peer is a slot here, and build() packs what may go into
+// `_stream_batch` messages. I/O-free, time passed in, one thread.
+//
+//   open()     a slot; its OpenSlot goes in a flush of its own (eager).
+//   send()     stages a record, never blocks: taken into the slot's withheld
+//              queue (bounded by the slot byte budget) and batched once the
+//              slot has frame credit; at the budget it is refused (kFull)
+//              so the producer slows down, and the slot dies (Dropped,
+//              metered) only if no credit comes back within the deadline.
+//   finish()   the terminal: CloseSlot{terminal-sent} after the slot's last
+//              record, in the same batch, spending the credit reserved for it.
+//   on_credit / on_close: what the receiver sent back (CreditUpdate, and
+//              closes: unknown slot, protocol error, cancelled).
+//   build()    the next batch, when the flush policy (or a liveness record,
+//              a clamp, flush_batch()) says one is due.
+// Frame credit: a slot opens with C data credits and one reserved for the
+// terminal; a record leaves only against a credit. Withheld records stay
+// in FIFO order behind the ones sent, so order is never at risk.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mux/mux_config.h"
+#include "mux/slot_table.h"
+#include "proto/bytes.h"
+#include "proto/stream_batch.h"
+
+namespace ringfire::mux {
+
+enum class SendStatus : uint8_t {
+  kSent,      // staged: it will go in order
+  kFull,      // not taken: the slot's withheld bytes are at its budget (retry after credit)
+  kClosed,    // not taken: the slot is closed (finished, cancelled, dropped)
+  kTooLarge,  // not taken: larger than a batch can carry
+};
+
+// FlushReason: why build() wrote a batch (metered per reason).
+enum class FlushReason : uint8_t { kNone, kLiveness, kClamp, kOnAdmission, kLinger, kManual };
+
+struct PeerSenderStats {
+  uint64_t batches = 0;
+  uint64_t records = 0;           // data records sent
+  uint64_t bytes = 0;             // data bytes sent
+  uint64_t by_reason[6] = {};     // batches by FlushReason
+  uint64_t credit_exhausted = 0;  // times a slot ran out of frame credit with records withheld
+  uint64_t refused_full = 0;      // sends refused at the slot's byte budget
+  uint64_t stalled_killed = 0;    // slots dropped: no credit within the deadline
+  uint64_t unknown_credit = 0;    // CreditUpdates for no live slot (stale, or a peer's error)
+  uint64_t credit_overflow = 0;   // grants past the window the slot opened with (ignored)
+  uint64_t heartbeats = 0;        // SlotHeartbeats sent (idle slots only)
+};
+
+class PeerSender {
+ public:
+  // `credit` and `slot_byte_budget` are the receiver's answer to the attach
+  // (slot_byte_budget 0: the config's); `epoch` the channel's.
+  PeerSender(const MuxConfig& config, uint64_t epoch);
+
+  // open a slot for the consumer's (anchor, session), holding `credit`
+  // frames (> 0). nullopt when max_streams_per_peer are live.
+  std::optional<proto::SlotId> open(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns);
+  SendStatus send(proto::SlotId slot, proto::ConstBytes record, uint64_t now_ns);
+  // finish: the terminal; later sends are kClosed. false if not live.
+  bool finish(proto::SlotId slot);
+  // closed: the producer's view (a closed sender: finished, cancelled, dropped).
+  bool closed(proto::SlotId slot) const;
+  // withheld_bytes: what the slot holds that has not gone yet.
+  uint32_t withheld_bytes(proto::SlotId slot) const;
+
+  void on_credit(uint32_t raw_slot, uint32_t delta);
+  void on_close(uint32_t raw_slot, proto::CloseReason reason);
+  // peer_lost: the channel's epoch died; every slot is gone (the receiver
+  // side injects Dropped for each).
+  void peer_lost();
+
+  // kick: flush_batch() — the next build() writes whatever is staged.
+  void kick() { kicked_ = true; }
+  // build writes the next batch into `out` (which must hold max_batch_bytes)
+  // and returns its size, or 0 when nothing is due. Call until 0.
+  size_t build(uint64_t now_ns, proto::MutableBytes out, FlushReason* why = nullptr);
+  // next_deadline_ns: when build() may next have work without new input
+  // (linger, heartbeats, stall deadlines); UINT64_MAX if none.
+  uint64_t next_deadline_ns() const;
+
+  uint32_t live_slots() const { return slots_.live(); }
+  uint64_t epoch() const { return epoch_; }
+  // staged_records: records that may go now (withheld, with credit).
+  uint64_t staged_records() const;
+  const PeerSenderStats& stats() const { return stats_; }
+
+ private:
+  enum class State : uint8_t { kOpening, kOpen, kFinishing, kClosed };
+  struct Slot {
+    uint64_t anchor_id = 0;
+    uint64_t session_id = 0;
+    State state = State::kOpening;
+    uint32_t frame_seq = 0;      // the next record's
+    uint32_t credit = 0;         // data frames it may still send
+    uint32_t window = 0;         // the credit it opened with: grants past it are ignored
+    uint32_t outstanding = 0;    // data frames sent, not yet credited back
+    bool open_pending = false;   // its OpenSlot is not yet written
+    bool close_pending = false;  // its terminal (or a kill) is not yet written
+    proto::CloseReason close_reason = proto::CloseReason::kTerminalSent;
+    bool queued = false;         // in ready_
+    // withheld: length-prefixed records in FIFO order from `head`.
+    std::vector<std::byte> withheld;
+    size_t head = 0;
+    uint32_t withheld_records = 0;
+    uint64_t full_since_ns = 0;  // at its byte budget with no credit, since (0: not)
+    uint64_t last_send_ns = 0;
+  };
+  static bool has_data(const Slot& s) { return s.withheld_records != 0; }
+  bool sendable(const Slot& s) const;
+  void enqueue(proto::SlotId id, Slot& s);
+  void discard(Slot& s);  // drop what it withholds
+  bool due(uint64_t now_ns, FlushReason* why) const;
+
+  MuxConfig config_;
+  uint64_t epoch_;
+  uint32_t batch_seq_ = 0;
+  uint32_t record_cap_ = 0;  // the largest record body a batch carries
+  SlotTable<Slot> slots_;
+  std::vector<proto::SlotId> ready_;   // slots with something to write, in arrival order
+  std::vector<proto::SlotId> stalling_;  // slots refused at their budget without credit
+  bool kicked_ = false;
+  uint64_t staged_since_ns_ = 0;        // the oldest staged data record (0: none)
+  uint64_t next_tick_ns_;               // the per-peer heartbeat tick
+  uint32_t beat_from_ = 0;              // this tick's beats go on from this index (a full batch)
+  size_t withheld_total_ = 0;           // bytes withheld over all slots (the peer budget)
+  uint32_t liveness_pending_ = 0;       // OpenSlots and closes not yet written
+  PeerSenderStats stats_;
+};
+
+}  // namespace ringfire::mux
