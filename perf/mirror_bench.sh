@@ -3,7 +3,7 @@
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
-#                        [--harness raw,stages,loop,rate,auth,repair,fanout] [--out DIR] [--quick]
+#                        [--harness raw,stages,loop,engine,rate,auth,repair,fanout] [--out DIR] [--quick]
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -29,6 +29,11 @@
 # stress    the same loop open-loop at fixed rates, then flat out; delivered %
 #           and round trip per rate; the highest rate with every record echoed.
 #           (pingpong and stress are the `loop` harness.)
+# engine    the pingpong with one process per host (`ringfire run`): h1's
+#           daemon serves P and mirrors B, h2's mirrors P and serves B, each
+#           pair on one port and one worker, both directions over d1; the
+#           echo beside h2's daemon (CPU 1), the pinger beside h1's (CPU 0).
+#           Compare with raw's ping-pong on the same link.
 # rate      one way, h1 -> h2 over d1: a publisher (CPU 0, beside the
 #           source's worker) at doubling rates, 64-byte records, 2 s each,
 #           into a ring of 4 Mi slots, mirrored on h2 (CPU 1, alone): the
@@ -68,7 +73,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --build) build_dir=$2; shift 2 ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -218,11 +223,71 @@ run_backend() {
   wants raw && run_raw "$backend"
   wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
   wants loop && run_loop "$backend" "$p0" "$g"
+  wants engine && run_engine_loop "$backend" "$p0" "$g"
   wants rate && run_rate "$backend" "$p0" "$g"
   wants auth && run_auth "$backend" "$p0" "$g"
   wants repair && [[ $backend != memif ]] && run_repair "$backend" "$p0" "$g"
   wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
   stop_since "$first_pid"  # before the next backend is measured
+}
+
+# pingpong BACKEND NAME P B1 P2 B: the echo on h2 (P2 -> B) and the pinger
+# on h1 (P, back on B1) at 10 k records/s; JSON in $out/NAME-BACKEND.json.
+pingpong() {
+  local backend=$1 name=$2 p=$3 b1=$4 p2=$5 b=$6
+  bg2 "$logs/$backend-$name-pong" "$echo_bin" pong "$p2" "$b" --idle yield
+  sleep 0.5
+  h1 "$echo_bin" ping "$p" "$b1" --rate 10000 --count $((quick ? 5000 : 20000)) --idle yield \
+    --json "$out/$name-$backend.json" || echo "mirror_bench: $name reported errors"
+  sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/$name-$backend.json"
+}
+
+# port_table BACKEND HOST: a `ringfire run` [[port]] on d1 (memif: the link).
+port_table() {
+  local b=$1 h=$2
+  case $b in
+    kernel) printf '[[port]]\nname = "d1"\niface = "d1"\nidle = "yield"\n' ;;
+    af_packet|af_xdp)
+      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\niface = "d1"\npmd = "%s"\nidle = "yield"\n' "$b"
+      [[ $b == af_xdp ]] && printf 'ip = "198.18.1.10%s"\n' "$h"
+      ;;
+    memif)
+      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\nip = "198.18.1.%s"\nidle = "yield"\n' "$h"
+      printf 'device = "net_memif0,role=%s,socket=%s/engine.memif,socket-abstract=no"\n' \
+        "$([[ $h == 1 ]] && echo server || echo client)" "$out" ;;
+  esac
+}
+
+run_engine_loop() {
+  local backend=$1 p0=$2 g=$3
+  local first_pid=${#LAB_PIDS[@]}
+  echo "== pingpong, one process per host ($backend)"
+  local P B P2 B1
+  P=$(ring_name ${backend}-ep) B=$(ring_name ${backend}-eb)
+  P2=$(ring_name ${backend}-ep2) B1=$(ring_name ${backend}-eb1)
+  "$rf" create "$P" --capacity 262144 --slot-size 64 >/dev/null
+  "$rf" create "$B" --capacity 262144 --slot-size 64 >/dev/null
+  { printf 'ctl = "%s/e1.sock"\nquiet = true\n' "$logs"; port_table "$backend" 1
+    printf '[[serve]]\nname = "p"\nring = "%s"\nlisten = "198.18.0.1:%s"\nmulticast = "239.255.%s.21:%s"\n' "$P" $((p0 + 60)) "$g" $((p0 + 61))
+    printf '[[mirror]]\nname = "b"\nsource = "198.18.0.2:%s"\nring = "%s"\n' $((p0 + 62)) "$B1"
+  } >"$logs/e1.toml"
+  { printf 'ctl = "%s/e2.sock"\nquiet = true\n' "$logs"; port_table "$backend" 2
+    printf '[[serve]]\nname = "b"\nring = "%s"\nlisten = "198.18.0.2:%s"\nmulticast = "239.255.%s.22:%s"\n' "$B" $((p0 + 62)) "$g" $((p0 + 63))
+    printf '[[mirror]]\nname = "p"\nsource = "198.18.0.1:%s"\nring = "%s"\n' $((p0 + 60)) "$P2"
+  } >"$logs/e2.toml"
+  bg1 "$logs/$backend-engine1" "$rf" run "$logs/e1.toml"
+  wait_for 15 test -S "$logs/e1.sock" || { echo "mirror_bench: h1's daemon did not start: $(tail -n 3 "$logs/$backend-engine1")"; return; }
+  bg2 "$logs/$backend-engine2" "$rf" run "$logs/e2.toml"
+  wait_for 15 test -S "$logs/e2.sock" || { echo "mirror_bench: h2's daemon did not start: $(tail -n 3 "$logs/$backend-engine2")"; return; }
+  streaming_both() {
+    for h in 1 2; do
+      [[ $(on $h "$rf" ctl "$logs/e$h.sock" list | python3 -c "import json,sys; j=json.load(sys.stdin); print(sum(s.get('state') == 'streaming' for s in j['sessions']))") == 1 ]] || return 1
+    done
+  }
+  wait_for 15 streaming_both || { echo "mirror_bench: the engine mirrors do not stream"; return; }
+  pingpong "$backend" engine-pingpong "$P" "$B1" "$P2" "$B"
+  stop_since "$first_pid"
+  rm -f "$logs/e1.sock" "$logs/e2.sock"
 }
 
 run_stages() {
@@ -266,12 +331,7 @@ run_loop() {
   bg2 "$logs/$backend-serve-b" "$rf" serve $(fl $backend 2 d2 server) "$B" --listen 198.18.0.2:$((p0 + 4)) --multicast 239.255.$g.11:$((p0 + 5)) "${idle[@]}" --quiet
   started "$logs/$backend-serve-b"
   mirror_on 1 "$logs/$backend-mirror-b" $(fl $backend 1 d2 client) 198.18.0.2:$((p0 + 4)) "$(ring_name ${backend}-b1)" "${idle[@]}"
-  bg2 "$logs/$backend-pong" "$echo_bin" pong "$(ring_name ${backend}-p2)" "$B" --idle yield
-  sleep 0.5
-  n=$((quick ? 5000 : 20000))
-  h1 "$echo_bin" ping "$P" "$(ring_name ${backend}-b1)" --rate 10000 --count $n --idle yield \
-    --json "$out/pingpong-$backend.json" || echo "mirror_bench: pingpong reported errors"
-  sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/pingpong-$backend.json"
+  pingpong "$backend" pingpong "$P" "$(ring_name ${backend}-b1)" "$(ring_name ${backend}-p2)" "$B"
 
   rates=(1000 10000 50000 100000 200000 400000 700000 1000000 1500000 2000000 3000000)
   ((quick)) && rates=(1000 50000 200000)
