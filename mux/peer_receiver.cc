@@ -21,6 +21,7 @@ struct PeerReceiver::Stream {
   bool in_owed = false;
   uint64_t bytes = 0;           // data bytes buffered
   uint64_t last_seen_ns = 0;    // a record or heartbeat for it
+  uint64_t last_data_ns = 0;    // a data record for it
   std::deque<StreamItem> items;
 };
 
@@ -173,6 +174,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         found->slot = raw;
         found->expected_seq = rec.header.frame_seq;
         found->last_seen_ns = now_ns;
+        found->last_data_ns = now_ns;
         continue;
       }
       default:
@@ -201,6 +203,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         }
         ++s->expected_seq;
         ++s->data_items;
+        s->last_data_ns = now_ns;
         s->bytes += rec.body.size();
         peer_bytes_ += rec.body.size();
         s->items.push_back(StreamItem{StreamItem::Kind::kData, {rec.body.begin(), rec.body.end()}});
@@ -218,6 +221,23 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
     }
   }
   if (r.status() != proto::DecodeError::kOk) ++stats_.malformed;
+}
+
+PeerReceiver::Liveness PeerReceiver::liveness(const Stream* s, uint64_t now_ns) const {
+  const uint64_t interval = config_.heartbeat_interval_ns;
+  auto since = [&](uint64_t t) { return now_ns > t ? now_ns - t : 0; };  // a clock read before the record: 0
+  if (since(s->last_seen_ns) > 3 * interval) return Liveness::kDead;
+  return since(s->last_data_ns) <= interval ? Liveness::kAlive : Liveness::kStarved;
+}
+
+void PeerReceiver::watchdog(uint64_t now_ns) {
+  for (auto& s : streams_) {
+    if (s->bound && !s->ended && liveness(s.get(), now_ns) == Liveness::kDead) {
+      owe_close(s->slot, proto::CloseReason::kCancelled);  // the owner, if it is there, stops too
+      end(s.get(), StreamItem::Kind::kDropped);
+      ++stats_.watchdog_dead;
+    }
+  }
 }
 
 size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {

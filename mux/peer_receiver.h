@@ -52,6 +52,7 @@ struct PeerReceiverStats {
   uint64_t credit_returned = 0;       // frames granted back
   uint64_t credit_held = 0;           // grants held back by a byte budget
   uint64_t dropped = 0;               // streams that ended dropped
+  uint64_t watchdog_dead = 0;         // streams ended dropped: nothing from the owner for 3 intervals
   uint64_t finished = 0;
 };
 
@@ -79,6 +80,13 @@ class PeerReceiver {
   void apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner = nullptr);
   // peer_lost: the channel's epoch died; every open stream ends dropped.
   void peer_lost();
+  // Liveness, per stream: kAlive (data this interval), kStarved (only the
+  // owner's heartbeats: it is there but has nothing to send, or no credit —
+  // never killed for it), kDead (nothing at all for three heartbeat
+  // intervals). watchdog() ends the dead ones dropped; time passed in.
+  enum class Liveness : uint8_t { kAlive, kStarved, kDead };
+  Liveness liveness(const Stream* s, uint64_t now_ns) const;
+  void watchdog(uint64_t now_ns);
   // build_control writes what goes back (credit, closes) into `out`;
   // returns its size, 0 when nothing is owed. Call until 0.
   size_t build_control(proto::MutableBytes out, uint64_t epoch);

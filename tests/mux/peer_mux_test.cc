@@ -319,6 +319,45 @@ TEST(PeerMux, IdleSlotsGetOneHeartbeatBatchPerIntervalAndBusyOnesNone) {
   EXPECT_EQ(p.tx.stats().batches, b0 + 3);
 }
 
+// The owner's heartbeats keep a stream it has nothing to send on (or no
+// credit for) alive: starved, never killed; a stream that hears nothing for
+// three intervals is dead and ends dropped, once.
+TEST(PeerMux, TheWatchdogTellsAStarvedStreamFromADeadOne) {
+  MuxConfig c = small(1);
+  c.heartbeat_interval_ns = 100 * kMs;
+  Pair p(c);
+  PeerReceiver::Stream* starved = p.rx.expect(1, 1, 1);
+  PeerReceiver::Stream* silent = p.rx.expect(2, 1, 1);
+  auto id1 = p.tx.open(1, 1, 1, 0);
+  p.tx.open(2, 1, 1, 0);
+  p.pump(0);
+  ASSERT_EQ(p.tx.send(*id1, bytes_of("one"), 1), SendStatus::kSent);  // its window, then nothing more
+  ASSERT_EQ(p.tx.send(*id1, bytes_of("two"), 1), SendStatus::kSent);  // withheld: no credit (nobody reads)
+  p.pump(1);
+  EXPECT_EQ(p.rx.liveness(starved, 50 * kMs), PeerReceiver::Liveness::kAlive);
+  // The owner keeps beating for both, every 100 ms, for a second.
+  for (uint64_t t = 100 * kMs; t <= 1000 * kMs; t += 100 * kMs) {
+    p.pump(t + 1);
+    p.rx.watchdog(t + 2);
+  }
+  EXPECT_EQ(p.rx.liveness(starved, 1000 * kMs), PeerReceiver::Liveness::kStarved) << p.tx.stats().heartbeats << " beats, " << p.rx.stats().batches << " batches";
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 0u);
+  // Now the owner goes silent (its process hangs): no batches at all.
+  p.rx.watchdog(1250 * kMs);
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 0u);  // 2.5 intervals: not yet
+  p.rx.watchdog(1400 * kMs);
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 2u);
+  p.rx.watchdog(1500 * kMs);
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 2u);  // once each
+  auto a = p.drain(starved);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(text(a[0]), "one");
+  EXPECT_EQ(a[1].kind, Kind::kDropped);
+  auto b = p.drain(silent);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].kind, Kind::kDropped);
+}
+
 // The simulation: random opens, sends, finishes, reads, cancels and peer
 // losses over many slots; after every step the invariants hold, and at the
 // end every stream's records arrived in order, ended exactly once.
