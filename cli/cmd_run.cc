@@ -21,6 +21,7 @@
 #include "cli/config_file.h"
 #include "cli/ctl_server.h"
 #include "cli/run_config.h"
+#include "cli/service_notify.h"
 #include "cli/session_report.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
@@ -319,13 +320,20 @@ int cmd_run(int argc, char** argv, int first) {
   if (absl::Status st = eng.watch((*ctl)->fd()); !st.ok()) return fail("run", st);
   std::printf("run: %zu ports, %zu sessions; ctl %s\n", ports.size(), session_names.size(), (*ctl)->path().c_str());
   std::fflush(stdout);
+  // Under a Type=notify unit: ready now, and the watchdog pinged from this
+  // loop (a conductor that stops turning stops pinging).
+  ServiceNotifier notifier;
+  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size(), " sessions"));
+  const uint64_t max_wait = notifier.watchdog_enabled() ? 50'000'000 : 100'000'000;
 
   while (!stop_requested()) {
-    eng.run_once(100'000'000);
+    eng.run_once(max_wait);
     const uint64_t now = now_ns();
     (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
     daemon->tick(now);
+    notifier.tick(now);
   }
+  notifier.stopping();
   eng.unwatch((*ctl)->fd());
   ctl->reset();
   daemon->stop();

@@ -15,6 +15,7 @@ packages=(
   libxxhash-dev
   libsodium-dev                            # PSK authentication (HMAC-SHA256, SipHash)
   libtomlplusplus-dev nlohmann-json3-dev   # `ringfire run` configs, `ringfire ctl` answers
+  libsystemd-dev systemd                   # sd_notify (Type=notify units), systemd-analyze verify
   dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3
