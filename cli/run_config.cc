@@ -103,7 +103,8 @@ bool valid_name(const std::string& name) {
 }
 
 absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
-  if (absl::Status st = check_keys(f, f.top, {{"ctl"}, {"counters-dir"}, {"eal"}, {"quiet", true}}); !st.ok()) {
+  if (absl::Status st = check_keys(f, f.top, {{"ctl"}, {"counters-dir"}, {"eal"}, {"metrics"}, {"quiet", true}});
+      !st.ok()) {
     return st;
   }
   DaemonOptions d;
@@ -111,6 +112,11 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
   if (const ConfigValue* v = get(f.top, "counters-dir")) d.counters_dir = v->text;
   if (const ConfigValue* v = get(f.top, "eal")) d.eal = v->text;
   if (const ConfigValue* v = get(f.top, "quiet")) d.quiet = v->flag;
+  if (const ConfigValue* v = get(f.top, "metrics")) {
+    auto e = dataplane::parse_endpoint(v->text);
+    if (!e.ok()) return error_at(f, f.top, "metrics", absl::StrCat(e.status().message(), " (e.g. \"198.18.0.1:9464\")"));
+    d.metrics = *e;
+  }
   if (d.ctl.empty()) {
     // /run/ringfire/<the config's name>.sock
     std::string stem = f.path.substr(f.path.find_last_of('/') + 1);

@@ -1,0 +1,65 @@
+// metrics_server.h — the daemon's Prometheus endpoint: GET /metrics over
+// plain HTTP/1.1 on the address the config names (off by default), served
+// from the conductor's loop, never a worker: a scrape reads the same
+// single-writer counters `ctl list` does and costs the packet path nothing.
+// Every client is a stranger: a request is at most 8 KiB and must arrive
+// within 2 s, the answer is written as the socket drains (a client that
+// does not read stalls only itself, and is cut at its deadline), at most 16
+// at once; anything but GET /metrics is answered 404 or 400. Conductor thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dataplane/packet_port.h"
+
+namespace ringfire::cli {
+
+struct MetricsServerStats {
+  uint64_t scrapes = 0;
+  uint64_t refused = 0;  // bad requests, over the cap, cut at the deadline
+};
+
+class MetricsServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> listen(const dataplane::Endpoint& at);
+  ~MetricsServer();
+
+  int fd() const { return listen_fd_; }
+  const dataplane::Endpoint& address() const { return address_; }
+  // poll accepts, reads, and answers; `body` makes the exposition text.
+  void poll(uint64_t now_ns, const std::function<std::string()>& body);
+  const MetricsServerStats& stats() const { return stats_; }
+
+ private:
+  struct Client {
+    int fd;
+    std::string in;
+    std::string out;
+    size_t sent = 0;
+    uint64_t deadline_ns;
+  };
+  MetricsServer() = default;
+  dataplane::Endpoint address_;
+  int listen_fd_ = -1;
+  std::vector<Client> clients_;
+  MetricsServerStats stats_;
+};
+
+// Exposition: Prometheus text format 0.0.4, one family at a time.
+class Exposition {
+ public:
+  // family starts a metric family (its samples follow, contiguous).
+  void family(const std::string& name, const char* type, const char* help);
+  // sample adds `name{labels} value` (labels: key, value pairs; values escaped).
+  void sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels, double value);
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace ringfire::cli

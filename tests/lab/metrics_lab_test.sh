@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# metrics_lab_test.sh — the daemons' /metrics scraped by a real Prometheus
+# (Debian's): a source on h1 and two mirrors on h2 and h3, each `ringfire
+# run` with `metrics = ...`; 20000 records published; then Prometheus' own
+# query API must return the series with the values the daemons hold
+# (records served and mirrored, lag 0, the active path, every target up),
+# the exposition passes `promtool check metrics`, and a stranger's request
+# gets 404/400 without disturbing anything.
+# Usage: metrics_lab_test.sh PATH/TO/ringfire
+set -u
+rf=$1
+source "$(dirname "$0")/lib.sh"
+command -v prometheus >/dev/null && command -v promtool >/dev/null ||
+  lab_skip "no prometheus/promtool (apt-get install prometheus)"
+lab_up 3
+lab_logs metrics
+fails=0
+src=$(ring_name src)
+"$rf" create "$src" --capacity 65536 >/dev/null
+printf 'ctl = "%s/h1.sock"\nquiet = true\nmetrics = "198.18.0.1:9464"\n[[port]]\nname = "eth0"\niface = "eth0"\n[[serve]]\nname = "md"\nring = "%s"\nlisten = "198.18.0.1:7400"\nmulticast = "239.255.6.1:7401"\nfrom = "oldest"\n' \
+  "$logs" "$src" >"$logs/h1.toml"
+for h in 2 3; do
+  printf 'ctl = "%s/h%s.sock"\nquiet = true\nmetrics = "198.18.0.%s:9464"\n[[port]]\nname = "eth0"\niface = "eth0"\n[[mirror]]\nname = "md"\nsource = "198.18.0.1:7400"\nring = "%s"\nfrom = "oldest"\n' \
+    "$logs" "$h" "$h" "$(ring_name m$h)" >"$logs/h$h.toml"
+done
+for h in 1 2 3; do
+  bg $h "$logs/h$h" "$rf" run "$logs/h$h.toml"
+  wait_for 10 grep -q "^run: metrics on http://198.18.0.$h:9464/metrics" "$logs/h$h" || fail "h$h: no metrics line: $(tail -n 3 "$logs/h$h")"
+done
+# get HOST URL: the body of an HTTP GET from inside HOST.
+get() { on "$1" python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())" "$2"; }
+mirrored() { get "$1" "http://198.18.0.$1:9464/metrics" | grep -q "^ringfire_mirror_records_total{.*} 20000$"; }
+for h in 2 3; do wait_for 10 get $h "http://198.18.0.$h:9464/metrics" >/dev/null || fail "h$h's /metrics does not answer"; done
+on 1 "$rf" publish "$src" --count 20000 --rate 100k --quiet >/dev/null
+for h in 2 3; do wait_for 20 mirrored $h || fail "h$h did not reach 20000: $(get $h "http://198.18.0.$h:9464/metrics" | grep records_total)"; done
+
+# The exposition, as promtool reads it.
+for h in 1 2; do
+  get $h "http://198.18.0.$h:9464/metrics" >"$logs/exposition-h$h"
+  out=$(promtool check metrics <"$logs/exposition-h$h" 2>&1) || fail "promtool check metrics (h$h): $out"
+done
+grep -q '^ringfire_serve_records_total{session="md",ring="/dev/shm/'"$src"'"} 20000$' "$logs/exposition-h1" ||
+  fail "h1's serve records: $(grep serve_records "$logs/exposition-h1")"
+# A stranger: another path, and not HTTP at all.
+code=$(on 2 python3 -c "
+import urllib.request, urllib.error
+try: urllib.request.urlopen('http://198.18.0.1:9464/other', timeout=5); print(200)
+except urllib.error.HTTPError as e: print(e.code)")
+[[ $code == 404 ]] || fail "GET /other: $code, want 404"
+junk=$(on 2 python3 -c "
+import socket; s = socket.create_connection(('198.18.0.1', 9464), 5); s.sendall(b'\x00\xffjunk\r\n\r\n'); print(s.recv(100).split(b' ')[1].decode())")
+[[ $junk == 400 ]] || fail "junk: $junk, want 400"
+
+# A real Prometheus, in h1, scraping the three every second.
+cat >"$logs/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: ringfire
+    static_configs:
+      - targets: ['198.18.0.1:9464', '198.18.0.2:9464', '198.18.0.3:9464']
+YML
+bg 1 "$logs/prometheus" prometheus --config.file="$logs/prometheus.yml" --storage.tsdb.path="$logs/tsdb" \
+  --web.listen-address=127.0.0.1:19090
+# query EXPR: Prometheus' answer, as "labels=value" lines.
+query() {
+  on 1 python3 -c "
+import json, sys, urllib.parse, urllib.request
+u = 'http://127.0.0.1:19090/api/v1/query?query=' + urllib.parse.quote(sys.argv[1])
+r = json.load(urllib.request.urlopen(u, timeout=5))
+for s in r['data']['result']:
+    m = s['metric']
+    print(','.join(k + '=' + m[k] for k in sorted(m) if k not in ('__name__', 'job')) + '=' + s['value'][1])
+" "$1" 2>/dev/null
+}
+ups() { [[ $(query 'sum(up{job="ringfire"})') == "=3" ]]; }
+wait_for 30 ups || fail "Prometheus does not see three targets up: $(query 'up') $(tail -n 3 "$logs/prometheus")"
+wait_for 10 [ "$(query 'count(ringfire_mirror_records_total == 20000)')" == "=2" ] ||
+  fail "Prometheus: mirror records: $(query ringfire_mirror_records_total)"
+[[ $(query 'ringfire_serve_records_total') == *"=20000" ]] || fail "Prometheus: serve records: $(query ringfire_serve_records_total)"
+[[ $(query 'max(ringfire_mirror_lag_records)') == "=0" ]] || fail "Prometheus: lag: $(query ringfire_mirror_lag_records)"
+[[ $(query 'count(ringfire_port_info{path="kernel"})') == "=3" ]] || fail "Prometheus: port paths: $(query ringfire_port_info)"
+[[ $(query 'sum(ringfire_mirror_streaming)') == "=2" ]] || fail "Prometheus: streaming: $(query ringfire_mirror_streaming)"
+[[ $(query 'sum(ringfire_mirror_rejected_total)') == "=0" ]] || fail "Prometheus: rejections: $(query ringfire_mirror_rejected_total)"
+check_copy "$src" "$(ring_name m2)" 20000
+check_copy "$src" "$(ring_name m3)" 20000
+lab_finish metrics_lab_test "$logs/h1" "$logs/h2" "$logs/prometheus"
