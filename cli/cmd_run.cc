@@ -20,8 +20,9 @@
 #include "cli/common.h"
 #include "cli/config_file.h"
 #include "cli/ctl_server.h"
-#include "cli/run_config.h"
+#include "cli/dpdk_telemetry.h"
 #include "cli/metrics_server.h"
+#include "cli/run_config.h"
 #include "cli/service_notify.h"
 #include "cli/session_report.h"
 #include "engine/engine.h"
@@ -214,6 +215,27 @@ class Daemon {
 
 
  public:
+  // snapshot: list() for DPDK's telemetry commands (numbers as counters).
+  TelemetrySnapshot snapshot() const {
+    const json j = list();
+    TelemetrySnapshot t;
+    auto counters = [](const json& e) {
+      std::vector<std::pair<std::string, uint64_t>> c;
+      for (const auto& [k, v] : e.items()) {
+        if (v.is_number_unsigned()) c.emplace_back(k, v.get<uint64_t>());
+      }
+      return c;
+    };
+    for (const json& p : j["ports"]) {
+      t.ports.push_back({p.value("name", ""), p.value("path", ""), p.value("worker", ""), counters(p)});
+    }
+    for (const json& e : j["sessions"]) {
+      t.sessions.push_back({e.value("name", ""), e.value("kind", ""), e.value("ring", ""),
+                            e.value("state", e.value("kind", "") == "serve" ? "serving" : ""), counters(e)});
+    }
+    return t;
+  }
+
   // metrics: every port and session in the Prometheus text format (the
   // same counters as list()).
   std::string metrics() const {
@@ -434,6 +456,10 @@ int cmd_run(int argc, char** argv, int first) {
     std::printf("run: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
     std::fflush(stdout);
   }
+  // DPDK's telemetry socket gets ringfire's own commands (dpdk-telemetry.py:
+  // /ringfire/ports, /ringfire/sessions, /ringfire/session,NAME).
+  const bool telemetry = dpdk && telemetry_register();
+  uint64_t next_snapshot_ns = 0;
   ServiceNotifier notifier;
   notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size(), " sessions"));
   const uint64_t max_wait = notifier.watchdog_enabled() ? 50'000'000 : 100'000'000;
@@ -444,6 +470,10 @@ int cmd_run(int argc, char** argv, int first) {
     (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
     daemon->tick(now);
     if (metrics) metrics->poll(now, [&] { return daemon->metrics(); });
+    if (telemetry && now >= next_snapshot_ns) {
+      telemetry_publish(daemon->snapshot());
+      next_snapshot_ns = now + 100'000'000;
+    }
     notifier.tick(now);
   }
   notifier.stopping();

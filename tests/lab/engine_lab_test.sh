@@ -178,6 +178,7 @@ mirror_table up 198.18.0.1:7400 "$(ring_name hub)" >>"$conf/hub.toml"
 printf '[[serve]]\nname = "down"\nring = "%s"\nlisten = "198.18.0.2:7500"\nmulticast = "239.255.4.2:7501"\nfrom = "oldest"\n' \
   "$(ring_name hub)" >>"$conf/hub.toml"
 bg 2 "$logs/hub" "$rf" run "$conf/hub.toml"
+hubpid=${LAB_PIDS[-1]}
 wait_for 15 grep -q "^run: 1 ports, 2 sessions" "$logs/hub" || fail "the hub did not start: $(grep -v TELEMETRY "$logs/hub" | tail -n 5)"
 grep -q "^run: down waits for ring" "$logs/hub" || fail "the hub's serve did not wait for its ring: $(grep '^run' "$logs/hub")"
 wait_for 10 streaming 2 "$conf/hub.sock" 1 || fail "the hub's mirror does not stream: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
@@ -192,6 +193,22 @@ check_copy "$(ring_name hubsrc)" "$(ring_name h3hub)" 30000
 by_udp "$logs/h3hub" || fail "h3's DATA did not come by UDP from the hub's af_xdp port: $(tail -n 1 "$logs/h3hub")"
 [[ $(ctl_json 2 "$conf/hub.sock" "j['ports'][0]['path'].startswith('dpdk net_af_xdp') and j['ports'][0]['sessions'] == 2") == True ]] ||
   fail "the hub's two sessions are not on one af_xdp port: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+# DPDK's telemetry socket answers ringfire's own commands (dpdk-telemetry.py).
+if command -v dpdk-telemetry.py >/dev/null; then
+  tele() { printf '%s\n' "$1" | dpdk-telemetry.py -f "rf$hubpid" 2>&1; }
+  # tele_ok CMD EXPR: the reply to CMD, as j (its payload), makes EXPR true.
+  tele_ok() {
+    tele "$1" | python3 -c "import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); j=r[sys.argv[1].split(',')[0]]; sys.exit(0 if ($2) else 1)" "$1"
+  }
+  sleep 0.3  # a snapshot is published every 100 ms
+  tele_ok /ringfire/sessions "j['total'] == 2 and j['sessions'] == {'up': 'mirror', 'down': 'serve'} and 'next' not in j" ||
+    fail "telemetry /ringfire/sessions: $(tele /ringfire/sessions)"
+  tele_ok /ringfire/session,up "j['state'] == 'streaming' and j['next_seq'] == 30000 and j['kind'] == 'mirror'" ||
+    fail "telemetry /ringfire/session,up: $(tele /ringfire/session,up)"
+  tele_ok /ringfire/ports "j['eth0']['path'].startswith('dpdk net_af_xdp') and j['eth0']['sessions'] == 2" ||
+    fail "telemetry /ringfire/ports: $(tele /ringfire/ports)"
+  tele_ok /ringfire/session,nosuch "j is None" || fail "telemetry for no session: $(tele /ringfire/session,nosuch)"
+fi
 stop_since 0
 
 log "5. the fallback ladder: each rung made to fail lands on the next, saying why"
