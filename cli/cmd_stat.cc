@@ -67,9 +67,7 @@ int cmd_stat(int argc, char** argv, int first) {
                 static_cast<ull>(r.lost));
   }
   // Processes serving or mirroring this ring: their counters files.
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+  const uint64_t now = now_ns();
   for (const telemetry::ProcessCounters& p : telemetry::read_counters(args->str("counters-dir", "/dev/shm"))) {
     if (p.ring != file->path()) continue;
     std::printf("process     pid %u %s (%s), counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),

@@ -14,6 +14,7 @@
 #include "dataplane/fault_injector.h"
 #include "ring/consumer.h"
 #include "ring/idle.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::cli {
 
@@ -24,11 +25,7 @@ int fail(const char* command, const absl::Status& status);
 void install_stop_handlers();
 bool stop_requested();
 
-inline uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+inline uint64_t now_ns() { return monotonic_ns(); }
 
 // parse_start reads "latest", "oldest" or a sequence number.
 absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);

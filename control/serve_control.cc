@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "control/ring_geometry.h"
 #include "dataplane/data_framer.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::control {
 
@@ -26,11 +27,6 @@ using proto::RefuseReason;
 
 namespace {
 
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t random_token() {
   uint64_t t = 0;

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "ring/monotonic.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <x86intrin.h>
@@ -43,11 +45,7 @@ class TscClock {
 
   bool use_tsc() const { return use_tsc_; }
 
-  static uint64_t monotonic() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-  }
+  static uint64_t monotonic() { return monotonic_ns(); }
 
  private:
 #if defined(__x86_64__)

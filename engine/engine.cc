@@ -10,15 +10,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::engine {
 namespace {
 
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 }  // namespace
 

@@ -13,15 +13,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::telemetry {
 namespace {
 
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void copy_text(char* dst, size_t n, std::string_view src) {
   std::memset(dst, 0, n);
