@@ -155,10 +155,14 @@ absl::StatusOr<std::unique_ptr<ServeReport>> ServeReport::start(const engine::En
                                    s.udp_local.ip != 0 ? s.udp_local.ip : s.spec.iface_ip, s.udp_local.port})).c_str()
                              : "",
               s.spec.worker.session, s.spec.control.psk ? ", authenticated (PSK)" : "");
-  auto f = telemetry::CountersFile::create(counters_dir, "serve", s.spec.ring, dataplane::to_string(ctl.listening()),
-                                           1024, tag);
-  if (!f.ok()) return f.status();
   const engine::PortInfo port = s.port->info();
+  // The detail names the active rung too (`ringfire stat` shows where the
+  // port landed): "kernel", or the DPDK driver without its "net_".
+  std::string rung = port.path.substr(0, port.path.find(' ', 5));
+  if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9);
+  auto f = telemetry::CountersFile::create(counters_dir, "serve", s.spec.ring,
+                                           absl::StrCat(dataplane::to_string(ctl.listening()), " ", rung), 1024, tag);
+  if (!f.ok()) return f.status();
   if (!quiet) std::printf("%s: worker on %s (port %s, %s)\n", prefix.c_str(), port.worker.c_str(), port.name.c_str(), port.path.c_str());
   std::fflush(stdout);
   std::unique_ptr<ServeReport> r(new ServeReport(s, std::move(prefix), quiet, std::move(*f)));
