@@ -34,6 +34,7 @@ PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_
   s->anchor_id = anchor_id;
   s->session_id = session_id;
   s->window = credit;
+  if (!awaiting_.emplace(std::pair{anchor_id, session_id}, s.get()).second) return nullptr;  // registered already
   streams_.push_back(std::move(s));
   ++live_;
   return streams_.back().get();
@@ -91,6 +92,9 @@ void PeerReceiver::end(Stream* s, StreamItem::Kind kind) {
 
 void PeerReceiver::free_stream(Stream* s) {
   unbind(s);
+  if (const auto it = awaiting_.find(std::pair{s->anchor_id, s->session_id}); it != awaiting_.end() && it->second == s) {
+    awaiting_.erase(it);
+  }
   peer_bytes_ -= s->bytes;
   credit_owed_.erase(std::remove(credit_owed_.begin(), credit_owed_.end(), s), credit_owed_.end());
   auto it = std::find_if(streams_.begin(), streams_.end(), [&](const auto& p) { return p.get() == s; });
@@ -157,13 +161,9 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
           ++stats_.protocol_errors;
           end(b.stream, StreamItem::Kind::kDropped);
         }
-        Stream* found = nullptr;
-        for (auto& s : streams_) {
-          if (!s->bound && !s->ended && s->anchor_id == rec.open.anchor_id && s->session_id == rec.open.session_id) {
-            found = s.get();
-            break;
-          }
-        }
+        const auto it = awaiting_.find(std::pair{rec.open.anchor_id, rec.open.session_id});
+        Stream* found = it == awaiting_.end() ? nullptr : it->second;
+        if (found != nullptr) awaiting_.erase(it);  // claimed: a second OpenSlot for it is unknown
         if (found == nullptr) {
           ++stats_.unknown_anchor;
           owe_close(raw, proto::CloseReason::kUnknownSlot);

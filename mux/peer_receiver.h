@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "mux/mux_config.h"
@@ -108,6 +109,11 @@ class PeerReceiver {
 
   MuxConfig config_;
   std::vector<std::unique_ptr<Stream>> streams_;  // registered, by pointer
+  // awaiting: registered streams no OpenSlot has claimed yet, by (anchor, session).
+  struct KeyHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const { return k.first * 0x9E3779B97F4A7C15ull ^ k.second; }
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, Stream*, KeyHash> awaiting_;
   std::vector<Bound> slots_;                      // by the peer's slot index
   std::vector<Stream*> credit_owed_;              // streams with credit to return
   struct Close {
