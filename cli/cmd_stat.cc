@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -22,6 +24,7 @@ const CommandSpec kStat{"stat", "RING", 1, 1,
                         "(rejections by reason among them), read from their counters files.",
                         {
                             {"counters-dir", "DIR", "where processes keep counters files (default /dev/shm)"},
+                            {"json", nullptr, "everything as one JSON object (for scripts and monitoring)"},
                         }};
 
 const char* liveness(uint64_t pid) {
@@ -44,6 +47,43 @@ int cmd_stat(int argc, char** argv, int first) {
   using ull = unsigned long long;
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
   const uint64_t writer = h.writer_pid.load(std::memory_order_relaxed);
+  const auto readers = ring::ReaderRegistry::list(*file);
+  const auto processes = telemetry::read_counters(args->str("counters-dir", "/dev/shm"));
+  const uint64_t now = now_ns();
+  if (args->has("json")) {
+    nlohmann::json j = {{"ring", file->path()},
+                        {"kind", file->blob() ? "blob" : "fixed-slot"},
+                        {"sparse", file->sparse()},
+                        {"capacity", h.capacity},
+                        {"slot_size", h.slot_size},
+                        {"slot_stride", h.slot_stride},
+                        {"schema", h.schema_signature},
+                        {"file_bytes", h.file_size},
+                        {"write_seq", ws},
+                        {"oldest_retained", ws > h.capacity ? ws - h.capacity : 0},
+                        {"writer", {{"pid", writer}, {"state", liveness(writer)}}},
+                        {"registry_size", h.registry_size}};
+    if (file->blob()) {
+      j["arena_bytes"] = h.arena_size;
+      j["arena_reserved"] = h.arena_reserved.load(std::memory_order_relaxed);
+    }
+    j["readers"] = nlohmann::json::array();
+    for (const ring::ReaderInfo& r : readers) {
+      j["readers"].push_back({{"index", r.index}, {"name", r.name}, {"pid", r.pid}, {"alive", r.alive},
+                              {"cursor", r.cursor}, {"lag", ws > r.cursor ? ws - r.cursor : 0}, {"lost", r.lost}});
+    }
+    j["processes"] = nlohmann::json::array();
+    for (const telemetry::ProcessCounters& p : processes) {
+      if (p.ring != file->path()) continue;
+      nlohmann::json c = nlohmann::json::object();
+      for (const auto& [label, value] : p.counters) c[label] = value;
+      j["processes"].push_back({{"pid", p.pid}, {"role", p.role}, {"detail", p.detail},
+                                {"age_s", now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0},
+                                {"counters", c}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
   std::printf("ring        %s\n", file->path().c_str());
   std::printf("kind        %s%s\n", file->blob() ? "blob" : "fixed-slot",
               file->sparse() ? ", sparse (mirror)" : "");
@@ -58,7 +98,6 @@ int cmd_stat(int argc, char** argv, int first) {
   std::printf("write_seq   %llu (oldest retained %llu)\n", static_cast<ull>(ws),
               static_cast<ull>(ws > h.capacity ? ws - h.capacity : 0));
   std::printf("writer      pid %llu (%s)\n", static_cast<ull>(writer), liveness(writer));
-  const auto readers = ring::ReaderRegistry::list(*file);
   std::printf("readers     %zu of %u registry entries\n", readers.size(), h.registry_size);
   for (const ring::ReaderInfo& r : readers) {
     std::printf("  #%-3u %-16s pid %-8llu %-5s cursor %-12llu lag %-10llu lost %llu\n", r.index,
@@ -67,8 +106,7 @@ int cmd_stat(int argc, char** argv, int first) {
                 static_cast<ull>(r.lost));
   }
   // Processes serving or mirroring this ring: their counters files.
-  const uint64_t now = now_ns();
-  for (const telemetry::ProcessCounters& p : telemetry::read_counters(args->str("counters-dir", "/dev/shm"))) {
+  for (const telemetry::ProcessCounters& p : processes) {
     if (p.ring != file->path()) continue;
     std::printf("process     pid %u %s (%s), counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
                 now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0);

@@ -52,6 +52,7 @@ ta=$!
 tb=$!
 sleep 0.5
 stat_during=$("$rf" stat "$ring")
+json_during=$("$rf" stat "$ring" --json)
 expect_ok "$rf" publish "$ring" --count 200000 --quiet
 wait $ta; ra=$?
 wait $tb; rb=$?
@@ -66,6 +67,11 @@ done
 [[ $ra -eq 0 && $rb -eq 0 ]] || { echo "FAIL: readers exited $ra $rb"; fails=$((fails + 1)); }
 grep -q "readers     2 of 64" <<<"$stat_during" || { echo "FAIL: stat did not list 2 readers: $stat_during"; fails=$((fails + 1)); }
 "$rf" stat "$ring" | grep -q "write_seq   200000" || { echo "FAIL: stat write_seq"; fails=$((fails + 1)); }
+# stat --json: the same, for scripts (two readers named a and b while they ran).
+python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert sorted(r['name'] for r in j['readers']) == ['a', 'b'] and j['kind'] == 'fixed-slot' and j['writer']['state'] in ('none', 'gone', 'alive')" "$json_during" ||
+  { echo "FAIL: stat --json during: $json_during"; fails=$((fails + 1)); }
+python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['write_seq'] == 200000 and j['capacity'] > 0" "$("$rf" stat "$ring" --json)" ||
+  { echo "FAIL: stat --json write_seq"; fails=$((fails + 1)); }
 
 # Blob rings: variable-size records verified the same way.
 expect_ok "$rf" create "$ring-blob" --blob --capacity 1024 --arena 16Mi
