@@ -14,13 +14,14 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
+#include "cli/metrics_server.h"
 #include "cli/session_report.h"
 #include "cli/session_setup.h"
 #include "control/mirror_control.h"
-#include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
+#include "telemetry/counters_file.h"
 
 namespace ringfire::cli {
 namespace {
@@ -36,6 +37,7 @@ const CommandSpec kMirror = {
           o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
           o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
           o.push_back({"quiet", nullptr, "no per-second stats lines"});
+          o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
           return o;
         }(),
         "dpdk: the port's IPv4 address (default: the TCP connection's)")};
@@ -44,14 +46,23 @@ const CommandSpec kMirror = {
 // the source goes away with --once, with the once-a-second stats line and
 // counters of its one session. A first failure (the source unreachable, a
 // refusal, a mismatch) is an error: exit 2 with the reason.
-int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, const std::string& counters_dir) {
+int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, const std::string& counters_dir,
+                const std::string& metrics_at) {
   using State = control::MirrorControl::State;
   auto report = MirrorReport::start(m, "mirror", quiet, counters_dir, "");
   if (!report.ok()) return fail("mirror", report.status());
   engine::PortHandle* port = m.port;  // the engine's, alive after its sessions
+  std::unique_ptr<MetricsServer> metrics;  // closed on every return (its fd leaves the epoll with it)
+  if (!metrics_at.empty()) {
+    auto ms = start_metrics(eng, metrics_at);
+    if (!ms.ok()) return fail("mirror", ms.status());
+    metrics = std::move(*ms);
+    std::printf("mirror: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
+  }
   while (!stop_requested()) {
     eng.run_once(100'000'000);
     (*report)->tick(now_ns());
+    if (metrics) metrics->poll(now_ns(), [&] { return engine_metrics(eng); });
     const State state = m.control->state();
     if (state == State::kFailed) {
       const absl::Status why = m.control->failure();  // stop_all frees the session
@@ -77,6 +88,12 @@ int cmd_mirror(int argc, char** argv, int first) {
   if (args->help()) {
     std::fputs(usage(kMirror).c_str(), stdout);
     return 0;
+  }
+  if (args->has("metrics")) {  // checked before anything starts
+    if (auto e = dataplane::parse_endpoint(args->str("metrics")); !e.ok()) {
+      return fail("mirror", absl::InvalidArgumentError(absl::StrCat("--metrics ", args->str("metrics"), ": ",
+                                                                  e.status().message(), " (e.g. 198.18.0.1:9464)")));
+    }
   }
   auto parsed = parse_mirror_session(*args, args->positionals()[0], args->positionals()[1]);
   if (!parsed.ok()) return fail("mirror", parsed.status());
@@ -115,7 +132,7 @@ int cmd_mirror(int argc, char** argv, int first) {
   spec.options = o;
   auto added = eng.add_mirror(std::move(spec));
   if (!added.ok()) return fail("mirror", added.status());
-  return mirror_loop(eng, **added, args->has("quiet"), args->str("counters-dir", "/dev/shm"));
+  return mirror_loop(eng, **added, args->has("quiet"), args->str("counters-dir", "/dev/shm"), args->str("metrics", ""));
 }
 
 }  // namespace ringfire::cli

@@ -12,13 +12,14 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
+#include "cli/metrics_server.h"
 #include "cli/session_report.h"
 #include "cli/session_setup.h"
 #include "control/serve_control.h"
-#include "telemetry/counters_file.h"
 #include "dataplane/kernel_udp.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
+#include "telemetry/counters_file.h"
 
 namespace ringfire::cli {
 namespace {
@@ -34,19 +35,30 @@ const CommandSpec kServe = {
           o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
           o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
           o.push_back({"quiet", nullptr, "no per-second stats lines"});
+          o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
           return o;
         }(),
         "dpdk: the port's IPv4 address (default: --iface's)")};
 
 // serve_loop runs the engine's conductor here until SIGINT/SIGTERM, with
 // the once-a-second stats line and counters of its one session.
-int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, const std::string& counters_dir) {
+int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, const std::string& counters_dir,
+               const std::string& metrics_at) {
   auto report = ServeReport::start(s, "serve", quiet, counters_dir, "");
   if (!report.ok()) return fail("serve", report.status());
+  std::unique_ptr<MetricsServer> metrics;
+  if (!metrics_at.empty()) {
+    auto m = start_metrics(eng, metrics_at);
+    if (!m.ok()) return fail("serve", m.status());
+    metrics = std::move(*m);
+    std::printf("serve: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
+  }
   while (!stop_requested()) {
     eng.run_once(100'000'000);
     (*report)->tick(now_ns());
+    if (metrics) metrics->poll(now_ns(), [&] { return engine_metrics(eng); });
   }
+  if (metrics) eng.unwatch(metrics->fd());
   const std::string last_words = (*report)->last_words();
   engine::PortHandle* port = s.port;  // the engine's, alive after its sessions
   report->reset();
@@ -70,6 +82,12 @@ int cmd_serve(int argc, char** argv, int first) {
   }
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
+  if (args->has("metrics")) {  // checked before anything starts
+    if (auto e = dataplane::parse_endpoint(args->str("metrics")); !e.ok()) {
+      return fail("serve", absl::InvalidArgumentError(absl::StrCat("--metrics ", args->str("metrics"), ": ",
+                                                                  e.status().message(), " (e.g. 198.18.0.1:9464)")));
+    }
+  }
   auto parsed = parse_serve_session(*args, args->positionals()[0]);
   if (!parsed.ok()) return fail("serve", parsed.status());
   engine::ServeSpec spec = std::move(*parsed);
@@ -105,7 +123,7 @@ int cmd_serve(int argc, char** argv, int first) {
   if (absl::Status st = eng.add_port(ps.name, std::move(*port)); !st.ok()) return fail("serve", st);
   auto s = eng.add_serve(std::move(spec));
   if (!s.ok()) return fail("serve", s.status());
-  return serve_loop(eng, **s, args->has("quiet"), args->str("counters-dir", "/dev/shm"));
+  return serve_loop(eng, **s, args->has("quiet"), args->str("counters-dir", "/dev/shm"), args->str("metrics", ""));
 }
 
 

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "control/mirror_control.h"
+#include "control/serve_control.h"
 #include "dataplane/kernel_udp.h"
 
 namespace ringfire::cli {
@@ -144,6 +146,115 @@ void Exposition::sample(const std::string& name, const std::vector<std::pair<std
     std::snprintf(v, sizeof(v), "%.9g", value);
   }
   absl::StrAppend(&text_, " ", v, "\n");
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const std::string& address) {
+  auto at = dataplane::parse_endpoint(address);
+  if (!at.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics ", address, ": ", at.status().message(),
+                                                   " (e.g. 198.18.0.1:9464)"));
+  }
+  auto m = MetricsServer::listen(*at);
+  if (!m.ok()) return m.status();
+  if (absl::Status st = eng.watch((*m)->fd()); !st.ok()) return st;
+  return m;
+}
+
+std::string engine_metrics(const engine::Engine& eng) {
+  using L = std::vector<std::pair<std::string, std::string>>;
+  Exposition x;
+  const std::vector<engine::PortInfo> ports = eng.ports();
+  x.family("ringfire_port_info", "gauge", "A port and its active path (the fallback rung it landed on).");
+  for (const auto& p : ports) x.sample("ringfire_port_info", L{{"port", p.name}, {"path", p.path}, {"worker", p.worker}}, 1);
+  auto port_counter = [&](const char* name, const char* help, auto get) {
+    x.family(name, "counter", help);
+    for (const auto& p : ports) x.sample(name, L{{"port", p.name}}, static_cast<double>(get(p)));
+  };
+  port_counter("ringfire_port_rx_datagrams_total", "Datagrams received and routed to a session.",
+               [](const engine::PortInfo& p) { return p.datagrams; });
+  port_counter("ringfire_port_unrouted_total", "Datagrams on a binding no session holds.",
+               [](const engine::PortInfo& p) { return p.unrouted; });
+  port_counter("ringfire_port_dropped_total", "Datagrams the port lost, either way.",
+               [](const engine::PortInfo& p) { return p.drops; });
+  x.family("ringfire_port_worker_busy_seconds_total", "counter", "The worker's time in iterations that did work.");
+  for (const auto& p : ports) x.sample("ringfire_port_worker_busy_seconds_total", L{{"port", p.name}}, p.busy_ns / 1e9);
+  x.family("ringfire_port_sessions", "gauge", "Sessions on the port's worker.");
+  for (const auto& p : ports) x.sample("ringfire_port_sessions", L{{"port", p.name}}, static_cast<double>(p.sessions));
+
+  auto serve_metric = [&](const char* name, const char* type, const char* help, auto get) {
+    x.family(name, type, help);
+    for (const auto& s : eng.serves()) {
+      x.sample(name, L{{"session", s->spec.name}, {"ring", s->spec.ring}}, static_cast<double>(get(*s)));
+    }
+  };
+  using Serve = engine::Engine::Serve;
+  serve_metric("ringfire_serve_records_total", "counter", "Records sent (UDP and TCP).",
+               [](const Serve& s) { return s.link->stats.records.get() + s.control->stats().tcp_records; });
+  serve_metric("ringfire_serve_datagrams_total", "counter", "Datagrams sent.",
+               [](const Serve& s) { return s.link->stats.datagrams.get(); });
+  serve_metric("ringfire_serve_send_failures_total", "counter", "Datagrams the port refused.",
+               [](const Serve& s) { return s.link->stats.send_failures.get(); });
+  serve_metric("ringfire_serve_next_seq", "gauge", "One past the last sequence sent.",
+               [](const Serve& s) { return s.link->stats.next_to_send.load(std::memory_order_relaxed); });
+  serve_metric("ringfire_serve_mirrors", "gauge", "Mirrors connected.",
+               [](const Serve& s) { return s.control->stats().mirrors; });
+  serve_metric("ringfire_serve_naks_total", "counter", "NAKs answered.",
+               [](const Serve& s) { return s.control->stats().naks; });
+  serve_metric("ringfire_serve_refused_tcp_total", "counter", "TCP connections and frames refused.",
+               [](const Serve& s) { return s.control->stats().refused(); });
+  x.family("ringfire_serve_refused_punches_total", "counter", "PUNCH datagrams refused, by reason.");
+  for (const auto& s : eng.serves()) {
+    const dataplane::ServeStats& w = s->link->stats;
+    const std::pair<const char*, uint64_t> reasons[] = {
+        {"malformed", w.punch_malformed.get()},       {"wrong_kind", w.punch_wrong_kind.get()},
+        {"unknown_token", w.punch_unknown_token.get()}, {"wrong_sender", w.punch_wrong_sender.get()},
+        {"bad_mac", w.punch_bad_mac.get()},           {"replayed", w.punch_replayed.get()}};
+    for (const auto& [reason, n] : reasons) {
+      x.sample("ringfire_serve_refused_punches_total", L{{"session", s->spec.name}, {"reason", reason}},
+               static_cast<double>(n));
+    }
+  }
+
+  auto mirror_metric = [&](const char* name, const char* type, const char* help, auto get) {
+    x.family(name, type, help);
+    for (const auto& m : eng.mirrors()) {
+      const dataplane::MirrorWorkerStats* st = m->control->stats();
+      if (st == nullptr) continue;  // not connected yet: no series rather than zeros
+      x.sample(name, L{{"session", m->spec.name}, {"ring", m->spec.options.ring},
+                       {"source", dataplane::to_string(m->spec.options.source)}},
+               static_cast<double>(get(*st)));
+    }
+  };
+  using MS = dataplane::MirrorWorkerStats;
+  mirror_metric("ringfire_mirror_records_total", "counter", "Records written into the mirror ring.",
+                [](const MS& s) { return s.records.get(); });
+  mirror_metric("ringfire_mirror_next_seq", "gauge", "The next sequence the mirror writes.",
+                [](const MS& s) { return s.next_seq.get(); });
+  mirror_metric("ringfire_mirror_lag_records", "gauge", "Records the source has that the mirror does not yet.",
+                [](const MS& s) { return s.known_end.get() > s.next_seq.get() ? s.known_end.get() - s.next_seq.get() : 0; });
+  mirror_metric("ringfire_mirror_naks_total", "counter", "NAKs sent.", [](const MS& s) { return s.naks.get(); });
+  mirror_metric("ringfire_mirror_gap_records_total", "counter", "Records the source no longer had (GAPs).",
+                [](const MS& s) { return s.gap_records.get(); });
+  mirror_metric("ringfire_mirror_datagrams_total", "counter", "Datagrams received.",
+                [](const MS& s) { return s.datagrams.get(); });
+  x.family("ringfire_mirror_rejected_total", "counter", "UDP input rejected, by reason.");
+  for (const auto& m : eng.mirrors()) {
+    const dataplane::MirrorWorkerStats* st = m->control->stats();
+    if (st == nullptr) continue;
+    const std::pair<const char*, uint64_t> reasons[] = {
+        {"wrong_sender", st->wrong_sender.get()}, {"bad_mac", st->bad_mac.get()},
+        {"wrong_kind", st->wrong_kind.get()},     {"wrong_session", st->wrong_session.get()},
+        {"implausible", st->implausible.get()},   {"malformed", st->malformed.get()}};
+    for (const auto& [reason, n] : reasons) {
+      x.sample("ringfire_mirror_rejected_total", L{{"session", m->spec.name}, {"reason", reason}}, static_cast<double>(n));
+    }
+  }
+  x.family("ringfire_mirror_streaming", "gauge", "1 while the mirror has a session with its source.");
+  for (const auto& m : eng.mirrors()) {
+    x.sample("ringfire_mirror_streaming", L{{"session", m->spec.name}},
+             m->control->state() == control::MirrorControl::State::kStreaming ? 1 : 0);
+  }
+  return x.text();
 }
 
 }  // namespace ringfire::cli

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/packet_port.h"
+#include "engine/engine.h"
 
 namespace ringfire::cli {
 
@@ -61,5 +62,13 @@ class Exposition {
  private:
   std::string text_;
 };
+
+// start_metrics: a server on `address` ("A.B.C.D:PORT", from --metrics or
+// a config) watched by `eng`'s conductor; an error says what to change.
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const std::string& address);
+
+// engine_metrics: every port and session of `eng` in the Prometheus text
+// format (the counters `ctl list` shows). Conductor thread.
+std::string engine_metrics(const engine::Engine& eng);
 
 }  // namespace ringfire::cli

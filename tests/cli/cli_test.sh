@@ -102,6 +102,8 @@ expect_fail 2 "at least 500ms" "$rf" serve "$ring" --listen 198.18.0.1:1 --peer-
 expect_fail 2 "heartbeat-max-us must be at least" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-max-us 10
 expect_fail 2 "accept-from" "$rf" mirror 198.18.0.1:1 "$ring-m" --accept-from not-an-address
 expect_fail 2 "peer-timeout must be at least 500ms" "$rf" mirror 198.18.0.1:1 "$ring-m" --peer-timeout 1ms
+expect_fail 2 "metrics not-an-address" "$rf" mirror 198.18.0.1:1 "$ring-m" --metrics not-an-address
+expect_fail 2 "metrics 1.2.3" "$rf" serve "$ring" --listen 198.18.0.1:1 --metrics 1.2.3
 
 # The example configs are valid as shipped (their rings made here, under
 # per-run names: a serve's ring must exist, unless a mirror of the same

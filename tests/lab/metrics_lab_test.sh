@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # metrics_lab_test.sh — the daemons' /metrics scraped by a real Prometheus
-# (Debian's): a source on h1 and two mirrors on h2 and h3, each `ringfire
-# run` with `metrics = ...`; 20000 records published; then Prometheus' own
+# (Debian's): a source on h1 and two mirrors on h2 and h3 (`ringfire run`
+# with `metrics = ...`, and h3 the `ringfire mirror` shorthand with --metrics); 20000 records published; then Prometheus' own
 # query API must return the series with the values the daemons hold
 # (records served and mirrored, lag 0, the active path, every target up),
 # the exposition passes `promtool check metrics`, and a stranger's request
@@ -19,14 +19,15 @@ src=$(ring_name src)
 "$rf" create "$src" --capacity 65536 >/dev/null
 printf 'ctl = "%s/h1.sock"\nquiet = true\nmetrics = "198.18.0.1:9464"\n[[port]]\nname = "eth0"\niface = "eth0"\n[[serve]]\nname = "md"\nring = "%s"\nlisten = "198.18.0.1:7400"\nmulticast = "239.255.6.1:7401"\nfrom = "oldest"\n' \
   "$logs" "$src" >"$logs/h1.toml"
-for h in 2 3; do
-  printf 'ctl = "%s/h%s.sock"\nquiet = true\nmetrics = "198.18.0.%s:9464"\n[[port]]\nname = "eth0"\niface = "eth0"\n[[mirror]]\nname = "md"\nsource = "198.18.0.1:7400"\nring = "%s"\nfrom = "oldest"\n' \
-    "$logs" "$h" "$h" "$(ring_name m$h)" >"$logs/h$h.toml"
-done
-for h in 1 2 3; do
+printf 'ctl = "%s/h2.sock"\nquiet = true\nmetrics = "198.18.0.2:9464"\n[[port]]\nname = "eth0"\niface = "eth0"\n[[mirror]]\nname = "md"\nsource = "198.18.0.1:7400"\nring = "%s"\nfrom = "oldest"\n' \
+  "$logs" "$(ring_name m2)" >"$logs/h2.toml"
+for h in 1 2; do
   bg $h "$logs/h$h" "$rf" run "$logs/h$h.toml"
   wait_for 10 grep -q "^run: metrics on http://198.18.0.$h:9464/metrics" "$logs/h$h" || fail "h$h: no metrics line: $(tail -n 3 "$logs/h$h")"
 done
+# h3: the one-session shorthand, with --metrics.
+bg 3 "$logs/h3" "$rf" mirror 198.18.0.1:7400 "$(ring_name m3)" --from oldest --quiet --metrics 198.18.0.3:9464
+wait_for 10 grep -q "^mirror: metrics on http://198.18.0.3:9464/metrics" "$logs/h3" || fail "h3: no metrics line: $(tail -n 3 "$logs/h3")"
 # get HOST URL: the body of an HTTP GET from inside HOST.
 get() { on "$1" python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())" "$2"; }
 mirrored() { get "$1" "http://198.18.0.$1:9464/metrics" | grep -q "^ringfire_mirror_records_total{.*} 20000$"; }
