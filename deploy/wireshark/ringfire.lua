@@ -1,0 +1,325 @@
+-- ringfire.lua — a Wireshark/tshark dissector for ringfire's wire protocol
+-- (proto/PROTOCOL.md): every ring-mirroring frame kind on UDP and TCP
+-- (several frames per datagram or segment, TCP frames reassembled), the
+-- bodies of each, the records inside DATA, and `_stream_batch` messages
+-- (big-endian) where a DATA record holds one (a mux channel).
+-- Install: copy to ~/.local/lib/wireshark/plugins/ (or run
+--   tshark -X lua_script:deploy/wireshark/ringfire.lua -r capture.pcapng).
+-- Found by heuristics on UDP and TCP (a valid header: kind 1..14, a length
+-- that fits); "Decode As... ringfire" forces it on a port.
+
+local rf = Proto("ringfire", "ringfire")
+
+local kinds = {
+  [1] = "HELLO", [2] = "GEOMETRY", [3] = "DATA", [4] = "GAP", [5] = "HEARTBEAT", [6] = "NAK",
+  [7] = "MULTICAST", [8] = "PUNCH", [9] = "ATTACH", [10] = "HEALTH", [11] = "AUTH", [12] = "MAC",
+  [13] = "REFUSE", [14] = "PROBE",
+}
+local refusals = {
+  [1] = "malformed HELLO", [2] = "unsupported version", [3] = "schema mismatch",
+  [4] = "authentication required", [5] = "authentication failed", [6] = "busy",
+  [7] = "handshake timeout", [8] = "protocol violation", [9] = "too slow to read",
+}
+local record_types = { [0] = "Data", [1] = "OpenSlot", [2] = "CloseSlot", [3] = "CreditUpdate", [4] = "SlotHeartbeat" }
+local close_reasons = { [0] = "terminal-sent", [1] = "peer-gone", [2] = "unknown-slot", [3] = "protocol-error", [4] = "cancelled" }
+
+local f = rf.fields
+f.kind = ProtoField.uint8("ringfire.kind", "Kind", base.DEC, kinds)
+f.flags = ProtoField.uint8("ringfire.flags", "Flags", base.HEX)
+f.session = ProtoField.uint8("ringfire.session", "Session", base.HEX)
+f.count = ProtoField.uint16("ringfire.count", "Count", base.DEC)
+f.len = ProtoField.uint32("ringfire.len", "Body length", base.DEC)
+f.seq = ProtoField.uint64("ringfire.seq", "Seq", base.DEC)
+f.magic = ProtoField.uint32("ringfire.hello.magic", "Magic", base.HEX)
+f.version = ProtoField.uint16("ringfire.hello.version", "Version", base.DEC)
+f.hello_flags = ProtoField.uint16("ringfire.hello.flags", "HELLO flags", base.HEX)
+f.hf_unicast = ProtoField.bool("ringfire.hello.unicast", "Can receive unicast", 16, nil, 0x0001)
+f.hf_prefer = ProtoField.bool("ringfire.hello.prefer_unicast", "Prefers unicast", 16, nil, 0x0002)
+f.hf_tcp = ProtoField.bool("ringfire.hello.tcp", "DATA on TCP", 16, nil, 0x0004)
+f.hf_health = ProtoField.bool("ringfire.hello.health", "HEALTH", 16, nil, 0x0008)
+f.hf_multi = ProtoField.bool("ringfire.hello.multi_range", "Multi-range NAKs", 16, nil, 0x0010)
+f.hf_auth = ProtoField.bool("ringfire.hello.auth", "Authenticate", 16, nil, 0x0020)
+f.schema = ProtoField.uint64("ringfire.schema", "Schema", base.HEX)
+f.challenge = ProtoField.bytes("ringfire.challenge", "Challenge")
+f.capacity = ProtoField.uint64("ringfire.geometry.capacity", "Capacity", base.DEC)
+f.slot_size = ProtoField.uint32("ringfire.geometry.slot_size", "Slot size", base.DEC)
+f.ring_flags = ProtoField.uint32("ringfire.geometry.ring_flags", "Ring flags", base.HEX)
+f.registry = ProtoField.uint32("ringfire.geometry.registry_size", "Registry size", base.DEC)
+f.slots_offset = ProtoField.uint64("ringfire.geometry.slots_offset", "Slots offset", base.DEC)
+f.arena_offset = ProtoField.uint64("ringfire.geometry.arena_offset", "Arena offset", base.DEC)
+f.arena_size = ProtoField.uint64("ringfire.geometry.arena_size", "Arena size", base.DEC)
+f.group = ProtoField.ipv4("ringfire.multicast.group", "Group")
+f.port = ProtoField.uint16("ringfire.multicast.port", "Port", base.DEC)
+f.mtu = ProtoField.uint16("ringfire.multicast.mtu", "MTU", base.DEC)
+f.ttl = ProtoField.uint8("ringfire.multicast.ttl", "TTL", base.DEC)
+f.features = ProtoField.uint16("ringfire.multicast.features", "Features", base.HEX)
+f.token = ProtoField.uint64("ringfire.multicast.token", "Token", base.HEX)
+f.data_ip = ProtoField.ipv4("ringfire.multicast.data_ip", "Data address")
+f.record = ProtoField.bytes("ringfire.data.record", "Record")
+f.record_seq = ProtoField.uint64("ringfire.data.record_seq", "Record seq", base.DEC)
+f.record_len = ProtoField.uint32("ringfire.data.record_len", "Record length", base.DEC)
+f.nak_last = ProtoField.uint64("ringfire.nak.last", "Last missing", base.DEC)
+f.nak_first = ProtoField.uint64("ringfire.nak.range_first", "Range first", base.DEC)
+f.nak_range_last = ProtoField.uint64("ringfire.nak.range_last", "Range last", base.DEC)
+f.nak_repeat = ProtoField.bool("ringfire.nak.repeat", "Repeat", 8, nil, 0x01)
+f.h_next = ProtoField.uint64("ringfire.health.next_seq", "Next seq", base.DEC)
+f.h_end = ProtoField.uint64("ringfire.health.known_end", "Known end", base.DEC)
+f.h_holes = ProtoField.uint32("ringfire.health.holes", "Holes", base.DEC)
+f.h_held = ProtoField.uint32("ringfire.health.held", "Held", base.DEC)
+f.h_high = ProtoField.uint32("ringfire.health.held_high", "Held high water", base.DEC)
+f.h_naks = ProtoField.uint64("ringfire.health.naks", "NAKs", base.DEC)
+f.h_gaps = ProtoField.uint64("ringfire.health.gap_records", "GAP records", base.DEC)
+f.h_drops = ProtoField.uint64("ringfire.health.rx_drops", "RX drops", base.DEC)
+f.h_rejected = ProtoField.uint64("ringfire.health.rejected", "Rejected", base.DEC)
+f.auth_step = ProtoField.uint8("ringfire.auth.step", "Step", base.DEC)
+f.auth_bytes = ProtoField.bytes("ringfire.auth.value", "Value")
+f.refuse_reason = ProtoField.uint16("ringfire.refuse.reason", "Reason", base.DEC, refusals)
+f.refuse_text = ProtoField.string("ringfire.refuse.text", "Text")
+f.punch_counter = ProtoField.uint64("ringfire.punch.counter", "Counter", base.DEC)
+f.attach_msg = ProtoField.uint8("ringfire.attach.message", "Message", base.DEC, { [1] = "request", [2] = "response" })
+f.attach_tag = ProtoField.uint16("ringfire.attach.tag", "Tag", base.DEC)
+f.attach_value = ProtoField.bytes("ringfire.attach.value", "Value")
+f.b_version = ProtoField.uint8("ringfire.batch.mux_version", "Mux version", base.DEC)
+f.b_count = ProtoField.uint16("ringfire.batch.record_count", "Record count", base.DEC)
+f.b_epoch = ProtoField.uint64("ringfire.batch.peer_epoch", "Peer epoch", base.DEC)
+f.b_seq = ProtoField.uint32("ringfire.batch.batch_seq", "Batch seq", base.DEC)
+f.r_type = ProtoField.uint8("ringfire.batch.type", "Record type", base.DEC, record_types)
+f.r_slot_index = ProtoField.uint32("ringfire.batch.slot_index", "Slot index", base.DEC)
+f.r_slot_gen = ProtoField.uint8("ringfire.batch.slot_generation", "Slot generation", base.DEC)
+f.r_frame_seq = ProtoField.uint32("ringfire.batch.frame_seq", "Frame seq", base.DEC)
+f.r_len = ProtoField.uint32("ringfire.batch.len", "Body length", base.DEC)
+f.r_anchor = ProtoField.uint64("ringfire.batch.anchor_id", "Anchor", base.HEX)
+f.r_session = ProtoField.uint64("ringfire.batch.session_id", "Session", base.HEX)
+f.r_reason = ProtoField.uint8("ringfire.batch.close_reason", "Close reason", base.DEC, close_reasons)
+f.r_delta = ProtoField.uint32("ringfire.batch.credit_delta", "Credit delta", base.DEC)
+
+local e_malformed = ProtoExpert.new("ringfire.malformed", "Malformed ringfire frame", expert.group.MALFORMED, expert.severity.ERROR)
+rf.experts = { e_malformed }
+
+-- stream_batch: a `_stream_batch` message in buf (a TvbRange); true if it is one exactly.
+local function is_batch(buf)
+  local n = buf:len()
+  if n < 16 or buf(0, 1):uint() ~= 1 then return false end
+  local count, pos = buf(2, 2):uint(), 16
+  for _ = 1, count do
+    if pos + 13 > n then return false end
+    local t = buf(pos, 1):uint()
+    if t > 4 then return false end
+    pos = pos + 13 + buf(pos + 9, 4):uint()
+  end
+  return pos == n
+end
+
+local function stream_batch(buf, tree)
+  local b = tree:add(rf, buf, "_stream_batch")
+  b:add(f.b_version, buf(0, 1))
+  b:add(f.b_count, buf(2, 2))
+  b:add(f.b_epoch, buf(4, 8))
+  b:add(f.b_seq, buf(12, 4))
+  local pos = 16
+  for _ = 1, buf(2, 2):uint() do
+    local len = buf(pos + 9, 4):uint()
+    local r = b:add(rf, buf(pos, 13 + len), "Record: " .. (record_types[buf(pos, 1):uint()] or "?"))
+    r:add(f.r_type, buf(pos, 1))
+    r:add(f.r_slot_index, buf(pos + 1, 3))
+    r:add(f.r_slot_gen, buf(pos + 4, 1))
+    r:add(f.r_frame_seq, buf(pos + 5, 4))
+    r:add(f.r_len, buf(pos + 9, 4))
+    local t = buf(pos, 1):uint()
+    if t == 1 and len == 16 then
+      r:add(f.r_anchor, buf(pos + 13, 8))
+      r:add(f.r_session, buf(pos + 21, 8))
+    elseif t == 2 and len == 1 then
+      r:add(f.r_reason, buf(pos + 13, 1))
+    elseif t == 3 and len == 4 then
+      r:add(f.r_delta, buf(pos + 13, 4))
+    elseif t == 0 and len > 0 then
+      r:add(f.record, buf(pos + 13, len))
+    end
+    pos = pos + 13 + len
+  end
+end
+
+-- data_records: fixed-size records, or length-prefixed blobs when the
+-- body is exactly that (the frame does not say which: the geometry does).
+local function data_records(body, count, seq, tree)
+  local n = body:len()
+  if count == 0 or n == 0 then return end
+  local pos, blobs = 0, true
+  for _ = 1, count do
+    if pos + 4 > n then blobs = false break end
+    pos = pos + 4 + body(pos, 4):le_uint()
+  end
+  blobs = blobs and pos == n
+  pos = 0
+  for i = 0, count - 1 do
+    local len, off
+    if blobs then
+      len, off = body(pos, 4):le_uint(), 4
+    else
+      if n % count ~= 0 then return end
+      len, off = math.floor(n / count), 0
+    end
+    local r = tree:add(rf, body(pos, off + len), string.format("Record %s (%d bytes)", tostring(seq + i), len))
+    r:add(f.record_seq, seq + i):set_generated()
+    if blobs then r:add_le(f.record_len, body(pos, 4)) end
+    if len > 0 then
+      local rec = body(pos + off, len)
+      if blobs and is_batch(rec) then stream_batch(rec, r) else r:add(f.record, rec) end
+    end
+    pos = pos + off + len
+  end
+end
+
+-- one_frame: the frame at buf(offset); returns its size.
+local function one_frame(buf, pinfo, tree, offset, udp)
+  local kind = buf(offset, 1):uint()
+  local len = buf(offset + 4, 4):le_uint()
+  local t = tree:add(rf, buf(offset, 16 + len), "ringfire " .. (kinds[kind] or ("kind " .. kind)))
+  t:add(f.kind, buf(offset, 1))
+  if udp then t:add(f.session, buf(offset + 1, 1)) else t:add(f.flags, buf(offset + 1, 1)) end
+  t:add_le(f.count, buf(offset + 2, 2))
+  t:add_le(f.len, buf(offset + 4, 4))
+  t:add_le(f.seq, buf(offset + 8, 8))
+  local seq = buf(offset + 8, 8):le_uint64()
+  local count = buf(offset + 2, 2):le_uint()
+  local body = len > 0 and buf(offset + 16, len) or nil
+  local function need(n)
+    if len < n then t:add_proto_expert_info(e_malformed, "body shorter than " .. n) return false end
+    return true
+  end
+  if kind == 1 and need(16) then
+    t:add_le(f.magic, body(0, 4))
+    t:add_le(f.version, body(4, 2))
+    local fl = t:add_le(f.hello_flags, body(6, 2))
+    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth }) do fl:add_le(bit, body(6, 2)) end
+    t:add_le(f.schema, body(8, 8))
+    if len >= 48 then t:add(f.challenge, body(16, 32)) end
+  elseif kind == 2 and need(56) then
+    t:add_le(f.capacity, body(0, 8))
+    t:add_le(f.slot_size, body(8, 4))
+    t:add_le(f.ring_flags, body(12, 4))
+    t:add_le(f.schema, body(16, 8))
+    t:add_le(f.registry, body(24, 4))
+    t:add_le(f.slots_offset, body(32, 8))
+    t:add_le(f.arena_offset, body(40, 8))
+    t:add_le(f.arena_size, body(48, 8))
+  elseif kind == 3 and body then
+    data_records(body, count, seq, t)
+  elseif kind == 6 and need(8) then
+    t:add(f.nak_repeat, buf(offset + 1, 1))
+    t:add_le(f.nak_last, body(0, 8))
+    local pos = 8
+    while pos + 16 <= len do
+      t:add_le(f.nak_first, body(pos, 8))
+      t:add_le(f.nak_range_last, body(pos + 8, 8))
+      pos = pos + 16
+    end
+  elseif kind == 7 and need(20) then
+    t:add(f.group, body(0, 4))
+    t:add_le(f.port, body(4, 2))
+    t:add_le(f.mtu, body(6, 2))
+    t:add(f.ttl, body(8, 1))
+    t:add(f.session, body(9, 1))
+    t:add_le(f.features, body(10, 2))
+    t:add_le(f.token, body(12, 8))
+    if len >= 24 then t:add(f.data_ip, body(20, 4)) end
+  elseif kind == 8 and len >= 8 then
+    t:add_le(f.punch_counter, body(0, 8))
+  elseif kind == 9 and need(1) then
+    t:add(f.attach_msg, body(0, 1))
+    local pos = 1
+    while pos + 4 <= len do
+      local vlen = body(pos + 2, 2):uint()
+      if pos + 4 + vlen > len then break end
+      t:add(f.attach_tag, body(pos, 2))
+      if vlen > 0 then t:add(f.attach_value, body(pos + 4, vlen)) end
+      pos = pos + 4 + vlen
+    end
+  elseif kind == 10 and need(64) then
+    t:add_le(f.h_next, body(0, 8))
+    t:add_le(f.h_end, body(8, 8))
+    t:add_le(f.h_holes, body(16, 4))
+    t:add_le(f.h_held, body(20, 4))
+    t:add_le(f.h_high, body(24, 4))
+    t:add_le(f.h_naks, body(32, 8))
+    t:add_le(f.h_gaps, body(40, 8))
+    t:add_le(f.h_drops, body(48, 8))
+    t:add_le(f.h_rejected, body(56, 8))
+  elseif kind == 11 and need(8) then
+    t:add(f.auth_step, body(0, 1))
+    if len > 8 then t:add(f.auth_bytes, body(8, len - 8)) end
+  elseif kind == 13 and need(4) then
+    t:add_le(f.refuse_reason, body(0, 2))
+    if len > 4 then t:add(f.refuse_text, body(4, len - 4)) end
+  end
+  return 16 + len
+end
+
+local function valid_header(buf, offset, remaining, udp)
+  if remaining < 16 then return false end
+  local kind = buf(offset, 1):uint()
+  if kind < 1 or kind > 14 then return false end
+  local len = buf(offset + 4, 4):le_uint()
+  if udp then return 16 + len <= remaining end
+  return len <= 64 * 1024 * 1024 + 16
+end
+
+local function dissect(buf, pinfo, tree, udp)
+  local n, offset, frames, names = buf:len(), 0, 0, {}
+  while offset < n do
+    local remaining = n - offset
+    if not udp and (remaining < 16 or remaining < 16 + buf(offset + 4, 4):le_uint()) then
+      pinfo.desegment_offset = offset
+      pinfo.desegment_len = remaining < 16 and DESEGMENT_ONE_MORE_SEGMENT or (16 + buf(offset + 4, 4):le_uint() - remaining)
+      break
+    end
+    if not valid_header(buf, offset, remaining, udp) then
+      if frames == 0 then return 0 end
+      tree:add_proto_expert_info(e_malformed, "trailing bytes are not a frame")
+      offset = n
+      break
+    end
+    local kind = buf(offset, 1):uint()
+    names[#names + 1] = kinds[kind] or tostring(kind)
+    offset = offset + one_frame(buf, pinfo, tree, offset, udp)
+    frames = frames + 1
+  end
+  if frames > 0 then
+    pinfo.cols.protocol = "ringfire"
+    pinfo.cols.info = table.concat(names, ", ")
+  end
+  return offset
+end
+
+local function heuristic(udp)
+  return function(buf, pinfo, tree)
+    if not valid_header(buf, 0, buf:len(), udp) then return false end
+    if udp and buf:len() ~= 16 + buf(4, 4):le_uint() then
+      -- several frames: every one must be valid
+      local offset = 0
+      while offset < buf:len() do
+        if not valid_header(buf, offset, buf:len() - offset, true) then return false end
+        offset = offset + 16 + buf(offset + 4, 4):le_uint()
+      end
+    end
+    if not udp and buf:len() >= 16 then
+      local kind = buf(0, 1):uint()
+      if kind == 1 and (buf:len() < 20 or buf(16, 4):le_uint() ~= 0x524D4652) then return false end
+    end
+    pinfo.conversation = udp and rf_udp or rf_tcp
+    dissect(buf, pinfo, tree, udp)
+    return true
+  end
+end
+
+rf_udp = Proto("ringfire_udp", "ringfire over UDP")
+rf_tcp = Proto("ringfire_tcp", "ringfire over TCP")
+function rf_udp.dissector(buf, pinfo, tree) return dissect(buf, pinfo, tree, true) end
+function rf_tcp.dissector(buf, pinfo, tree) return dissect(buf, pinfo, tree, false) end
+function rf.dissector(buf, pinfo, tree) return dissect(buf, pinfo, tree, pinfo.port_type == 3) end
+
+rf:register_heuristic("udp", heuristic(true))
+rf:register_heuristic("tcp", heuristic(false))
+DissectorTable.get("udp.port"):add_for_decode_as(rf_udp)
+DissectorTable.get("tcp.port"):add_for_decode_as(rf_tcp)
