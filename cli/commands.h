@@ -10,6 +10,7 @@ int cmd_remove(int argc, char** argv, int first);
 int cmd_publish(int argc, char** argv, int first);
 int cmd_tail(int argc, char** argv, int first);
 int cmd_stat(int argc, char** argv, int first);
+int cmd_top(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_mirror(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);

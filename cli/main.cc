@@ -17,6 +17,7 @@ constexpr Subcommand kSubcommands[] = {
     {"publish", ringfire::cli::cmd_publish, "publish self-checking records into a ring"},
     {"tail", ringfire::cli::cmd_tail, "follow a ring and verify every record"},
     {"stat", ringfire::cli::cmd_stat, "show a ring's header, writer and readers"},
+    {"top", ringfire::cli::cmd_top, "a live view of every ringfire process on this host"},
     {"serve", ringfire::cli::cmd_serve, "serve a ring to mirrors (TCP, UDP multicast, UDP unicast)"},
     {"mirror", ringfire::cli::cmd_mirror, "mirror a served ring into a local ring"},
     {"run", ringfire::cli::cmd_run, "run the ports and sessions of a config file (the daemon)"},

@@ -18,6 +18,7 @@ packages=(
   libsystemd-dev systemd                   # sd_notify (Type=notify units), systemd-analyze verify
   prometheus                               # the metrics lab scrapes the daemons with a real Prometheus (and promtool)
   tshark                                   # the Wireshark dissector's test (tshark -X lua_script:)
+  tmux                                     # the `ringfire top` test drives it in a terminal
   dpdk-dev libdpdk-dev                     # DPDK 22.11 (feature: dpdk)
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3
