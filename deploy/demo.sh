@@ -55,6 +55,8 @@ tail -n 1 "$logs/m3"
 tail -n 1 "$logs/m4"
 echo "-- the mirror ring on h3, as its readers see it:"
 "$rf" stat "$m3" | sed -n '1,2p;6,7p'
+echo "-- every session on this host, as \`ringfire top\` shows it live (here: one view):"
+"$rf" top --once --interval 500ms
 wait "$pub"
 wait "$local_reader"
 sleep 0.5
@@ -69,3 +71,5 @@ cat "$logs/local"
 echo "-- h3's repair work:"
 tail -n 1 "$logs/m3"
 echo "== done: every mirror holds every record under its source sequence, byte for byte."
+echo "   Live: \`ringfire top\` (every session on the host); a daemon's Prometheus endpoint:"
+echo "   \`metrics = \"ADDR:PORT\"\` in a \`ringfire run\` config (deploy/configs/source.toml), or --metrics on serve/mirror."
