@@ -37,6 +37,7 @@ const CommandSpec kMirror = {
           o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
           o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
           o.push_back({"quiet", nullptr, "no per-second stats lines"});
+          o.push_back({"json", nullptr, "each second's stats as one JSON object per line (every counter)"});
           o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
           return o;
         }(),
@@ -46,11 +47,12 @@ const CommandSpec kMirror = {
 // the source goes away with --once, with the once-a-second stats line and
 // counters of its one session. A first failure (the source unreachable, a
 // refusal, a mismatch) is an error: exit 2 with the reason.
-int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, const std::string& counters_dir,
+int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, bool json, const std::string& counters_dir,
                 const std::string& metrics_at) {
   using State = control::MirrorControl::State;
   auto report = MirrorReport::start(m, "mirror", quiet, counters_dir, "");
   if (!report.ok()) return fail("mirror", report.status());
+  (*report)->set_json(json);
   engine::PortHandle* port = m.port;  // the engine's, alive after its sessions
   std::unique_ptr<MetricsServer> metrics;  // closed on every return (its fd leaves the epoll with it)
   if (!metrics_at.empty()) {
@@ -132,7 +134,8 @@ int cmd_mirror(int argc, char** argv, int first) {
   spec.options = o;
   auto added = eng.add_mirror(std::move(spec));
   if (!added.ok()) return fail("mirror", added.status());
-  return mirror_loop(eng, **added, args->has("quiet"), args->str("counters-dir", "/dev/shm"), args->str("metrics", ""));
+  return mirror_loop(eng, **added, args->has("quiet"), args->has("json"), args->str("counters-dir", "/dev/shm"),
+                     args->str("metrics", ""));
 }
 
 }  // namespace ringfire::cli

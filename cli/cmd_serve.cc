@@ -35,6 +35,7 @@ const CommandSpec kServe = {
           o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
           o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
           o.push_back({"quiet", nullptr, "no per-second stats lines"});
+          o.push_back({"json", nullptr, "each second's stats as one JSON object per line (every counter)"});
           o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
           return o;
         }(),
@@ -42,10 +43,11 @@ const CommandSpec kServe = {
 
 // serve_loop runs the engine's conductor here until SIGINT/SIGTERM, with
 // the once-a-second stats line and counters of its one session.
-int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, const std::string& counters_dir,
+int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, bool json, const std::string& counters_dir,
                const std::string& metrics_at) {
   auto report = ServeReport::start(s, "serve", quiet, counters_dir, "");
   if (!report.ok()) return fail("serve", report.status());
+  (*report)->set_json(json);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_at.empty()) {
     auto m = start_metrics(eng, metrics_at);
@@ -123,7 +125,8 @@ int cmd_serve(int argc, char** argv, int first) {
   if (absl::Status st = eng.add_port(ps.name, std::move(*port)); !st.ok()) return fail("serve", st);
   auto s = eng.add_serve(std::move(spec));
   if (!s.ok()) return fail("serve", s.status());
-  return serve_loop(eng, **s, args->has("quiet"), args->str("counters-dir", "/dev/shm"), args->str("metrics", ""));
+  return serve_loop(eng, **s, args->has("quiet"), args->has("json"), args->str("counters-dir", "/dev/shm"),
+                    args->str("metrics", ""));
 }
 
 

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringfire::cli {
@@ -181,7 +183,7 @@ void ServeReport::tick(uint64_t now) {
   const uint64_t drops = s_.port->port_drops();
   uint64_t slowest = 0;
   for (const control::MirrorView& m : ctl.mirrors()) slowest = std::max(slowest, m.lag);
-  if (!quiet_) {
+  if (!quiet_ && !json_) {
     std::printf(
         "%s: %llu rec/s, %llu frames/s, next seq %llu, mirrors %llu (unicast %llu), slowest lag %llu, "
         "NAKs %llu (%llu records by TCP, %llu ranges by UDP), GAPs %llu, lapped %llu, refused TCP %llu, "
@@ -200,6 +202,7 @@ void ServeReport::tick(uint64_t now) {
     std::fflush(stdout);
   }
   publish_serve_counters(counters_, ctl, ws, drops);
+  if (json_) json_line(prefix_, "serve", records - last_records_, counters_);
   // The breakdown, whenever it changed: what strangers sent, by reason.
   if (std::string now_refusals = refusals(cs, ws); now_refusals != last_refusals_) {
     std::printf("%s: %s\n", prefix_.c_str(), now_refusals.c_str());
@@ -262,10 +265,12 @@ void MirrorReport::tick(uint64_t now) {
   }
   if (!streaming_ || now < next_report_ns_) return;
   const uint64_t records = st->records.get();
-  if (!quiet_) print_mirror_stats(prefix_, c, *st, records - last_records_);
+  if (!quiet_ && !json_) print_mirror_stats(prefix_, c, *st, records - last_records_);
+  const uint64_t per_second = records - last_records_;
   last_records_ = records;
   next_report_ns_ = now + 1'000'000'000u;
   publish_mirror_counters(counters_, c, *st);
+  if (json_) json_line(prefix_, "mirror", per_second, counters_);
   // What strangers sent, by reason, whenever it changed.
   if (const uint64_t rejected = st->rejected(); rejected != last_rejected_) {
     last_rejected_ = rejected;
@@ -278,6 +283,14 @@ void MirrorReport::finish() {
   m_.control->stop();  // keeps the session's totals
   streaming_ = false;
   summary("stopped");
+}
+
+void json_line(const std::string& session, const char* kind, uint64_t per_second, const telemetry::CountersFile& f) {
+  nlohmann::json c = nlohmann::json::object();
+  for (const auto& [label, value] : f.snapshot()) c[label] = value;
+  const nlohmann::json j = {{"session", session}, {"kind", kind}, {"rec_per_s", per_second}, {"counters", c}};
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace ringfire::cli

@@ -26,6 +26,8 @@ class ServeReport {
   void tick(uint64_t now_ns);
   // last_words: the refusals, once more (before the session goes).
   std::string last_words() const;
+  // json: each second's line as one JSON object instead of text.
+  void set_json(bool on) { json_ = on; }
 
  private:
   ServeReport(const engine::Engine::Serve& s, std::string prefix, bool quiet, telemetry::CountersFile f);
@@ -36,6 +38,7 @@ class ServeReport {
   uint64_t next_report_ns_ = 0;
   uint64_t last_records_ = 0, last_frames_ = 0;
   std::string last_refusals_;
+  bool json_ = false;
 };
 
 class MirrorReport {
@@ -48,6 +51,7 @@ class MirrorReport {
   void tick(uint64_t now_ns);
   // finish: the last line of a session still streaming.
   void finish();
+  void set_json(bool on) { json_ = on; }
 
  private:
   MirrorReport(const engine::Engine::Mirror& m, std::string prefix, bool quiet, telemetry::CountersFile f);
@@ -58,6 +62,11 @@ class MirrorReport {
   telemetry::CountersFile counters_;
   bool streaming_ = false, worker_shown_ = false;
   uint64_t next_report_ns_ = 0, last_records_ = 0, last_rejected_ = 0;
+  bool json_ = false;
 };
+
+// json_line prints one second's counters as a JSON object on one line:
+// {"session": ..., "kind": ..., "rec_per_s": ..., "counters": {...}}.
+void json_line(const std::string& session, const char* kind, uint64_t per_second, const telemetry::CountersFile& f);
 
 }  // namespace ringfire::cli

@@ -167,4 +167,10 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
   return out;
 }
 
+std::vector<std::pair<std::string, uint64_t>> CountersFile::snapshot() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [label, i] : index_) out.emplace_back(label, entries_[i].value.load(std::memory_order_relaxed));
+  return out;
+}
+
 }  // namespace ringfire::telemetry

@@ -68,6 +68,8 @@ class CountersFile {
   // by it: call set for every live counter, then sweep, once a round.
   void set(std::string_view label, uint64_t value);
   void sweep();
+  // snapshot: every live label and its value, by label (for a JSON line).
+  std::vector<std::pair<std::string, uint64_t>> snapshot() const;
   const std::string& path() const { return path_; }
 
  private:

@@ -2,7 +2,8 @@
 # top_lab_test.sh — `ringfire top` as an operator sees it, in a terminal
 # (tmux): a source on h1 and a mirror on h2 streaming 10 k records/s; the
 # live view shows both sessions with their rates and the mirror's ring, it
-# refreshes (the counts move between two captures), and q quits it.
+# refreshes (the counts move between two captures), and q quits it. The
+# serve runs with --json: its per-second lines are JSON objects.
 # Usage: top_lab_test.sh PATH/TO/ringfire
 set -u
 rf=$(realpath "$1")
@@ -15,7 +16,7 @@ counters=$logs/counters
 mkdir -p "$counters"
 src=$(ring_name src) dst=$(ring_name dst)
 "$rf" create "$src" --capacity 262144 >/dev/null
-bg 1 "$logs/serve" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.8.1:7401 --counters-dir "$counters" --quiet
+bg 1 "$logs/serve" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.8.1:7401 --counters-dir "$counters" --json
 sleep 0.3
 bg 2 "$logs/mirror" "$rf" mirror 198.18.0.1:7400 "$dst" --counters-dir "$counters" --quiet
 wait_for 10 grep -q "^mirror: 198" "$logs/mirror" || fail "the mirror did not connect: $(tail -n 2 "$logs/mirror")"
@@ -39,6 +40,15 @@ awk '$2 == "mirror" {print $3}' <<<"$second" | grep -q "$dst" || fail "the mirro
 grep -Eq "^[0-9]+ +serve .* 198.18.0.1:7400 kernel " <<<"$second" ||
   fail "the serve row does not show its listener and rung: $second"
 [[ $first != "$second" ]] || fail "the view did not refresh"
+# serve --json: each second's stats as one JSON object, every counter in it.
+python3 -c "
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+assert len(lines) >= 3, len(lines)
+last = lines[-1]
+assert last['kind'] == 'serve' and 5000 < last['rec_per_s'] < 15000, last
+assert last['counters']['serve.records'] > 20000 and 'refused.punch.bad_mac' in last['counters'], last['counters']
+" "$logs/serve" || fail "serve --json lines: $(grep '^{' "$logs/serve" | tail -n 1)"
 tmux send-keys -t "$session" q
 wait_for 3 bash -c "! tmux has-session -t $session 2>/dev/null" || fail "q did not quit"
 lab_finish top_lab_test "$logs/serve" "$logs/mirror"
