@@ -52,7 +52,8 @@ std::string shorten(const std::string& s, size_t n) { return s.size() <= n ? s :
 
 // view renders one screen: `now` and `before` are two reads `seconds` apart.
 std::string view(const std::vector<telemetry::ProcessCounters>& now,
-                 const std::map<std::string, telemetry::ProcessCounters>& before, double seconds, uint64_t now_ns) {
+                 const std::map<std::string, telemetry::ProcessCounters>& before, double seconds, uint64_t now_ns,
+                 std::map<std::string, uint64_t>& rates) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof(line), "ringfire top — %zu session(s) on this host, every %.1f s (q quits)\n\n",
@@ -64,11 +65,17 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
   for (const auto& p : now) {
     const bool serve = p.role == "serve";
     const std::string rec = serve ? "serve.records" : "mirror.records";
+    // The rate between the two publishes the reads saw (a process publishes
+    // once a second: by its own stamps, not by when top happened to read).
     uint64_t rate = 0;
-    if (auto it = before.find(p.path); it != before.end() && seconds > 0) {
+    if (auto it = before.find(p.path); it != before.end() && p.updated_ns > it->second.updated_ns) {
       const uint64_t a = get(it->second, rec), b = get(p, rec);
-      rate = b > a ? static_cast<uint64_t>(static_cast<double>(b - a) / seconds) : 0;
+      const double dt = static_cast<double>(p.updated_ns - it->second.updated_ns) / 1e9;
+      rate = b > a ? static_cast<uint64_t>(static_cast<double>(b - a) / dt) : 0;
+    } else if (auto r = rates.find(p.path); r != rates.end()) {
+      rate = r->second;  // not published since: the last rate stands
     }
+    rates[p.path] = rate;
     const uint64_t lag = serve ? 0 : get(p, "mirror.lag");
     const uint64_t naks = get(p, serve ? "serve.naks" : "mirror.naks");
     const uint64_t gaps = serve ? get(p, "serve.gaps") : get(p, "mirror.gap_records");
@@ -103,6 +110,7 @@ int cmd_top(int argc, char** argv, int first) {
   install_stop_handlers();
   const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
   std::map<std::string, telemetry::ProcessCounters> before;
+  std::map<std::string, uint64_t> rates;  // by counters file: the last rate seen
   uint64_t before_ns = now_ns();
   for (const auto& p : telemetry::read_counters(dir)) before[p.path] = p;
   termios saved{};
@@ -132,12 +140,18 @@ int cmd_top(int argc, char** argv, int first) {
     std::sort(now.begin(), now.end(), [](const auto& a, const auto& b) {
       return a.role != b.role ? a.role > b.role : a.ring != b.ring ? a.ring < b.ring : a.pid < b.pid;
     });
-    const std::string screen = view(now, before, static_cast<double>(t - before_ns) / 1e9, t);
+    const std::string screen = view(now, before, static_cast<double>(t - before_ns) / 1e9, t, rates);
     if (tty && !once) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear
     std::fputs(screen.c_str(), stdout);
     std::fflush(stdout);
-    before.clear();
-    for (const auto& p : now) before[p.path] = p;
+    // Keep a process's older read until it publishes again (its rate spans
+    // two of its own publishes).
+    std::map<std::string, telemetry::ProcessCounters> next;
+    for (const auto& p : now) {
+      auto it = before.find(p.path);
+      next[p.path] = it != before.end() && it->second.updated_ns == p.updated_ns ? it->second : p;
+    }
+    before = std::move(next);
     before_ns = t;
     if (once) break;
   }

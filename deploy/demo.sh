@@ -56,7 +56,7 @@ tail -n 1 "$logs/m4"
 echo "-- the mirror ring on h3, as its readers see it:"
 "$rf" stat "$m3" | sed -n '1,2p;6,7p'
 echo "-- every session on this host, as \`ringfire top\` shows it live (here: one view):"
-"$rf" top --once --interval 500ms
+"$rf" top --once --interval 1200ms  # over one publish of every process (they publish once a second)
 wait "$pub"
 wait "$local_reader"
 sleep 0.5
