@@ -23,7 +23,7 @@ wait_for 10 grep -q "^mirror: 198" "$logs/mirror" || fail "the mirror did not co
 bg 1 "$logs/publish" "$rf" publish "$src" --rate 10k --duration 20s --quiet
 session=rf-top-$$
 tmux new-session -d -s "$session" -x 160 -y 20 "$rf top --counters-dir $counters"
-trap 'tmux kill-session -t "$session" 2>/dev/null; lab_rc=$?; [[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down "$lab_rc"' EXIT
+trap 'lab_rc=$?; tmux kill-session -t "$session" 2>/dev/null; [[ -n "${KEEP_LOGS:-}" ]] || rm -rf "$logs"; lab_down "$lab_rc"' EXIT
 sleep 2.5
 first=$(tmux capture-pane -p -t "$session")
 sleep 1.5
