@@ -14,6 +14,8 @@
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +26,7 @@
 #include <filesystem>
 #include <span>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -100,6 +103,43 @@ void clear_stale_memif_sockets(const std::vector<std::string>& words) {
     close(fd);
   }
 }
+
+// clear_stale_runtime_dirs removes the EAL runtime directories ringfire's
+// default file prefix names ("rf<pid>") whose process is gone: a process
+// that exits removes its own (see eal_init), one killed (kill -9, a crash)
+// cannot. Only flat directories of a dead pid are touched: a live
+// process's, or anything not named so, is left alone.
+void clear_stale_runtime_dirs() {
+  const char* xdg = getenv("XDG_RUNTIME_DIR");
+  const std::string base = getuid() == 0 ? "/var/run/dpdk" : absl::StrCat(xdg != nullptr ? xdg : "/tmp", "/dpdk");
+  DIR* d = opendir(base.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    const absl::string_view name(e->d_name);
+    uint64_t pid = 0;
+    if (name.size() < 3 || name.substr(0, 2) != "rf" || !absl::SimpleAtoi(name.substr(2), &pid) ||
+        name.substr(2).find_first_not_of("0123456789") != absl::string_view::npos || pid == 0 || pid > INT32_MAX) {
+      continue;
+    }
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    const std::string dir = absl::StrCat(base, "/", name);
+    DIR* inner = opendir(dir.c_str());
+    if (inner == nullptr) continue;
+    bool flat = true;
+    while (const dirent* f = readdir(inner)) {
+      const absl::string_view fname(f->d_name);
+      if (fname == "." || fname == "..") continue;
+      if (f->d_type == DT_DIR) {
+        flat = false;
+        continue;
+      }
+      unlink(absl::StrCat(dir, "/", fname).c_str());
+    }
+    closedir(inner);
+    if (flat) rmdir(dir.c_str());
+  }
+  closedir(d);
+}
 }  // namespace
 
 bool eal_running() { return g_eal_started; }
@@ -119,6 +159,7 @@ absl::Status eal_init(const std::string& given, bool devices_later) {
   words = {"ringfire"};
   for (absl::string_view w : absl::StrSplit(args, ' ', absl::SkipEmpty())) words.emplace_back(w);
   clear_stale_memif_sockets(words);
+  clear_stale_runtime_dirs();
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {

@@ -177,9 +177,17 @@ mirror_table up 198.18.0.1:7400 "$(ring_name hub)" >>"$conf/hub.toml"
 # The serve of the mirror's ring is in the same file: it waits for the ring.
 printf '[[serve]]\nname = "down"\nring = "%s"\nlisten = "198.18.0.2:7500"\nmulticast = "239.255.4.2:7501"\nfrom = "oldest"\n' \
   "$(ring_name hub)" >>"$conf/hub.toml"
+# A DPDK process killed before it could clean up leaves its EAL runtime
+# directory; the next one to start sweeps those of dead pids, and only those.
+true & dead=$!; wait $dead
+mkdir -p "/var/run/dpdk/rf$dead" "/var/run/dpdk/rf$$"
+touch "/var/run/dpdk/rf$dead/dpdk_telemetry.v2" "/var/run/dpdk/rf$$/dpdk_telemetry.v2"
 bg 2 "$logs/hub" "$rf" run "$conf/hub.toml"
 hubpid=${LAB_PIDS[-1]}
 wait_for 15 grep -q "^run: 1 ports, 2 sessions" "$logs/hub" || fail "the hub did not start: $(grep -v TELEMETRY "$logs/hub" | tail -n 5)"
+[[ ! -e /var/run/dpdk/rf$dead ]] || fail "a dead process's EAL runtime directory was not swept"
+[[ -e /var/run/dpdk/rf$$/dpdk_telemetry.v2 ]] || fail "a live process's EAL runtime directory was swept"
+rm -rf "/var/run/dpdk/rf$$"
 grep -q "^run: down waits for ring" "$logs/hub" || fail "the hub's serve did not wait for its ring: $(grep '^run' "$logs/hub")"
 wait_for 10 streaming 2 "$conf/hub.sock" 1 || fail "the hub's mirror does not stream: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
 wait_for 10 grep -q "^run: down started" "$logs/hub" || fail "the hub's serve did not start: $(grep '^run' "$logs/hub")"
