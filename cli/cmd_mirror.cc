@@ -34,11 +34,7 @@ const CommandSpec kMirror = {
         [] {
           std::vector<OptionSpec> o = mirror_session_options();
           o.push_back({"iface", "IF", "interface to join the multicast group on"});
-          o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
-          o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
-          o.push_back({"quiet", nullptr, "no per-second stats lines"});
-          o.push_back({"json", nullptr, "each second's stats as one JSON object per line (every counter)"});
-          o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
+          for (OptionSpec& x : shorthand_options()) o.push_back(std::move(x));
           return o;
         }(),
         "dpdk: the port's IPv4 address (default: the TCP connection's)")};
@@ -56,10 +52,10 @@ int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, bool
   engine::PortHandle* port = m.port;  // the engine's, alive after its sessions
   std::unique_ptr<MetricsServer> metrics;  // closed on every return (its fd leaves the epoll with it)
   if (!metrics_at.empty()) {
-    auto ms = start_metrics(eng, metrics_at);
+    auto at = metrics_address(metrics_at);
+    auto ms = at.ok() ? start_metrics(eng, *at, "mirror") : at.status();
     if (!ms.ok()) return fail("mirror", ms.status());
     metrics = std::move(*ms);
-    std::printf("mirror: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
   }
   while (!stop_requested()) {
     eng.run_once(100'000'000);
@@ -92,10 +88,7 @@ int cmd_mirror(int argc, char** argv, int first) {
     return 0;
   }
   if (args->has("metrics")) {  // checked before anything starts
-    if (auto e = dataplane::parse_endpoint(args->str("metrics")); !e.ok()) {
-      return fail("mirror", absl::InvalidArgumentError(absl::StrCat("--metrics ", args->str("metrics"), ": ",
-                                                                  e.status().message(), " (e.g. 198.18.0.1:9464)")));
-    }
+    if (auto e = metrics_address(args->str("metrics")); !e.ok()) return fail("mirror", e.status());
   }
   auto parsed = parse_mirror_session(*args, args->positionals()[0], args->positionals()[1]);
   if (!parsed.ok()) return fail("mirror", parsed.status());

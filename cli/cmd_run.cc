@@ -353,12 +353,9 @@ int cmd_run(int argc, char** argv, int first) {
   // loop (a conductor that stops turning stops pinging).
   std::unique_ptr<MetricsServer> metrics;
   if (d->metrics) {
-    auto m = MetricsServer::listen(*d->metrics);
+    auto m = start_metrics(eng, *d->metrics, "run");
     if (!m.ok()) return fail("run", m.status());
     metrics = std::move(*m);
-    if (absl::Status st = eng.watch(metrics->fd()); !st.ok()) return fail("run", st);
-    std::printf("run: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
-    std::fflush(stdout);
   }
   // DPDK's telemetry socket gets ringfire's own commands (dpdk-telemetry.py:
   // /ringfire/ports, /ringfire/sessions, /ringfire/session,NAME).

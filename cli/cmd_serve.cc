@@ -32,11 +32,7 @@ const CommandSpec kServe = {
     with_backend_options(
         [] {
           std::vector<OptionSpec> o = serve_session_options();
-          o.push_back({"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"});
-          o.push_back({"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"});
-          o.push_back({"quiet", nullptr, "no per-second stats lines"});
-          o.push_back({"json", nullptr, "each second's stats as one JSON object per line (every counter)"});
-          o.push_back({"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"});
+          for (OptionSpec& x : shorthand_options()) o.push_back(std::move(x));
           return o;
         }(),
         "dpdk: the port's IPv4 address (default: --iface's)")};
@@ -50,10 +46,10 @@ int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, bool j
   (*report)->set_json(json);
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_at.empty()) {
-    auto m = start_metrics(eng, metrics_at);
+    auto at = metrics_address(metrics_at);
+    auto m = at.ok() ? start_metrics(eng, *at, "serve") : at.status();
     if (!m.ok()) return fail("serve", m.status());
     metrics = std::move(*m);
-    std::printf("serve: metrics on http://%s/metrics\n", dataplane::to_string(metrics->address()).c_str());
   }
   while (!stop_requested()) {
     eng.run_once(100'000'000);
@@ -85,10 +81,7 @@ int cmd_serve(int argc, char** argv, int first) {
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
   if (args->has("metrics")) {  // checked before anything starts
-    if (auto e = dataplane::parse_endpoint(args->str("metrics")); !e.ok()) {
-      return fail("serve", absl::InvalidArgumentError(absl::StrCat("--metrics ", args->str("metrics"), ": ",
-                                                                  e.status().message(), " (e.g. 198.18.0.1:9464)")));
-    }
+    if (auto e = metrics_address(args->str("metrics")); !e.ok()) return fail("serve", e.status());
   }
   auto parsed = parse_serve_session(*args, args->positionals()[0]);
   if (!parsed.ok()) return fail("serve", parsed.status());

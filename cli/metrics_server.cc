@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -148,15 +149,22 @@ void Exposition::sample(const std::string& name, const std::vector<std::pair<std
   absl::StrAppend(&text_, " ", v, "\n");
 }
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const std::string& address) {
-  auto at = dataplane::parse_endpoint(address);
+absl::StatusOr<dataplane::Endpoint> metrics_address(const std::string& text) {
+  auto at = dataplane::parse_endpoint(text);
   if (!at.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics ", address, ": ", at.status().message(),
+    return absl::InvalidArgumentError(absl::StrCat("--metrics ", text, ": ", at.status().message(),
                                                    " (e.g. 198.18.0.1:9464)"));
   }
-  auto m = MetricsServer::listen(*at);
+  return at;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const dataplane::Endpoint& at,
+                                                             const std::string& prefix) {
+  auto m = MetricsServer::listen(at);
   if (!m.ok()) return m.status();
   if (absl::Status st = eng.watch((*m)->fd()); !st.ok()) return st;
+  std::printf("%s: metrics on http://%s/metrics\n", prefix.c_str(), dataplane::to_string(at).c_str());
+  std::fflush(stdout);
   return m;
 }
 

@@ -63,9 +63,13 @@ class Exposition {
   std::string text_;
 };
 
-// start_metrics: a server on `address` ("A.B.C.D:PORT", from --metrics or
-// a config) watched by `eng`'s conductor; an error says what to change.
-absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const std::string& address);
+// metrics_address parses "A.B.C.D:PORT" for --metrics (the error says what to give).
+absl::StatusOr<dataplane::Endpoint> metrics_address(const std::string& text);
+
+// start_metrics: a server at `at` watched by `eng`'s conductor, announced
+// as "PREFIX: metrics on http://.../metrics"; an error says what to change.
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const dataplane::Endpoint& at,
+                                                             const std::string& prefix);
 
 // engine_metrics: every port and session of `eng` in the Prometheus text
 // format (the counters `ctl list` shows). Conductor thread.

@@ -158,6 +158,16 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   return spec;
 }
 
+std::vector<OptionSpec> shorthand_options() {
+  return {
+      {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+      {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
+      {"quiet", nullptr, "no per-second stats lines"},
+      {"json", nullptr, "each second's stats as one JSON object per line (every counter)"},
+      {"metrics", "ADDR:PORT", "serve Prometheus metrics at http://ADDR:PORT/metrics (default: off)"},
+  };
+}
+
 std::vector<OptionSpec> mirror_session_options() {
   return with_fault_options({
         {"from", "WHERE", "latest, oldest, or a sequence (default: resume, else latest); a ring that "

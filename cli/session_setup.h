@@ -24,6 +24,10 @@ std::vector<OptionSpec> serve_session_options();
 absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring,
                                                       bool may_follow = false);
 
+// shorthand_options: the process options `serve` and `mirror` share
+// (idle, counters-dir, quiet, json, metrics).
+std::vector<OptionSpec> shorthand_options();
+
 // mirror_session_options: every option of a mirror session.
 std::vector<OptionSpec> mirror_session_options();
 // parse_mirror_session builds the options of a mirror of the ring served at
