@@ -4,8 +4,9 @@
 # with `metrics = ...`, and h3 the `ringfire mirror` shorthand with --metrics); 20000 records published; then Prometheus' own
 # query API must return the series with the values the daemons hold
 # (records served and mirrored, lag 0, the active path, every target up),
-# the exposition passes `promtool check metrics`, and a stranger's request
-# gets 404/400 without disturbing anything.
+# the exposition passes `promtool check metrics`, and strangers (another
+# path, junk, a request that never ends or is too large, a crowd) get
+# 404/400/413 or are cut by their bound while scrapes go on.
 # Usage: metrics_lab_test.sh PATH/TO/ringfire
 set -u
 rf=$1
@@ -51,6 +52,30 @@ except urllib.error.HTTPError as e: print(e.code)")
 junk=$(on 2 python3 -c "
 import socket; s = socket.create_connection(('198.18.0.1', 9464), 5); s.sendall(b'\x00\xffjunk\r\n\r\n'); print(s.recv(100).split(b' ')[1].decode())")
 [[ $junk == 400 ]] || fail "junk: $junk, want 400"
+# Strangers who never finish, send too much, or crowd in: each is cut by
+# its bound, and a scrape meanwhile is answered.
+stranger=$(on 2 python3 -c "
+import socket, time, urllib.request
+slow = socket.create_connection(('198.18.0.1', 9464), 5)
+slow.sendall(b'GET /metr')                       # never finishes its request
+big = socket.create_connection(('198.18.0.1', 9464), 5)
+big.sendall(b'GET /' + b'x' * 9000)              # past the 8 KiB bound
+big_code = big.recv(100).split(b' ')[1].decode()
+crowd = [socket.create_connection(('198.18.0.1', 9464), 5) for _ in range(20)]
+time.sleep(0.3)
+closed = 0
+for c in crowd:                                  # past the 16-client cap: closed at once
+    c.settimeout(0.2)
+    try:
+        closed += c.recv(1) == b''
+    except socket.timeout:
+        pass
+for c in crowd: c.close()
+ok = b'ringfire_serve_records_total' in urllib.request.urlopen('http://198.18.0.1:9464/metrics', timeout=5).read()
+slow.settimeout(4)
+t = time.time(); cut = slow.recv(100) == b''; waited = time.time() - t
+print(big_code, closed >= 4, ok, cut and waited < 3.5)")
+[[ $stranger == "413 True True True" ]] || fail "strangers at /metrics (413, cap, served meanwhile, slow cut): $stranger"
 
 # A real Prometheus, in h1, scraping the three every second.
 cat >"$logs/prometheus.yml" <<YML
