@@ -78,6 +78,16 @@ FrameLimits stream_limits(const ring::RingFile& f) {
 absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const proto::Geometry& g,
                                                    bool exists) {
   const std::string path = ring::ring_path(o.ring, o.dir);
+  if (o.max_ring_bytes != 0) {
+    // Checked by division: capacity × slot_size may not fit 64 bits.
+    const bool over = g.arena_size > o.max_ring_bytes ||
+                      (g.slot_size != 0 && g.capacity > (o.max_ring_bytes - g.arena_size) / g.slot_size);
+    if (over) {
+      return absl::ResourceExhaustedError(absl::StrCat("the source's ring (", g.capacity, " slots of ", g.slot_size,
+                                                       " bytes, arena ", g.arena_size, ") is larger than the ",
+                                                       o.max_ring_bytes, " bytes this mirror accepts"));
+    }
+  }
   if (!exists) return ring::RingFile::create(mirror_ring_options(g, path));
   auto f = ring::RingFile::open(path);
   if (!f.ok()) return f.status();

@@ -36,6 +36,10 @@ struct MirrorOptions {
   bool tcp_only = false;         // ask for DATA on the TCP connection
   uint32_t local_ip = 0;         // the data plane's address for unicast (0: the TCP connection's)
   uint64_t expected_schema = 0;  // 0: any
+  // max_ring_bytes: a source whose ring (slots and arena) is larger is
+  // refused before anything is created (0: any size; a node's channel
+  // bounds what a stranger's GEOMETRY can make it allocate).
+  uint64_t max_ring_bytes = 0;
   std::optional<Psk> psk;        // authenticate (and require the source to)
   std::vector<uint32_t> accept_from;  // relays whose UDP the mirror also believes
   bool multi_range_naks = true;  // offer multi-range NAKs (off: a single-range peer, for A/B)

@@ -86,6 +86,19 @@ bool PeerSender::finish(proto::SlotId id) {
   return true;
 }
 
+bool PeerSender::abort(proto::SlotId id) {
+  Slot* s = slots_.find(id);
+  if (s == nullptr || s->state == State::kClosed) return false;
+  discard(*s);
+  if (!s->close_pending) ++liveness_pending_;
+  s->state = State::kClosed;
+  s->close_pending = true;
+  s->close_reason = proto::CloseReason::kPeerGone;
+  s->full_since_ns = 0;
+  enqueue(id, *s);
+  return true;
+}
+
 bool PeerSender::closed(proto::SlotId id) const {
   const Slot* s = slots_.find(id);
   return s == nullptr || s->state == State::kFinishing || s->state == State::kClosed;
@@ -326,6 +339,26 @@ uint64_t PeerSender::staged_records() const {
     if (s != nullptr) n += std::min<uint64_t>(s->withheld_records, s->credit);
   }
   return n;
+}
+
+void PeerSender::apply_control(proto::ConstBytes batch) {
+  proto::BatchReader r;
+  if (r.open(batch) != proto::DecodeError::kOk || r.header().peer_epoch != epoch_) {
+    ++stats_.control_rejected;
+    return;
+  }
+  ++stats_.control_batches;
+  proto::BatchRecord rec;
+  while (r.next(&rec)) {
+    if (rec.header.type == proto::RecordType::kCreditUpdate) {
+      on_credit(rec.header.slot, rec.credit_delta);
+    } else if (rec.header.type == proto::RecordType::kCloseSlot && rec.reason != proto::CloseReason::kTerminalSent) {
+      on_close(rec.header.slot, rec.reason);
+    } else {
+      ++stats_.control_wrong_kind;  // data, opens, terminals: only the owner sends those
+    }
+  }
+  if (r.status() != proto::DecodeError::kOk) ++stats_.control_rejected;
 }
 
 }  // namespace ringfire::mux

@@ -51,6 +51,9 @@ struct PeerSenderStats {
   uint64_t unknown_credit = 0;    // CreditUpdates for no live slot (stale, or a peer's error)
   uint64_t credit_overflow = 0;   // grants past the window the slot opened with (ignored)
   uint64_t heartbeats = 0;        // SlotHeartbeats sent (idle slots only)
+  uint64_t control_batches = 0;   // control batches applied (credit, closes from the receiver)
+  uint64_t control_rejected = 0;  // control batches that did not decode or were of another epoch
+  uint64_t control_wrong_kind = 0;  // records a receiver may not send the owner (ignored)
 };
 
 class PeerSender {
@@ -65,6 +68,10 @@ class PeerSender {
   SendStatus send(proto::SlotId slot, proto::ConstBytes record, uint64_t now_ns);
   // finish: the terminal; later sends are kClosed. false if not live.
   bool finish(proto::SlotId slot);
+  // abort: the producer went away without a terminal; what the slot
+  // withholds is discarded and CloseSlot{peer-gone} ends the stream dropped
+  // at the receiver. false if not live.
+  bool abort(proto::SlotId slot);
   // closed: the producer's view (a closed sender: finished, cancelled, dropped).
   bool closed(proto::SlotId slot) const;
   // withheld_bytes: what the slot holds that has not gone yet.
@@ -75,6 +82,11 @@ class PeerSender {
   // peer_lost: the channel's epoch died; every slot is gone (the receiver
   // side injects Dropped for each).
   void peer_lost();
+  // apply_control takes one control batch the receiver sent back on the TCP
+  // control connection (CreditUpdate and receiver-to-owner closes, PROTOCOL.md
+  // §2.3). A batch that does not decode, or is not of this channel's epoch,
+  // is counted and changes nothing; records up to a malformed one apply.
+  void apply_control(proto::ConstBytes batch);
 
   // kick: flush_batch() — the next build() writes whatever is staged.
   void kick() { kicked_ = true; }

@@ -37,6 +37,8 @@ const char* frame_kind_name(FrameKind k) {
     case FrameKind::kMac: return "MAC";
     case FrameKind::kRefuse: return "REFUSE";
     case FrameKind::kProbe: return "PROBE";
+    case FrameKind::kNode: return "NODE";
+    case FrameKind::kMuxControl: return "MUXCTL";
   }
   return "unknown";
 }
@@ -239,6 +241,39 @@ size_t encode_gap(uint64_t next_seq, MutableBytes out) {
 
 size_t encode_heartbeat(uint64_t next_seq, uint8_t session, MutableBytes out) {
   return finish(begin_frame(out, FrameKind::kHeartbeat, session, next_seq, 0));
+}
+
+size_t encode_node(const Node& m, MutableBytes out) {
+  ByteWriter w = begin_frame(out, FrameKind::kNode, 0, 0, kNodeBody);
+  w.le32(kNodeMagic);
+  w.le16(m.version);
+  w.le16(m.flags);
+  w.le64(m.worker_id);
+  w.le64(m.channel_epoch);
+  w.le16(m.channel_port);
+  w.le16(0);
+  return finish(w);
+}
+
+DecodeError decode_node(const Frame& f, Node* out) {
+  if (f.header.kind != FrameKind::kNode) return DecodeError::kBadKind;
+  if (f.body.size() < kNodeBody) return DecodeError::kBadLength;
+  ByteReader r(f.body);
+  if (r.le32() != kNodeMagic) return DecodeError::kBadMagic;
+  out->version = r.le16();
+  out->flags = r.le16();
+  out->worker_id = r.le64();
+  out->channel_epoch = r.le64();
+  out->channel_port = r.le16();
+  if (out->version != kProtocolVersion) return DecodeError::kBadValue;
+  if ((out->flags & kNodeChannel) != 0 && (out->channel_epoch == 0 || out->channel_port == 0)) {
+    return DecodeError::kBadValue;  // a channel needs an epoch and a port
+  }
+  return DecodeError::kOk;
+}
+
+void encode_mux_control_header(uint64_t channel_position, uint32_t body_len, std::byte* out) {
+  encode_frame_header(FrameHeader{FrameKind::kMuxControl, 0, 0, body_len, channel_position}, out);
 }
 
 size_t encode_probe(uint64_t challenge, uint8_t session, MutableBytes out) {

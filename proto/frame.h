@@ -30,11 +30,13 @@ enum class FrameKind : uint8_t {
   kMac = 12,       // UDP: the last 16 bytes of an authenticated datagram
   kRefuse = 13,    // source -> mirror, TCP: why the connection is being closed
   kProbe = 14,     // source -> mirror by UDP, echoed mirror -> source on TCP: path validation
+  kNode = 15,      // either way, TCP: a stream-mux node introduces itself and its channel
+  kMuxControl = 16,  // receiver -> owner, TCP: `_stream_batch` credit and closes; seq = channel position
 };
 // kMaxFrameKind is the highest kind this build knows. Higher kinds decode
 // (a later version's frames): a TCP receiver skips them, a UDP receiver
 // drops the datagram. Kind 0 is always malformed.
-inline constexpr uint8_t kMaxFrameKind = 14;
+inline constexpr uint8_t kMaxFrameKind = 16;
 inline bool known_kind(FrameKind k) {
   return static_cast<uint8_t>(k) >= 1 && static_cast<uint8_t>(k) <= kMaxFrameKind;
 }
@@ -244,6 +246,23 @@ const char* refuse_reason_name(RefuseReason r);
 
 // Encoders write header + body into `out` and return the frame size, or 0
 // if `out` is too small.
+// ---- NODE: either way, the first frame on a stream-mux control connection
+// (PROTOCOL.md §5). The connecting node names itself and the channel it
+// serves to the other (a blob ring served on `channel_port` of this
+// connection's address); the accepting node answers with its own NODE.
+inline constexpr uint32_t kNodeMagic = 0x584E4652;  // bytes "RFNX"
+enum NodeFlags : uint16_t {
+  kNodeChannel = 1u << 0,  // channel_epoch and channel_port are set: mirror my channel
+};
+struct Node {
+  uint16_t version = kProtocolVersion;
+  uint16_t flags = 0;
+  uint64_t worker_id = 0;      // xxh3 of the node's instance id: the upper half of its anchor handles
+  uint64_t channel_epoch = 0;  // the peer_epoch of every batch in the channel (non-zero)
+  uint16_t channel_port = 0;   // TCP port of the channel's serve, on this connection's address
+};
+inline constexpr size_t kNodeBody = 28;
+
 size_t encode_hello(const Hello& m, MutableBytes out);
 size_t encode_geometry(const Geometry& m, MutableBytes out);
 size_t encode_multicast(const Multicast& m, MutableBytes out);
@@ -261,6 +280,10 @@ size_t encode_probe(uint64_t challenge, uint8_t session, MutableBytes out);
 size_t encode_health(const Health& m, MutableBytes out);
 size_t encode_auth(const Auth& m, MutableBytes out);
 size_t encode_refuse(const Refuse& m, MutableBytes out);
+size_t encode_node(const Node& m, MutableBytes out);
+// encode_mux_control_header writes the 16-byte header of a MUXCTL frame
+// whose body (a `_stream_batch` message, or nothing) is `body_len` bytes.
+void encode_mux_control_header(uint64_t channel_position, uint32_t body_len, std::byte* out);
 
 // Decoders take a decoded Frame of the matching kind.
 DecodeError decode_hello(const Frame& f, Hello* out);
@@ -276,5 +299,6 @@ DecodeError decode_punch(const Frame& f, uint64_t* token, uint64_t* counter);
 DecodeError decode_health(const Frame& f, Health* out);
 DecodeError decode_auth(const Frame& f, Auth* out);
 DecodeError decode_refuse(const Frame& f, Refuse* out);
+DecodeError decode_node(const Frame& f, Node* out);
 
 }  // namespace ringfire::proto

@@ -1,0 +1,889 @@
+// node.cc — the Node: its engine and control listener, the node thread
+// (the engine's conductor, the control connections, the owner side's
+// batching into egress rings), one applier thread per producing peer, and
+// the API objects. Threads and what they hold:
+//   node thread   engine_ (only it), every TcpConn, OutPeer/InPeer set-up
+//                 and teardown; builds batches under mu
+//   applier (one per InPeer)  reads its ingress ring, applies under mu
+//   callers       Sender/Anchor/Node calls: under mu, never blocking on I/O
+//                 (attach waits on a condition variable for its answer)
+#include "node/node.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <type_traits>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "control/tcp_conn.h"
+#include "engine/engine.h"
+#include "mux/negotiation.h"
+#include "node/node_peers.h"
+#include "proto/attach.h"
+#include "proto/frame.h"
+#include "proto/stream_batch.h"
+#include "ring/blob.h"
+#include "ring/monotonic.h"
+#include "ring/ring_file.h"
+
+namespace ringfire::node {
+namespace {
+
+using control::TcpConn;
+using proto::FrameKind;
+
+constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
+constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
+constexpr uint32_t kMaxControlBody = 64u << 10;
+
+control::FrameLimits mux_limits() {
+  control::FrameLimits l;
+  auto allow = [&](FrameKind k, uint32_t max) {
+    l.allowed[static_cast<uint8_t>(k)] = true;
+    l.max_body[static_cast<uint8_t>(k)] = max;
+  };
+  allow(FrameKind::kNode, 256);
+  allow(FrameKind::kAttach, 1024);
+  allow(FrameKind::kMuxControl, kMaxControlBody);
+  return l;
+}
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = monotonic_ns() * 0x9E3779B97F4A7C15ull;
+  }
+  return v;
+}
+
+uint64_t next_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// send_frame appends a frame (header + body) to a connection.
+bool send_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
+  std::byte h[proto::kFrameHeaderBytes];
+  proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), seq}, h);
+  return c.send({h, sizeof(h)}) && (body.empty() || c.send(body));
+}
+
+// sum adds every counter of b into a (the stats structs are all u64 counters).
+template <typename Stats>
+Stats sum(Stats a, const Stats& b) {
+  static_assert(sizeof(Stats) % sizeof(uint64_t) == 0 && std::is_trivially_copyable_v<Stats>);
+  uint64_t x[sizeof(Stats) / 8], y[sizeof(Stats) / 8];
+  std::memcpy(x, &a, sizeof(a));
+  std::memcpy(y, &b, sizeof(b));
+  for (size_t i = 0; i < sizeof(Stats) / 8; ++i) x[i] += y[i];
+  std::memcpy(&a, x, sizeof(a));
+  return a;
+}
+
+// sweep_dead_rings removes channel rings of ringfire processes that died
+// without their clean-up (rf<pid>-mux-*, the pid gone): a kill -9 leaves
+// them behind, and nothing else ever would.
+void sweep_dead_rings(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    int pid = 0;
+    int used = 0;
+    if (std::sscanf(e->d_name, "rf%d-mux-%n", &pid, &used) != 1 || used == 0 || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) unlink((dir + "/" + e->d_name).c_str());
+  }
+  closedir(d);
+}
+
+}  // namespace
+
+struct NodeImpl {
+  NodeOptions opt;
+  uint64_t worker = 0;
+  uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
+  mux::MuxConfig mux;       // opt.mux with max_batch_bytes clamped to record_cap
+  std::unique_ptr<engine::Engine> engine;
+  std::string data_path;
+  int listen_fd = -1;
+  dataplane::Endpoint listening;
+  int wake_fd = -1;
+  std::atomic<bool> wake_pending{false};
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+  control::FrameLimits limits = mux_limits();
+
+  mutable std::mutex mu;  // guards everything below (and the peers' fields)
+  std::condition_variable items_cv;   // an item may be ready for some anchor
+  std::condition_variable attach_cv;  // an attach was answered
+  std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
+  std::vector<std::shared_ptr<InPeer>> in;
+  std::map<uint64_t, std::shared_ptr<AnchorState>> anchors;
+  uint64_t next_anchor = 1;
+  mux::PeerSenderStats out_ended;
+  mux::PeerReceiverStats in_ended;
+  NodeStats counters;            // the node's own (peers, refusals, ...)
+  std::vector<std::byte> buf;    // the node thread's batch buffer
+
+  // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
+  void wake() {
+    if (!wake_pending.exchange(true, std::memory_order_acq_rel)) {
+      const uint64_t one = 1;
+      (void)!write(wake_fd, &one, sizeof(one));
+    }
+  }
+
+  void log(const std::string& line) const {
+    std::fprintf(stderr, "node %s: %s\n", opt.instance_id.c_str(), line.c_str());
+  }
+
+  ~NodeImpl();
+  void loop();
+  void step(uint64_t now);
+  void accept_all(uint64_t now);
+  void step_in(InPeer& p, uint64_t now);
+  void step_out(OutPeer& p, uint64_t now);
+  bool setup_out(OutPeer& p);
+  void on_node(InPeer& p, const proto::Frame& f);
+  void on_attach_request(InPeer& p, const proto::Frame& f);
+  void on_out_frame(OutPeer& p, const proto::Frame& f);
+  void end_out(OutPeer& p, const std::string& why);
+  void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
+  void applier(std::shared_ptr<InPeer> p);
+  uint64_t next_wait(uint64_t now) const;
+  std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
+};
+
+// ---- set-up -------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
+  if (o.instance_id.empty()) return absl::InvalidArgumentError("node: instance_id is empty: name the node");
+  if (o.control.ip == 0) return absl::InvalidArgumentError("node: control address has no IP: give the address peers reach");
+  if (!o.mux.enabled) {
+    return absl::UnimplementedError(
+        "node: mux.enabled is false, and the per-stream TCP path is not built yet: enable the mux");
+  }
+  if (absl::Status st = mux::validate(o.mux); !st.ok()) return st;
+  if (o.channel_records < 64 || (o.channel_records & (o.channel_records - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("node: channel_records ", o.channel_records,
+                                                   " must be a power of two of at least 64"));
+  }
+  sweep_dead_rings(o.ring_dir);
+  auto impl = std::make_shared<NodeImpl>();
+  impl->opt = o;
+  impl->worker = mux::worker_id(o.instance_id);
+  if (impl->opt.port.ip == 0) impl->opt.port.ip = o.control.ip;
+  if (impl->opt.port.name.empty()) impl->opt.port.name = "data";
+  const uint16_t mtu = impl->opt.port.mtu;
+  if (mtu < 256) return absl::InvalidArgumentError(absl::StrCat("node: port mtu ", mtu, " is below 256"));
+  // One batch is one blob record that fits one datagram (no TCP fallback).
+  impl->record_cap = mtu - proto::kFrameHeaderBytes - proto::kBlobRecordHeader;
+  impl->mux = o.mux;
+  impl->mux.max_batch_bytes = std::min(o.mux.max_batch_bytes, impl->record_cap);
+  impl->buf.resize(impl->mux.max_batch_bytes);
+
+  impl->engine = std::make_unique<engine::Engine>([raw = impl.get()](const std::string& s, const std::string& line) {
+    raw->log(absl::StrCat(s, ": ", line));
+  });
+  std::string path;
+  auto port = engine::open_port(impl->opt.port, [&](const std::string& line) { path = line; });
+  if (!port.ok()) return absl::Status(port.status().code(), absl::StrCat("node: data port: ", port.status().message()));
+  impl->data_path = (*port)->info().path;
+  if (absl::Status st = impl->engine->add_port(impl->opt.port.name, std::move(*port)); !st.ok()) return st;
+
+  auto fd = control::tcp_listen(o.control);
+  if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("node: control listener: ", fd.status().message()));
+  impl->listen_fd = *fd;
+  impl->listening = control::socket_local(*fd);
+  impl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake_fd < 0) return absl::InternalError("node: eventfd failed");
+  if (absl::Status st = impl->engine->watch(impl->listen_fd); !st.ok()) return st;
+  if (absl::Status st = impl->engine->watch(impl->wake_fd); !st.ok()) return st;
+  NodeImpl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop(); });
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+Node::Node(std::shared_ptr<NodeImpl> impl) : impl_(std::move(impl)) {}
+
+Node::~Node() {
+  impl_->stopping.store(true);
+  impl_->wake();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+NodeImpl::~NodeImpl() {
+  // Senders and anchors may outlive the Node; they hold this until they go.
+  if (thread.joinable()) {  // create() failed after starting it (never: it starts last)
+    stopping.store(true);
+    wake();
+    thread.join();
+  }
+  if (listen_fd >= 0) close(listen_fd);
+  if (wake_fd >= 0) close(wake_fd);
+}
+
+dataplane::Endpoint Node::control_address() const { return impl_->listening; }
+uint64_t Node::worker_id() const { return impl_->worker; }
+std::string Node::data_path() const { return impl_->data_path; }
+
+// ---- the node thread ----------------------------------------------------
+
+void NodeImpl::loop() {
+  uint64_t wait = 1'000'000;
+  while (!stopping.load()) {
+    engine->run_once(wait);
+    uint64_t v;
+    (void)!read(wake_fd, &v, sizeof(v));
+    wake_pending.store(false, std::memory_order_release);
+    const uint64_t now = monotonic_ns();
+    accept_all(now);
+    std::vector<std::thread> to_join;
+    {
+      std::lock_guard l(mu);
+      step(now);
+      for (auto& p : in) {
+        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : "gone", &to_join);
+      }
+      std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
+      wait = next_wait(monotonic_ns());
+    }
+    for (std::thread& t : to_join) t.join();
+  }
+  // Stopping: every peer is lost.
+  std::vector<std::thread> to_join;
+  {
+    std::lock_guard l(mu);
+    for (auto& [w, p] : out) end_out(*p, "the node stops");
+    out.clear();
+    for (auto& p : in) end_in(*p, "the node stops", &to_join);
+    in.clear();
+  }
+  for (std::thread& t : to_join) t.join();
+  engine->stop_all();
+}
+
+uint64_t NodeImpl::next_wait(uint64_t now) const {
+  uint64_t until = now + 100'000'000;
+  for (const auto& [w, p] : out) {
+    if (p->dead || !p->sender) continue;
+    until = std::min(until, p->sender->next_deadline_ns());
+    if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
+  }
+  for (const auto& p : in) {
+    if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
+    if (!p->node_seen) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
+    if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
+  }
+  return until > now ? until - now : 0;
+}
+
+void NodeImpl::accept_all(uint64_t now) {
+  for (;;) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    std::lock_guard l(mu);
+    if (in.size() + out.size() >= opt.max_peers) {
+      close(fd);
+      ++counters.refused;
+      continue;
+    }
+    auto p = std::make_shared<InPeer>();
+    p->conn = std::make_unique<TcpConn>(fd);
+    p->accepted_ns = now;
+    if (!engine->watch(fd).ok()) {
+      ++counters.refused;
+      continue;
+    }
+    in.push_back(std::move(p));
+  }
+}
+
+void NodeImpl::step(uint64_t now) {
+  for (auto& p : in) {
+    if (!p->dead) step_in(*p, now);
+  }
+  for (auto it = out.begin(); it != out.end();) {
+    OutPeer& p = *it->second;
+    if (!p.dead) step_out(p, now);
+    if (p.dead) {
+      it = out.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// ---- the receiver side: an accepted connection --------------------------
+
+void NodeImpl::step_in(InPeer& p, uint64_t now) {
+  if (!p.node_seen && now - p.accepted_ns > opt.hello_timeout_ns) {
+    ++counters.refused;
+    p.conn.reset();  // no NODE in time: a stranger
+    return;
+  }
+  if (!p.conn->read_available(1u << 20)) {
+    p.conn.reset();
+    return;
+  }
+  proto::Frame f;
+  size_t size = 0;
+  for (;;) {
+    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) break;
+    if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
+      ++counters.frames_rejected;
+      p.conn.reset();
+      return;
+    }
+    if (!p.node_seen) {
+      on_node(p, f);
+    } else if (f.header.kind == FrameKind::kAttach) {
+      on_attach_request(p, f);
+    } else {
+      ++counters.frames_rejected;  // a known kind with no business on this side, or a newer one: skipped
+    }
+    if (p.conn == nullptr) return;
+    p.conn->consume(size);
+  }
+  if (p.receiver) {
+    p.receiver->watchdog(now);
+    for (;;) {
+      const size_t n = p.receiver->build_control({buf.data(), buf.size()}, p.epoch);
+      if (n == 0) break;
+      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
+      p.reported = p.applied;
+    }
+    // The position alone, so the owner may reuse its egress ring.
+    if (p.applied - p.reported >= opt.channel_records / 16) {
+      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
+      p.reported = p.applied;
+    }
+    items_cv.notify_all();  // watchdog ends, cancels: readers look again
+  }
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) p.conn.reset();
+}
+
+void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
+  proto::Node m;
+  if (f.header.kind != FrameKind::kNode || proto::decode_node(f, &m) != proto::DecodeError::kOk ||
+      (m.flags & proto::kNodeChannel) == 0) {
+    ++counters.refused;
+    p.conn.reset();
+    return;
+  }
+  p.node_seen = true;
+  p.worker = m.worker_id;
+  p.epoch = m.channel_epoch;
+  p.receiver = std::make_unique<mux::PeerReceiver>(mux);
+  // Mirror its channel: the serve on the connection's own address (never
+  // one a stranger names elsewhere), into a ring of our own.
+  const dataplane::Endpoint peer = p.conn->peer();
+  p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", getpid(), m.channel_epoch), opt.ring_dir);
+  p.mirror_name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
+  engine::MirrorSpec spec;
+  spec.name = p.mirror_name;
+  spec.port = opt.port.name;
+  spec.options.source = dataplane::Endpoint{peer.ip, m.channel_port};
+  spec.options.ring = p.ring_path;
+  spec.options.dir = opt.ring_dir;
+  spec.options.from = control::MirrorOptions::From::kOldest;
+  spec.options.unicast = true;
+  spec.options.expected_schema = kChannelSchema;
+  spec.options.local_ip = opt.port.ip;
+  const uint64_t arena = next_pow2(uint64_t{opt.channel_records} * record_cap);
+  spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
+  auto placed = engine->add_mirror(std::move(spec));
+  if (!placed.ok()) {
+    log(absl::StrCat("channel from ", p.worker, ": ", placed.status().message()));
+    p.mirror_name.clear();
+    p.conn.reset();
+    return;
+  }
+  ++counters.peers_in;
+  p.applier = std::thread([this, self = in_ptr(p)] { applier(self); });
+  proto::Node answer;
+  answer.worker_id = worker;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  const size_t n = proto::encode_node(answer, {b, sizeof(b)});
+  p.conn->send({b, n});
+}
+
+void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
+  proto::AttachMessage type;
+  proto::AttachRequest req;
+  if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kRequest ||
+      proto::decode_attach_request(f.body, &req) != proto::DecodeError::kOk) {
+    ++counters.frames_rejected;
+    return;
+  }
+  auto it = anchors.find(req.anchor_id);
+  AnchorState* a = it == anchors.end() ? nullptr : it->second.get();
+  const bool known = a != nullptr && !a->cancelled;
+  proto::AttachResponse resp = mux::answer(req, mux, known);
+  if (known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
+  if (resp.status == proto::AttachStatus::kOk && resp.transport_key != proto::kTransportMux) {
+    resp.status = proto::AttachStatus::kRefused;  // the per-stream TCP path is not served yet
+  }
+  if (resp.status == proto::AttachStatus::kOk) {
+    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit);
+    if (s == nullptr) {
+      resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
+    } else {
+      a->attached_once = true;
+      a->streams.push_back(AnchorStream{req.session_id, in_ptr(p), s});
+    }
+  }
+  ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
+  std::byte body[256];
+  const size_t n = proto::encode_attach_response(resp, {body, sizeof(body)});
+  send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
+}
+
+std::shared_ptr<InPeer> NodeImpl::in_ptr(const InPeer& p) const {
+  for (const auto& q : in) {
+    if (q.get() == &p) return q;
+  }
+  return nullptr;
+}
+
+void NodeImpl::applier(std::shared_ptr<InPeer> p) {
+  // The mirror creates the ring once the source's GEOMETRY is in.
+  std::optional<ring::BlobConsumer> c;
+  while (!p->stop.load()) {
+    if (access(p->ring_path.c_str(), F_OK) == 0) {
+      ring::RingExpectation want;
+      want.blob = true;
+      want.schema_signature = kChannelSchema;
+      auto f = ring::RingFile::open(p->ring_path, want);
+      if (f.ok()) {
+        auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-applier");
+        if (cons.ok()) {
+          c.emplace(std::move(*cons));
+          break;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!c) return;
+  std::vector<std::byte> rec(c->max_blob());
+  while (!p->stop.load()) {
+    uint32_t len = 0;
+    const ring::ReadResult r = c->try_read(rec.data(), &len);
+    if (r.lost != 0 || c->holes_skipped() != 0) {  // a record the channel never delivered: it is broken
+      std::lock_guard l(mu);
+      p->failed = true;
+      ++counters.channel_failures;
+      wake();
+      return;
+    }
+    if (!r.ok) {
+      wake();  // drained: credit and position may be owed
+      c->park(1'000'000);
+      continue;
+    }
+    {
+      std::lock_guard l(mu);
+      if (p->dead) return;
+      p->receiver->apply({rec.data(), len}, monotonic_ns(), nullptr);
+      p->applied = r.seq + 1;
+    }
+    items_cv.notify_all();
+  }
+}
+
+void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join) {
+  p.dead = true;
+  p.stop.store(true);
+  if (p.applier.joinable()) to_join->push_back(std::move(p.applier));
+  if (p.receiver) {
+    p.receiver->peer_lost();  // every live stream: exactly one Dropped
+    const mux::PeerReceiverStats& s = p.receiver->stats();
+    in_ended = sum(in_ended, s);
+  }
+  if (p.conn) engine->unwatch(p.conn->fd());
+  p.conn.reset();
+  if (!p.mirror_name.empty()) {
+    (void)engine->remove(p.mirror_name);
+    unlink(p.ring_path.c_str());
+    p.mirror_name.clear();
+  }
+  ++counters.peers_lost;
+  if (p.node_seen) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  items_cv.notify_all();
+}
+
+// ---- the owner side: a peer this node produces to -----------------------
+
+bool NodeImpl::setup_out(OutPeer& p) {
+  // The egress ring: half its records may be unapplied at the peer, each at
+  // most one record cap, so the arena never overwrites what the peer still
+  // needs (the admission check in step_out keeps it so).
+  ring::RingOptions ro;
+  ro.name = absl::StrFormat("rf%d-mux-out-%016x", getpid(), p.epoch);
+  ro.dir = opt.ring_dir;
+  ro.capacity = opt.channel_records;
+  ro.slot_size = sizeof(ring::BlobDescriptor);
+  ro.arena_size = next_pow2(uint64_t{opt.channel_records} * record_cap);
+  ro.flags = ring::kFlagBlob;
+  ro.schema_signature = kChannelSchema;
+  p.ring_path = ring::ring_path(ro.name, ro.dir);
+  auto file = ring::RingFile::create(ro);
+  if (!file.ok()) {
+    log(absl::StrCat("egress ring: ", file.status().message()));
+    return false;
+  }
+  auto prod = ring::BlobProducer::attach(std::move(*file));
+  if (!prod.ok()) {
+    unlink(p.ring_path.c_str());
+    return false;
+  }
+  p.egress.emplace(std::move(*prod));
+  engine::ServeSpec spec;
+  spec.name = absl::StrFormat("mux-out-%016x", p.epoch);
+  spec.port = opt.port.name;
+  spec.ring = p.ring_path;
+  spec.from_oldest = true;
+  spec.bind_ip = opt.port.ip;
+  spec.unicast = true;
+  spec.worker.session = static_cast<uint8_t>(p.epoch | 1);
+  spec.worker.mtu = opt.port.mtu;
+  spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
+  spec.control.listen = dataplane::Endpoint{opt.port.ip, 0};
+  spec.control.log = [this](const std::string& line) { log(line); };
+  auto placed = engine->add_serve(std::move(spec));
+  if (!placed.ok()) {
+    log(absl::StrCat("egress serve: ", placed.status().message()));
+    unlink(p.ring_path.c_str());
+    return false;
+  }
+  p.serve_name = (*placed)->spec.name;
+  proto::Node m;
+  m.flags = proto::kNodeChannel;
+  m.worker_id = worker;
+  m.channel_epoch = p.epoch;
+  m.channel_port = (*placed)->control->listening().port;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  const size_t n = proto::encode_node(m, {b, sizeof(b)});
+  p.conn->send({b, n});
+  ++counters.peers_out;
+  return true;
+}
+
+void NodeImpl::step_out(OutPeer& p, uint64_t now) {
+  if (p.serve_name.empty() && !setup_out(p)) {
+    end_out(p, "its channel could not be set up");
+    return;
+  }
+  if (!p.conn->read_available(1u << 20)) {
+    end_out(p, "its control connection closed");
+    return;
+  }
+  proto::Frame f;
+  size_t size = 0;
+  for (;;) {
+    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) break;
+    if (n != TcpConn::Next::kFrame) {
+      ++counters.frames_rejected;
+      end_out(p, "it sent a malformed frame");
+      return;
+    }
+    on_out_frame(p, f);
+    if (p.dead) return;
+    p.conn->consume(size);
+  }
+  if (p.node_seen) {
+    for (auto& a : p.attaches) {
+      if (a->sent) continue;
+      proto::AttachRequest req;
+      req.anchor_id = a->anchor;
+      req.session_id = a->session;
+      req.supported_keys = mux::supported_keys(mux);
+      std::byte body[256];
+      const size_t n = proto::encode_attach_request(req, {body, sizeof(body)});
+      send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
+      a->sent = true;
+    }
+  }
+  // Batches into the egress ring, while the peer has applied enough of it.
+  for (;;) {
+    if (p.egress->next_seq() - p.applied >= opt.channel_records / 2) {
+      ++counters.admission_waits;
+      break;
+    }
+    const size_t n = p.sender->build(now, {buf.data(), buf.size()});
+    if (n == 0) break;
+    p.egress->publish({buf.data(), n});
+    ++counters.channel_batches;
+  }
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
+}
+
+void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
+  if (f.header.kind == FrameKind::kNode) {
+    proto::Node m;
+    if (p.node_seen || proto::decode_node(f, &m) != proto::DecodeError::kOk) {
+      ++counters.frames_rejected;
+      end_out(p, "its NODE did not decode");
+      return;
+    }
+    if (m.worker_id != p.worker) {
+      end_out(p, absl::StrFormat("it is worker %016x, not the handle's %016x", m.worker_id, p.worker));
+      return;
+    }
+    p.node_seen = true;
+    return;
+  }
+  if (f.header.kind == FrameKind::kAttach) {
+    proto::AttachMessage type;
+    proto::AttachResponse resp;
+    if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
+        proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk) {
+      ++counters.frames_rejected;
+      return;
+    }
+    auto it = std::find_if(p.attaches.begin(), p.attaches.end(), [&](const std::shared_ptr<PendingAttach>& a) {
+      return a->sent && a->anchor == resp.anchor_id && a->session == resp.session_id;
+    });
+    if (it == p.attaches.end()) {
+      ++counters.frames_rejected;  // an answer to nothing we asked
+      return;
+    }
+    std::shared_ptr<PendingAttach> a = *it;
+    p.attaches.erase(it);
+    a->done = true;
+    auto choice = mux::choose(resp, mux);
+    if (!choice.ok()) {
+      a->status = choice.status();
+    } else if (choice->kind != mux::PathChoice::Kind::kMux) {
+      a->status = absl::UnimplementedError("the peer chose the per-stream TCP path, which is not built yet");
+    } else if (auto slot = p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns()); !slot) {
+      a->status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
+    } else {
+      a->slot = *slot;
+      if (a->abandoned) p.sender->abort(*slot);
+    }
+    attach_cv.notify_all();
+    return;
+  }
+  if (f.header.kind == FrameKind::kMuxControl) {
+    if (f.header.seq > p.egress->next_seq() || f.header.seq < p.applied) {
+      ++counters.frames_rejected;  // a position it cannot have
+      return;
+    }
+    p.applied = f.header.seq;
+    if (!f.body.empty()) p.sender->apply_control(f.body);
+    return;
+  }
+  ++counters.frames_rejected;
+}
+
+void NodeImpl::end_out(OutPeer& p, const std::string& why) {
+  p.dead = true;
+  if (p.sender) {
+    p.sender->peer_lost();
+    out_ended = sum(out_ended, p.sender->stats());
+  }
+  for (auto& a : p.attaches) {
+    a->done = true;
+    a->status = absl::UnavailableError(absl::StrCat("the peer is gone: ", why));
+  }
+  p.attaches.clear();
+  attach_cv.notify_all();
+  if (p.conn) engine->unwatch(p.conn->fd());
+  p.conn.reset();
+  if (!p.serve_name.empty()) {
+    (void)engine->remove(p.serve_name);
+    p.serve_name.clear();
+  }
+  if (!p.ring_path.empty()) unlink(p.ring_path.c_str());
+  p.egress.reset();
+  ++counters.peers_lost;
+  log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+}
+
+// ---- the API ------------------------------------------------------------
+
+std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
+  std::lock_guard l(impl_->mu);
+  auto st = std::make_shared<AnchorState>();
+  st->id = random_u64();
+  st->kind = kind;
+  impl_->anchors[st->id] = st;
+  return std::unique_ptr<Anchor>(new Anchor(impl_, st, mux::AnchorHandle{impl_->worker, st->id}));
+}
+
+absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer) {
+  NodeImpl& m = *impl_;
+  std::shared_ptr<OutPeer> p;
+  {
+    std::lock_guard l(m.mu);
+    if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) p = it->second;
+  }
+  if (p == nullptr) {
+    // A new peer: connect here (setup may block; the node thread must not).
+    auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000));
+    if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
+    std::lock_guard l(m.mu);
+    if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) {
+      close(*fd);  // another attach got there first
+      p = it->second;
+    } else if (m.in.size() + m.out.size() >= m.opt.max_peers) {
+      close(*fd);
+      return absl::ResourceExhaustedError(absl::StrCat("attach: max_peers (", m.opt.max_peers, ") reached"));
+    } else {
+      p = std::make_shared<OutPeer>();
+      p->worker = h.worker;
+      p->addr = peer;
+      p->conn = std::make_unique<TcpConn>(*fd);
+      p->epoch = random_u64();
+      p->sender.emplace(m.mux, p->epoch);
+      if (absl::Status st = m.engine->watch(*fd); !st.ok()) return st;
+      m.out[h.worker] = p;
+    }
+  }
+  auto a = std::make_shared<PendingAttach>();
+  a->anchor = h.anchor;
+  a->session = random_u64();
+  std::unique_lock l(m.mu);
+  if (p->dead) return absl::UnavailableError("attach: the peer is gone");
+  p->attaches.push_back(a);
+  m.wake();
+  if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(m.opt.attach_timeout_ns), [&] { return a->done; })) {
+    a->abandoned = true;
+    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer), " within ",
+                                                    m.opt.attach_timeout_ns / 1'000'000, " ms"));
+  }
+  if (!a->status.ok()) return a->status;
+  return std::unique_ptr<Sender>(new Sender(impl_, p, a->slot, a->session));
+}
+
+void Node::flush_batch() {
+  {
+    std::lock_guard l(impl_->mu);
+    for (auto& [w, p] : impl_->out) {
+      if (p->sender) p->sender->kick();
+    }
+  }
+  impl_->wake();
+}
+
+NodeStats Node::stats() const {
+  std::lock_guard l(impl_->mu);
+  NodeStats s = impl_->counters;
+  s.out = impl_->out_ended;
+  s.in = impl_->in_ended;
+  for (const auto& [w, p] : impl_->out) {
+    if (p->sender && !p->dead) s.out = sum(s.out, p->sender->stats());
+  }
+  for (const auto& p : impl_->in) {
+    if (p->receiver && !p->dead) s.in = sum(s.in, p->receiver->stats());
+  }
+  return s;
+}
+
+mux::SendStatus Sender::send(proto::ConstBytes record) {
+  mux::SendStatus st;
+  {
+    std::lock_guard l(node_->mu);
+    if (peer_->dead || done_) return mux::SendStatus::kClosed;
+    st = peer_->sender->send(slot_, record, monotonic_ns());
+  }
+  if (st == mux::SendStatus::kSent && node_->mux.flush.kind == mux::FlushPolicy::Kind::kAuto) node_->wake();
+  return st;
+}
+
+bool Sender::finish() {
+  bool ok;
+  {
+    std::lock_guard l(node_->mu);
+    if (peer_->dead || done_) return false;
+    ok = peer_->sender->finish(slot_);
+    done_ = true;
+  }
+  node_->wake();  // the terminal is a liveness record: it moves its batch
+  return ok;
+}
+
+bool Sender::closed() const {
+  std::lock_guard l(node_->mu);
+  return done_ || peer_->dead || peer_->sender->closed(slot_);
+}
+
+Sender::~Sender() {
+  {
+    std::lock_guard l(node_->mu);
+    if (done_ || peer_->dead || !peer_->sender->abort(slot_)) return;
+  }
+  node_->wake();
+}
+
+bool Anchor::recv(Item* out, uint64_t timeout_ns) {
+  NodeImpl& m = *node_;
+  std::unique_lock l(m.mu);
+  auto take = [&]() {
+    AnchorState& a = *state_;
+    for (size_t i = 0; i < a.streams.size(); ++i) {
+      const size_t k = (a.next + i) % a.streams.size();
+      AnchorStream& s = a.streams[k];
+      mux::StreamItem it;
+      if (!s.peer->receiver->pop(s.stream, &it)) continue;
+      out->session = s.session;
+      out->kind = it.kind == mux::StreamItem::Kind::kData       ? Item::Kind::kData
+                  : it.kind == mux::StreamItem::Kind::kFinished ? Item::Kind::kFinished
+                                                                : Item::Kind::kDropped;
+      out->bytes = std::move(it.bytes);
+      if (it.kind != mux::StreamItem::Kind::kData) {
+        a.streams.erase(a.streams.begin() + static_cast<std::ptrdiff_t>(k));  // its end: the stream is freed
+        a.next = 0;
+      } else {
+        a.next = k + 1;
+      }
+      return true;
+    }
+    return false;
+  };
+  const bool got = m.items_cv.wait_for(l, std::chrono::nanoseconds(timeout_ns), take);
+  l.unlock();
+  if (got) m.wake();  // a pop is a credit to return
+  return got;
+}
+
+void Anchor::cancel() {
+  NodeImpl& m = *node_;
+  {
+    std::lock_guard l(m.mu);
+    state_->cancelled = true;
+    for (AnchorStream& s : state_->streams) s.peer->receiver->cancel(s.stream);
+    state_->streams.clear();
+  }
+  m.wake();
+}
+
+uint32_t Anchor::live_streams() const {
+  std::lock_guard l(node_->mu);
+  return static_cast<uint32_t>(state_->streams.size());
+}
+
+Anchor::~Anchor() {
+  cancel();
+  std::lock_guard l(node_->mu);
+  node_->anchors.erase(state_->id);
+}
+
+}  // namespace ringfire::node

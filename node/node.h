@@ -1,0 +1,169 @@
+// node.h — the stream multiplexer's public API: one Node per process.
+//
+// A consumer makes an Anchor and hands its handle (printable) to a
+// producer on another node; the producer attaches to it and gets a Sender.
+//
+//   Node::create    the node: its engine (one data-plane port, kernel or
+//                   DPDK through the fallback ladder), its control listener
+//                   (TCP), its MuxConfig (checked: zero credit is refused).
+//   create_anchor   consumer: an anchor (single- or multi-sender) and its
+//                   handle (worker id in the upper 64 bits, anchor id below).
+//   attach          producer: negotiate a stream to a handle at a peer's
+//                   control address (ATTACH on the TCP control connection);
+//                   blocks until answered (setup, not the hot path).
+//   Sender::send    synchronous, never blocks: kSent, or why not (kFull:
+//                   the slot's byte budget, retry after credit).
+//   Sender::finish  the terminal.
+//   flush_batch     no argument, never an error, non-blocking: whatever is
+//                   staged goes in the next batches (Manual policy).
+//   Anchor::recv    items of each stream in order, then exactly one end:
+//                   finished, or dropped (the producer went away, the peer's
+//                   channel died). Anchor::cancel reaches the producer as a
+//                   closed sender.
+//
+// Per peer, one channel each way a node produces: an egress blob ring of
+// `_stream_batch` records that this node's engine serves, which the peer's
+// engine mirrors (unicast UDP, NAK-repaired) into an ingress ring its
+// applier reads. Credit and receiver-to-owner closes go back on the TCP
+// control connection. See ARCHITECTURE.md "The stream multiplexer".
+// Thread-safe: every call may come from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dataplane/packet_port.h"
+#include "engine/ports.h"
+#include "mux/anchor_handle.h"
+#include "mux/mux_config.h"
+#include "mux/peer_receiver.h"
+#include "mux/peer_sender.h"
+#include "proto/bytes.h"
+
+namespace ringfire::node {
+
+enum class AnchorKind : uint8_t {
+  kSingleSender,  // one producer attaches; a second attach is refused
+  kMultiSender,   // any number, each its own stream (session)
+};
+
+struct NodeOptions {
+  std::string instance_id;        // names the node; its worker id is xxh3 of it (required)
+  dataplane::Endpoint control;    // the TCP control listener (ip required; port 0 picks one)
+  // port: the data plane the channels use. Its `ip` defaults to the
+  // control address; backend kernel unless set.
+  engine::PortSpec port;
+  mux::MuxConfig mux;             // `enabled` must be set: the per-stream TCP path is not built yet
+  std::string ring_dir = "/dev/shm";  // where channel rings live (removed when the channel ends)
+  uint64_t attach_timeout_ns = 5'000'000'000;
+  uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
+  uint32_t channel_records = 16384;  // records per channel ring (a power of two)
+  uint32_t max_peers = 64;           // control connections (in and out); more are refused
+  uint32_t max_anchors = 1u << 20;
+};
+
+// Item: one thing a consumer reads from an anchor.
+struct Item {
+  enum class Kind : uint8_t { kData, kFinished, kDropped } kind = Kind::kData;
+  uint64_t session = 0;          // which producer's stream (multi-sender anchors have many)
+  std::vector<std::byte> bytes;  // kData
+};
+
+// NodeStats: every counter, summed over the node's peers.
+struct NodeStats {
+  mux::PeerSenderStats out;    // owner side
+  mux::PeerReceiverStats in;   // receiver side
+  uint64_t peers_out = 0;      // channels this node serves
+  uint64_t peers_in = 0;       // channels it mirrors
+  uint64_t channel_failures = 0;  // a channel that lost a record (lapped, GAP): ended as peer loss
+  uint64_t peers_lost = 0;     // control connections that ended
+  uint64_t refused = 0;        // connections refused (cap, no NODE in time, bad NODE, junk)
+  uint64_t frames_rejected = 0;  // frames that did not decode or had no business here
+  uint64_t attaches_answered = 0;
+  uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
+  uint64_t channel_batches = 0;    // batches published into egress rings
+  uint64_t admission_waits = 0;    // builds held back: the peer had not applied enough of the channel
+};
+
+class Node;
+struct NodeImpl;
+struct OutPeer;
+struct InPeer;
+struct AnchorState;
+
+// Sender: the producer's end of one stream.
+class Sender {
+ public:
+  ~Sender();  // without finish(): the stream ends dropped at the consumer
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  mux::SendStatus send(proto::ConstBytes record);
+  bool finish();
+  // closed: finished, cancelled by the consumer, or its peer is gone.
+  bool closed() const;
+  uint64_t session() const { return session_; }
+
+ private:
+  friend class Node;
+  Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<OutPeer> peer, proto::SlotId slot, uint64_t session)
+      : node_(std::move(node)), peer_(std::move(peer)), slot_(slot), session_(session) {}
+  std::shared_ptr<NodeImpl> node_;  // may outlive the Node: then its stream is simply gone
+  std::shared_ptr<OutPeer> peer_;
+  proto::SlotId slot_;
+  uint64_t session_;
+  bool done_ = false;
+};
+
+// Anchor: the consumer's end; one stream per attached producer.
+class Anchor {
+ public:
+  ~Anchor();  // cancels its live streams
+  Anchor(const Anchor&) = delete;
+  Anchor& operator=(const Anchor&) = delete;
+
+  const mux::AnchorHandle& handle() const { return handle_; }
+  // recv: the next item of any of its streams, waiting up to timeout_ns;
+  // false when none came.
+  bool recv(Item* out, uint64_t timeout_ns);
+  // cancel: every live stream of the anchor ends (the producers see closed
+  // senders); later attaches are refused.
+  void cancel();
+  // live_streams: attached and not yet ended (as read).
+  uint32_t live_streams() const;
+
+ private:
+  friend class Node;
+  Anchor(std::shared_ptr<NodeImpl> node, std::shared_ptr<AnchorState> state, mux::AnchorHandle h)
+      : node_(std::move(node)), state_(std::move(state)), handle_(h) {}
+  std::shared_ptr<NodeImpl> node_;  // may outlive the Node: its streams then end dropped
+  std::shared_ptr<AnchorState> state_;
+  mux::AnchorHandle handle_;
+};
+
+class Node {
+ public:
+  static absl::StatusOr<std::unique_ptr<Node>> create(NodeOptions options);
+  ~Node();  // every peer lost: senders close, streams end dropped
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  std::unique_ptr<Anchor> create_anchor(AnchorKind kind);
+  absl::StatusOr<std::unique_ptr<Sender>> attach(const mux::AnchorHandle& handle,
+                                                 const dataplane::Endpoint& peer_control);
+  void flush_batch();
+
+  dataplane::Endpoint control_address() const;
+  uint64_t worker_id() const;
+  std::string data_path() const;  // the data plane's active path ("kernel", "dpdk net_af_xdp", ...)
+  NodeStats stats() const;
+
+ private:
+  explicit Node(std::shared_ptr<NodeImpl> impl);
+  std::shared_ptr<NodeImpl> impl_;
+};
+
+}  // namespace ringfire::node

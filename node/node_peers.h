@@ -1,0 +1,86 @@
+// node_peers.h — the node's per-peer state (private to node/): an OutPeer
+// per peer this node produces to (its control connection, its PeerSender,
+// the egress blob ring its engine serves), an InPeer per peer producing to
+// it (the accepted connection, its PeerReceiver, the ingress ring its
+// engine mirrors and the applier thread that reads it), and the anchors.
+// Every field is guarded by Node::Impl::mu unless it says otherwise.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "control/tcp_conn.h"
+#include "mux/peer_receiver.h"
+#include "mux/peer_sender.h"
+#include "node/node.h"
+#include "ring/blob.h"
+
+namespace ringfire::node {
+
+// PendingAttach: one attach() waiting for its ATTACH response.
+struct PendingAttach {
+  uint64_t anchor = 0;
+  uint64_t session = 0;
+  bool sent = false;        // its request is on the connection
+  bool done = false;        // answered (or failed): status and slot are final
+  bool abandoned = false;   // the caller timed out: a late success is aborted
+  absl::Status status;
+  proto::SlotId slot;
+};
+
+struct OutPeer {
+  uint64_t worker = 0;              // the handle's worker id; its NODE must say the same
+  dataplane::Endpoint addr;         // its control address
+  std::unique_ptr<control::TcpConn> conn;
+  uint64_t epoch = 0;               // the channel's (random, non-zero)
+  std::optional<mux::PeerSender> sender;
+  std::optional<ring::BlobProducer> egress;
+  std::string ring_path;
+  std::string serve_name;           // the engine session serving the egress ring ("" until set up)
+  uint64_t applied = 0;             // channel records the peer has applied (its MUXCTL seq)
+  bool node_seen = false;           // its NODE answer arrived
+  bool dead = false;                // its connection ended: every sender is closed
+  std::deque<std::shared_ptr<PendingAttach>> attaches;
+};
+
+struct InPeer {
+  std::unique_ptr<control::TcpConn> conn;
+  uint64_t accepted_ns = 0;
+  bool node_seen = false;           // its NODE arrived (before: only NODE is accepted)
+  uint64_t worker = 0;
+  uint64_t epoch = 0;
+  std::unique_ptr<mux::PeerReceiver> receiver;
+  std::string ring_path;
+  std::string mirror_name;          // the engine session mirroring its channel ("" until NODE)
+  std::thread applier;              // joined by the node thread, outside mu
+  std::atomic<bool> stop{false};    // applier: leave (node thread sets it)
+  uint64_t applied = 0;             // channel records applied (the applier writes it under mu)
+  uint64_t reported = 0;            // the last position sent back
+  bool failed = false;              // the applier found the channel broken (a lost record)
+  bool dead = false;                // ended: its streams got their Dropped
+};
+
+// AnchorStream: one producer's stream into an anchor.
+struct AnchorStream {
+  uint64_t session = 0;
+  std::shared_ptr<InPeer> peer;            // keeps the receiver (and the stream) alive
+  mux::PeerReceiver::Stream* stream = nullptr;
+};
+
+struct AnchorState {
+  uint64_t id = 0;
+  AnchorKind kind = AnchorKind::kSingleSender;
+  bool cancelled = false;
+  bool attached_once = false;               // single-sender: a second attach is refused
+  std::vector<AnchorStream> streams;        // live, in attach order
+  size_t next = 0;                          // round-robin over streams in recv
+};
+
+}  // namespace ringfire::node

@@ -1,0 +1,295 @@
+// node_test.cc — two Nodes in one process on the loopback interface, each
+// with its own engine (kernel backend): anchors, attach, send, finish,
+// cancel, Manual flush, peer loss, and strangers on the control port. Every
+// test asserts what arrived, record by record.
+#include "node/node.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringfire::node {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+NodeOptions options(const std::string& name, mux::FlushPolicy flush = {}) {
+  NodeOptions o;
+  o.instance_id = absl::StrCat(name, "-", getpid());
+  o.control = dataplane::Endpoint{INADDR_LOOPBACK, 0};
+  o.mux.enabled = true;
+  o.mux.initial_credit = 8;
+  o.mux.flush = flush;
+  o.channel_records = 1024;
+  return o;
+}
+
+std::unique_ptr<Node> make(const std::string& name, mux::FlushPolicy flush = {}) {
+  auto n = Node::create(options(name, flush));
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? std::move(*n) : nullptr;
+}
+
+proto::ConstBytes bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+std::string text(const std::vector<std::byte>& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+// send_all sends every record, retrying kFull (the slot's budget) until
+// credit comes back; false once the sender is closed (a stall kill ends a
+// slot whose credit never returns, so this always ends).
+bool send_all(Sender& s, const std::vector<std::string>& recs) {
+  for (const std::string& r : recs) {
+    for (;;) {
+      const mux::SendStatus st = s.send(bytes(r));
+      if (st == mux::SendStatus::kSent) break;
+      EXPECT_NE(st, mux::SendStatus::kTooLarge);
+      if (st != mux::SendStatus::kFull) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return true;
+}
+
+// Joined: a thread joined on every exit path (a failed ASSERT returns early).
+struct Joined {
+  std::thread t;
+  ~Joined() {
+    if (t.joinable()) t.join();
+  }
+};
+
+TEST(Node, RefusesABadConfigAtCreate) {
+  NodeOptions o = options("bad");
+  o.mux.initial_credit = 0;
+  EXPECT_FALSE(Node::create(o).ok());
+  o = options("bad");
+  o.mux.enabled = false;
+  auto n = Node::create(o);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("enable the mux"), std::string::npos) << n.status();
+}
+
+TEST(Node, StreamsArriveInOrderAndFinishOnce) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  constexpr int kStreams = 20, kTokens = 300;  // 300 tokens against a window of 8: credit must come back
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < kStreams; ++i) {
+    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
+    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders.push_back(std::move(*s));
+  }
+  Joined prod{std::thread([&] {
+    for (int t = 0; t < kTokens; ++t) {
+      for (int i = 0; i < kStreams; ++i) {
+        if (!send_all(*senders[i], {absl::StrCat("s", i, "t", t)})) return;
+      }
+    }
+    for (auto& s : senders) EXPECT_TRUE(s->finish());
+  })};
+  for (int i = 0; i < kStreams; ++i) {
+    int next = 0;
+    for (;;) {
+      Item it;
+      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
+      if (it.kind == Item::Kind::kFinished) break;
+      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
+      ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
+      ++next;
+    }
+    EXPECT_EQ(next, kTokens);
+    Item more;
+    EXPECT_FALSE(anchors[i]->recv(&more, 50'000'000)) << "an item after the end";
+  }
+  prod.t.join();
+  const NodeStats ps = producer->stats(), cs = consumer->stats();
+  EXPECT_EQ(cs.in.records, uint64_t{kStreams} * kTokens);
+  EXPECT_EQ(cs.in.finished, uint64_t{kStreams});
+  EXPECT_EQ(cs.in.dropped, 0u);
+  EXPECT_EQ(cs.in.reader_stall, 0u);
+  EXPECT_GT(ps.out.records, 0u);
+  // Batching: 20 streams share batches.
+  EXPECT_LT(ps.out.batches, ps.out.records) << "every record went alone";
+  EXPECT_EQ(cs.channel_failures, 0u);
+}
+
+TEST(Node, CancelReachesTheProducer) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, {"one"}));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "one");
+  anchor->cancel();
+  for (int i = 0; i < 500 && !(*s)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE((*s)->closed());
+  EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
+  // A cancelled anchor refuses later attaches.
+  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok());
+}
+
+TEST(Node, SingleSenderRefusesASecondAndUnknownAnchorsAreRefused) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto first = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok());
+  mux::AnchorHandle unknown = anchor->handle();
+  unknown.anchor ^= 1;
+  EXPECT_FALSE(producer->attach(unknown, consumer->control_address()).ok());
+  // A handle naming another worker at that address: refused by the NODE check.
+  auto other = make("o");
+  mux::AnchorHandle wrong{other->worker_id(), anchor->handle().anchor};
+  EXPECT_FALSE(other->attach(wrong, consumer->control_address()).ok());
+  // The first stream still works.
+  ASSERT_TRUE(send_all(**first, {"still"}));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "still");
+}
+
+TEST(Node, MultiSenderAnchorTakesManyProducers) {
+  auto consumer = make("c");
+  auto p1 = make("p1");
+  auto p2 = make("p2");
+  auto anchor = consumer->create_anchor(AnchorKind::kMultiSender);
+  auto a = p1->attach(anchor->handle(), consumer->control_address());
+  auto b = p2->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(send_all(**a, {"a0", "a1"}));
+  ASSERT_TRUE(send_all(**b, {"b0", "b1"}));
+  (*a)->finish();
+  (*b)->finish();
+  std::map<uint64_t, std::vector<std::string>> got;
+  int ends = 0;
+  while (ends < 2) {
+    Item it;
+    ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+    if (it.kind == Item::Kind::kFinished) {
+      ++ends;
+      continue;
+    }
+    got[it.session].push_back(text(it.bytes));
+  }
+  EXPECT_EQ(got[(*a)->session()], (std::vector<std::string>{"a0", "a1"}));
+  EXPECT_EQ(got[(*b)->session()], (std::vector<std::string>{"b0", "b1"}));
+}
+
+TEST(Node, ManualMovesNothingUntilFlush) {
+  auto consumer = make("c");
+  auto producer = make("p", mux::FlushPolicy::manual());
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, {"x", "y"}));
+  Item it;
+  EXPECT_FALSE(anchor->recv(&it, 300'000'000)) << "a record moved without a flush";
+  producer->flush_batch();
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "x");
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "y");
+}
+
+TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < 3; ++i) {
+    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
+    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders.push_back(std::move(*s));
+  }
+  send_all(*senders[0], {"a"});
+  senders[1]->finish();  // finished before the loss: no Dropped for it
+  Item it;
+  ASSERT_TRUE(anchors[0]->recv(&it, 10 * kSecond));
+  ASSERT_TRUE(anchors[1]->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  // Stream 0's sender goes without finish: dropped (peer-gone). Stream 2's
+  // is still held when the producer node itself goes: dropped (peer lost).
+  senders[0].reset();
+  ASSERT_TRUE(anchors[0]->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  producer.reset();
+  EXPECT_TRUE(senders[2]->closed());
+  EXPECT_EQ(senders[2]->send(bytes("late")), mux::SendStatus::kClosed);
+  ASSERT_TRUE(anchors[2]->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  for (int i : {0, 2}) EXPECT_FALSE(anchors[i]->recv(&it, 100'000'000)) << "a second end for " << i;
+  EXPECT_FALSE(anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
+}
+
+TEST(Node, NodeLossClosesTheSenders) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  consumer.reset();
+  for (int i = 0; i < 500 && !(*s)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE((*s)->closed());
+  EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
+  anchor.reset();  // after its node: allowed (it holds what it needs)
+}
+
+TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  const dataplane::Endpoint at = consumer->control_address();
+  auto connect_to = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(at.port);
+    a.sin_addr.s_addr = htonl(at.ip);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  };
+  // Junk, a header declaring 64 MiB, and an ATTACH before any NODE.
+  const int junk = connect_to();
+  const char j[] = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(write(junk, j, sizeof(j) - 1), static_cast<ssize_t>(sizeof(j) - 1));
+  const int big = connect_to();
+  std::byte h[16];
+  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kMuxControl, 0, 0, 64u << 20, 0}, h);
+  ASSERT_EQ(write(big, h, sizeof(h)), 16);
+  const int early = connect_to();
+  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, 0, 0}, h);
+  ASSERT_EQ(write(early, h, sizeof(h)), 16);
+  for (int fd : {junk, big, early}) {
+    char c;
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    EXPECT_EQ(read(fd, &c, 1), 0) << "not cut";
+    close(fd);
+  }
+  EXPECT_GE(consumer->stats().refused + consumer->stats().frames_rejected, 3u);
+  // A real producer still gets through.
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, {"ok"}));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "ok");
+}
+
+}  // namespace
+}  // namespace ringfire::node
