@@ -16,5 +16,7 @@ int cmd_mirror(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);
 int cmd_run(int argc, char** argv, int first);
 int cmd_ctl(int argc, char** argv, int first);
+int cmd_mux_consume(int argc, char** argv, int first);
+int cmd_mux_produce(int argc, char** argv, int first);
 
 }  // namespace ringfire::cli

@@ -22,6 +22,8 @@ constexpr Subcommand kSubcommands[] = {
     {"mirror", ringfire::cli::cmd_mirror, "mirror a served ring into a local ring"},
     {"run", ringfire::cli::cmd_run, "run the ports and sessions of a config file (the daemon)"},
     {"ctl", ringfire::cli::cmd_ctl, "list, add and remove a running daemon's sessions"},
+    {"mux-consume", ringfire::cli::cmd_mux_consume, "stream-mux anchors: check what a producer sends, report latency"},
+    {"mux-produce", ringfire::cli::cmd_mux_produce, "stream-mux producer: attach to handles and send tokens"},
     {"compare", ringfire::cli::cmd_compare, "compare a mirror with its source, byte for byte"},
     {"remove", ringfire::cli::cmd_remove, "remove a ring file"},
 };

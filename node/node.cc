@@ -563,7 +563,9 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.session = static_cast<uint8_t>(p.epoch | 1);
   spec.worker.mtu = opt.port.mtu;
   spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
-  spec.control.listen = dataplane::Endpoint{opt.port.ip, 0};
+  // Its TCP listener is on the control address (a kernel one: a DPDK
+  // port's address may exist only on its own link); DATA leaves the port.
+  spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};
   spec.control.log = [this](const std::string& line) { log(line); };
   auto placed = engine->add_serve(std::move(spec));
   if (!placed.ok()) {

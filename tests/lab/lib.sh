@@ -26,6 +26,11 @@ require_dpdk() {
   fi
 }
 
+# have_dpdk: whether $rf was built with the DPDK backend.
+have_dpdk() {
+  ! "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"
+}
+
 # lab_logs TAG: sets $logs to a fresh log directory, removed on exit with
 # the lab (kept when KEEP_LOGS is set). Call after lab_up.
 lab_logs() {

@@ -1,0 +1,317 @@
+// cmd_mux.cc — `ringfire mux-consume` and `ringfire mux-produce`: the
+// stream multiplexer end to end between two processes (a Node each), as an
+// inference server uses it: the consumer makes N anchors and writes their
+// handles to a file; the producer attaches to every one and, step by step
+// (one decode step: one token for every stream, then flush_batch), sends T
+// tokens per stream and finishes them. The consumer checks every stream
+// record by record (its tokens in order, exactly T, then one end) and
+// reports per-token latency, time to first token, batching and CPU per
+// token. Exit 3 when a check fails.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/dpdk_options.h"
+#include "dataplane/kernel_udp.h"
+#include "node/node.h"
+
+namespace ringfire::cli {
+namespace {
+
+std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
+  o.push_back({"streams", "N", "streams (anchors) (default 100)"});
+  o.push_back({"tokens", "T", "tokens per stream (default 100)"});
+  o.push_back({"size", "BYTES", "bytes per token, at least 16 (default 16)"});
+  o.push_back({"credit", "C", "frames a slot may have in flight (default 256)"});
+  o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
+  o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
+  o.push_back({"json", nullptr, "the report as one JSON object"});
+  return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
+}
+
+const CommandSpec kConsume = {
+    "mux-consume", "CONTROL_ADDR:PORT HANDLES_FILE", 2, 2,
+    "Make --streams anchors on a node listening at CONTROL_ADDR:PORT, write their handles\n"
+    "to HANDLES_FILE, and check what `ringfire mux-produce` sends: --tokens tokens per\n"
+    "stream, in order, then one end. Reports latency, time to first token and batching.",
+    node_options({})};
+
+const CommandSpec kProduce = {
+    "mux-produce", "CONTROL_ADDR:PORT PEER_ADDR:PORT HANDLES_FILE", 3, 3,
+    "Attach to every handle in HANDLES_FILE at the node PEER_ADDR:PORT and send --tokens\n"
+    "tokens to each, one decode step at a time (a token for every stream, then\n"
+    "flush_batch), paced to --rate steps per second; then finish every stream.",
+    node_options({{"rate", "STEPS", "decode steps per second (default 0: as fast as credit allows)"}})};
+
+struct Common {
+  node::NodeOptions node;
+  uint64_t streams = 100, tokens = 100, size = 16, timeout_s = 60;
+  bool json = false;
+};
+
+absl::StatusOr<Common> parse_common(const Args& args, const std::string& control) {
+  Common c;
+  auto at = dataplane::parse_endpoint(control);
+  if (!at.ok()) return at.status();
+  c.node.control = *at;
+  c.node.instance_id = absl::StrCat("rf-", getpid(), "-", control);
+  c.node.mux.enabled = true;
+  for (auto [name, dst, lo] : {std::tuple{"streams", &c.streams, uint64_t{1}}, std::tuple{"tokens", &c.tokens, uint64_t{1}},
+                               std::tuple{"size", &c.size, uint64_t{16}}, std::tuple{"timeout", &c.timeout_s, uint64_t{1}}}) {
+    auto v = args.count(name, *dst);
+    if (!v.ok()) return v.status();
+    if (*v < lo) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least ", lo));
+    *dst = *v;
+  }
+  if (c.size > 1024) return absl::InvalidArgumentError("--size must be at most 1024 (a token is small)");
+  auto credit = args.count("credit", 256);
+  if (!credit.ok()) return credit.status();
+  c.node.mux.initial_credit = static_cast<uint32_t>(*credit);
+  c.node.mux.max_streams_per_peer = static_cast<uint32_t>(std::max<uint64_t>(c.streams, 4096));
+  const std::string flush = args.str("flush", "manual");
+  if (flush == "manual") {
+    c.node.mux.flush = mux::FlushPolicy::manual();
+  } else if (flush == "auto") {
+    c.node.mux.flush = mux::FlushPolicy{};
+  } else if (uint64_t us = 0; flush.rfind("linger:", 0) == 0 && absl::SimpleAtoi(flush.substr(7), &us) && us > 0) {
+    c.node.mux.flush = mux::FlushPolicy::linger(us * 1000);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--flush ", flush, ": use auto, manual or linger:MICROSECONDS"));
+  }
+  if (absl::Status st = mux::validate(c.node.mux); !st.ok()) return st;
+  c.json = args.has("json");
+  auto backend = start_backend(args);
+  if (!backend.ok()) return backend.status();
+  engine::PortSpec& ps = c.node.port;
+  ps.name = "data";
+  if (backend->dpdk) {
+    ps.backend = engine::PortSpec::Backend::kDpdk;
+    ps.dpdk_port_id = 0;
+    ps.ip = backend->dpdk_ip;
+    ps.neighbors = backend->neighbors;
+  }
+  return c;
+}
+
+// Token layout: stream u32 | token u32 | sent_ns u64 | filler.
+void put_token(std::vector<std::byte>& b, uint32_t stream, uint32_t token, uint64_t sent) {
+  std::memcpy(b.data(), &stream, 4);
+  std::memcpy(b.data() + 4, &token, 4);
+  std::memcpy(b.data() + 8, &sent, 8);
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+double percentile(std::vector<uint64_t>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return static_cast<double>(v[k]) / 1000.0;
+}
+
+}  // namespace
+
+int cmd_mux_consume(int argc, char** argv, int first) {
+  auto args = Args::parse(kConsume, argc, argv, first);
+  if (!args.ok()) return fail("mux-consume", args.status());
+  if (args->help()) {
+    std::fputs(usage(kConsume).c_str(), stdout);
+    return 0;
+  }
+  auto c = parse_common(*args, args->positionals()[0]);
+  if (!c.ok()) return fail("mux-consume", c.status());
+  auto n = node::Node::create(c->node);
+  if (!n.ok()) return fail("mux-consume", n.status());
+  std::vector<std::unique_ptr<node::Anchor>> anchors;
+  const std::string file = args->positionals()[1];
+  {
+    std::ofstream f(file + ".tmp");
+    for (uint64_t i = 0; i < c->streams; ++i) {
+      anchors.push_back((*n)->create_anchor(node::AnchorKind::kSingleSender));
+      f << anchors.back()->handle().to_string() << "\n";
+    }
+    if (!f.good()) return fail("mux-consume", absl::InternalError(absl::StrCat("cannot write ", file)));
+  }
+  std::rename((file + ".tmp").c_str(), file.c_str());  // whole, or not there
+  std::printf("mux-consume: %lu anchors on %s (data path %s); handles in %s\n", static_cast<unsigned long>(c->streams),
+              dataplane::to_string((*n)->control_address()).c_str(), (*n)->data_path().c_str(), file.c_str());
+  std::fflush(stdout);
+
+  std::vector<uint64_t> next(c->streams, 0), latency, ttft;
+  latency.reserve(c->streams * c->tokens);
+  uint64_t finished = 0, dropped = 0, wrong = 0, items = 0, first_ns = 0, last_ns = 0;
+  std::vector<bool> ended(c->streams, false);
+  const double cpu0 = cpu_seconds();
+  const uint64_t deadline = now_ns() + c->timeout_s * 1'000'000'000;
+  uint64_t live = c->streams;
+  // One reader for all anchors (as an API server's event loop would be):
+  // round-robin, each with a short wait.
+  while (live != 0 && now_ns() < deadline) {
+    bool any = false;
+    for (uint64_t i = 0; i < c->streams; ++i) {
+      if (ended[i]) continue;
+      node::Item it;
+      while (anchors[i]->recv(&it, 0)) {
+        any = true;
+        const uint64_t now = now_ns();
+        if (it.kind != node::Item::Kind::kData) {
+          ended[i] = true;
+          --live;
+          (it.kind == node::Item::Kind::kFinished ? finished : dropped) += 1;
+          break;
+        }
+        uint32_t stream, token;
+        uint64_t sent;
+        if (it.bytes.size() != c->size) {
+          ++wrong;
+          continue;
+        }
+        std::memcpy(&stream, it.bytes.data(), 4);
+        std::memcpy(&token, it.bytes.data() + 4, 4);
+        std::memcpy(&sent, it.bytes.data() + 8, 8);
+        if (stream != i || token != next[i]) ++wrong;
+        next[i] = token + 1;
+        ++items;
+        if (first_ns == 0) first_ns = now;
+        last_ns = now;
+        latency.push_back(now > sent ? now - sent : 0);
+        if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
+      }
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  const double cpu = cpu_seconds() - cpu0;
+  uint64_t short_streams = 0;
+  for (uint64_t i = 0; i < c->streams; ++i) short_streams += next[i] != c->tokens;
+  const node::NodeStats s = (*n)->stats();
+  const double secs = static_cast<double>(last_ns - first_ns) / 1e9;
+  nlohmann::json j = {
+      {"streams", c->streams},
+      {"tokens", items},
+      {"expected_tokens", c->streams * c->tokens},
+      {"finished", finished},
+      {"dropped", dropped},
+      {"out_of_order", wrong},
+      {"short_streams", short_streams},
+      {"tokens_per_s", secs > 0 ? static_cast<double>(items) / secs : 0},
+      {"latency_us", {{"p50", percentile(latency, 0.5)}, {"p99", percentile(latency, 0.99)}, {"p999", percentile(latency, 0.999)}}},
+      {"ttft_us", {{"p50", percentile(ttft, 0.5)}, {"p99", percentile(ttft, 0.99)}}},
+      {"batches", s.in.batches},
+      {"records_per_batch", s.in.batches ? static_cast<double>(s.in.records) / static_cast<double>(s.in.batches) : 0},
+      {"credit_returned", s.in.credit_returned},
+      {"reader_stall", s.in.reader_stall},
+      {"generation_mismatch", s.in.generation_mismatch},
+      {"channel_failures", s.channel_failures},
+      {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
+      {"data_path", (*n)->data_path()},
+  };
+  if (c->json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("mux-consume: %s\n", j.dump(1).c_str());
+  }
+  std::fflush(stdout);
+  anchors.clear();
+  const bool ok = items == c->streams * c->tokens && finished == c->streams && wrong == 0 && short_streams == 0;
+  return ok ? 0 : 3;
+}
+
+int cmd_mux_produce(int argc, char** argv, int first) {
+  auto args = Args::parse(kProduce, argc, argv, first);
+  if (!args.ok()) return fail("mux-produce", args.status());
+  if (args->help()) {
+    std::fputs(usage(kProduce).c_str(), stdout);
+    return 0;
+  }
+  auto c = parse_common(*args, args->positionals()[0]);
+  if (!c.ok()) return fail("mux-produce", c.status());
+  auto peer = dataplane::parse_endpoint(args->positionals()[1]);
+  if (!peer.ok()) return fail("mux-produce", peer.status());
+  auto rate = args->count("rate", 0);
+  if (!rate.ok()) return fail("mux-produce", rate.status());
+  std::ifstream f(args->positionals()[2]);
+  std::vector<mux::AnchorHandle> handles;
+  for (std::string line; std::getline(f, line);) {
+    auto h = mux::AnchorHandle::parse(line);
+    if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
+    handles.push_back(*h);
+  }
+  if (handles.empty()) return fail("mux-produce", absl::InvalidArgumentError("no handles in the file"));
+  auto n = node::Node::create(c->node);
+  if (!n.ok()) return fail("mux-produce", n.status());
+  install_stop_handlers();
+  std::vector<std::unique_ptr<node::Sender>> senders;
+  for (const mux::AnchorHandle& h : handles) {
+    auto s = (*n)->attach(h, *peer);
+    if (!s.ok()) return fail("mux-produce", s.status());
+    senders.push_back(std::move(*s));
+  }
+  std::printf("mux-produce: %zu streams attached to %s (data path %s)\n", senders.size(),
+              dataplane::to_string(*peer).c_str(), (*n)->data_path().c_str());
+  std::fflush(stdout);
+  const bool manual = c->node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
+  std::vector<std::byte> tok(c->size);
+  uint64_t full_waits = 0, closed = 0;
+  const uint64_t start = now_ns();
+  const double cpu0 = cpu_seconds();
+  for (uint64_t t = 0; t < c->tokens && !stop_requested(); ++t) {
+    if (*rate != 0) {  // pace the decode steps
+      const uint64_t due = start + t * 1'000'000'000 / *rate;
+      while (now_ns() < due) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    for (size_t i = 0; i < senders.size(); ++i) {
+      put_token(tok, static_cast<uint32_t>(i), static_cast<uint32_t>(t), now_ns());
+      for (;;) {
+        const mux::SendStatus st = senders[i]->send({tok.data(), tok.size()});
+        if (st == mux::SendStatus::kSent) break;
+        if (st != mux::SendStatus::kFull) {
+          ++closed;
+          break;
+        }
+        ++full_waits;
+        if (manual) (*n)->flush_batch();  // what is staged must go for credit to come back
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+    if (manual) (*n)->flush_batch();
+  }
+  for (auto& s : senders) s->finish();
+  if (manual) (*n)->flush_batch();
+  const double cpu = cpu_seconds() - cpu0;
+  // Let the last batches and terminals leave before the node goes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const node::NodeStats s = (*n)->stats();
+  const uint64_t sent = s.out.records;
+  nlohmann::json j = {{"streams", senders.size()},
+                      {"records", sent},
+                      {"batches", s.out.batches},
+                      {"records_per_batch", s.out.batches ? static_cast<double>(sent) / static_cast<double>(s.out.batches) : 0},
+                      {"full_waits", full_waits},
+                      {"closed", closed},
+                      {"credit_exhausted", s.out.credit_exhausted},
+                      {"cpu_ns_per_token", sent ? cpu * 1e9 / static_cast<double>(sent) : 0},
+                      {"seconds", static_cast<double>(now_ns() - start) / 1e9}};
+  std::printf(c->json ? "%s\n" : "mux-produce: %s\n", j.dump().c_str());
+  std::fflush(stdout);
+  senders.clear();
+  return closed == 0 ? 0 : 3;
+}
+
+}  // namespace ringfire::cli

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# mux_lab_test.sh — the stream multiplexer between two hosts: `ringfire
+# mux-consume` (a node with 300 anchors) on h1, `ringfire mux-produce` (a
+# node attaching to every handle, one decode step at a time) on h2. Each
+# stream must arrive whole and in order, then finish once; batches must
+# carry many streams' tokens. Then the same over DPDK (net_memif between
+# the hosts, control on the kernel veths) when the build has DPDK; then a
+# producer killed -9 mid-stream: every stream ends dropped exactly once.
+# Usage: mux_lab_test.sh PATH/TO/ringfire
+set -u
+rf=$1
+source "$(dirname "$0")/lib.sh"
+lab_up 2
+lab_logs mux
+
+# field JSON_FILE KEY: a top-level number from a report.
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+# check_run NAME STREAMS TOKENS: the consumer's report says every token came, in order, and every stream finished.
+check_run() {
+  local r=$logs/$1.json
+  [[ -s $r ]] || { fail "$1: no report: $(tail -n 3 "$logs/$1.c")"; return; }
+  [[ $(field "$r" tokens) == $(($2 * $3)) ]] || fail "$1: tokens $(field "$r" tokens), want $(($2 * $3))"
+  [[ $(field "$r" finished) == "$2" ]] || fail "$1: finished $(field "$r" finished), want $2"
+  [[ $(field "$r" dropped) == 0 && $(field "$r" out_of_order) == 0 && $(field "$r" short_streams) == 0 ]] ||
+    fail "$1: dropped/out of order/short: $(cat "$r")"
+  [[ $(field "$r" reader_stall) == 0 && $(field "$r" channel_failures) == 0 ]] || fail "$1: stalls or channel failures: $(cat "$r")"
+  python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['records_per_batch'] > 5 else 1)" "$r" ||
+    fail "$1: batches carry few records: $(field "$r" records_per_batch)"
+}
+# run NAME STREAMS TOKENS CONSUMER_OPTS PRODUCER_OPTS
+run() {
+  local name=$1 streams=$2 tokens=$3 copts=$4 popts=$5
+  rm -f "$logs/$name.handles"
+  # The options are words with quotes (an --eal value): eval splits them as written.
+  eval "bg 1 \"\$logs/\$name.c\" \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/\$name.handles\" --streams $streams --tokens $tokens --json --timeout 60 $copts"
+  local cpid=${LAB_PIDS[-1]}
+  wait_for 20 test -s "$logs/$name.handles" || { fail "$name: no handles: $(cat "$logs/$name.c")"; return; }
+  eval "on 2 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/\$name.handles\" --tokens $tokens --json $popts" >"$logs/$name.p" 2>&1 ||
+    fail "$name: the producer failed: $(tail -n 3 "$logs/$name.p")"
+  wait "$cpid"
+  grep '^{' "$logs/$name.c" | tail -n 1 >"$logs/$name.json"
+  check_run "$name" "$streams" "$tokens"
+  log "$name: $(cat "$logs/$name.json")"
+}
+
+log "kernel: 300 streams x 200 tokens, Manual flush after every decode step"
+run kernel 300 200 "" ""
+log "kernel: Auto flush (on admission), credit 16 (many credit round trips)"
+run auto 100 300 "--flush auto --credit 16" "--flush auto --credit 16"
+
+if have_dpdk; then
+  sock="$logs/memif.sock"
+  eal() { echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM --vdev net_memif0,role=$2,socket=$sock,socket-abstract=no"; }
+  log "DPDK net_memif: 300 streams x 200 tokens"
+  run memif 300 200 "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'"
+else
+  log "DPDK: not in this build (skipped)"
+fi
+
+log "a producer killed -9 mid-stream: every stream ends dropped, once"
+rm -f "$logs/kill.handles"
+bg 1 "$logs/kill.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/kill.handles" --streams 50 --tokens 100000 --json --timeout 30
+cpid=${LAB_PIDS[-1]}
+wait_for 20 test -s "$logs/kill.handles" || fail "kill: no handles"
+bg 2 "$logs/kill.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/kill.handles" --tokens 100000 --rate 100 --json
+ppid=${LAB_PIDS[-1]}
+wait_for 20 grep -q "streams attached" "$logs/kill.p" || fail "kill: the producer did not attach: $(cat "$logs/kill.p")"
+sleep 1
+kill -KILL "$ppid"
+wait "$ppid" 2>/dev/null
+rm -f /dev/shm/rf"$ppid"-mux-*  # its egress ring: a killed process cleans nothing
+wait "$cpid"
+grep '^{' "$logs/kill.c" | tail -n 1 >"$logs/kill.json"
+if [[ -s $logs/kill.json ]]; then
+  [[ $(field "$logs/kill.json" dropped) == 50 && $(field "$logs/kill.json" finished) == 0 ]] ||
+    fail "kill: want 50 dropped, 0 finished: $(cat "$logs/kill.json")"
+  (( $(field "$logs/kill.json" tokens) > 0 )) || fail "kill: no token arrived before the kill"
+  [[ $(field "$logs/kill.json" out_of_order) == 0 ]] || fail "kill: out of order: $(cat "$logs/kill.json")"
+else
+  fail "kill: no report: $(tail -n 3 "$logs/kill.c")"
+fi
+ls /dev/shm | grep -q "mux-" && fail "channel rings left behind: $(ls /dev/shm | grep mux-)"
+
+lab_finish mux_lab_test "$logs"/*.c "$logs"/*.p
