@@ -191,7 +191,14 @@ TEST(Node, MultiSenderAnchorTakesManyProducers) {
 
 TEST(Node, ManualMovesNothingUntilFlush) {
   auto consumer = make("c");
-  auto producer = make("p", mux::FlushPolicy::manual());
+  // A heartbeat tick is a liveness record, and it moves its batch (staged
+  // data with it): none may fall inside the window this test watches.
+  NodeOptions o = options("p", mux::FlushPolicy::manual());
+  o.mux.heartbeat_interval_ns = 3600 * kSecond;
+  o.mux.stall_deadline_ns = 7200 * kSecond;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto producer = std::move(*made);
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
