@@ -80,7 +80,8 @@ class Engine {
   absl::Status remove(const std::string& name);
 
   // watch adds a descriptor of the caller's (a control socket) to what
-  // run_once waits on: readable, it returns early.
+  // run_once waits on: readable, it returns early. watch and unwatch are
+  // one epoll_ctl each: safe from any thread.
   absl::Status watch(int fd);
   void unwatch(int fd);
 

@@ -131,6 +131,7 @@ struct NodeImpl {
   std::condition_variable attach_cv;  // an attach was answered
   std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
   std::vector<std::shared_ptr<InPeer>> in;
+  std::vector<std::shared_ptr<TcpStreamOut>> tcp_out;  // per-stream connections this node opened
   std::map<uint64_t, std::shared_ptr<AnchorState>> anchors;
   uint64_t next_anchor = 1;
   mux::PeerSenderStats out_ended;
@@ -161,6 +162,10 @@ struct NodeImpl {
   void on_attach_request(InPeer& p, const proto::Frame& f);
   void on_out_frame(OutPeer& p, const proto::Frame& f);
   void end_out(OutPeer& p, const std::string& why);
+  void step_tcp_out(TcpStreamOut& t);
+  void on_stream_frame(InPeer& p, const proto::Frame& f);
+  absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
+                                                     const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
   void applier(std::shared_ptr<InPeer> p);
   uint64_t next_wait(uint64_t now) const;
@@ -172,10 +177,6 @@ struct NodeImpl {
 absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   if (o.instance_id.empty()) return absl::InvalidArgumentError("node: instance_id is empty: name the node");
   if (o.control.ip == 0) return absl::InvalidArgumentError("node: control address has no IP: give the address peers reach");
-  if (!o.mux.enabled) {
-    return absl::UnimplementedError(
-        "node: mux.enabled is false, and the per-stream TCP path is not built yet: enable the mux");
-  }
   if (absl::Status st = mux::validate(o.mux); !st.ok()) return st;
   if (o.channel_records < 64 || (o.channel_records & (o.channel_records - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("node: channel_records ", o.channel_records,
@@ -194,6 +195,9 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->mux = o.mux;
   impl->mux.max_batch_bytes = std::min(o.mux.max_batch_bytes, impl->record_cap);
   impl->buf.resize(impl->mux.max_batch_bytes);
+  // A STREAM frame holds one record, at most what a slot may hold.
+  impl->limits.allowed[static_cast<uint8_t>(FrameKind::kStream)] = true;
+  impl->limits.max_body[static_cast<uint8_t>(FrameKind::kStream)] = o.mux.slot_byte_budget;
 
   impl->engine = std::make_unique<engine::Engine>([raw = impl.get()](const std::string& s, const std::string& line) {
     raw->log(absl::StrCat(s, ": ", line));
@@ -269,6 +273,17 @@ void NodeImpl::loop() {
     std::lock_guard l(mu);
     for (auto& [w, p] : out) end_out(*p, "the node stops");
     out.clear();
+    for (auto& t : tcp_out) {
+      t->closed = true;
+      if (t->attach && !t->attach->done) {
+        t->attach->done = true;
+        t->attach->status = absl::UnavailableError("the node stops");
+      }
+      if (t->conn) engine->unwatch(t->conn->fd());
+      t->conn.reset();
+    }
+    tcp_out.clear();
+    attach_cv.notify_all();
     for (auto& p : in) end_in(*p, "the node stops", &to_join);
     in.clear();
   }
@@ -282,6 +297,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->dead || !p->sender) continue;
     until = std::min(until, p->sender->next_deadline_ns());
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
+  }
+  for (const auto& t : tcp_out) {
+    if (t->conn && t->conn->pending() != 0) until = std::min(until, now + 200'000);
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
@@ -316,6 +334,10 @@ void NodeImpl::step(uint64_t now) {
   for (auto& p : in) {
     if (!p->dead) step_in(*p, now);
   }
+  for (auto& t : tcp_out) {
+    if (t->conn) step_tcp_out(*t);
+  }
+  std::erase_if(tcp_out, [](const std::shared_ptr<TcpStreamOut>& t) { return t->conn == nullptr; });
   for (auto it = out.begin(); it != out.end();) {
     OutPeer& p = *it->second;
     if (!p.dead) step_out(p, now);
@@ -335,17 +357,32 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     p.conn.reset();  // no NODE in time: a stranger
     return;
   }
-  if (!p.conn->read_available(1u << 20)) {
-    p.conn.reset();
+  if (p.stream && (p.stream->cancelled || p.stream->ended)) {
+    p.conn.reset();  // the consumer went away (the producer sees its connection close), or it is over
     return;
   }
+  // The per-stream path's credit is TCP's window: read only while the
+  // consumer keeps up.
+  const bool room = p.stream == nullptr || p.stream->items.size() < p.stream->window;
+  // At the peer's end of stream, what it sent before is still applied.
+  if (room && !p.eof && !p.conn->read_available(1u << 20)) p.eof = true;
   proto::Frame f;
   size_t size = 0;
+  bool drained = false;  // no whole frame left in the input
   for (;;) {
+    if (p.stream && p.stream->items.size() >= p.stream->window) break;
     const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
-    if (n == TcpConn::Next::kNeedMore) break;
+    if (n == TcpConn::Next::kNeedMore) {
+      drained = true;
+      break;
+    }
     if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
       ++counters.frames_rejected;
+      if (p.stream && !p.stream->ended) {
+        p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
+        p.stream->ended = true;
+        items_cv.notify_all();
+      }
       p.conn.reset();
       return;
     }
@@ -353,11 +390,22 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       on_node(p, f);
     } else if (f.header.kind == FrameKind::kAttach) {
       on_attach_request(p, f);
+    } else if (f.header.kind == FrameKind::kStream && p.stream) {
+      on_stream_frame(p, f);
     } else {
       ++counters.frames_rejected;  // a known kind with no business on this side, or a newer one: skipped
     }
     if (p.conn == nullptr) return;
     p.conn->consume(size);
+  }
+  if (p.eof && drained) {
+    if (p.stream && !p.stream->ended) {  // closed without its terminal
+      p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
+      p.stream->ended = true;
+      items_cv.notify_all();
+    }
+    p.conn.reset();
+    return;
   }
   if (p.receiver) {
     p.receiver->watchdog(now);
@@ -379,14 +427,23 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
 
 void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   proto::Node m;
-  if (f.header.kind != FrameKind::kNode || proto::decode_node(f, &m) != proto::DecodeError::kOk ||
-      (m.flags & proto::kNodeChannel) == 0) {
+  if (f.header.kind != FrameKind::kNode || proto::decode_node(f, &m) != proto::DecodeError::kOk) {
     ++counters.refused;
     p.conn.reset();
     return;
   }
   p.node_seen = true;
   p.worker = m.worker_id;
+  proto::Node answer;
+  answer.worker_id = worker;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  if ((m.flags & proto::kNodeChannel) == 0 || !mux.enabled) {
+    // One stream's own connection (the per-stream path), or a channel this
+    // node does not take (its mux is off: every ATTACH is answered tcp).
+    p.per_stream = (m.flags & proto::kNodeChannel) == 0;
+    p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+    return;
+  }
   p.epoch = m.channel_epoch;
   p.receiver = std::make_unique<mux::PeerReceiver>(mux);
   // Mirror its channel: the serve on the connection's own address (never
@@ -415,11 +472,29 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   }
   ++counters.peers_in;
   p.applier = std::thread([this, self = in_ptr(p)] { applier(self); });
-  proto::Node answer;
-  answer.worker_id = worker;
-  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
-  const size_t n = proto::encode_node(answer, {b, sizeof(b)});
-  p.conn->send({b, n});
+  p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+}
+
+void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
+  TcpStreamIn& t = *p.stream;
+  if (t.ended || f.header.seq != t.next_frame || f.body.size() > mux.slot_byte_budget) {
+    ++counters.frames_rejected;  // out of order, after its end, or larger than a slot may hold
+    if (!t.ended) {
+      t.items.push_back(Item{Item::Kind::kDropped, 0, {}});
+      t.ended = true;
+    }
+    items_cv.notify_all();
+    return;
+  }
+  ++t.next_frame;
+  if ((f.header.flags & proto::kStreamTerminal) != 0) {
+    t.items.push_back(Item{Item::Kind::kFinished, 0, {}});
+    t.ended = true;
+  } else {
+    t.items.push_back(Item{Item::Kind::kData, 0, std::vector<std::byte>(f.body.begin(), f.body.end())});
+    ++counters.tcp_records_in;
+  }
+  items_cv.notify_all();
 }
 
 void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
@@ -433,18 +508,43 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   auto it = anchors.find(req.anchor_id);
   AnchorState* a = it == anchors.end() ? nullptr : it->second.get();
   const bool known = a != nullptr && !a->cancelled;
-  proto::AttachResponse resp = mux::answer(req, mux, known);
-  if (known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
-  if (resp.status == proto::AttachStatus::kOk && resp.transport_key != proto::kTransportMux) {
-    resp.status = proto::AttachStatus::kRefused;  // the per-stream TCP path is not served yet
+  if (p.per_stream) {
+    if (p.stream != nullptr) {  // one stream per connection
+      ++counters.frames_rejected;
+      p.conn.reset();
+      return;
+    }
+    req.supported_keys &= proto::kTransportTcp;  // this connection is the stream: tcp is the only answer
   }
-  if (resp.status == proto::AttachStatus::kOk) {
+  proto::AttachResponse resp = mux::answer(req, mux, known);
+  if (p.per_stream && resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportTcp) {
+    if (a->kind == AnchorKind::kSingleSender && a->attached_once) {
+      resp.status = proto::AttachStatus::kRefused;
+    } else {
+      p.stream = std::make_shared<TcpStreamIn>();
+      p.stream->window = mux.initial_credit;
+      a->attached_once = true;
+      a->streams.push_back(AnchorStream{req.session_id, nullptr, nullptr, p.stream});
+      ++counters.tcp_streams_in;
+    }
+    ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
+    std::byte body[256];
+    send_frame(*p.conn, FrameKind::kAttach, 0, {body, proto::encode_attach_response(resp, {body, sizeof(body)})});
+    return;
+  }
+  if (p.receiver == nullptr && resp.transport_key == proto::kTransportMux) {
+    resp = mux::answer(req, mux::MuxConfig{}, known);  // no channel here: the per-stream path
+  }
+  if (known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
+  // A tcp answer here registers nothing: the producer attaches again on
+  // the stream's own connection (§5.5).
+  if (resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportMux) {
     mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit);
     if (s == nullptr) {
       resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
     } else {
       a->attached_once = true;
-      a->streams.push_back(AnchorStream{req.session_id, in_ptr(p), s});
+      a->streams.push_back(AnchorStream{req.session_id, in_ptr(p), s, nullptr});
     }
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
@@ -523,7 +623,7 @@ void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread
     p.mirror_name.clear();
   }
   ++counters.peers_lost;
-  if (p.node_seen) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  if (p.receiver) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
   items_cv.notify_all();
 }
 
@@ -673,7 +773,7 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
     if (!choice.ok()) {
       a->status = choice.status();
     } else if (choice->kind != mux::PathChoice::Kind::kMux) {
-      a->status = absl::UnimplementedError("the peer chose the per-stream TCP path, which is not built yet");
+      a->tcp_chosen = true;  // the caller attaches again on the stream's own connection
     } else if (auto slot = p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns()); !slot) {
       a->status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
     } else {
@@ -719,6 +819,105 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
   log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
 }
 
+// ---- the per-stream TCP path, producer side ------------------------------
+
+void NodeImpl::step_tcp_out(TcpStreamOut& t) {
+  auto end = [&](const std::string& why) {
+    t.closed = true;
+    if (t.attach && !t.attach->done) {
+      t.attach->done = true;
+      t.attach->status = absl::UnavailableError(absl::StrCat("per-stream connection: ", why));
+      attach_cv.notify_all();
+    }
+    engine->unwatch(t.conn->fd());
+    t.conn.reset();
+  };
+  if (!t.conn->read_available(64u << 10)) return end("closed by the peer");
+  proto::Frame f;
+  size_t size = 0;
+  for (;;) {
+    const TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) break;
+    if (n != TcpConn::Next::kFrame) {
+      ++counters.frames_rejected;
+      return end("a malformed frame");
+    }
+    if (f.header.kind == FrameKind::kNode && !t.node_seen) {
+      proto::Node m;
+      if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
+        return end("the node there is not the handle's");
+      }
+      t.node_seen = true;
+    } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
+      proto::AttachMessage type;
+      proto::AttachResponse resp;
+      if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
+          proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk || resp.session_id != t.attach->session) {
+        ++counters.frames_rejected;
+        return end("a bad ATTACH answer");
+      }
+      auto choice = mux::choose(resp, mux);
+      t.attach->done = true;
+      if (!choice.ok()) {
+        t.attach->status = choice.status();
+      } else if (choice->kind != mux::PathChoice::Kind::kTcp) {
+        t.attach->status = absl::FailedPreconditionError("the peer chose the mux on a per-stream connection");
+      } else {
+        t.attached = true;
+        if (resp.slot_byte_budget != 0) t.byte_budget = resp.slot_byte_budget;
+      }
+      attach_cv.notify_all();
+      if (!t.attached) return end("refused");
+    } else {
+      ++counters.frames_rejected;  // nothing else comes this way
+    }
+    t.conn->consume(size);
+  }
+  if (!t.conn->flush()) return end("a write failed");
+  if (t.finished && t.conn->pending() == 0) {
+    shutdown(t.conn->fd(), SHUT_WR);  // the terminal is out: the stream is done
+    engine->unwatch(t.conn->fd());
+    t.conn.reset();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
+                                                             const dataplane::Endpoint& peer) {
+  auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000));
+  if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
+  auto t = std::make_shared<TcpStreamOut>();
+  t->conn = std::make_unique<TcpConn>(*fd);
+  t->worker = h.worker;
+  t->byte_budget = mux.slot_byte_budget;
+  t->attach = std::make_shared<PendingAttach>();
+  t->attach->anchor = h.anchor;
+  t->attach->session = random_u64();
+  std::unique_lock l(mu);
+  if (stopping.load()) return absl::UnavailableError("attach: the node stops");
+  proto::Node m;
+  m.worker_id = worker;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  t->conn->send({b, proto::encode_node(m, {b, sizeof(b)})});
+  proto::AttachRequest req;
+  req.anchor_id = h.anchor;
+  req.session_id = t->attach->session;
+  req.supported_keys = proto::kTransportTcp;
+  std::byte body[256];
+  send_frame(*t->conn, FrameKind::kAttach, 0, {body, proto::encode_attach_request(req, {body, sizeof(body)})});
+  if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
+  tcp_out.push_back(t);
+  ++counters.tcp_streams_out;
+  wake();
+  std::shared_ptr<PendingAttach> a = t->attach;
+  if (!attach_cv.wait_for(l, std::chrono::nanoseconds(opt.attach_timeout_ns), [&] { return a->done; })) {
+    t->closed = true;  // the node thread closes it
+    if (t->conn) shutdown(t->conn->fd(), SHUT_RDWR);
+    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer)));
+  }
+  if (!a->status.ok()) return a->status;
+  return std::unique_ptr<Sender>(new Sender(std::move(self), t, a->session));
+}
+
 // ---- the API ------------------------------------------------------------
 
 std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
@@ -732,6 +931,7 @@ std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
 
 absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer) {
   NodeImpl& m = *impl_;
+  if (!m.mux.enabled) return m.attach_tcp(impl_, h, peer);  // no mux here: one connection per stream
   std::shared_ptr<OutPeer> p;
   {
     std::lock_guard l(m.mu);
@@ -772,6 +972,10 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
                                                     m.opt.attach_timeout_ns / 1'000'000, " ms"));
   }
   if (!a->status.ok()) return a->status;
+  if (a->tcp_chosen) {
+    l.unlock();
+    return m.attach_tcp(impl_, h, peer);  // the peer does not take the mux
+  }
   return std::unique_ptr<Sender>(new Sender(impl_, p, a->slot, a->session));
 }
 
@@ -801,6 +1005,18 @@ NodeStats Node::stats() const {
 
 mux::SendStatus Sender::send(proto::ConstBytes record) {
   mux::SendStatus st;
+  if (tcp_) {  // the per-stream path: one STREAM frame per record, written now
+    std::lock_guard l(node_->mu);
+    if (done_ || tcp_->closed || tcp_->conn == nullptr) return mux::SendStatus::kClosed;
+    if (record.size() > tcp_->byte_budget) return mux::SendStatus::kTooLarge;
+    if (tcp_->conn->pending() + record.size() > tcp_->byte_budget) return mux::SendStatus::kFull;
+    if (!send_frame(*tcp_->conn, FrameKind::kStream, tcp_->frame_seq, record)) {
+      tcp_->closed = true;
+      return mux::SendStatus::kClosed;
+    }
+    ++tcp_->frame_seq;
+    return mux::SendStatus::kSent;
+  }
   {
     std::lock_guard l(node_->mu);
     if (peer_->dead || done_) return mux::SendStatus::kClosed;
@@ -812,6 +1028,19 @@ mux::SendStatus Sender::send(proto::ConstBytes record) {
 
 bool Sender::finish() {
   bool ok;
+  if (tcp_) {
+    {
+      std::lock_guard l(node_->mu);
+      if (done_ || tcp_->closed || tcp_->conn == nullptr) return false;
+      std::byte h[proto::kFrameHeaderBytes];
+      proto::encode_frame_header(
+          proto::FrameHeader{FrameKind::kStream, proto::kStreamTerminal, 0, 0, tcp_->frame_seq++}, h);
+      tcp_->conn->send({h, sizeof(h)});
+      tcp_->finished = done_ = true;
+    }
+    node_->wake();  // the node thread closes the connection once the terminal is out
+    return true;
+  }
   {
     std::lock_guard l(node_->mu);
     if (peer_->dead || done_) return false;
@@ -824,10 +1053,19 @@ bool Sender::finish() {
 
 bool Sender::closed() const {
   std::lock_guard l(node_->mu);
+  if (tcp_) return done_ || tcp_->closed || tcp_->conn == nullptr;
   return done_ || peer_->dead || peer_->sender->closed(slot_);
 }
 
 Sender::~Sender() {
+  if (tcp_) {  // without its terminal: the connection closes and the consumer sees the stream dropped
+    std::lock_guard l(node_->mu);
+    if (!done_ && tcp_->conn != nullptr) {
+      tcp_->closed = true;
+      shutdown(tcp_->conn->fd(), SHUT_RDWR);
+    }
+    return;
+  }
   {
     std::lock_guard l(node_->mu);
     if (done_ || peer_->dead || !peer_->sender->abort(slot_)) return;
@@ -843,6 +1081,19 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
     for (size_t i = 0; i < a.streams.size(); ++i) {
       const size_t k = (a.next + i) % a.streams.size();
       AnchorStream& s = a.streams[k];
+      if (s.tcp) {  // the per-stream path
+        if (s.tcp->items.empty()) continue;
+        *out = std::move(s.tcp->items.front());
+        s.tcp->items.pop_front();
+        out->session = s.session;
+        if (out->kind != Item::Kind::kData) {
+          a.streams.erase(a.streams.begin() + static_cast<std::ptrdiff_t>(k));
+          a.next = 0;
+        } else {
+          a.next = k + 1;
+        }
+        return true;
+      }
       mux::StreamItem it;
       if (!s.peer->receiver->pop(s.stream, &it)) continue;
       out->session = s.session;
@@ -871,7 +1122,13 @@ void Anchor::cancel() {
   {
     std::lock_guard l(m.mu);
     state_->cancelled = true;
-    for (AnchorStream& s : state_->streams) s.peer->receiver->cancel(s.stream);
+    for (AnchorStream& s : state_->streams) {
+      if (s.tcp) {
+        s.tcp->cancelled = true;  // the node thread closes its connection
+      } else {
+        s.peer->receiver->cancel(s.stream);
+      }
+    }
     state_->streams.clear();
   }
   m.wake();

@@ -56,7 +56,9 @@ struct NodeOptions {
   // port: the data plane the channels use. Its `ip` defaults to the
   // control address; backend kernel unless set.
   engine::PortSpec port;
-  mux::MuxConfig mux;             // `enabled` must be set: the per-stream TCP path is not built yet
+  // mux: `enabled` false makes every attach take the per-stream TCP path
+  // (one connection per stream), as does a peer that does not speak the mux.
+  mux::MuxConfig mux;
   std::string ring_dir = "/dev/shm";  // where channel rings live (removed when the channel ends)
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
@@ -86,12 +88,16 @@ struct NodeStats {
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
   uint64_t channel_batches = 0;    // batches published into egress rings
   uint64_t admission_waits = 0;    // builds held back: the peer had not applied enough of the channel
+  uint64_t tcp_streams_out = 0;    // streams attached on the per-stream path (producer side)
+  uint64_t tcp_streams_in = 0;     // ... and accepted (consumer side)
+  uint64_t tcp_records_in = 0;
 };
 
 class Node;
 struct NodeImpl;
 struct OutPeer;
 struct InPeer;
+struct TcpStreamOut;
 struct AnchorState;
 
 // Sender: the producer's end of one stream.
@@ -105,14 +111,20 @@ class Sender {
   bool finish();
   // closed: finished, cancelled by the consumer, or its peer is gone.
   bool closed() const;
+  // per_stream: this stream took the per-stream TCP path.
+  bool per_stream() const { return tcp_ != nullptr; }
   uint64_t session() const { return session_; }
 
  private:
   friend class Node;
+  friend struct NodeImpl;
   Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<OutPeer> peer, proto::SlotId slot, uint64_t session)
       : node_(std::move(node)), peer_(std::move(peer)), slot_(slot), session_(session) {}
+  Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<TcpStreamOut> tcp, uint64_t session)
+      : node_(std::move(node)), tcp_(std::move(tcp)), session_(session) {}
   std::shared_ptr<NodeImpl> node_;  // may outlive the Node: then its stream is simply gone
-  std::shared_ptr<OutPeer> peer_;
+  std::shared_ptr<OutPeer> peer_;   // the mux path (or:)
+  std::shared_ptr<TcpStreamOut> tcp_;  // the per-stream TCP path
   proto::SlotId slot_;
   uint64_t session_;
   bool done_ = false;

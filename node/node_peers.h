@@ -31,6 +31,7 @@ struct PendingAttach {
   bool sent = false;        // its request is on the connection
   bool done = false;        // answered (or failed): status and slot are final
   bool abandoned = false;   // the caller timed out: a late success is aborted
+  bool tcp_chosen = false;  // the peer answered tcp: attach again on the stream's own connection
   absl::Status status;
   proto::SlotId slot;
 };
@@ -50,8 +51,35 @@ struct OutPeer {
   std::deque<std::shared_ptr<PendingAttach>> attaches;
 };
 
+// TcpStreamIn: a stream on the per-stream TCP path, consumer side: its
+// own connection, read only while fewer than `window` items wait (TCP's
+// flow control is its credit).
+struct TcpStreamIn {
+  std::deque<Item> items;
+  uint32_t window = 0;
+  uint32_t next_frame = 0;   // the STREAM seq expected next
+  bool ended = false;        // its end is queued (finished or dropped)
+  bool cancelled = false;    // the consumer went away: the node thread closes the connection
+};
+
+// TcpStreamOut: a stream on the per-stream path, producer side.
+struct TcpStreamOut {
+  std::unique_ptr<control::TcpConn> conn;
+  uint64_t worker = 0;           // the handle's: its NODE must say the same
+  uint32_t byte_budget = 0;      // unwritten bytes a send may leave queued (else kFull)
+  uint32_t frame_seq = 0;
+  bool node_seen = false;
+  bool attached = false;         // its ATTACH was answered ok
+  bool finished = false;
+  bool closed = false;           // the connection ended (cancelled, the peer gone) or was finished
+  std::shared_ptr<PendingAttach> attach;
+};
+
 struct InPeer {
   std::unique_ptr<control::TcpConn> conn;
+  bool per_stream = false;          // a NODE without a channel: one stream's own connection
+  bool eof = false;                 // the peer closed: apply what it sent, then end
+  std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
   bool node_seen = false;           // its NODE arrived (before: only NODE is accepted)
   uint64_t worker = 0;
@@ -72,6 +100,7 @@ struct AnchorStream {
   uint64_t session = 0;
   std::shared_ptr<InPeer> peer;            // keeps the receiver (and the stream) alive
   mux::PeerReceiver::Stream* stream = nullptr;
+  std::shared_ptr<TcpStreamIn> tcp;        // instead, on the per-stream path
 };
 
 struct AnchorState {

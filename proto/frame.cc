@@ -39,6 +39,7 @@ const char* frame_kind_name(FrameKind k) {
     case FrameKind::kProbe: return "PROBE";
     case FrameKind::kNode: return "NODE";
     case FrameKind::kMuxControl: return "MUXCTL";
+    case FrameKind::kStream: return "STREAM";
   }
   return "unknown";
 }

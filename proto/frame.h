@@ -32,11 +32,14 @@ enum class FrameKind : uint8_t {
   kProbe = 14,     // source -> mirror by UDP, echoed mirror -> source on TCP: path validation
   kNode = 15,      // either way, TCP: a stream-mux node introduces itself and its channel
   kMuxControl = 16,  // receiver -> owner, TCP: `_stream_batch` credit and closes; seq = channel position
+  kStream = 17,    // owner -> receiver, TCP: one record of a stream on its own connection (the per-stream path)
 };
+// STREAM flags: the terminal (no body; the stream finished).
+inline constexpr uint8_t kStreamTerminal = 1u << 0;
 // kMaxFrameKind is the highest kind this build knows. Higher kinds decode
 // (a later version's frames): a TCP receiver skips them, a UDP receiver
 // drops the datagram. Kind 0 is always malformed.
-inline constexpr uint8_t kMaxFrameKind = 16;
+inline constexpr uint8_t kMaxFrameKind = 17;
 inline bool known_kind(FrameKind k) {
   return static_cast<uint8_t>(k) >= 1 && static_cast<uint8_t>(k) <= kMaxFrameKind;
 }

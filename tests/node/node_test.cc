@@ -70,10 +70,10 @@ TEST(Node, RefusesABadConfigAtCreate) {
   o.mux.initial_credit = 0;
   EXPECT_FALSE(Node::create(o).ok());
   o = options("bad");
-  o.mux.enabled = false;
+  o.channel_records = 1000;
   auto n = Node::create(o);
   ASSERT_FALSE(n.ok());
-  EXPECT_NE(n.status().message().find("enable the mux"), std::string::npos) << n.status();
+  EXPECT_NE(n.status().message().find("power of two"), std::string::npos) << n.status();
 }
 
 TEST(Node, StreamsArriveInOrderAndFinishOnce) {
@@ -296,6 +296,94 @@ TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   Item it;
   ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
   EXPECT_EQ(text(it.bytes), "ok");
+}
+
+// ---- the per-stream TCP path: negotiation picks it when either side has
+// the mux off; the same API, one connection per stream.
+
+std::unique_ptr<Node> make_with(const std::string& name, bool mux_on) {
+  NodeOptions o = options(name);
+  o.mux.enabled = mux_on;
+  auto n = Node::create(o);
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? std::move(*n) : nullptr;
+}
+
+// stream_all: `streams` streams of `tokens` each from producer to consumer,
+// checked in order, finished once; every sender on the path wanted.
+void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool per_stream) {
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < streams; ++i) {
+    anchors.push_back(consumer.create_anchor(AnchorKind::kSingleSender));
+    auto s = producer.attach(anchors.back()->handle(), consumer.control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->per_stream(), per_stream);
+    senders.push_back(std::move(*s));
+  }
+  Joined prod{std::thread([&] {
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < streams; ++i) {
+        if (!send_all(*senders[i], {absl::StrCat("s", i, "t", t)})) return;
+      }
+    }
+    for (auto& s : senders) EXPECT_TRUE(s->finish());
+  })};
+  for (int i = 0; i < streams; ++i) {
+    int next = 0;
+    for (;;) {
+      Item it;
+      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
+      if (it.kind == Item::Kind::kFinished) break;
+      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
+      ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
+      ++next;
+    }
+    EXPECT_EQ(next, tokens);
+  }
+}
+
+TEST(PerStreamPath, BothSidesWithoutTheMux) {
+  auto consumer = make_with("c", false);
+  auto producer = make_with("p", false);
+  stream_all(*consumer, *producer, 10, 300, true);  // 300 tokens past a window of 8: TCP's flow control
+  EXPECT_EQ(consumer->stats().tcp_streams_in, 10u);
+  EXPECT_EQ(consumer->stats().tcp_records_in, 3000u);
+  EXPECT_EQ(consumer->stats().in.records, 0u);  // nothing went by a channel
+}
+
+TEST(PerStreamPath, AConsumerWithoutTheMuxMakesAMuxProducerFallBack) {
+  auto consumer = make_with("c", false);
+  auto producer = make_with("p", true);
+  stream_all(*consumer, *producer, 3, 50, true);
+}
+
+TEST(PerStreamPath, AProducerWithoutTheMuxAttachesToAMuxConsumer) {
+  auto consumer = make_with("c", true);
+  auto producer = make_with("p", false);
+  stream_all(*consumer, *producer, 3, 50, true);
+}
+
+TEST(PerStreamPath, CancelAndAbandonedSenders) {
+  auto consumer = make_with("c", false);
+  auto producer = make_with("p", false);
+  auto a1 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto a2 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s1 = producer->attach(a1->handle(), consumer->control_address());
+  auto s2 = producer->attach(a2->handle(), consumer->control_address());
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_FALSE(producer->attach(a1->handle(), consumer->control_address()).ok()) << "a second sender on a single-sender anchor";
+  ASSERT_TRUE(send_all(**s1, {"one"}));
+  Item it;
+  ASSERT_TRUE(a1->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "one");
+  a1->cancel();  // reaches the producer as a closed sender
+  for (int i = 0; i < 500 && !(*s1)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE((*s1)->closed());
+  s2->reset();  // gone without finish: the consumer sees the stream dropped
+  ASSERT_TRUE(a2->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_FALSE(a2->recv(&it, 100'000'000));
 }
 
 }  // namespace
