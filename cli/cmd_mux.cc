@@ -38,6 +38,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
   o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
   o.push_back({"json", nullptr, "the report as one JSON object"});
+  o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
 }
 
@@ -67,7 +68,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   if (!at.ok()) return at.status();
   c.node.control = *at;
   c.node.instance_id = absl::StrCat("rf-", getpid(), "-", control);
-  c.node.mux.enabled = true;
+  c.node.mux.enabled = !args.has("no-mux");
   for (auto [name, dst, lo] : {std::tuple{"streams", &c.streams, uint64_t{1}}, std::tuple{"tokens", &c.tokens, uint64_t{1}},
                                std::tuple{"size", &c.size, uint64_t{16}}, std::tuple{"timeout", &c.timeout_s, uint64_t{1}}}) {
     auto v = args.count(name, *dst);
@@ -221,6 +222,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"channel_failures", s.channel_failures},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},
+      {"per_stream_streams", s.tcp_streams_in},
+      {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
   if (c->json) {
     std::printf("%s\n", j.dump().c_str());
@@ -269,6 +272,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   const bool manual = c->node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
   std::vector<std::byte> tok(c->size);
   uint64_t full_waits = 0, closed = 0;
+  std::vector<uint64_t> step_ns;  // one decode step's sends and flush
   const uint64_t start = now_ns();
   const double cpu0 = cpu_seconds();
   for (uint64_t t = 0; t < c->tokens && !stop_requested(); ++t) {
@@ -276,6 +280,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
       const uint64_t due = start + t * 1'000'000'000 / *rate;
       while (now_ns() < due) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    const uint64_t step_start = now_ns();
     for (size_t i = 0; i < senders.size(); ++i) {
       put_token(tok, static_cast<uint32_t>(i), static_cast<uint32_t>(t), now_ns());
       for (;;) {
@@ -291,6 +296,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
       }
     }
     if (manual) (*n)->flush_batch();
+    step_ns.push_back(now_ns() - step_start);
   }
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();
@@ -304,6 +310,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
                       {"batches", s.out.batches},
                       {"records_per_batch", s.out.batches ? static_cast<double>(sent) / static_cast<double>(s.out.batches) : 0},
                       {"full_waits", full_waits},
+                      {"step_us", {{"p50", percentile(step_ns, 0.5)}, {"p99", percentile(step_ns, 0.99)}}},
                       {"closed", closed},
                       {"credit_exhausted", s.out.credit_exhausted},
                       {"cpu_ns_per_token", sent ? cpu * 1e9 / static_cast<double>(sent) : 0},

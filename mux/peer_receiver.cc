@@ -58,6 +58,8 @@ bool PeerReceiver::pop(Stream* s, StreamItem* out) {
   return true;
 }
 
+bool PeerReceiver::grant_due(const Stream* s) const { return uint64_t{s->owed} * 4 >= s->window; }
+
 void PeerReceiver::cancel(Stream* s) {
   if (s->bound) owe_close(s->slot, proto::CloseReason::kCancelled);
   unbind(s);

@@ -71,6 +71,10 @@ class PeerReceiver {
   // pop: the stream's next item (false: none now). After its end the
   // stream is freed: the pointer is dead once pop returned an end.
   bool pop(Stream* s, StreamItem* out);
+  // grant_due: the stream has read back a quarter of its window since its
+  // last grant — time to send credit (the owner has at least 3/4 of its
+  // window left before then; smaller grants wait for the next control turn).
+  bool grant_due(const Stream* s) const;
   // cancel: the consumer went away (the owner gets CloseSlot{cancelled});
   // frees the stream.
   void cancel(Stream* s);

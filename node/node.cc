@@ -314,7 +314,7 @@ void NodeImpl::accept_all(uint64_t now) {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     std::lock_guard l(mu);
-    if (in.size() + out.size() >= opt.max_peers) {
+    if (in.size() >= opt.max_connections) {
       close(fd);
       ++counters.refused;
       continue;
@@ -945,9 +945,9 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
     if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) {
       close(*fd);  // another attach got there first
       p = it->second;
-    } else if (m.in.size() + m.out.size() >= m.opt.max_peers) {
+    } else if (m.out.size() >= m.opt.max_connections) {
       close(*fd);
-      return absl::ResourceExhaustedError(absl::StrCat("attach: max_peers (", m.opt.max_peers, ") reached"));
+      return absl::ResourceExhaustedError(absl::StrCat("attach: max_connections (", m.opt.max_connections, ") reached"));
     } else {
       p = std::make_shared<OutPeer>();
       p->worker = h.worker;
@@ -999,6 +999,16 @@ NodeStats Node::stats() const {
   }
   for (const auto& p : impl_->in) {
     if (p->receiver && !p->dead) s.in = sum(s.in, p->receiver->stats());
+  }
+  // The engine is the node thread's, but its counters are single-writer
+  // atomics any thread may read; the session list changes only under mu.
+  for (const auto& m : impl_->engine->mirrors()) {
+    if (const dataplane::MirrorWorkerStats* w = m->control->stats()) {
+      s.channel_datagrams += w->datagrams.get();
+      s.channel_tcp_frames += w->tcp_frames.get();
+      s.channel_naks += w->naks.get();
+      s.channel_held += w->held.get();
+    }
   }
   return s;
 }
@@ -1076,6 +1086,7 @@ Sender::~Sender() {
 bool Anchor::recv(Item* out, uint64_t timeout_ns) {
   NodeImpl& m = *node_;
   std::unique_lock l(m.mu);
+  wake_ = false;
   auto take = [&]() {
     AnchorState& a = *state_;
     for (size_t i = 0; i < a.streams.size(); ++i) {
@@ -1083,6 +1094,7 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
       AnchorStream& s = a.streams[k];
       if (s.tcp) {  // the per-stream path
         if (s.tcp->items.empty()) continue;
+        wake_ = s.tcp->items.size() >= s.tcp->window;  // the node thread stopped reading it
         *out = std::move(s.tcp->items.front());
         s.tcp->items.pop_front();
         out->session = s.session;
@@ -1096,6 +1108,7 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
       }
       mux::StreamItem it;
       if (!s.peer->receiver->pop(s.stream, &it)) continue;
+      wake_ = it.kind != mux::StreamItem::Kind::kData || s.peer->receiver->grant_due(s.stream);
       out->session = s.session;
       out->kind = it.kind == mux::StreamItem::Kind::kData       ? Item::Kind::kData
                   : it.kind == mux::StreamItem::Kind::kFinished ? Item::Kind::kFinished
@@ -1111,9 +1124,11 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
     }
     return false;
   };
-  const bool got = m.items_cv.wait_for(l, std::chrono::nanoseconds(timeout_ns), take);
+  // A zero timeout never touches the condition variable: a timed wait that
+  // has already expired still sleeps for the timer slack (~50 us).
+  const bool got = timeout_ns == 0 ? take() : m.items_cv.wait_for(l, std::chrono::nanoseconds(timeout_ns), take);
   l.unlock();
-  if (got) m.wake();  // a pop is a credit to return
+  if (got && wake_) m.wake();  // a grant is due, a stream's connection may be read again, or an end freed
   return got;
 }
 

@@ -63,7 +63,7 @@ struct NodeOptions {
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)
-  uint32_t max_peers = 64;           // control connections (in and out); more are refused
+  uint32_t max_connections = 4096;  // accepted connections (channels and per-stream ones); more are refused
   uint32_t max_anchors = 1u << 20;
 };
 
@@ -91,6 +91,11 @@ struct NodeStats {
   uint64_t tcp_streams_out = 0;    // streams attached on the per-stream path (producer side)
   uint64_t tcp_streams_in = 0;     // ... and accepted (consumer side)
   uint64_t tcp_records_in = 0;
+  // The ingress channels' mirrors (the engine's counters): how their DATA came.
+  uint64_t channel_datagrams = 0;
+  uint64_t channel_tcp_frames = 0;
+  uint64_t channel_naks = 0;
+  uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
 };
 
 class Node;
@@ -154,6 +159,7 @@ class Anchor {
   std::shared_ptr<NodeImpl> node_;  // may outlive the Node: its streams then end dropped
   std::shared_ptr<AnchorState> state_;
   mux::AnchorHandle handle_;
+  bool wake_ = false;  // recv: the node thread has something to do after this pop
 };
 
 class Node {

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# mux_bench.sh — the stream multiplexer against the per-stream TCP path, in
+# the namespace lab, every figure from one run: `ringfire mux-consume` on
+# h1 (CPU 0), `ringfire mux-produce` on h2 (CPU 1), the same streams, tokens
+# and token size each time; only the path changes.
+#
+#   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--out DIR]
+#
+# paced    --rate decode steps per second (default 50: a token per stream
+#          every 20 ms, an LLM's decode rate): per-token latency p50/p99/p99.9,
+#          time to first token, CPU per token on each side, records per batch.
+# flat     no pacing: tokens per second until every stream finishes.
+# Paths: per-stream (--no-mux, kernel TCP, one connection per stream), mux
+# on the kernel backend, mux on DPDK net_memif (when built with DPDK).
+# Results: DIR/mux.json (one object per run) and a table on stdout.
+set -u
+rf=${RF:-build/cli/ringfire}
+streams=300 tokens=200 rate=50 out=perf/figures/mux
+while (($#)); do
+  case $1 in
+    --streams) streams=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--streams N] [--tokens T] [--rate STEPS] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+source "$(dirname "$0")/../tests/lab/lib.sh"
+lab_up 2
+lab_logs muxbench
+mkdir -p "$out"
+: >"$out/mux.json"
+
+# one NAME MODE(paced|flat) CONSUMER_OPTS PRODUCER_OPTS
+one() {
+  local name=$1 mode=$2 copts=$3 popts=$4 pace=""
+  [[ $mode == paced ]] && pace="--rate $rate"
+  rm -f "$logs/h"
+  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --json --timeout 120 $copts"
+  local cpid=${LAB_PIDS[-1]}
+  wait_for 20 test -s "$logs/h" || { echo "$name: no handles: $(cat "$logs/$name.c")"; return; }
+  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --json $pace $popts" >"$logs/$name.p" 2>&1
+  wait "$cpid"
+  python3 - "$name" "$mode" "$logs/$name.c" "$logs/$name.p" >>"$out/mux.json" <<'PY'
+import json, sys
+name, mode, c, p = sys.argv[1:]
+last = lambda f: json.loads([l for l in open(f) if l.startswith('{')][-1])
+r = {"run": name, "mode": mode, "consumer": last(c), "producer": last(p)}
+print(json.dumps(r))
+PY
+}
+
+sock="$logs/memif.sock"
+eal() { echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM --vdev net_memif0,role=$2,socket=$sock,socket-abstract=no"; }
+for mode in paced flat; do
+  one "per-stream" $mode "--no-mux" "--no-mux"
+  one "mux-kernel" $mode "" ""
+  if have_dpdk; then
+    one "mux-memif" $mode "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'"
+  fi
+done
+
+python3 - "$out/mux.json" "$streams" "$tokens" "$rate" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"streams {sys.argv[2]}, tokens {sys.argv[3]} each; paced = {sys.argv[4]} decode steps/s")
+print(f"{'run':12} {'mode':6} {'tokens':>7} {'tok/s':>10} {'p50 us':>9} {'p99 us':>9} {'p99.9':>9} {'ttft p50':>9} {'cpu ns/tok c':>12} {'p':>8} {'rec/batch':>9}")
+for r in rows:
+    c, p = r["consumer"], r["producer"]
+    print(f"{r['run']:12} {r['mode']:6} {c['tokens']:7} {c['tokens_per_s']:10.0f} {c['latency_us']['p50']:9.1f} {c['latency_us']['p99']:9.1f} "
+          f"{c['latency_us']['p999']:9.1f} {c['ttft_us']['p50']:9.1f} {c['cpu_ns_per_token']:12.0f} {p['cpu_ns_per_token']:8.0f} {c['records_per_batch']:9.1f}")
+PY
