@@ -304,7 +304,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   // Let the last batches and terminals leave before the node goes.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const node::NodeStats s = (*n)->stats();
-  const uint64_t sent = s.out.records;
+  const uint64_t sent = s.out.records + s.tcp_records_out;  // the mux's and the per-stream path's
   nlohmann::json j = {{"streams", senders.size()},
                       {"records", sent},
                       {"batches", s.out.batches},

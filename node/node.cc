@@ -1025,6 +1025,7 @@ mux::SendStatus Sender::send(proto::ConstBytes record) {
       return mux::SendStatus::kClosed;
     }
     ++tcp_->frame_seq;
+    ++node_->counters.tcp_records_out;
     return mux::SendStatus::kSent;
   }
   {

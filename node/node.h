@@ -91,6 +91,7 @@ struct NodeStats {
   uint64_t tcp_streams_out = 0;    // streams attached on the per-stream path (producer side)
   uint64_t tcp_streams_in = 0;     // ... and accepted (consumer side)
   uint64_t tcp_records_in = 0;
+  uint64_t tcp_records_out = 0;
   // The ingress channels' mirrors (the engine's counters): how their DATA came.
   uint64_t channel_datagrams = 0;
   uint64_t channel_tcp_frames = 0;
