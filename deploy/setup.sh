@@ -23,6 +23,7 @@ packages=(
   libbpf-dev libxdp-dev                    # AF_XDP (feature: xdp)
   iproute2 nftables procps util-linux python3
   iputils-ping                             # the exception-port lab pings a DPDK address
+  pybind11-dev python3-dev                 # the `ringfire` Python module (python/), tested from Python
 )
 
 missing=()

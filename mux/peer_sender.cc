@@ -88,13 +88,12 @@ bool PeerSender::finish(proto::SlotId id) {
 
 bool PeerSender::abort(proto::SlotId id) {
   Slot* s = slots_.find(id);
-  if (s == nullptr || s->state == State::kClosed) return false;
-  discard(*s);
-  if (!s->close_pending) ++liveness_pending_;
-  s->state = State::kClosed;
+  if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return false;
+  // Like finish(), with the other reason: what it staged still goes first.
+  s->state = State::kFinishing;
   s->close_pending = true;
   s->close_reason = proto::CloseReason::kPeerGone;
-  s->full_since_ns = 0;
+  ++liveness_pending_;
   enqueue(id, *s);
   return true;
 }

@@ -68,9 +68,9 @@ class PeerSender {
   SendStatus send(proto::SlotId slot, proto::ConstBytes record, uint64_t now_ns);
   // finish: the terminal; later sends are kClosed. false if not live.
   bool finish(proto::SlotId slot);
-  // abort: the producer went away without a terminal; what the slot
-  // withholds is discarded and CloseSlot{peer-gone} ends the stream dropped
-  // at the receiver. false if not live.
+  // abort: the producer went away without a terminal. What it staged still
+  // goes (in order, against credit), then CloseSlot{peer-gone} ends the
+  // stream dropped at the receiver. false if not live or already finishing.
   bool abort(proto::SlotId slot);
   // closed: the producer's view (a closed sender: finished, cancelled, dropped).
   bool closed(proto::SlotId slot) const;

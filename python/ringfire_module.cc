@@ -1,0 +1,165 @@
+// ringfire_module.cc — the Python module `ringfire` (pybind11): the stream
+// multiplexer's Node, Anchor and Sender, the same API as node/node.h. Calls
+// that wait (attach, recv with a timeout) release the GIL; send, finish and
+// flush_batch never wait. Errors are ValueError (bad arguments, refused
+// configs: the message says what to change) or ConnectionError (attach).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dataplane/kernel_udp.h"
+#include "node/node.h"
+
+namespace py = pybind11;
+using ringfire::node::Anchor;
+using ringfire::node::AnchorKind;
+using ringfire::node::Item;
+using ringfire::node::Node;
+using ringfire::node::NodeOptions;
+using ringfire::node::Sender;
+
+namespace {
+
+ringfire::mux::FlushPolicy parse_flush(const std::string& f) {
+  if (f == "auto") return {};
+  if (f == "manual") return ringfire::mux::FlushPolicy::manual();
+  uint64_t us = 0;
+  if (f.rfind("linger:", 0) == 0 && absl::SimpleAtoi(f.substr(7), &us) && us > 0) {
+    return ringfire::mux::FlushPolicy::linger(us * 1000);
+  }
+  throw py::value_error(absl::StrCat("flush '", f, "': use 'auto', 'manual' or 'linger:MICROSECONDS'"));
+}
+
+ringfire::dataplane::Endpoint endpoint(const std::string& s) {
+  auto e = ringfire::dataplane::parse_endpoint(s);
+  if (!e.ok()) throw py::value_error(std::string(e.status().message()));
+  return *e;
+}
+
+const char* status_name(ringfire::mux::SendStatus s) {
+  switch (s) {
+    case ringfire::mux::SendStatus::kSent: return "sent";
+    case ringfire::mux::SendStatus::kFull: return "full";
+    case ringfire::mux::SendStatus::kClosed: return "closed";
+    case ringfire::mux::SendStatus::kTooLarge: return "too_large";
+  }
+  return "unknown";
+}
+
+py::dict stats_dict(const ringfire::node::NodeStats& s) {
+  py::dict d;
+  d["records_sent"] = s.out.records + s.tcp_records_out;
+  d["batches_sent"] = s.out.batches;
+  d["records_received"] = s.in.records + s.tcp_records_in;
+  d["batches_received"] = s.in.batches;
+  d["finished"] = s.in.finished;
+  d["dropped"] = s.in.dropped;
+  d["credit_returned"] = s.in.credit_returned;
+  d["reader_stall"] = s.in.reader_stall;
+  d["generation_mismatch"] = s.in.generation_mismatch;
+  d["channel_failures"] = s.channel_failures;
+  d["peers_out"] = s.peers_out;
+  d["peers_in"] = s.peers_in;
+  d["per_stream_out"] = s.tcp_streams_out;
+  d["per_stream_in"] = s.tcp_streams_in;
+  d["refused"] = s.refused;
+  d["frames_rejected"] = s.frames_rejected;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(ringfire, m) {
+  m.doc() = "ringfire's stream multiplexer: thousands of token streams per peer in batched messages";
+
+  py::class_<Sender>(m, "Sender", "the producer's end of one stream")
+      .def(
+          "send",
+          [](Sender& s, py::bytes b) {
+            const std::string_view v = b;
+            return status_name(s.send({reinterpret_cast<const std::byte*>(v.data()), v.size()}));
+          },
+          py::arg("record"),
+          "stage one record; never blocks. 'sent', or 'full' (retry after credit), 'closed', 'too_large'")
+      .def("finish", &Sender::finish, "send the terminal; False if the stream was already closed")
+      .def_property_readonly("closed", &Sender::closed, "finished, cancelled by the consumer, or its peer is gone")
+      .def_property_readonly("per_stream", &Sender::per_stream, "the stream took the per-stream TCP path")
+      .def_property_readonly("session", &Sender::session);
+
+  py::class_<Anchor>(m, "Anchor", "the consumer's end: one stream per attached producer")
+      .def_property_readonly("handle", [](const Anchor& a) { return a.handle().to_string(); },
+                             "the handle to give a producer (a string)")
+      .def(
+          "recv",
+          [](Anchor& a, double timeout) -> py::object {
+            if (timeout < 0) throw py::value_error("timeout must be >= 0 seconds");
+            Item it;
+            bool got;
+            {
+              py::gil_scoped_release nogil;
+              got = a.recv(&it, static_cast<uint64_t>(timeout * 1e9));
+            }
+            if (!got) return py::none();
+            const char* kind = it.kind == Item::Kind::kData       ? "data"
+                               : it.kind == Item::Kind::kFinished ? "finished"
+                                                                  : "dropped";
+            return py::make_tuple(kind, it.session,
+                                  py::bytes(reinterpret_cast<const char*>(it.bytes.data()), it.bytes.size()));
+          },
+          py::arg("timeout") = 0.0,
+          "the next item: (kind, session, bytes) with kind 'data', 'finished' or 'dropped'; None if none came")
+      .def("cancel", &Anchor::cancel, "end every stream (producers see closed senders); refuse later attaches")
+      .def_property_readonly("live_streams", &Anchor::live_streams);
+
+  py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
+      .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
+                       const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir) {
+             NodeOptions o;
+             o.instance_id = instance_id;
+             o.control = endpoint(control);
+             o.mux.enabled = mux;
+             o.mux.initial_credit = initial_credit;
+             o.mux.flush = parse_flush(flush);
+             o.mux.max_batch_bytes = max_batch_bytes;
+             o.ring_dir = ring_dir;
+             auto n = Node::create(o);
+             if (!n.ok()) throw py::value_error(std::string(n.status().message()));
+             return std::move(*n);
+           }),
+           py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
+           py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm")
+      .def(
+          "create_anchor",
+          [](Node& n, bool multi_sender) {
+            return n.create_anchor(multi_sender ? AnchorKind::kMultiSender : AnchorKind::kSingleSender);
+          },
+          py::arg("multi_sender") = false)
+      .def(
+          "attach",
+          [](Node& n, const std::string& handle, const std::string& peer) {
+            auto h = ringfire::mux::AnchorHandle::parse(handle);
+            if (!h) throw py::value_error(absl::StrCat("not a handle: '", handle.substr(0, 60), "'"));
+            const auto at = endpoint(peer);
+            absl::StatusOr<std::unique_ptr<Sender>> s;
+            {
+              py::gil_scoped_release nogil;
+              s = n.attach(*h, at);
+            }
+            if (!s.ok()) {
+              PyErr_SetString(PyExc_ConnectionError, std::string(s.status().message()).c_str());
+              throw py::error_already_set();
+            }
+            return std::move(*s);
+          },
+          py::arg("handle"), py::arg("peer"), "attach to a handle on the node at peer ('ip:port'); returns a Sender")
+      .def("flush_batch", &Node::flush_batch, "whatever is staged goes now; never blocks, never fails")
+      .def_property_readonly("control_address",
+                             [](const Node& n) { return ringfire::dataplane::to_string(n.control_address()); })
+      .def_property_readonly("worker_id", &Node::worker_id)
+      .def_property_readonly("data_path", &Node::data_path)
+      .def("stats", [](const Node& n) { return stats_dict(n.stats()); }, "every counter, summed over peers");
+}

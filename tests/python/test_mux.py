@@ -1,0 +1,142 @@
+"""test_mux.py — the `ringfire` Python module from Python, as an inference
+server would use it: two nodes on loopback, anchors, attach, a decode loop
+(one token per stream, then flush_batch), finish, cancel, the per-stream
+path, and every error a caller can make. Run with PYTHONPATH at the built
+module (meson does)."""
+import os
+import threading
+import time
+import unittest
+
+import ringfire
+
+
+def node(name, **kw):
+    return ringfire.Node(instance_id=f"{name}-{os.getpid()}-{time.monotonic_ns()}", control="127.0.0.1:0", **kw)
+
+
+def send(sender, data, deadline_s=10.0):
+    """send, retrying 'full' (the slot's byte budget) until credit comes back."""
+    end = time.monotonic() + deadline_s
+    while True:
+        st = sender.send(data)
+        if st != "full":
+            return st
+        if time.monotonic() > end:
+            return st
+        time.sleep(0.0001)
+
+
+def drain(anchor, timeout=10.0):
+    """every item of a single-sender anchor until its end: (data list, end kind)."""
+    got = []
+    while True:
+        item = anchor.recv(timeout)
+        if item is None:
+            return got, None
+        kind, _, data = item
+        if kind != "data":
+            return got, kind
+        got.append(data)
+
+
+class MuxFromPython(unittest.TestCase):
+    def test_decode_loop_streams_arrive_in_order(self):
+        consumer, producer = node("c"), node("p", flush="manual", initial_credit=16)
+        anchors = [consumer.create_anchor() for _ in range(50)]
+        senders = [producer.attach(a.handle, consumer.control_address) for a in anchors]
+        self.assertFalse(any(s.per_stream for s in senders))
+        tokens = 100
+
+        def decode():
+            for t in range(tokens):  # one decode step: a token for every stream, then flush
+                for i, s in enumerate(senders):
+                    self.assertEqual(send(s, f"s{i}t{t}".encode()), "sent")
+                producer.flush_batch()
+            for s in senders:
+                self.assertTrue(s.finish())
+            producer.flush_batch()
+
+        th = threading.Thread(target=decode)
+        th.start()
+        for i, a in enumerate(anchors):
+            got, end = drain(a)
+            self.assertEqual(end, "finished", f"stream {i}")
+            self.assertEqual(got, [f"s{i}t{t}".encode() for t in range(tokens)])
+            self.assertIsNone(a.recv(0.05), "an item after the end")
+        th.join()
+        st = consumer.stats()
+        self.assertEqual(st["records_received"], 50 * tokens)
+        self.assertEqual(st["finished"], 50)
+        self.assertEqual(st["reader_stall"], 0)
+        self.assertLess(producer.stats()["batches_sent"], producer.stats()["records_sent"])  # batched
+
+    def test_cancel_closes_the_sender(self):
+        consumer, producer = node("c"), node("p")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        self.assertEqual(send(s, b"x"), "sent")
+        self.assertEqual(a.recv(10.0)[2], b"x")
+        a.cancel()
+        end = time.monotonic() + 5
+        while not s.closed and time.monotonic() < end:
+            time.sleep(0.01)
+        self.assertTrue(s.closed)
+        self.assertEqual(s.send(b"late"), "closed")
+
+    def test_a_dropped_sender_ends_the_stream_dropped(self):
+        consumer, producer = node("c"), node("p")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        self.assertEqual(send(s, b"only"), "sent")
+        del s  # gone without finish
+        got, end = drain(a)
+        self.assertEqual((got, end), ([b"only"], "dropped"))
+
+    def test_multi_sender_anchor(self):
+        consumer, p1, p2 = node("c"), node("p1"), node("p2")
+        a = consumer.create_anchor(multi_sender=True)
+        s1 = p1.attach(a.handle, consumer.control_address)
+        s2 = p2.attach(a.handle, consumer.control_address)
+        for s, tag in ((s1, b"a"), (s2, b"b")):
+            self.assertEqual(send(s, tag), "sent")
+            s.finish()
+        by_session, ends = {}, 0
+        while ends < 2:
+            kind, session, data = a.recv(10.0)
+            if kind == "finished":
+                ends += 1
+            else:
+                by_session.setdefault(session, []).append(data)
+        self.assertEqual(by_session, {s1.session: [b"a"], s2.session: [b"b"]})
+
+    def test_per_stream_path(self):
+        consumer, producer = node("c", mux=False), node("p")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        self.assertTrue(s.per_stream)  # the consumer has the mux off: negotiation picked tcp
+        for t in range(200):
+            self.assertEqual(send(s, b"%d" % t), "sent")
+        s.finish()
+        got, end = drain(a)
+        self.assertEqual(end, "finished")
+        self.assertEqual(got, [b"%d" % t for t in range(200)])
+
+    def test_errors_say_what_to_change(self):
+        with self.assertRaisesRegex(ValueError, "initial_credit"):
+            node("bad", initial_credit=0)
+        with self.assertRaisesRegex(ValueError, "flush"):
+            node("bad", flush="sometimes")
+        with self.assertRaises(ValueError):
+            ringfire.Node(instance_id="x", control="not an address")
+        n = node("n")
+        with self.assertRaisesRegex(ValueError, "not a handle"):
+            n.attach("junk", "127.0.0.1:1")
+        with self.assertRaises(ConnectionError):
+            n.attach("0123456789abcdef:0123456789abcdef", "127.0.0.1:1")  # nobody listens there
+        with self.assertRaises(ValueError):
+            n.create_anchor().recv(-1)
+
+
+if __name__ == "__main__":
+    unittest.main()
