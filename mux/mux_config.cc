@@ -18,6 +18,11 @@ absl::Status validate(const MuxConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("mux slot_byte_budget ", c.slot_byte_budget,
                                                    ": at least max_batch_bytes (", c.max_batch_bytes, ")"));
   }
+  if (c.max_record_bytes == 0 || c.max_record_bytes + 64 > c.slot_byte_budget) {
+    return absl::InvalidArgumentError(absl::StrCat("mux max_record_bytes ", c.max_record_bytes,
+                                                   ": between 1 and slot_byte_budget - 64 (",
+                                                   c.slot_byte_budget, " - 64)"));
+  }
   if (c.peer_byte_budget < c.slot_byte_budget) {
     return absl::InvalidArgumentError(absl::StrCat("mux peer_byte_budget ", c.peer_byte_budget,
                                                    ": at least slot_byte_budget (", c.slot_byte_budget, ")"));

@@ -33,6 +33,10 @@ struct MuxConfig {
   uint32_t slot_byte_budget = 1 << 20;   // bytes one slot may have outstanding and withheld
   uint32_t peer_byte_budget = 8 << 20;   // bytes all slots to one peer may have outstanding
   uint32_t max_streams_per_peer = 4096;  // live slots per peer (the dense table's size)
+  // max_record_bytes: the largest record a send takes. One larger than a
+  // batch's record cap is fenced: it goes alone in a batch of its own (the
+  // channel carries a batch larger than a datagram over TCP, in order).
+  uint32_t max_record_bytes = 256 << 10;
   uint64_t heartbeat_interval_ns = 1'000'000'000;  // per-slot liveness, phase-aligned per peer
   uint64_t stall_deadline_ns = 10'000'000'000;     // a slot at its byte cap with no credit this long dies
   FlushPolicy flush;

@@ -45,7 +45,7 @@ std::optional<proto::SlotId> PeerSender::open(uint64_t anchor_id, uint64_t sessi
 SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t now_ns) {
   Slot* s = slots_.find(id);
   if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return SendStatus::kClosed;
-  if (record.size() > record_cap_) return SendStatus::kTooLarge;
+  if (record.size() > config_.max_record_bytes) return SendStatus::kTooLarge;
   const size_t held = s->withheld.size() - s->head;
   if (held + kLenPrefix + record.size() > config_.slot_byte_budget ||
       withheld_total_ + kLenPrefix + record.size() > config_.peer_byte_budget) {
@@ -220,6 +220,34 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   }
   stalling_.resize(still);
   if (!due(now_ns, &reason)) return 0;
+  // A fenced record (larger than the record cap) goes alone in its batch,
+  // as soon as it is at its slot's head with credit: the slot's later
+  // records wait behind it in its FIFO, the other slots do not.
+  for (const proto::SlotId id : ready_) {
+    Slot* s = slots_.find(id);
+    if (s == nullptr || !has_data(*s) || s->credit == 0 || s->open_pending) continue;
+    const uint32_t len = load_len(s->withheld.data() + s->head);
+    if (len <= record_cap_) continue;
+    const size_t need = proto::kBatchHeaderBytes + proto::kRecordHeaderBytes + len;
+    if (out.size() < need) continue;  // the caller's buffer cannot hold it (see build())
+    proto::BatchWriter fw(out.first(need), epoch_, batch_seq_);
+    if (!fw.add_data(id.pack(), s->frame_seq, proto::ConstBytes(s->withheld.data() + s->head + kLenPrefix, len))) continue;
+    s->head += kLenPrefix + len;
+    withheld_total_ -= kLenPrefix + len;
+    --s->withheld_records;
+    ++s->frame_seq;
+    --s->credit;
+    ++s->outstanding;
+    s->last_send_ns = now_ns;
+    ++stats_.records;
+    ++stats_.fenced;
+    stats_.bytes += len;
+    ++batch_seq_;
+    ++stats_.batches;
+    ++stats_.by_reason[static_cast<size_t>(FlushReason::kClamp)];
+    if (why != nullptr) *why = FlushReason::kClamp;
+    return fw.finish();
+  }
   const size_t cap = std::min<size_t>(out.size(), std::min(config_.max_batch_bytes, kMaxBatchCeiling));
   proto::BatchWriter w(out.first(cap), epoch_, batch_seq_);
   // Liveness first: OpenSlots, then heartbeats for the slots idle this
@@ -261,7 +289,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     for (const proto::SlotId id : ready_) {
       Slot* s = slots_.find(id);
       if (s == nullptr) continue;
-      if (has_data(*s) && s->credit != 0) {
+      if (has_data(*s) && s->credit != 0 && load_len(s->withheld.data() + s->head) <= record_cap_) {
         const uint32_t len = load_len(s->withheld.data() + s->head);
         const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
         if (!w.add_data(id.pack(), s->frame_seq, body)) {

@@ -51,6 +51,7 @@ struct PeerSenderStats {
   uint64_t unknown_credit = 0;    // CreditUpdates for no live slot (stale, or a peer's error)
   uint64_t credit_overflow = 0;   // grants past the window the slot opened with (ignored)
   uint64_t heartbeats = 0;        // SlotHeartbeats sent (idle slots only)
+  uint64_t fenced = 0;            // records over the record cap, each sent alone in its batch
   uint64_t control_batches = 0;   // control batches applied (credit, closes from the receiver)
   uint64_t control_rejected = 0;  // control batches that did not decode or were of another epoch
   uint64_t control_wrong_kind = 0;  // records a receiver may not send the owner (ignored)
@@ -90,8 +91,10 @@ class PeerSender {
 
   // kick: flush_batch() — the next build() writes whatever is staged.
   void kick() { kicked_ = true; }
-  // build writes the next batch into `out` (which must hold max_batch_bytes)
-  // and returns its size, or 0 when nothing is due. Call until 0.
+  // build writes the next batch into `out` and returns its size, or 0 when
+  // nothing is due. Call until 0. `out` must hold max_batch_bytes, and
+  // max_record_bytes + 29 for fenced records (a smaller buffer leaves them
+  // staged).
   size_t build(uint64_t now_ns, proto::MutableBytes out, FlushReason* why = nullptr);
   // next_deadline_ns: when build() may next have work without new input
   // (linger, heartbeats, stall deadlines); UINT64_MAX if none.

@@ -169,6 +169,12 @@ struct NodeImpl {
   void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
   void applier(std::shared_ptr<InPeer> p);
   uint64_t next_wait(uint64_t now) const;
+  // channel_arena: a channel ring's arena — room for half its records at
+  // the record cap, and for a fenced batch (the ring's largest blob is a
+  // quarter of the arena).
+  uint64_t channel_arena() const {
+    return next_pow2(std::max<uint64_t>(uint64_t{opt.channel_records} * record_cap, 4 * uint64_t{buf.size()}));
+  }
   std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
 };
 
@@ -194,7 +200,9 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->record_cap = mtu - proto::kFrameHeaderBytes - proto::kBlobRecordHeader;
   impl->mux = o.mux;
   impl->mux.max_batch_bytes = std::min(o.mux.max_batch_bytes, impl->record_cap);
-  impl->buf.resize(impl->mux.max_batch_bytes);
+  // A batch: up to max_batch_bytes, or one fenced record alone.
+  impl->buf.resize(std::max<size_t>(impl->mux.max_batch_bytes,
+                                    proto::kBatchHeaderBytes + proto::kRecordHeaderBytes + o.mux.max_record_bytes));
   // A STREAM frame holds one record, at most what a slot may hold.
   impl->limits.allowed[static_cast<uint8_t>(FrameKind::kStream)] = true;
   impl->limits.max_body[static_cast<uint8_t>(FrameKind::kStream)] = o.mux.slot_byte_budget;
@@ -461,7 +469,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   spec.options.unicast = true;
   spec.options.expected_schema = kChannelSchema;
   spec.options.local_ip = opt.port.ip;
-  const uint64_t arena = next_pow2(uint64_t{opt.channel_records} * record_cap);
+  const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
   auto placed = engine->add_mirror(std::move(spec));
   if (!placed.ok()) {
@@ -638,7 +646,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   ro.dir = opt.ring_dir;
   ro.capacity = opt.channel_records;
   ro.slot_size = sizeof(ring::BlobDescriptor);
-  ro.arena_size = next_pow2(uint64_t{opt.channel_records} * record_cap);
+  ro.arena_size = channel_arena();
   ro.flags = ring::kFlagBlob;
   ro.schema_signature = kChannelSchema;
   p.ring_path = ring::ring_path(ro.name, ro.dir);
@@ -653,6 +661,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
     return false;
   }
   p.egress.emplace(std::move(*prod));
+  p.cum_bytes.assign(opt.channel_records, 0);
   engine::ServeSpec spec;
   spec.name = absl::StrFormat("mux-out-%016x", p.epoch);
   spec.port = opt.port.name;
@@ -723,14 +732,25 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     }
   }
   // Batches into the egress ring, while the peer has applied enough of it.
+  // Neither half the ring's records nor half its arena may be ahead of
+  // what the peer applied, so the ring never overwrites a batch it needs.
+  const uint64_t arena_half = channel_arena() / 2;
   for (;;) {
-    if (p.egress->next_seq() - p.applied >= opt.channel_records / 2) {
+    const uint64_t applied_bytes = p.applied == 0 ? 0 : p.cum_bytes[(p.applied - 1) % p.cum_bytes.size()];
+    if (p.egress->next_seq() - p.applied >= opt.channel_records / 2 ||
+        p.published_bytes - applied_bytes + buf.size() > arena_half) {
       ++counters.admission_waits;
       break;
     }
     const size_t n = p.sender->build(now, {buf.data(), buf.size()});
     if (n == 0) break;
-    p.egress->publish({buf.data(), n});
+    const uint64_t seq = p.egress->next_seq();
+    if (!p.egress->publish({buf.data(), n})) {  // cannot be: the arena holds a quarter of itself
+      end_out(p, "a batch larger than its ring's largest blob");
+      return;
+    }
+    p.published_bytes += n;
+    p.cum_bytes[seq % p.cum_bytes.size()] = p.published_bytes;
     ++counters.channel_batches;
   }
   if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");

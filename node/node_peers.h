@@ -46,6 +46,8 @@ struct OutPeer {
   std::string ring_path;
   std::string serve_name;           // the engine session serving the egress ring ("" until set up)
   uint64_t applied = 0;             // channel records the peer has applied (its MUXCTL seq)
+  uint64_t published_bytes = 0;     // batch bytes published into the egress ring
+  std::vector<uint64_t> cum_bytes;  // published_bytes after each sequence (by seq mod its size)
   bool node_seen = false;           // its NODE answer arrived
   bool dead = false;                // its connection ended: every sender is closed
   std::deque<std::shared_ptr<PendingAttach>> attaches;

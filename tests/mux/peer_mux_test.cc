@@ -38,6 +38,11 @@ struct Pair {
       any = false;
       FlushReason why;
       while (size_t len = tx.build(now, buf, &why)) {
+        proto::BatchReader r;
+        if (r.open(proto::ConstBytes(buf.data(), len)) == proto::DecodeError::kOk && len > largest_batch) {
+          largest_batch = len;
+          largest_batch_records = r.header().record_count;
+        }
         rx.apply(proto::ConstBytes(buf.data(), len), now);
         last_reason = why;
         ++n;
@@ -67,6 +72,8 @@ struct Pair {
   PeerReceiver a_rx;
   std::vector<std::byte> buf = std::vector<std::byte>(64 * 1024);
   FlushReason last_reason = FlushReason::kNone;
+  size_t largest_batch = 0;           // bytes of the largest batch pumped
+  uint32_t largest_batch_records = 0;  // ... and how many records it held
 };
 
 MuxConfig small(uint32_t credit) {
@@ -361,6 +368,46 @@ TEST(PeerMux, TheWatchdogTellsAStarvedStreamFromADeadOne) {
 // The simulation: random opens, sends, finishes, reads, cancels and peer
 // losses over many slots; after every step the invariants hold, and at the
 // end every stream's records arrived in order, ended exactly once.
+TEST(PeerMux, ARecordOverTheCapGoesAloneInItsBatchAndItsSlotsLaterRecordsWaitBehindIt) {
+  MuxConfig c = small(8);
+  c.max_batch_bytes = 1024;  // a datagram-sized cap, as a node's channel has
+  Pair p(c);
+  p.buf.resize(c.max_record_bytes + 64);
+  PeerReceiver::Stream* s1 = p.rx.expect(1, 1, 8);
+  PeerReceiver::Stream* s2 = p.rx.expect(2, 2, 8);
+  auto a = p.tx.open(1, 1, 8, 0);
+  auto b = p.tx.open(2, 2, 8, 0);
+  p.pump(0);
+  const std::string big(100000, 'x');
+  for (const std::string& r : {std::string("a0"), big, std::string("a2")}) {
+    ASSERT_EQ(p.tx.send(*a, bytes_of(r), 1), SendStatus::kSent);
+  }
+  ASSERT_EQ(p.tx.send(*b, bytes_of("b0"), 1), SendStatus::kSent);
+  ASSERT_EQ(p.tx.send(*b, bytes_of("b1"), 1), SendStatus::kSent);
+  p.pump(1);
+  EXPECT_EQ(p.tx.stats().fenced, 1u);
+  EXPECT_GT(p.largest_batch, big.size());
+  EXPECT_EQ(p.largest_batch_records, 1u) << "the fenced record shared its batch";
+  std::vector<std::string> got1, got2;
+  for (auto& i : p.drain(s1)) got1.push_back(text(i));
+  for (auto& i : p.drain(s2)) got2.push_back(text(i));
+  EXPECT_EQ(got1, (std::vector<std::string>{"a0", big, "a2"}));
+  EXPECT_EQ(got2, (std::vector<std::string>{"b0", "b1"}));
+  // Over max_record_bytes: refused, nothing staged.
+  EXPECT_EQ(p.tx.send(*a, bytes_of(std::string(c.max_record_bytes + 1, 'y')), 2), SendStatus::kTooLarge);
+  // A caller buffer too small for it leaves it staged (and its slot's later records behind it).
+  ASSERT_EQ(p.tx.send(*a, bytes_of(big), 3), SendStatus::kSent);
+  ASSERT_EQ(p.tx.send(*a, bytes_of("after"), 3), SendStatus::kSent);
+  p.buf.resize(c.max_batch_bytes);
+  p.pump(3);
+  EXPECT_TRUE(p.drain(s1).empty());
+  p.buf.resize(c.max_record_bytes + 64);
+  p.pump(4);
+  got1.clear();
+  for (auto& i : p.drain(s1)) got1.push_back(text(i));
+  EXPECT_EQ(got1, (std::vector<std::string>{big, "after"}));
+}
+
 TEST(PeerMux, ASeededSimulationKeepsEveryInvariantAfterEveryStep) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);

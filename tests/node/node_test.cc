@@ -123,6 +123,41 @@ TEST(Node, StreamsArriveInOrderAndFinishOnce) {
   EXPECT_EQ(cs.channel_failures, 0u);
 }
 
+TEST(Node, ARecordLargerThanADatagramIsFencedAndArrivesInOrderOverTheChannelsTcp) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto a1 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto a2 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s1 = producer->attach(a1->handle(), consumer->control_address());
+  auto s2 = producer->attach(a2->handle(), consumer->control_address());
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  std::string big(200000, 'z');
+  for (size_t i = 0; i < big.size(); i += 997) big[i] = static_cast<char>('a' + i % 26);
+  ASSERT_TRUE(send_all(**s1, {"first", big, "last"}));
+  ASSERT_TRUE(send_all(**s2, {"other0", "other1"}));
+  (*s1)->finish();
+  (*s2)->finish();
+  std::vector<std::string> got1, got2;
+  for (auto [anchor, got] : {std::pair{a1.get(), &got1}, std::pair{a2.get(), &got2}}) {
+    for (;;) {
+      Item it;
+      ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+      if (it.kind != Item::Kind::kData) {
+        EXPECT_EQ(it.kind, Item::Kind::kFinished);
+        break;
+      }
+      got->push_back(text(it.bytes));
+    }
+  }
+  ASSERT_EQ(got1.size(), 3u);
+  EXPECT_EQ(got1[0], "first");
+  EXPECT_TRUE(got1[1] == big) << "the big record differs";
+  EXPECT_EQ(got1[2], "last");
+  EXPECT_EQ(got2, (std::vector<std::string>{"other0", "other1"}));
+  EXPECT_EQ(producer->stats().out.fenced, 1u);
+  EXPECT_EQ((*s1)->send(bytes(std::string(300000, 'q'))), mux::SendStatus::kClosed);  // finished
+}
+
 TEST(Node, CancelReachesTheProducer) {
   auto consumer = make("c");
   auto producer = make("p");
