@@ -70,6 +70,22 @@ echo "-- the local reader on h1:"
 cat "$logs/local"
 echo "-- h3's repair work:"
 tail -n 1 "$logs/m3"
+echo "== the stream multiplexer: 300 token streams from a producer node on h2 to anchors on h1"
+rm -f "$logs/handles"
+on 1 "$rf" mux-consume 198.18.0.1:7600 "$logs/handles" --streams 300 --tokens 100 --json >"$logs/mux-c" 2>&1 &
+consumer=$!
+wait_for 10 test -s "$logs/handles"
+on 2 "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/handles" --tokens 100 --rate 50 --json >"$logs/mux-p" 2>&1
+wait "$consumer" || echo "demo: the mux check failed: $(tail -n 2 "$logs/mux-c")"
+grep '^{' "$logs/mux-c" | tail -n 1 >"$logs/mux.json"
+python3 - "$logs/mux.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+print(f"-- {c['tokens']} tokens, every stream in order and finished: {c['finished']}/{c['streams']}; "
+      f"{c['records_per_batch']:.0f} tokens per batch; per-token latency p50 {c['latency_us']['p50']:.0f} us, "
+      f"p99 {c['latency_us']['p99']:.0f} us at 50 decode steps/s")
+PY
+
 echo "== done: every mirror holds every record under its source sequence, byte for byte."
 echo "   Live: \`ringfire top\` (every session on the host); a daemon's Prometheus endpoint:"
 echo "   \`metrics = \"ADDR:PORT\"\` in a \`ringfire run\` config (deploy/configs/source.toml), or --metrics on serve/mirror."
