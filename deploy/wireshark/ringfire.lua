@@ -13,7 +13,7 @@ local rf = Proto("ringfire", "ringfire")
 local kinds = {
   [1] = "HELLO", [2] = "GEOMETRY", [3] = "DATA", [4] = "GAP", [5] = "HEARTBEAT", [6] = "NAK",
   [7] = "MULTICAST", [8] = "PUNCH", [9] = "ATTACH", [10] = "HEALTH", [11] = "AUTH", [12] = "MAC",
-  [13] = "REFUSE", [14] = "PROBE",
+  [13] = "REFUSE", [14] = "PROBE", [15] = "NODE", [16] = "MUXCTL", [17] = "STREAM",
 }
 local refusals = {
   [1] = "malformed HELLO", [2] = "unsupported version", [3] = "schema mismatch",
@@ -92,6 +92,12 @@ f.r_anchor = ProtoField.uint64("ringfire.batch.anchor_id", "Anchor", base.HEX)
 f.r_session = ProtoField.uint64("ringfire.batch.session_id", "Session", base.HEX)
 f.r_reason = ProtoField.uint8("ringfire.batch.close_reason", "Close reason", base.DEC, close_reasons)
 f.r_delta = ProtoField.uint32("ringfire.batch.credit_delta", "Credit delta", base.DEC)
+f.node_worker = ProtoField.uint64("ringfire.node.worker_id", "Worker id", base.HEX)
+f.node_flags = ProtoField.uint16("ringfire.node.flags", "Node flags", base.HEX)
+f.node_epoch = ProtoField.uint64("ringfire.node.channel_epoch", "Channel epoch", base.HEX)
+f.node_port = ProtoField.uint16("ringfire.node.channel_port", "Channel port", base.DEC)
+f.stream_terminal = ProtoField.bool("ringfire.stream.terminal", "Terminal", 8, nil, 0x01)
+f.stream_record = ProtoField.bytes("ringfire.stream.record", "Record")
 
 local e_malformed = ProtoExpert.new("ringfire.malformed", "Malformed ringfire frame", expert.group.MALFORMED, expert.severity.ERROR)
 rf.experts = { e_malformed }
@@ -249,6 +255,18 @@ local function one_frame(buf, pinfo, tree, offset, udp)
   elseif kind == 11 and need(8) then
     t:add(f.auth_step, body(0, 1))
     if len > 8 then t:add(f.auth_bytes, body(8, len - 8)) end
+  elseif kind == 15 and need(28) then
+    t:add_le(f.magic, body(0, 4))
+    t:add_le(f.version, body(4, 2))
+    t:add_le(f.node_flags, body(6, 2))
+    t:add_le(f.node_worker, body(8, 8))
+    t:add_le(f.node_epoch, body(16, 8))
+    t:add_le(f.node_port, body(24, 2))
+  elseif kind == 16 and body then
+    if is_batch(body) then stream_batch(body, t) else t:add_proto_expert_info(e_malformed, "not a _stream_batch") end
+  elseif kind == 17 then
+    t:add(f.stream_terminal, buf(offset + 1, 1))
+    if body then t:add(f.stream_record, body) end
   elseif kind == 13 and need(4) then
     t:add_le(f.refuse_reason, body(0, 2))
     if len > 4 then t:add(f.refuse_text, body(4, len - 4)) end
@@ -259,7 +277,7 @@ end
 local function valid_header(buf, offset, remaining, udp)
   if remaining < 16 then return false end
   local kind = buf(offset, 1):uint()
-  if kind < 1 or kind > 14 then return false end
+  if kind < 1 or kind > 17 then return false end
   local len = buf(offset + 4, 4):le_uint()
   if udp then return 16 + len <= remaining end
   return len <= 64 * 1024 * 1024 + 16

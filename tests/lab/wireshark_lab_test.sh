@@ -4,7 +4,8 @@
 # producing every common frame kind — HELLO, GEOMETRY, MULTICAST, DATA by
 # UDP and TCP, HEARTBEAT, NAK (50 % injected loss), HEALTH, PUNCH (a unicast
 # mirror), a blob larger than a datagram (DATA on TCP) and a GAP (a mirror
-# resuming behind a lapped ring). Then field by field: what tshark decodes
+# resuming behind a lapped ring), and the stream multiplexer's NODE, MUXCTL
+# and STREAM frames (a mux channel and the per-stream path). Then field by field: what tshark decodes
 # must be what was sent (magic, version, geometry, record sequences in
 # order, the blob's length, the GAP's target), and any Lua error fails.
 # Usage: wireshark_lab_test.sh PATH/TO/ringfire LUA_FILE
@@ -47,6 +48,18 @@ stop_pid "${LAB_PIDS[-1]}"
 on 1 "$rf" publish "$c" --count 5000 --quiet >/dev/null
 bg 2 "$logs/m-c2" "$rf" mirror 198.18.0.1:7420 "$(ring_name mc)"
 wait_for 10 mirror_at "$logs/m-c2" 5100 || fail "the resumed mirror of c did not reach 5100: $(tail -n 1 "$logs/m-c2")"
+# The stream multiplexer: a mux channel (NODE, ATTACH, MUXCTL credit back)
+# and the per-stream path (STREAM frames), 3 streams of 20 tokens each.
+for mode in "" "--no-mux"; do
+  rm -f "$logs/handles"
+  # shellcheck disable=SC2086
+  bg 1 "$logs/mux-c$mode" "$rf" mux-consume 198.18.0.1:7600 "$logs/handles" --streams 3 --tokens 20 --credit 8 --json $mode
+  wait_for 10 test -s "$logs/handles" || fail "mux-consume $mode did not start"
+  # shellcheck disable=SC2086
+  on 2 "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/handles" --tokens 20 --credit 8 --json $mode >"$logs/mux-p$mode" 2>&1 ||
+    fail "mux-produce $mode: $(tail -n 2 "$logs/mux-p$mode")"
+  wait "${LAB_PIDS[-1]}" || fail "mux-consume $mode: $(tail -n 2 "$logs/mux-c$mode")"
+done
 sleep 0.5
 stop_pid "$capture_pid"
 
@@ -114,6 +127,19 @@ got=$(tshark -r "$logs/batch.pcap" -X lua_script:"$lua" -T fields -E occurrence=
   -e ringfire.batch.anchor_id -e ringfire.batch.session_id -e ringfire.batch.credit_delta -e ringfire.batch.close_reason 2>/dev/null)
 want=$'0x2a\t40\t5\t77\t3\t1,0,0,3,2\t5,5,5,7,5\t2,2,2,1,2\t0,0,1,0,2\t0x00000000000000a1\t0x00000000000000b2\t9\t0'
 [[ $got == "$want" ]] || fail "_stream_batch in DATA: got '$got', want '$want'"
+
+# The mux: NODE both ways (the producer's with its channel port), MUXCTL
+# carrying CreditUpdates, and on the per-stream path 3 x 20 STREAM records
+# then 3 terminals.
+decode 'ringfire.kind == 15 && tcp.dstport == 7600' ringfire.node.flags ringfire.node.channel_port | grep -Eq "^0x0001"$'\t'"[1-9][0-9]*$" ||
+  fail "NODE with a channel: $(decode 'ringfire.kind == 15' ringfire.node.flags ringfire.node.channel_port)"
+decode 'ringfire.kind == 15 && tcp.srcport == 7600' ringfire.node.worker_id | grep -q "^0x" || fail "no NODE answer decoded"
+decode 'ringfire.kind == 16' ringfire.batch.type | tr ',' '\n' | grep -qx 3 ||
+  fail "no CreditUpdate in MUXCTL: $(decode 'ringfire.kind == 16' ringfire.batch.type | head -n 3)"
+decode 'ringfire.kind == 17' ringfire.stream.terminal | tr ',' '\n' >"$logs/stream-terminal"  # one value per STREAM frame
+records=$(grep -Ecx 'False|0' "$logs/stream-terminal")
+terminals=$(grep -Ecx 'True|1' "$logs/stream-terminal")
+[[ $records == 60 && $terminals == 3 ]] || fail "STREAM: $records records and $terminals terminals, want 60 and 3"
 
 # No Lua error, no frame the dissector called malformed.
 grep -v 'Running as user "root"' "$logs/tshark-errors" >"$logs/tshark-errors.real"
