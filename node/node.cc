@@ -452,6 +452,12 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
     p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
     return;
   }
+  const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
+  if (static_cast<uint64_t>(channels) >= opt.max_channels) {
+    ++counters.refused;  // a mirror session and a ring each: bounded
+    p.conn.reset();
+    return;
+  }
   p.epoch = m.channel_epoch;
   p.receiver = std::make_unique<mux::PeerReceiver>(mux);
   // Mirror its channel: the serve on the connection's own address (never

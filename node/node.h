@@ -64,6 +64,7 @@ struct NodeOptions {
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)
   uint32_t max_connections = 4096;  // accepted connections (channels and per-stream ones); more are refused
+  uint32_t max_channels = 64;        // producing peers mirrored at once (each a mirror session and a ring)
   uint32_t max_anchors = 1u << 20;
 };
 

@@ -91,6 +91,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         REQUIRE(back.step == m.step && back.proof == m.proof);
         break;
       }
+      case FrameKind::kNode: {  // the stream mux's introduction: decode, re-encode, decode to the same
+        Node m, back;
+        if (decode_node(f, &m) != DecodeError::kOk) break;
+        std::vector<std::byte> o(kFrameHeaderBytes + kNodeBody);
+        o.resize(encode_node(m, o));
+        Frame g;
+        REQUIRE(decode_frame(o, kNodeBody, &g) == DecodeError::kOk);
+        REQUIRE(decode_node(g, &back) == DecodeError::kOk);
+        REQUIRE(back.worker_id == m.worker_id && back.channel_epoch == m.channel_epoch &&
+                back.channel_port == m.channel_port && back.flags == m.flags);
+        REQUIRE((m.flags & kNodeChannel) == 0 || (m.channel_epoch != 0 && m.channel_port != 0));
+        break;
+      }
       case FrameKind::kRefuse: {
         Refuse m;
         if (decode_refuse(f, &m) == DecodeError::kOk) REQUIRE(m.text.size() <= kMaxRefuseText);

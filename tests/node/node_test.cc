@@ -291,6 +291,26 @@ TEST(Node, NodeLossClosesTheSenders) {
   anchor.reset();  // after its node: allowed (it holds what it needs)
 }
 
+TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
+  NodeOptions o = options("c");
+  o.max_channels = 1;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  auto p1 = make("p1");
+  auto p2 = make("p2");
+  auto a1 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto a2 = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s1 = p1->attach(a1->handle(), consumer->control_address());
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_FALSE(p2->attach(a2->handle(), consumer->control_address()).ok()) << "a second channel past max_channels";
+  EXPECT_GE(consumer->stats().refused, 1u);
+  ASSERT_TRUE(send_all(**s1, {"still"}));  // the first goes on
+  Item it;
+  ASSERT_TRUE(a1->recv(&it, 10 * kSecond));
+  EXPECT_EQ(text(it.bytes), "still");
+}
+
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   auto consumer = make("c");
   auto producer = make("p");
