@@ -301,8 +301,15 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();
   const double cpu = cpu_seconds() - cpu0;
-  // Let the last batches and terminals leave before the node goes.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Let everything staged leave (it may wait for credit), then the last
+  // batches and terminals, before the node goes.
+  const uint64_t drain_until = now_ns() + c->timeout_s * 1'000'000'000;
+  for (bool left = true; left && now_ns() < drain_until && !stop_requested();) {
+    left = false;
+    for (auto& s : senders) left |= s->unsent_bytes() != 0;
+    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const node::NodeStats s = (*n)->stats();
   const uint64_t sent = s.out.records + s.tcp_records_out;  // the mux's and the per-stream path's
   nlohmann::json j = {{"streams", senders.size()},
