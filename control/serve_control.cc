@@ -190,6 +190,7 @@ void ServeControl::drop(size_t index) {
     // bound to this mirror's address.
     (void)worker_->commands.try_push(
         dataplane::ServeCommand{dataplane::ServeCommand::Kind::kForgetToken, m.token});
+    dataplane::poke_worker(*worker_);
   }
   if (m.state == Mirror::State::kStreaming && stats_.mirrors > 0) --stats_.mirrors;
   mirrors_.erase(mirrors_.begin() + static_cast<std::ptrdiff_t>(index));
@@ -332,6 +333,7 @@ bool ServeControl::start_streaming(Mirror& m) {
       refuse(m, RefuseReason::kBusy, "the source's worker is busy: try again");
       return true;
     }
+    dataplane::poke_worker(*worker_);
     mc.port = config_.unicast_port;
     mc.token = m.token;
     mc.features |= proto::kFeatureProbe;
@@ -468,6 +470,7 @@ void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_n
         m.repair_tokens >= range_size(r)) {
       dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kRepair, m.multicast ? 0 : m.token, r.first, r.last};
       if (worker_->commands.try_push(c)) {
+        dataplane::poke_worker(*worker_);  // a parked worker repairs now, not at its next deadline
         m.repair_tokens -= range_size(r);
         recent.remember(r, now_ns, &m);
         ++stats_.udp_repairs;
@@ -538,6 +541,7 @@ bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, 
     }
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kProbeEcho, m.token, f.header.seq};
     (void)worker_->commands.try_push(c);  // full: the worker probes again, the mirror echoes again
+    dataplane::poke_worker(*worker_);
   } else if (k == FrameKind::kHealth) {
     proto::Health h;
     if (proto::decode_health(f, &h) != proto::DecodeError::kOk) {

@@ -191,7 +191,7 @@ class PortWorker {
       return;
     }
     if (c.serve != nullptr) {
-      c.serve->attach(&port_, b);
+      c.serve->attach(&port_, b, &wake_);
     } else {
       c.mirror->attach(&port_, b, &wake_);
     }

@@ -34,6 +34,7 @@
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/spsc_queue.h"
+#include "dataplane/worker_wake.h"
 #include "ring/raw_reader.h"
 
 namespace ringfire::dataplane {
@@ -95,6 +96,11 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
 };
 
 // ServeLink is the part of a serve session the control thread may touch.
+struct ServeLink;
+// poke_worker wakes the serve's worker if it is parked (after a push to
+// its commands, or a publish it must not wait a deadline for).
+void poke_worker(ServeLink& link);
+
 struct ServeLink {
   SpscQueue<ServeCommand, 1024> commands;  // control -> worker
   // oversized holds the sequences of records too large for a datagram,
@@ -105,8 +111,17 @@ struct ServeLink {
   // it has made it (the session may already be on its worker); the worker
   // loads it with acquire.
   std::atomic<int> notify_fd{-1};
+  // wake: the worker's, set when the session is installed; whoever pushes
+  // a command, or publishes into the served ring while the worker may be
+  // parked on something else (a worker with several sessions waits in
+  // poll(), not on this ring), pokes it.
+  std::atomic<WorkerWake*> wake{nullptr};
   ServeStats stats;
 };
+
+inline void poke_worker(ServeLink& link) {
+  if (WorkerWake* w = link.wake.load(std::memory_order_acquire)) w->poke();  // pairs with attach's release
+}
 
 template <PacketPort Port>
 class alignas(64) ServeSession {
@@ -118,9 +133,10 @@ class alignas(64) ServeSession {
 
   // attach: the port worker installs the session on `port`, sending from
   // `binding` (worker thread, before the first step).
-  void attach(Port* port, BindingId binding) {
+  void attach(Port* port, BindingId binding, WorkerWake* wake = nullptr) {
     port_ = port;
     binding_ = binding;
+    link_.wake.store(wake, std::memory_order_release);  // pairs with poke_worker's acquire
   }
   BindingId binding() const { return binding_; }
   // take_commands applies the control thread's commands; the worker calls

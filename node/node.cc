@@ -157,6 +157,7 @@ struct NodeImpl {
   void accept_all(uint64_t now);
   void step_in(InPeer& p, uint64_t now);
   void step_out(OutPeer& p, uint64_t now);
+  bool pump_out(OutPeer& p, uint64_t now);
   bool setup_out(OutPeer& p);
   void on_node(InPeer& p, const proto::Frame& f);
   void on_attach_request(InPeer& p, const proto::Frame& f);
@@ -304,6 +305,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   for (const auto& [w, p] : out) {
     if (p->dead || !p->sender) continue;
     until = std::min(until, p->sender->next_deadline_ns());
+    if (!p->channel_ready) until = std::min(until, now + 1'000'000);  // watch for its mirror
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
   }
   for (const auto& t : tcp_out) {
@@ -689,6 +691,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
     return false;
   }
   p.serve_name = (*placed)->spec.name;
+  p.serve_link = (*placed)->link;
   proto::Node m;
   m.flags = proto::kNodeChannel;
   m.worker_id = worker;
@@ -724,6 +727,13 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     if (p.dead) return;
     p.conn->consume(size);
   }
+  // Ready once the peer's mirror streams the channel by UDP: the first
+  // tokens of a new peer's streams then never wait for the channel's set-up
+  // (they would arrive by its TCP catch-up).
+  if (!p.channel_ready && p.serve_link != nullptr && p.serve_link->stats.unicast_mirrors.get() > 0) {
+    p.channel_ready = true;
+    attach_cv.notify_all();
+  }
   if (p.node_seen) {
     for (auto& a : p.attaches) {
       if (a->sent) continue;
@@ -737,10 +747,21 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
       a->sent = true;
     }
   }
-  // Batches into the egress ring, while the peer has applied enough of it.
-  // Neither half the ring's records nor half its arena may be ahead of
-  // what the peer applied, so the ring never overwrites a batch it needs.
+  if (p.broken || !pump_out(p, now)) {
+    end_out(p, "a batch larger than its ring's largest blob");
+    return;
+  }
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
+}
+
+// pump_out publishes the batches that are due into the egress ring, while
+// the peer has applied enough of it: neither half the ring's records nor
+// half its arena may be ahead of what the peer applied, so the ring never
+// overwrites a batch it needs. Under mu, on the node thread or (Manual) on
+// flush_batch()'s caller; false if a batch could not be published.
+bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
   const uint64_t arena_half = channel_arena() / 2;
+  bool published = false;
   for (;;) {
     const uint64_t applied_bytes = p.applied == 0 ? 0 : p.cum_bytes[(p.applied - 1) % p.cum_bytes.size()];
     if (p.egress->next_seq() - p.applied >= opt.channel_records / 2 ||
@@ -751,15 +772,15 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     const size_t n = p.sender->build(now, {buf.data(), buf.size()});
     if (n == 0) break;
     const uint64_t seq = p.egress->next_seq();
-    if (!p.egress->publish({buf.data(), n})) {  // cannot be: the arena holds a quarter of itself
-      end_out(p, "a batch larger than its ring's largest blob");
-      return;
-    }
+    if (!p.egress->publish({buf.data(), n})) return false;  // cannot be: the arena holds four of the largest
     p.published_bytes += n;
     p.cum_bytes[seq % p.cum_bytes.size()] = p.published_bytes;
     ++counters.channel_batches;
+    published = true;
   }
-  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
+  // A worker with other sessions parks in poll(), not on this ring: poke it.
+  if (published && p.serve_link != nullptr) dataplane::poke_worker(*p.serve_link);
+  return true;
 }
 
 void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
@@ -836,6 +857,7 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
   if (p.conn) engine->unwatch(p.conn->fd());
   p.conn.reset();
   if (!p.serve_name.empty()) {
+    p.serve_link = nullptr;  // freed with the session
     (void)engine->remove(p.serve_name);
     p.serve_name.clear();
   }
@@ -992,12 +1014,15 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   if (p->dead) return absl::UnavailableError("attach: the peer is gone");
   p->attaches.push_back(a);
   m.wake();
-  if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(m.opt.attach_timeout_ns), [&] { return a->done; })) {
+  const auto answered = [&] { return a->done && (!a->status.ok() || a->tcp_chosen || p->channel_ready || p->dead); };
+  if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(m.opt.attach_timeout_ns), answered)) {
+    if (a->done && a->status.ok() && !a->tcp_chosen) p->sender->abort(a->slot);  // answered, but no channel in time
     a->abandoned = true;
     return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer), " within ",
                                                     m.opt.attach_timeout_ns / 1'000'000, " ms"));
   }
   if (!a->status.ok()) return a->status;
+  if (p->dead && !a->tcp_chosen) return absl::UnavailableError("attach: the peer went away");
   if (a->tcp_chosen) {
     l.unlock();
     return m.attach_tcp(impl_, h, peer);  // the peer does not take the mux
@@ -1006,13 +1031,26 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
 }
 
 void Node::flush_batch() {
+  NodeImpl& m = *impl_;
+  bool left = false;
   {
-    std::lock_guard l(impl_->mu);
-    for (auto& [w, p] : impl_->out) {
-      if (p->sender) p->sender->kick();
+    std::lock_guard l(m.mu);
+    const uint64_t now = monotonic_ns();
+    for (auto& [w, p] : m.out) {
+      if (!p->sender || p->dead) continue;
+      p->sender->kick();
+      // Under Manual the batches are built here, on the caller's thread
+      // (one hand-off fewer); what admission holds back, and a channel not
+      // set up yet, the node thread does.
+      if (m.opt.build_on_flush && p->serve_link != nullptr && !p->broken) {
+        p->broken = !m.pump_out(*p, now);
+        left |= p->broken || p->sender->staged_records() != 0;
+      } else {
+        left = true;
+      }
     }
   }
-  impl_->wake();
+  if (left) m.wake();
 }
 
 NodeStats Node::stats() const {

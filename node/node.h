@@ -60,6 +60,9 @@ struct NodeOptions {
   // (one connection per stream), as does a peer that does not speak the mux.
   mux::MuxConfig mux;
   std::string ring_dir = "/dev/shm";  // where channel rings live (removed when the channel ends)
+  // build_on_flush: flush_batch() builds and publishes the batches on its
+  // caller's thread (else it only kicks the node thread, one hand-off more).
+  bool build_on_flush = true;
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)

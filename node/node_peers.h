@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "control/tcp_conn.h"
+#include "dataplane/serve_session.h"
 #include "mux/peer_receiver.h"
 #include "mux/peer_sender.h"
 #include "node/node.h"
@@ -45,10 +46,13 @@ struct OutPeer {
   std::optional<ring::BlobProducer> egress;
   std::string ring_path;
   std::string serve_name;           // the engine session serving the egress ring ("" until set up)
+  dataplane::ServeLink* serve_link = nullptr;  // its link (poked after a publish); the engine's
   uint64_t applied = 0;             // channel records the peer has applied (its MUXCTL seq)
   uint64_t published_bytes = 0;     // batch bytes published into the egress ring
   std::vector<uint64_t> cum_bytes;  // published_bytes after each sequence (by seq mod its size)
   bool node_seen = false;           // its NODE answer arrived
+  bool channel_ready = false;       // the peer's mirror takes the channel by UDP (attach waits for it)
+  bool broken = false;              // a batch could not be published (the node thread ends it)
   bool dead = false;                // its connection ended: every sender is closed
   std::deque<std::shared_ptr<PendingAttach>> attaches;
 };
