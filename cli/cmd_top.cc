@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <string>
 #include <chrono>
@@ -56,8 +57,14 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
                  std::map<std::string, uint64_t>& rates) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "ringfire top — %zu session(s) on this host, every %.1f s (q quits)\n\n",
-                now.size(), seconds);
+  // The wall clock in the header: a live view visibly moves even when every
+  // figure holds still (and a stuck one shows its age).
+  char clock[16] = "";
+  const time_t wall = time(nullptr);
+  tm local{};
+  if (localtime_r(&wall, &local) != nullptr) std::strftime(clock, sizeof(clock), "%H:%M:%S", &local);
+  std::snprintf(line, sizeof(line), "ringfire top — %zu session(s) on this host, every %.1f s, %s (q quits)\n\n",
+                now.size(), seconds, clock);
   out += line;
   std::snprintf(line, sizeof(line), "%-7s %-6s %-24s %-28s %10s %9s %8s %8s %8s %8s %6s\n", "PID", "ROLE", "RING",
                 "DETAIL", "REC/S", "LAG", "NAKS", "GAPS", "DROPS", "REJECT", "AGE");
