@@ -38,6 +38,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
   o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
   o.push_back({"json", nullptr, "the report as one JSON object"});
+  o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
 }

@@ -6,6 +6,7 @@
 # carry many streams' tokens. Then the same over DPDK (net_memif between
 # the hosts, control on the kernel veths) when the build has DPDK; then a
 # producer killed -9 mid-stream: every stream ends dropped exactly once.
+# DPDK runs: net_memif between the hosts, and net_af_xdp on a veth each.
 # Usage: mux_lab_test.sh PATH/TO/ringfire
 set -u
 rf=$1
@@ -53,9 +54,28 @@ if have_dpdk; then
   eal() { echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM --vdev net_memif0,role=$2,socket=$sock,socket-abstract=no"; }
   log "DPDK net_memif: 300 streams x 200 tokens"
   run memif 300 200 "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'"
+  # net_af_xdp: one process per interface, so each host gets a second veth
+  # on the bridge for its DPDK port (control stays on eth0, the kernel's).
+  for n in 1 2; do
+    ip link add "${LAB_PREFIX}x$n" netns "$(host $n)" type veth peer name "${LAB_PREFIX}y$n" netns "${LAB_PREFIX}br"
+    ip -n "${LAB_PREFIX}br" link set "${LAB_PREFIX}y$n" master br0 up
+    on $n ip link set "${LAB_PREFIX}x$n" name "x$n"
+    on $n ip link set "x$n" up
+    wait_for 5 link_up $n "x$n" || echo "mux_lab: x$n on h$n has no carrier" >&2
+  done
+  log "DPDK net_af_xdp: 100 streams x 100 tokens, paced"
+  run af_xdp 100 100 "--backend dpdk --pmd af_xdp --iface x1 --dpdk-ip 198.18.0.101" \
+    "--backend dpdk --pmd af_xdp --iface x2 --dpdk-ip 198.18.0.102 --rate 200"
+  grep -q '"data_path":"dpdk net_af_xdp' "$logs/af_xdp.json" || fail "af_xdp: not on net_af_xdp: $(cat "$logs/af_xdp.json")"
 else
   log "DPDK: not in this build (skipped)"
 fi
+# Every mux run's channel carried its batches by UDP (not the channel's TCP catch-up).
+for r in "$logs"/kernel.json "$logs"/auto.json "$logs"/memif.json "$logs"/af_xdp.json; do
+  [[ -s $r ]] || continue
+  python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['channel']['datagrams'] > 100 else 1)" "$r" ||
+    fail "$(basename "$r" .json): the channel's batches did not come by UDP: $(cat "$r")"
+done
 
 log "a producer killed -9 mid-stream: every stream ends dropped, once"
 rm -f "$logs/kill.handles"
