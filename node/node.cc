@@ -313,7 +313,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
-    if (!p->node_seen) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
+    if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
   }
   return until > now ? until - now : 0;
@@ -362,9 +362,13 @@ void NodeImpl::step(uint64_t now) {
 // ---- the receiver side: an accepted connection --------------------------
 
 void NodeImpl::step_in(InPeer& p, uint64_t now) {
-  if (!p.node_seen && now - p.accepted_ns > opt.hello_timeout_ns) {
+  if ((!p.node_seen || (p.per_stream && p.stream == nullptr)) && now - p.accepted_ns > opt.hello_timeout_ns) {
     ++counters.refused;
-    p.conn.reset();  // no NODE in time: a stranger
+    p.conn.reset();  // no NODE (or, per-stream, no attached stream) in time: a stranger
+    return;
+  }
+  if (p.close_after_flush && (!p.conn->flush() || p.conn->pending() == 0)) {
+    p.conn.reset();  // its refusal is out
     return;
   }
   if (p.stream && (p.stream->cancelled || p.stream->ended)) {
@@ -546,6 +550,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
     ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
     std::byte body[256];
     send_frame(*p.conn, FrameKind::kAttach, 0, {body, proto::encode_attach_response(resp, {body, sizeof(body)})});
+    p.close_after_flush = p.stream == nullptr;  // refused: the connection has no other use
     return;
   }
   if (p.receiver == nullptr && resp.transport_key == proto::kTransportMux) {

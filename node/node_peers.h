@@ -85,6 +85,7 @@ struct InPeer {
   std::unique_ptr<control::TcpConn> conn;
   bool per_stream = false;          // a NODE without a channel: one stream's own connection
   bool eof = false;                 // the peer closed: apply what it sent, then end
+  bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
   bool node_seen = false;           // its NODE arrived (before: only NODE is accepted)

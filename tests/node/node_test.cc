@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -15,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "proto/attach.h"
+#include "proto/frame.h"
 
 namespace ringfire::node {
 namespace {
@@ -289,6 +292,78 @@ TEST(Node, NodeLossClosesTheSenders) {
   EXPECT_TRUE((*s)->closed());
   EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
   anchor.reset();  // after its node: allowed (it holds what it needs)
+}
+
+// raw_connect: a stranger's TCP connection to a node's control port.
+int raw_connect(const dataplane::Endpoint& at) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(at.port);
+  a.sin_addr.s_addr = htonl(at.ip);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// read_until_closed: every byte the node sends until it closes (or 5 s).
+std::vector<std::byte> read_until_closed(int fd, bool* closed) {
+  std::vector<std::byte> got;
+  std::byte b[4096];
+  *closed = false;
+  for (;;) {
+    const ssize_t n = read(fd, b, sizeof(b));
+    if (n == 0) *closed = true;
+    if (n <= 0) break;
+    got.insert(got.end(), b, b + n);
+  }
+  close(fd);
+  return got;
+}
+
+TEST(Node, PerStreamStrangersAreAnsweredThenCut) {
+  NodeOptions o = options("c");
+  o.hello_timeout_ns = 300'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  std::byte buf[512];
+  proto::Node hello;  // flags 0: a per-stream connection
+  hello.worker_id = 42;
+  // 1. A per-stream attach to an anchor nobody made: the answer (unknown), then the close.
+  int fd = raw_connect(consumer->control_address());
+  size_t n = proto::encode_node(hello, {buf, sizeof(buf)});
+  proto::AttachRequest req;
+  req.anchor_id = 0x1234;
+  req.session_id = 1;
+  req.supported_keys = proto::kTransportTcp;
+  std::byte body[128];
+  const size_t bn = proto::encode_attach_request(req, {body, sizeof(body)});
+  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(bn), 0}, buf + n);
+  std::memcpy(buf + n + 16, body, bn);
+  n += 16 + bn;
+  ASSERT_EQ(write(fd, buf, n), static_cast<ssize_t>(n));
+  bool closed = false;
+  std::vector<std::byte> got = read_until_closed(fd, &closed);
+  EXPECT_TRUE(closed) << "a refused per-stream connection stays open";
+  proto::Frame f;
+  ASSERT_EQ(proto::decode_frame(got, 1024, &f), proto::DecodeError::kOk);
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kNode);
+  const size_t first = 16 + f.header.len;
+  ASSERT_EQ(proto::decode_frame(proto::ConstBytes(got).subspan(first), 1024, &f), proto::DecodeError::kOk);
+  ASSERT_EQ(f.header.kind, proto::FrameKind::kAttach);
+  proto::AttachResponse resp;
+  ASSERT_EQ(proto::decode_attach_response(f.body, &resp), proto::DecodeError::kOk);
+  EXPECT_EQ(resp.status, proto::AttachStatus::kUnknownAnchor);
+  // 2. A per-stream NODE and then nothing: cut at the deadline.
+  fd = raw_connect(consumer->control_address());
+  n = proto::encode_node(hello, {buf, sizeof(buf)});
+  ASSERT_EQ(write(fd, buf, n), static_cast<ssize_t>(n));
+  (void)read_until_closed(fd, &closed);
+  EXPECT_TRUE(closed) << "an idle per-stream connection is held";
+  EXPECT_GE(consumer->stats().refused, 1u);
+  EXPECT_GE(consumer->stats().attaches_refused, 1u);
 }
 
 TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
