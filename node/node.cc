@@ -313,6 +313,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
+    if (p->close_after_flush) until = now;
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
   }
@@ -436,7 +437,9 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     }
     items_cv.notify_all();  // watchdog ends, cancels: readers look again
   }
-  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) p.conn.reset();
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog || (p.close_after_flush && p.conn->pending() == 0)) {
+    p.conn.reset();
+  }
 }
 
 void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
@@ -537,8 +540,10 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
     req.supported_keys &= proto::kTransportTcp;  // this connection is the stream: tcp is the only answer
   }
   proto::AttachResponse resp = mux::answer(req, mux, known);
-  if (p.per_stream && resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportTcp) {
-    if (a->kind == AnchorKind::kSingleSender && a->attached_once) {
+  if (p.per_stream) {
+    if (resp.status != proto::AttachStatus::kOk) {
+      // unknown anchor: answered below, then closed
+    } else if (a->kind == AnchorKind::kSingleSender && a->attached_once) {
       resp.status = proto::AttachStatus::kRefused;
     } else {
       p.stream = std::make_shared<TcpStreamIn>();

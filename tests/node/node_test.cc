@@ -295,14 +295,14 @@ TEST(Node, NodeLossClosesTheSenders) {
 }
 
 // raw_connect: a stranger's TCP connection to a node's control port.
-int raw_connect(const dataplane::Endpoint& at) {
+int raw_connect(const dataplane::Endpoint& at, int timeout_s = 5) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(at.port);
   a.sin_addr.s_addr = htonl(at.ip);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  timeval tv{5, 0};
+  timeval tv{timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return fd;
 }
@@ -323,16 +323,17 @@ std::vector<std::byte> read_until_closed(int fd, bool* closed) {
 }
 
 TEST(Node, PerStreamStrangersAreAnsweredThenCut) {
-  NodeOptions o = options("c");
+  auto consumer = make("c");  // its deadline for a stream is 5 s: case 1 must close well before
+  NodeOptions o = options("d");
   o.hello_timeout_ns = 300'000'000;
   auto made = Node::create(o);
   ASSERT_TRUE(made.ok()) << made.status();
-  auto consumer = std::move(*made);
+  auto short_deadline = std::move(*made);
   std::byte buf[512];
   proto::Node hello;  // flags 0: a per-stream connection
   hello.worker_id = 42;
   // 1. A per-stream attach to an anchor nobody made: the answer (unknown), then the close.
-  int fd = raw_connect(consumer->control_address());
+  int fd = raw_connect(consumer->control_address(), 2);  // closed before 2 s, or not at all by the answer
   size_t n = proto::encode_node(hello, {buf, sizeof(buf)});
   proto::AttachRequest req;
   req.anchor_id = 0x1234;
@@ -357,12 +358,12 @@ TEST(Node, PerStreamStrangersAreAnsweredThenCut) {
   ASSERT_EQ(proto::decode_attach_response(f.body, &resp), proto::DecodeError::kOk);
   EXPECT_EQ(resp.status, proto::AttachStatus::kUnknownAnchor);
   // 2. A per-stream NODE and then nothing: cut at the deadline.
-  fd = raw_connect(consumer->control_address());
+  fd = raw_connect(short_deadline->control_address());
   n = proto::encode_node(hello, {buf, sizeof(buf)});
   ASSERT_EQ(write(fd, buf, n), static_cast<ssize_t>(n));
   (void)read_until_closed(fd, &closed);
   EXPECT_TRUE(closed) << "an idle per-stream connection is held";
-  EXPECT_GE(consumer->stats().refused, 1u);
+  EXPECT_GE(short_deadline->stats().refused, 1u);
   EXPECT_GE(consumer->stats().attaches_refused, 1u);
 }
 
