@@ -75,24 +75,17 @@ SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t
   return SendStatus::kSent;
 }
 
-bool PeerSender::finish(proto::SlotId id) {
-  Slot* s = slots_.find(id);
-  if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return false;
-  s->state = State::kFinishing;
-  s->close_pending = true;
-  s->close_reason = proto::CloseReason::kTerminalSent;
-  ++liveness_pending_;
-  enqueue(id, *s);
-  return true;
-}
+bool PeerSender::finish(proto::SlotId id) { return close_after_staged(id, proto::CloseReason::kTerminalSent); }
 
-bool PeerSender::abort(proto::SlotId id) {
+// abort: like finish(), with the other reason; what it staged still goes first.
+bool PeerSender::abort(proto::SlotId id) { return close_after_staged(id, proto::CloseReason::kPeerGone); }
+
+bool PeerSender::close_after_staged(proto::SlotId id, proto::CloseReason reason) {
   Slot* s = slots_.find(id);
   if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return false;
-  // Like finish(), with the other reason: what it staged still goes first.
   s->state = State::kFinishing;
   s->close_pending = true;
-  s->close_reason = proto::CloseReason::kPeerGone;
+  s->close_reason = reason;
   ++liveness_pending_;
   enqueue(id, *s);
   return true;

@@ -68,6 +68,50 @@ struct Joined {
   }
 };
 
+std::unique_ptr<Node> make_with(const std::string& name, bool mux_on) {
+  NodeOptions o = options(name);
+  o.mux.enabled = mux_on;
+  auto n = Node::create(o);
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? std::move(*n) : nullptr;
+}
+
+// stream_all: `streams` streams of `tokens` each from producer to consumer,
+// checked in order, finished once; every sender on the path wanted.
+void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool per_stream) {
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < streams; ++i) {
+    anchors.push_back(consumer.create_anchor(AnchorKind::kSingleSender));
+    auto s = producer.attach(anchors.back()->handle(), consumer.control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->per_stream(), per_stream);
+    senders.push_back(std::move(*s));
+  }
+  Joined prod{std::thread([&] {
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < streams; ++i) {
+        if (!send_all(*senders[i], {absl::StrCat("s", i, "t", t)})) return;
+      }
+    }
+    for (auto& s : senders) EXPECT_TRUE(s->finish());
+  })};
+  for (int i = 0; i < streams; ++i) {
+    int next = 0;
+    for (;;) {
+      Item it;
+      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
+      if (it.kind == Item::Kind::kFinished) break;
+      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
+      ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
+      ++next;
+    }
+    EXPECT_EQ(next, tokens);
+    Item more;
+    EXPECT_FALSE(anchors[i]->recv(&more, 50'000'000)) << "an item after the end";
+  }
+}
+
 TEST(Node, RefusesABadConfigAtCreate) {
   NodeOptions o = options("bad");
   o.mux.initial_credit = 0;
@@ -84,37 +128,7 @@ TEST(Node, StreamsArriveInOrderAndFinishOnce) {
   auto producer = make("p");
   ASSERT_TRUE(consumer && producer);
   constexpr int kStreams = 20, kTokens = 300;  // 300 tokens against a window of 8: credit must come back
-  std::vector<std::unique_ptr<Anchor>> anchors;
-  std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < kStreams; ++i) {
-    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
-    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders.push_back(std::move(*s));
-  }
-  Joined prod{std::thread([&] {
-    for (int t = 0; t < kTokens; ++t) {
-      for (int i = 0; i < kStreams; ++i) {
-        if (!send_all(*senders[i], {absl::StrCat("s", i, "t", t)})) return;
-      }
-    }
-    for (auto& s : senders) EXPECT_TRUE(s->finish());
-  })};
-  for (int i = 0; i < kStreams; ++i) {
-    int next = 0;
-    for (;;) {
-      Item it;
-      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
-      if (it.kind == Item::Kind::kFinished) break;
-      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
-      ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
-      ++next;
-    }
-    EXPECT_EQ(next, kTokens);
-    Item more;
-    EXPECT_FALSE(anchors[i]->recv(&more, 50'000'000)) << "an item after the end";
-  }
-  prod.t.join();
+  stream_all(*consumer, *producer, kStreams, kTokens, false);
   const NodeStats ps = producer->stats(), cs = consumer->stats();
   EXPECT_EQ(cs.in.records, uint64_t{kStreams} * kTokens);
   EXPECT_EQ(cs.in.finished, uint64_t{kStreams});
@@ -431,48 +445,6 @@ TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
 
 // ---- the per-stream TCP path: negotiation picks it when either side has
 // the mux off; the same API, one connection per stream.
-
-std::unique_ptr<Node> make_with(const std::string& name, bool mux_on) {
-  NodeOptions o = options(name);
-  o.mux.enabled = mux_on;
-  auto n = Node::create(o);
-  EXPECT_TRUE(n.ok()) << n.status();
-  return n.ok() ? std::move(*n) : nullptr;
-}
-
-// stream_all: `streams` streams of `tokens` each from producer to consumer,
-// checked in order, finished once; every sender on the path wanted.
-void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool per_stream) {
-  std::vector<std::unique_ptr<Anchor>> anchors;
-  std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < streams; ++i) {
-    anchors.push_back(consumer.create_anchor(AnchorKind::kSingleSender));
-    auto s = producer.attach(anchors.back()->handle(), consumer.control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ((*s)->per_stream(), per_stream);
-    senders.push_back(std::move(*s));
-  }
-  Joined prod{std::thread([&] {
-    for (int t = 0; t < tokens; ++t) {
-      for (int i = 0; i < streams; ++i) {
-        if (!send_all(*senders[i], {absl::StrCat("s", i, "t", t)})) return;
-      }
-    }
-    for (auto& s : senders) EXPECT_TRUE(s->finish());
-  })};
-  for (int i = 0; i < streams; ++i) {
-    int next = 0;
-    for (;;) {
-      Item it;
-      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
-      if (it.kind == Item::Kind::kFinished) break;
-      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
-      ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
-      ++next;
-    }
-    EXPECT_EQ(next, tokens);
-  }
-}
 
 TEST(PerStreamPath, BothSidesWithoutTheMux) {
   auto consumer = make_with("c", false);
