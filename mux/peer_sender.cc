@@ -143,6 +143,18 @@ void PeerSender::peer_lost() {
   withheld_total_ = 0;
 }
 
+void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
+  s.head += kLenPrefix + len;
+  withheld_total_ -= kLenPrefix + len;
+  --s.withheld_records;
+  ++s.frame_seq;
+  --s.credit;
+  ++s.outstanding;
+  s.last_send_ns = now_ns;
+  ++stats_.records;
+  stats_.bytes += len;
+}
+
 void PeerSender::discard(Slot& s) {
   withheld_total_ -= s.withheld.size() - s.head;
   s.withheld.clear();
@@ -225,16 +237,8 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     if (out.size() < need) continue;  // the caller's buffer cannot hold it (see build())
     proto::BatchWriter fw(out.first(need), epoch_, batch_seq_);
     if (!fw.add_data(id.pack(), s->frame_seq, proto::ConstBytes(s->withheld.data() + s->head + kLenPrefix, len))) continue;
-    s->head += kLenPrefix + len;
-    withheld_total_ -= kLenPrefix + len;
-    --s->withheld_records;
-    ++s->frame_seq;
-    --s->credit;
-    ++s->outstanding;
-    s->last_send_ns = now_ns;
-    ++stats_.records;
+    took(*s, len, now_ns);
     ++stats_.fenced;
-    stats_.bytes += len;
     ++batch_seq_;
     ++stats_.batches;
     ++stats_.by_reason[static_cast<size_t>(FlushReason::kClamp)];
@@ -289,16 +293,8 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
           full = true;
           break;
         }
-        s->head += kLenPrefix + len;
-        withheld_total_ -= kLenPrefix + len;
-        --s->withheld_records;
-        ++s->frame_seq;
-        --s->credit;
-        ++s->outstanding;
+        took(*s, len, now_ns);
         if (s->credit == 0 && has_data(*s)) ++stats_.credit_exhausted;  // the rest waits for credit
-        s->last_send_ns = now_ns;
-        ++stats_.records;
-        stats_.bytes += len;
         moved = true;
       }
       if (s->close_pending && !has_data(*s)) {

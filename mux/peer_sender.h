@@ -131,6 +131,8 @@ class PeerSender {
   bool sendable(const Slot& s) const;
   void enqueue(proto::SlotId id, Slot& s);
   void discard(Slot& s);  // drop what it withholds
+  // took: the slot's head record (len bytes) went into a batch against one credit.
+  void took(Slot& s, uint32_t len, uint64_t now_ns);
   // close_after_staged: the slot takes no more; CloseSlot{reason} follows its last staged record.
   bool close_after_staged(proto::SlotId id, proto::CloseReason reason);
   bool due(uint64_t now_ns, FlushReason* why) const;

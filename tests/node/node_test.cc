@@ -60,6 +60,15 @@ bool send_all(Sender& s, const std::vector<std::string>& recs) {
   return true;
 }
 
+// expect_through: one record sent on `s` arrives, alone and whole, at `a`.
+void expect_through(Sender& s, Anchor& a, const std::string& record) {
+  ASSERT_TRUE(send_all(s, {record}));
+  Item it;
+  ASSERT_TRUE(a.recv(&it, 10 * kSecond)) << record << " did not arrive";
+  EXPECT_EQ(it.kind, Item::Kind::kData);
+  EXPECT_EQ(text(it.bytes), record);
+}
+
 // Joined: a thread joined on every exit path (a failed ASSERT returns early).
 struct Joined {
   std::thread t;
@@ -181,10 +190,7 @@ TEST(Node, CancelReachesTheProducer) {
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE(send_all(**s, {"one"}));
-  Item it;
-  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
-  EXPECT_EQ(text(it.bytes), "one");
+  expect_through(**s, *anchor, "one");
   anchor->cancel();
   for (int i = 0; i < 500 && !(*s)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE((*s)->closed());
@@ -207,11 +213,7 @@ TEST(Node, SingleSenderRefusesASecondAndUnknownAnchorsAreRefused) {
   auto other = make("o");
   mux::AnchorHandle wrong{other->worker_id(), anchor->handle().anchor};
   EXPECT_FALSE(other->attach(wrong, consumer->control_address()).ok());
-  // The first stream still works.
-  ASSERT_TRUE(send_all(**first, {"still"}));
-  Item it;
-  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
-  EXPECT_EQ(text(it.bytes), "still");
+  expect_through(**first, *anchor, "still");  // the first stream still works
 }
 
 TEST(Node, MultiSenderAnchorTakesManyProducers) {
@@ -395,25 +397,14 @@ TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
   ASSERT_TRUE(s1.ok()) << s1.status();
   EXPECT_FALSE(p2->attach(a2->handle(), consumer->control_address()).ok()) << "a second channel past max_channels";
   EXPECT_GE(consumer->stats().refused, 1u);
-  ASSERT_TRUE(send_all(**s1, {"still"}));  // the first goes on
-  Item it;
-  ASSERT_TRUE(a1->recv(&it, 10 * kSecond));
-  EXPECT_EQ(text(it.bytes), "still");
+  expect_through(**s1, *a1, "still");  // the first goes on
 }
 
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   auto consumer = make("c");
   auto producer = make("p");
   const dataplane::Endpoint at = consumer->control_address();
-  auto connect_to = [&] {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(at.port);
-    a.sin_addr.s_addr = htonl(at.ip);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    return fd;
-  };
+  auto connect_to = [&] { return raw_connect(at); };
   // Junk, a header declaring 64 MiB, and an ATTACH before any NODE.
   const int junk = connect_to();
   const char j[] = "GET / HTTP/1.0\r\n\r\n";
@@ -426,21 +417,15 @@ TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, 0, 0}, h);
   ASSERT_EQ(write(early, h, sizeof(h)), 16);
   for (int fd : {junk, big, early}) {
-    char c;
-    timeval tv{5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    EXPECT_EQ(read(fd, &c, 1), 0) << "not cut";
-    close(fd);
+    bool closed = false;
+    EXPECT_TRUE(read_until_closed(fd, &closed).empty() && closed) << "not cut";
   }
   EXPECT_GE(consumer->stats().refused + consumer->stats().frames_rejected, 3u);
   // A real producer still gets through.
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE(send_all(**s, {"ok"}));
-  Item it;
-  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
-  EXPECT_EQ(text(it.bytes), "ok");
+  expect_through(**s, *anchor, "ok");
 }
 
 // ---- the per-stream TCP path: negotiation picks it when either side has
