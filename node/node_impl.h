@@ -1,0 +1,158 @@
+// node_impl.h — the Node's private state (node/ only): NodeImpl, which
+// node.cc (set-up, the node thread's loop, the API), receiver_side.cc (the
+// accepted connections, channels mirrored in, appliers) and owner_side.cc
+// (channels served out, the per-stream path's producer side) share.
+// Threads and what they hold:
+//   node thread   engine (only it), every TcpConn, OutPeer/InPeer set-up
+//                 and teardown; builds batches under mu
+//   applier (one per InPeer)  reads its ingress ring, applies under mu
+//   callers       Sender/Anchor/Node calls: under mu, never blocking on I/O
+//                 (attach waits on a condition variable for its answer;
+//                 flush_batch builds batches on its own thread)
+#pragma once
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "control/tcp_conn.h"
+#include "engine/engine.h"
+#include "node/node.h"
+#include "node/node_peers.h"
+#include "proto/frame.h"
+#include "ring/monotonic.h"
+
+namespace ringfire::node {
+
+using control::TcpConn;
+using proto::FrameKind;
+
+constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
+constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
+constexpr uint32_t kMaxControlBody = 64u << 10;
+
+inline control::FrameLimits mux_limits() {
+  control::FrameLimits l;
+  auto allow = [&](FrameKind k, uint32_t max) {
+    l.allowed[static_cast<uint8_t>(k)] = true;
+    l.max_body[static_cast<uint8_t>(k)] = max;
+  };
+  allow(FrameKind::kNode, 256);
+  allow(FrameKind::kAttach, 1024);
+  allow(FrameKind::kMuxControl, kMaxControlBody);
+  return l;
+}
+
+inline uint64_t random_u64() {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = monotonic_ns() * 0x9E3779B97F4A7C15ull;
+  }
+  return v;
+}
+
+inline uint64_t next_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// send_frame appends a frame (header + body) to a connection.
+inline bool send_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
+  std::byte h[proto::kFrameHeaderBytes];
+  proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), seq}, h);
+  return c.send({h, sizeof(h)}) && (body.empty() || c.send(body));
+}
+
+// sum adds every counter of b into a (the stats structs are all u64 counters).
+template <typename Stats>
+Stats sum(Stats a, const Stats& b) {
+  static_assert(sizeof(Stats) % sizeof(uint64_t) == 0 && std::is_trivially_copyable_v<Stats>);
+  uint64_t x[sizeof(Stats) / 8], y[sizeof(Stats) / 8];
+  std::memcpy(x, &a, sizeof(a));
+  std::memcpy(y, &b, sizeof(b));
+  for (size_t i = 0; i < sizeof(Stats) / 8; ++i) x[i] += y[i];
+  std::memcpy(&a, x, sizeof(a));
+  return a;
+}
+
+struct NodeImpl {
+  NodeOptions opt;
+  uint64_t worker = 0;
+  uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
+  mux::MuxConfig mux;       // opt.mux with max_batch_bytes clamped to record_cap
+  std::unique_ptr<engine::Engine> engine;
+  std::string data_path;
+  int listen_fd = -1;
+  dataplane::Endpoint listening;
+  int wake_fd = -1;
+  std::atomic<bool> wake_pending{false};
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+  control::FrameLimits limits = mux_limits();
+
+  mutable std::mutex mu;  // guards everything below (and the peers' fields)
+  std::condition_variable items_cv;   // an item may be ready for some anchor
+  std::condition_variable attach_cv;  // an attach was answered
+  std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
+  std::vector<std::shared_ptr<InPeer>> in;
+  std::vector<std::shared_ptr<TcpStreamOut>> tcp_out;  // per-stream connections this node opened
+  std::map<uint64_t, std::shared_ptr<AnchorState>> anchors;
+  uint64_t next_anchor = 1;
+  mux::PeerSenderStats out_ended;
+  mux::PeerReceiverStats in_ended;
+  NodeStats counters;            // the node's own (peers, refusals, ...)
+  std::vector<std::byte> buf;    // the node thread's batch buffer
+
+  // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
+  void wake() {
+    if (!wake_pending.exchange(true, std::memory_order_acq_rel)) {
+      const uint64_t one = 1;
+      (void)!write(wake_fd, &one, sizeof(one));
+    }
+  }
+
+  void log(const std::string& line) const {
+    std::fprintf(stderr, "node %s: %s\n", opt.instance_id.c_str(), line.c_str());
+  }
+
+  ~NodeImpl();
+  void loop();
+  void step(uint64_t now);
+  void accept_all(uint64_t now);
+  void step_in(InPeer& p, uint64_t now);
+  void step_out(OutPeer& p, uint64_t now);
+  bool pump_out(OutPeer& p, uint64_t now);
+  bool setup_out(OutPeer& p);
+  void on_node(InPeer& p, const proto::Frame& f);
+  void on_attach_request(InPeer& p, const proto::Frame& f);
+  void on_out_frame(OutPeer& p, const proto::Frame& f);
+  void end_out(OutPeer& p, const std::string& why);
+  void step_tcp_out(TcpStreamOut& t);
+  void on_stream_frame(InPeer& p, const proto::Frame& f);
+  absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
+                                                     const dataplane::Endpoint& peer);
+  void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
+  void applier(std::shared_ptr<InPeer> p);
+  uint64_t next_wait(uint64_t now) const;
+  // channel_arena: a channel ring's arena — room for half its records at
+  // the record cap, and for a fenced batch (the ring's largest blob is a
+  // quarter of the arena).
+  uint64_t channel_arena() const {
+    return next_pow2(std::max<uint64_t>(uint64_t{opt.channel_records} * record_cap, 4 * uint64_t{buf.size()}));
+  }
+  std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
+};
+
+}  // namespace ringfire::node

@@ -1,0 +1,348 @@
+// owner_side.cc — the producer's side of the Node: channels served out
+// (the egress ring, its serve session, admission against the peer's
+// position), the control connection's answers (NODE, ATTACH, MUXCTL), and
+// the per-stream path's connections. Node thread, and flush_batch()'s
+// caller for pump_out (under mu).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "mux/negotiation.h"
+#include "node/node_impl.h"
+#include "proto/attach.h"
+#include "proto/frame.h"
+#include "proto/stream_batch.h"
+#include "ring/blob.h"
+#include "ring/monotonic.h"
+#include "ring/ring_file.h"
+
+namespace ringfire::node {
+
+// ---- the owner side: a peer this node produces to -----------------------
+
+bool NodeImpl::setup_out(OutPeer& p) {
+  // The egress ring: half its records may be unapplied at the peer, each at
+  // most one record cap, so the arena never overwrites what the peer still
+  // needs (the admission check in step_out keeps it so).
+  ring::RingOptions ro;
+  ro.name = absl::StrFormat("rf%d-mux-out-%016x", getpid(), p.epoch);
+  ro.dir = opt.ring_dir;
+  ro.capacity = opt.channel_records;
+  ro.slot_size = sizeof(ring::BlobDescriptor);
+  ro.arena_size = channel_arena();
+  ro.flags = ring::kFlagBlob;
+  ro.schema_signature = kChannelSchema;
+  p.ring_path = ring::ring_path(ro.name, ro.dir);
+  auto file = ring::RingFile::create(ro);
+  if (!file.ok()) {
+    log(absl::StrCat("egress ring: ", file.status().message()));
+    return false;
+  }
+  auto prod = ring::BlobProducer::attach(std::move(*file));
+  if (!prod.ok()) {
+    unlink(p.ring_path.c_str());
+    return false;
+  }
+  p.egress.emplace(std::move(*prod));
+  p.cum_bytes.assign(opt.channel_records, 0);
+  engine::ServeSpec spec;
+  spec.name = absl::StrFormat("mux-out-%016x", p.epoch);
+  spec.port = opt.port.name;
+  spec.ring = p.ring_path;
+  spec.from_oldest = true;
+  spec.bind_ip = opt.port.ip;
+  spec.unicast = true;
+  spec.worker.session = static_cast<uint8_t>(p.epoch | 1);
+  spec.worker.mtu = opt.port.mtu;
+  spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
+  // Its TCP listener is on the control address (a kernel one: a DPDK
+  // port's address may exist only on its own link); DATA leaves the port.
+  spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};
+  spec.control.log = [this](const std::string& line) { log(line); };
+  auto placed = engine->add_serve(std::move(spec));
+  if (!placed.ok()) {
+    log(absl::StrCat("egress serve: ", placed.status().message()));
+    unlink(p.ring_path.c_str());
+    return false;
+  }
+  p.serve_name = (*placed)->spec.name;
+  p.serve_link = (*placed)->link;
+  proto::Node m;
+  m.flags = proto::kNodeChannel;
+  m.worker_id = worker;
+  m.channel_epoch = p.epoch;
+  m.channel_port = (*placed)->control->listening().port;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  const size_t n = proto::encode_node(m, {b, sizeof(b)});
+  p.conn->send({b, n});
+  ++counters.peers_out;
+  return true;
+}
+
+void NodeImpl::step_out(OutPeer& p, uint64_t now) {
+  if (p.serve_name.empty() && !setup_out(p)) {
+    end_out(p, "its channel could not be set up");
+    return;
+  }
+  if (!p.conn->read_available(1u << 20)) {
+    end_out(p, "its control connection closed");
+    return;
+  }
+  proto::Frame f;
+  size_t size = 0;
+  for (;;) {
+    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) break;
+    if (n != TcpConn::Next::kFrame) {
+      ++counters.frames_rejected;
+      end_out(p, "it sent a malformed frame");
+      return;
+    }
+    on_out_frame(p, f);
+    if (p.dead) return;
+    p.conn->consume(size);
+  }
+  // Ready once the peer's mirror streams the channel by UDP: the first
+  // tokens of a new peer's streams then never wait for the channel's set-up
+  // (they would arrive by its TCP catch-up).
+  if (!p.channel_ready && p.serve_link != nullptr && p.serve_link->stats.unicast_mirrors.get() > 0) {
+    p.channel_ready = true;
+    attach_cv.notify_all();
+  }
+  if (p.node_seen) {
+    for (auto& a : p.attaches) {
+      if (a->sent) continue;
+      proto::AttachRequest req;
+      req.anchor_id = a->anchor;
+      req.session_id = a->session;
+      req.supported_keys = mux::supported_keys(mux);
+      std::byte body[256];
+      const size_t n = proto::encode_attach_request(req, {body, sizeof(body)});
+      send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
+      a->sent = true;
+    }
+  }
+  if (p.broken || !pump_out(p, now)) {
+    end_out(p, "a batch larger than its ring's largest blob");
+    return;
+  }
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
+}
+
+// pump_out publishes the batches that are due into the egress ring, while
+// the peer has applied enough of it: neither half the ring's records nor
+// half its arena may be ahead of what the peer applied, so the ring never
+// overwrites a batch it needs. Under mu, on the node thread or (Manual) on
+// flush_batch()'s caller; false if a batch could not be published.
+bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
+  const uint64_t arena_half = channel_arena() / 2;
+  bool published = false;
+  for (;;) {
+    const uint64_t applied_bytes = p.applied == 0 ? 0 : p.cum_bytes[(p.applied - 1) % p.cum_bytes.size()];
+    if (p.egress->next_seq() - p.applied >= opt.channel_records / 2 ||
+        p.published_bytes - applied_bytes + buf.size() > arena_half) {
+      ++counters.admission_waits;
+      break;
+    }
+    const size_t n = p.sender->build(now, {buf.data(), buf.size()});
+    if (n == 0) break;
+    const uint64_t seq = p.egress->next_seq();
+    if (!p.egress->publish({buf.data(), n})) return false;  // cannot be: the arena holds four of the largest
+    p.published_bytes += n;
+    p.cum_bytes[seq % p.cum_bytes.size()] = p.published_bytes;
+    ++counters.channel_batches;
+    published = true;
+  }
+  // A worker with other sessions parks in poll(), not on this ring: poke it.
+  if (published && p.serve_link != nullptr) dataplane::poke_worker(*p.serve_link);
+  return true;
+}
+
+void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
+  if (f.header.kind == FrameKind::kNode) {
+    proto::Node m;
+    if (p.node_seen || proto::decode_node(f, &m) != proto::DecodeError::kOk) {
+      ++counters.frames_rejected;
+      end_out(p, "its NODE did not decode");
+      return;
+    }
+    if (m.worker_id != p.worker) {
+      end_out(p, absl::StrFormat("it is worker %016x, not the handle's %016x", m.worker_id, p.worker));
+      return;
+    }
+    p.node_seen = true;
+    return;
+  }
+  if (f.header.kind == FrameKind::kAttach) {
+    proto::AttachMessage type;
+    proto::AttachResponse resp;
+    if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
+        proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk) {
+      ++counters.frames_rejected;
+      return;
+    }
+    auto it = std::find_if(p.attaches.begin(), p.attaches.end(), [&](const std::shared_ptr<PendingAttach>& a) {
+      return a->sent && a->anchor == resp.anchor_id && a->session == resp.session_id;
+    });
+    if (it == p.attaches.end()) {
+      ++counters.frames_rejected;  // an answer to nothing we asked
+      return;
+    }
+    std::shared_ptr<PendingAttach> a = *it;
+    p.attaches.erase(it);
+    a->done = true;
+    auto choice = mux::choose(resp, mux);
+    if (!choice.ok()) {
+      a->status = choice.status();
+    } else if (choice->kind != mux::PathChoice::Kind::kMux) {
+      a->tcp_chosen = true;  // the caller attaches again on the stream's own connection
+    } else if (auto slot = p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns()); !slot) {
+      a->status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
+    } else {
+      a->slot = *slot;
+      if (a->abandoned) p.sender->abort(*slot);
+    }
+    attach_cv.notify_all();
+    return;
+  }
+  if (f.header.kind == FrameKind::kMuxControl) {
+    if (f.header.seq > p.egress->next_seq() || f.header.seq < p.applied) {
+      ++counters.frames_rejected;  // a position it cannot have
+      return;
+    }
+    p.applied = f.header.seq;
+    if (!f.body.empty()) p.sender->apply_control(f.body);
+    return;
+  }
+  ++counters.frames_rejected;
+}
+
+void NodeImpl::end_out(OutPeer& p, const std::string& why) {
+  p.dead = true;
+  if (p.sender) {
+    p.sender->peer_lost();
+    out_ended = sum(out_ended, p.sender->stats());
+  }
+  for (auto& a : p.attaches) {
+    a->done = true;
+    a->status = absl::UnavailableError(absl::StrCat("the peer is gone: ", why));
+  }
+  p.attaches.clear();
+  attach_cv.notify_all();
+  if (p.conn) engine->unwatch(p.conn->fd());
+  p.conn.reset();
+  if (!p.serve_name.empty()) {
+    p.serve_link = nullptr;  // freed with the session
+    (void)engine->remove(p.serve_name);
+    p.serve_name.clear();
+  }
+  if (!p.ring_path.empty()) unlink(p.ring_path.c_str());
+  p.egress.reset();
+  ++counters.peers_lost;
+  log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+}
+
+// ---- the per-stream TCP path, producer side ------------------------------
+
+void NodeImpl::step_tcp_out(TcpStreamOut& t) {
+  auto end = [&](const std::string& why) {
+    t.closed = true;
+    if (t.attach && !t.attach->done) {
+      t.attach->done = true;
+      t.attach->status = absl::UnavailableError(absl::StrCat("per-stream connection: ", why));
+      attach_cv.notify_all();
+    }
+    engine->unwatch(t.conn->fd());
+    t.conn.reset();
+  };
+  if (!t.conn->read_available(64u << 10)) return end("closed by the peer");
+  proto::Frame f;
+  size_t size = 0;
+  for (;;) {
+    const TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) break;
+    if (n != TcpConn::Next::kFrame) {
+      ++counters.frames_rejected;
+      return end("a malformed frame");
+    }
+    if (f.header.kind == FrameKind::kNode && !t.node_seen) {
+      proto::Node m;
+      if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
+        return end("the node there is not the handle's");
+      }
+      t.node_seen = true;
+    } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
+      proto::AttachMessage type;
+      proto::AttachResponse resp;
+      if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
+          proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk || resp.session_id != t.attach->session) {
+        ++counters.frames_rejected;
+        return end("a bad ATTACH answer");
+      }
+      auto choice = mux::choose(resp, mux);
+      t.attach->done = true;
+      if (!choice.ok()) {
+        t.attach->status = choice.status();
+      } else if (choice->kind != mux::PathChoice::Kind::kTcp) {
+        t.attach->status = absl::FailedPreconditionError("the peer chose the mux on a per-stream connection");
+      } else {
+        t.attached = true;
+        if (resp.slot_byte_budget != 0) t.byte_budget = resp.slot_byte_budget;
+      }
+      attach_cv.notify_all();
+      if (!t.attached) return end("refused");
+    } else {
+      ++counters.frames_rejected;  // nothing else comes this way
+    }
+    t.conn->consume(size);
+  }
+  if (!t.conn->flush()) return end("a write failed");
+  if (t.finished && t.conn->pending() == 0) {
+    shutdown(t.conn->fd(), SHUT_WR);  // the terminal is out: the stream is done
+    engine->unwatch(t.conn->fd());
+    t.conn.reset();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
+                                                             const dataplane::Endpoint& peer) {
+  auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000));
+  if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
+  auto t = std::make_shared<TcpStreamOut>();
+  t->conn = std::make_unique<TcpConn>(*fd);
+  t->worker = h.worker;
+  t->byte_budget = mux.slot_byte_budget;
+  t->attach = std::make_shared<PendingAttach>();
+  t->attach->anchor = h.anchor;
+  t->attach->session = random_u64();
+  std::unique_lock l(mu);
+  if (stopping.load()) return absl::UnavailableError("attach: the node stops");
+  proto::Node m;
+  m.worker_id = worker;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  t->conn->send({b, proto::encode_node(m, {b, sizeof(b)})});
+  proto::AttachRequest req;
+  req.anchor_id = h.anchor;
+  req.session_id = t->attach->session;
+  req.supported_keys = proto::kTransportTcp;
+  std::byte body[256];
+  send_frame(*t->conn, FrameKind::kAttach, 0, {body, proto::encode_attach_request(req, {body, sizeof(body)})});
+  if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
+  tcp_out.push_back(t);
+  ++counters.tcp_streams_out;
+  wake();
+  std::shared_ptr<PendingAttach> a = t->attach;
+  if (!attach_cv.wait_for(l, std::chrono::nanoseconds(opt.attach_timeout_ns), [&] { return a->done; })) {
+    t->closed = true;  // the node thread closes it
+    if (t->conn) shutdown(t->conn->fd(), SHUT_RDWR);
+    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer)));
+  }
+  if (!a->status.ok()) return a->status;
+  return std::unique_ptr<Sender>(new Sender(std::move(self), t, a->session));
+}
+
+
+}  // namespace ringfire::node

@@ -1,0 +1,317 @@
+// receiver_side.cc — the consumer's side of the Node: accepted control
+// connections (NODE, ATTACH answers, MUXCTL back), the channels mirrored in
+// and the applier thread that reads each, the per-stream path's streams.
+// Node thread (and the appliers, under mu).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "mux/negotiation.h"
+#include "node/node_impl.h"
+#include "proto/attach.h"
+#include "proto/frame.h"
+#include "proto/stream_batch.h"
+#include "ring/blob.h"
+#include "ring/monotonic.h"
+#include "ring/ring_file.h"
+
+namespace ringfire::node {
+
+// ---- the receiver side: an accepted connection --------------------------
+
+void NodeImpl::step_in(InPeer& p, uint64_t now) {
+  if ((!p.node_seen || (p.per_stream && p.stream == nullptr)) && now - p.accepted_ns > opt.hello_timeout_ns) {
+    ++counters.refused;
+    p.conn.reset();  // no NODE (or, per-stream, no attached stream) in time: a stranger
+    return;
+  }
+  if (p.close_after_flush && (!p.conn->flush() || p.conn->pending() == 0)) {
+    p.conn.reset();  // its refusal is out
+    return;
+  }
+  if (p.stream && (p.stream->cancelled || p.stream->ended)) {
+    p.conn.reset();  // the consumer went away (the producer sees its connection close), or it is over
+    return;
+  }
+  // The per-stream path's credit is TCP's window: read only while the
+  // consumer keeps up.
+  const bool room = p.stream == nullptr || p.stream->items.size() < p.stream->window;
+  // At the peer's end of stream, what it sent before is still applied.
+  if (room && !p.eof && !p.conn->read_available(1u << 20)) p.eof = true;
+  proto::Frame f;
+  size_t size = 0;
+  bool drained = false;  // no whole frame left in the input
+  for (;;) {
+    if (p.stream && p.stream->items.size() >= p.stream->window) break;
+    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == TcpConn::Next::kNeedMore) {
+      drained = true;
+      break;
+    }
+    if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
+      ++counters.frames_rejected;
+      if (p.stream && !p.stream->ended) {
+        p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
+        p.stream->ended = true;
+        items_cv.notify_all();
+      }
+      p.conn.reset();
+      return;
+    }
+    if (!p.node_seen) {
+      on_node(p, f);
+    } else if (f.header.kind == FrameKind::kAttach) {
+      on_attach_request(p, f);
+    } else if (f.header.kind == FrameKind::kStream && p.stream) {
+      on_stream_frame(p, f);
+    } else {
+      ++counters.frames_rejected;  // a known kind with no business on this side, or a newer one: skipped
+    }
+    if (p.conn == nullptr) return;
+    p.conn->consume(size);
+  }
+  if (p.eof && drained) {
+    if (p.stream && !p.stream->ended) {  // closed without its terminal
+      p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
+      p.stream->ended = true;
+      items_cv.notify_all();
+    }
+    p.conn.reset();
+    return;
+  }
+  if (p.receiver) {
+    p.receiver->watchdog(now);
+    for (;;) {
+      const size_t n = p.receiver->build_control({buf.data(), buf.size()}, p.epoch);
+      if (n == 0) break;
+      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
+      p.reported = p.applied;
+    }
+    // The position alone, so the owner may reuse its egress ring.
+    if (p.applied - p.reported >= opt.channel_records / 16) {
+      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
+      p.reported = p.applied;
+    }
+    items_cv.notify_all();  // watchdog ends, cancels: readers look again
+  }
+  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog || (p.close_after_flush && p.conn->pending() == 0)) {
+    p.conn.reset();
+  }
+}
+
+void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
+  proto::Node m;
+  if (f.header.kind != FrameKind::kNode || proto::decode_node(f, &m) != proto::DecodeError::kOk) {
+    ++counters.refused;
+    p.conn.reset();
+    return;
+  }
+  p.node_seen = true;
+  p.worker = m.worker_id;
+  proto::Node answer;
+  answer.worker_id = worker;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  if ((m.flags & proto::kNodeChannel) == 0 || !mux.enabled) {
+    // One stream's own connection (the per-stream path), or a channel this
+    // node does not take (its mux is off: every ATTACH is answered tcp).
+    p.per_stream = (m.flags & proto::kNodeChannel) == 0;
+    p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+    return;
+  }
+  const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
+  if (static_cast<uint64_t>(channels) >= opt.max_channels) {
+    ++counters.refused;  // a mirror session and a ring each: bounded
+    p.conn.reset();
+    return;
+  }
+  p.epoch = m.channel_epoch;
+  p.receiver = std::make_unique<mux::PeerReceiver>(mux);
+  // Mirror its channel: the serve on the connection's own address (never
+  // one a stranger names elsewhere), into a ring of our own.
+  const dataplane::Endpoint peer = p.conn->peer();
+  p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", getpid(), m.channel_epoch), opt.ring_dir);
+  p.mirror_name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
+  engine::MirrorSpec spec;
+  spec.name = p.mirror_name;
+  spec.port = opt.port.name;
+  spec.options.source = dataplane::Endpoint{peer.ip, m.channel_port};
+  spec.options.ring = p.ring_path;
+  spec.options.dir = opt.ring_dir;
+  spec.options.from = control::MirrorOptions::From::kOldest;
+  spec.options.unicast = true;
+  spec.options.expected_schema = kChannelSchema;
+  spec.options.local_ip = opt.port.ip;
+  const uint64_t arena = channel_arena();
+  spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
+  auto placed = engine->add_mirror(std::move(spec));
+  if (!placed.ok()) {
+    log(absl::StrCat("channel from ", p.worker, ": ", placed.status().message()));
+    p.mirror_name.clear();
+    p.conn.reset();
+    return;
+  }
+  ++counters.peers_in;
+  p.applier = std::thread([this, self = in_ptr(p)] { applier(self); });
+  p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+}
+
+void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
+  TcpStreamIn& t = *p.stream;
+  if (t.ended || f.header.seq != t.next_frame || f.body.size() > mux.slot_byte_budget) {
+    ++counters.frames_rejected;  // out of order, after its end, or larger than a slot may hold
+    if (!t.ended) {
+      t.items.push_back(Item{Item::Kind::kDropped, 0, {}});
+      t.ended = true;
+    }
+    items_cv.notify_all();
+    return;
+  }
+  ++t.next_frame;
+  if ((f.header.flags & proto::kStreamTerminal) != 0) {
+    t.items.push_back(Item{Item::Kind::kFinished, 0, {}});
+    t.ended = true;
+  } else {
+    t.items.push_back(Item{Item::Kind::kData, 0, std::vector<std::byte>(f.body.begin(), f.body.end())});
+    ++counters.tcp_records_in;
+  }
+  items_cv.notify_all();
+}
+
+void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
+  proto::AttachMessage type;
+  proto::AttachRequest req;
+  if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kRequest ||
+      proto::decode_attach_request(f.body, &req) != proto::DecodeError::kOk) {
+    ++counters.frames_rejected;
+    return;
+  }
+  auto it = anchors.find(req.anchor_id);
+  AnchorState* a = it == anchors.end() ? nullptr : it->second.get();
+  const bool known = a != nullptr && !a->cancelled;
+  if (p.per_stream) {
+    if (p.stream != nullptr) {  // one stream per connection
+      ++counters.frames_rejected;
+      p.conn.reset();
+      return;
+    }
+    req.supported_keys &= proto::kTransportTcp;  // this connection is the stream: tcp is the only answer
+  }
+  proto::AttachResponse resp = mux::answer(req, mux, known);
+  if (p.per_stream) {
+    if (resp.status != proto::AttachStatus::kOk) {
+      // unknown anchor: answered below, then closed
+    } else if (a->kind == AnchorKind::kSingleSender && a->attached_once) {
+      resp.status = proto::AttachStatus::kRefused;
+    } else {
+      p.stream = std::make_shared<TcpStreamIn>();
+      p.stream->window = mux.initial_credit;
+      a->attached_once = true;
+      a->streams.push_back(AnchorStream{req.session_id, nullptr, nullptr, p.stream});
+      ++counters.tcp_streams_in;
+    }
+    ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
+    std::byte body[256];
+    send_frame(*p.conn, FrameKind::kAttach, 0, {body, proto::encode_attach_response(resp, {body, sizeof(body)})});
+    p.close_after_flush = p.stream == nullptr;  // refused: the connection has no other use
+    return;
+  }
+  if (p.receiver == nullptr && resp.transport_key == proto::kTransportMux) {
+    resp = mux::answer(req, mux::MuxConfig{}, known);  // no channel here: the per-stream path
+  }
+  if (known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
+  // A tcp answer here registers nothing: the producer attaches again on
+  // the stream's own connection (§5.5).
+  if (resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportMux) {
+    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit);
+    if (s == nullptr) {
+      resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
+    } else {
+      a->attached_once = true;
+      a->streams.push_back(AnchorStream{req.session_id, in_ptr(p), s, nullptr});
+    }
+  }
+  ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
+  std::byte body[256];
+  const size_t n = proto::encode_attach_response(resp, {body, sizeof(body)});
+  send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
+}
+
+std::shared_ptr<InPeer> NodeImpl::in_ptr(const InPeer& p) const {
+  for (const auto& q : in) {
+    if (q.get() == &p) return q;
+  }
+  return nullptr;
+}
+
+void NodeImpl::applier(std::shared_ptr<InPeer> p) {
+  // The mirror creates the ring once the source's GEOMETRY is in.
+  std::optional<ring::BlobConsumer> c;
+  while (!p->stop.load()) {
+    if (access(p->ring_path.c_str(), F_OK) == 0) {
+      ring::RingExpectation want;
+      want.blob = true;
+      want.schema_signature = kChannelSchema;
+      auto f = ring::RingFile::open(p->ring_path, want);
+      if (f.ok()) {
+        auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-applier");
+        if (cons.ok()) {
+          c.emplace(std::move(*cons));
+          break;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!c) return;
+  std::vector<std::byte> rec(c->max_blob());
+  while (!p->stop.load()) {
+    uint32_t len = 0;
+    const ring::ReadResult r = c->try_read(rec.data(), &len);
+    if (r.lost != 0 || c->holes_skipped() != 0) {  // a record the channel never delivered: it is broken
+      std::lock_guard l(mu);
+      p->failed = true;
+      ++counters.channel_failures;
+      wake();
+      return;
+    }
+    if (!r.ok) {
+      wake();  // drained: credit and position may be owed
+      c->park(1'000'000);
+      continue;
+    }
+    {
+      std::lock_guard l(mu);
+      if (p->dead) return;
+      p->receiver->apply({rec.data(), len}, monotonic_ns(), nullptr);
+      p->applied = r.seq + 1;
+    }
+    items_cv.notify_all();
+  }
+}
+
+void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join) {
+  p.dead = true;
+  p.stop.store(true);
+  if (p.applier.joinable()) to_join->push_back(std::move(p.applier));
+  if (p.receiver) {
+    p.receiver->peer_lost();  // every live stream: exactly one Dropped
+    const mux::PeerReceiverStats& s = p.receiver->stats();
+    in_ended = sum(in_ended, s);
+  }
+  if (p.conn) engine->unwatch(p.conn->fd());
+  p.conn.reset();
+  if (!p.mirror_name.empty()) {
+    (void)engine->remove(p.mirror_name);
+    unlink(p.ring_path.c_str());
+    p.mirror_name.clear();
+  }
+  ++counters.peers_lost;
+  if (p.receiver) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  items_cv.notify_all();
+}
+
+
+}  // namespace ringfire::node
