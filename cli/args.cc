@@ -1,7 +1,10 @@
 // args.cc — subcommand option parsing.
 #include "cli/args.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include <CLI/CLI.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,11 +12,20 @@
 namespace ringfire::cli {
 namespace {
 
+// args_take: the spec has option `name`; args_take_value: `arg` is one of
+// its options that takes a value (so the next word is that value, even if
+// it starts with "--").
 const OptionSpec* find(const CommandSpec& spec, const std::string& name) {
   for (const OptionSpec& o : spec.options) {
     if (name == o.name) return &o;
   }
   return nullptr;
+}
+bool args_take(const CommandSpec& spec, const std::string& name) { return find(spec, name) != nullptr; }
+bool args_take_value(const CommandSpec& spec, const std::string& arg) {
+  if (arg.rfind("--", 0) != 0 || arg.find('=') != std::string::npos) return false;
+  const OptionSpec* o = find(spec, arg.substr(2));
+  return o != nullptr && o->value != nullptr;
 }
 
 std::optional<uint64_t> scaled(const std::string& digits, uint64_t scale) {
@@ -58,50 +70,67 @@ Args Args::from_values(const std::string& command, std::map<std::string, std::st
   return a;
 }
 
+// parse: CLI11 (Debian's libcli11-dev) reads the options the spec
+// declares; the messages stay ringfire's (they name the option and say
+// what to change). `--help` anywhere before `--` asks for usage; what
+// follows `--` is passed through untouched (EAL arguments).
 absl::StatusOr<Args> Args::parse(const CommandSpec& spec, int argc, char** argv, int first) {
   Args a;
   a.command_ = spec.name;
+  std::vector<std::string> args;
   for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      a.rest_.assign(argv + i + 1, argv + argc);
+      break;
+    }
     if (arg == "--help" || arg == "-h") {
       a.help_ = true;
       return a;
     }
-    if (arg == "--") {  // the rest is passed through (EAL arguments)
-      a.rest_.assign(argv + i + 1, argv + argc);
-      break;
+    // An option the command does not have is named as such (CLI11 would
+    // call it an extra argument).
+    if (arg.rfind("--", 0) == 0 && !args_take(spec, arg.substr(2, arg.find('=') - 2)) &&
+        (args.empty() || !args_take_value(spec, args.back()))) {
+      const std::string name = arg.substr(2, arg.find('=') - 2);
+      return absl::InvalidArgumentError(absl::StrCat("unknown option --", name, " for 'ringfire ", spec.name,
+                                                     "' (see ringfire ", spec.name, " --help)"));
     }
-    if (arg.rfind("--", 0) != 0) {
-      a.positionals_.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(2);
-    std::optional<std::string> value;
-    if (const auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const OptionSpec* o = find(spec, name);
-    if (o == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown option --", name, " for 'ringfire ",
-                                                     spec.name, "' (see ringfire ", spec.name,
-                                                     " --help)"));
-    }
-    if (o->value == nullptr) {
-      if (value) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      const OptionSpec* o = find(spec, arg.substr(2, arg.find('=') - 2));
+      if (o != nullptr && o->value == nullptr && (args.empty() || !args_take_value(spec, args.back()))) {
+        return absl::InvalidArgumentError(absl::StrCat("--", o->name, " takes no value"));
       }
-      a.values_[name] = "1";
-      continue;
     }
-    if (!value) {
-      if (i + 1 >= argc) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " needs a value (", o->value, ")"));
+    args.push_back(arg);
+  }
+  CLI::App app(spec.summary, absl::StrCat("ringfire ", spec.name));
+  app.set_help_flag();  // ours, above
+  for (const OptionSpec& o : spec.options) {
+    const std::string name = o.name;
+    if (o.value == nullptr) {
+      app.add_flag_callback(absl::StrCat("--", name), [&a, name] { a.values_[name] = "1"; }, o.help)
+          ->disable_flag_override();
+    } else {
+      app.add_option_function<std::string>(
+             absl::StrCat("--", name), [&a, name](const std::string& v) { a.values_[name] = v; }, o.help)
+          ->type_name(o.value)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+  }
+  app.add_option("positionals", a.positionals_)->expected(0, -1);
+  std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+  try {
+    app.parse(args);
+  } catch (const CLI::ArgumentMismatch& e) {  // an option without its value
+    for (const OptionSpec& o : spec.options) {
+      if (o.value != nullptr && std::string(e.what()).find(absl::StrCat("--", o.name)) != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("--", o.name, " needs a value (", o.value, ")"));
       }
-      value = argv[++i];
     }
-    a.values_[name] = *value;
+    return absl::InvalidArgumentError(absl::StrCat(e.what(), " (see ringfire ", spec.name, " --help)"));
+  } catch (const CLI::ParseError& e) {  // a switch given a value (--quiet=1), and the like
+    return absl::InvalidArgumentError(absl::StrCat(e.what(), " (see ringfire ", spec.name, " --help)"));
   }
   if (a.positionals_.size() < spec.min_positionals || a.positionals_.size() > spec.max_positionals) {
     return absl::InvalidArgumentError(absl::StrCat("usage: ringfire ", spec.name, " ",

@@ -15,6 +15,7 @@ packages=(
   libxxhash-dev
   libsodium-dev                            # PSK authentication (HMAC-SHA256, SipHash)
   libtomlplusplus-dev nlohmann-json3-dev   # `ringfire run` configs, `ringfire ctl` answers
+  libcli11-dev                             # the argument parser (cli/args.cc)
   libsystemd-dev systemd                   # sd_notify (Type=notify units), systemd-analyze verify
   prometheus                               # the metrics lab scrapes the daemons with a real Prometheus (and promtool)
   tshark                                   # the Wireshark dissector's test (tshark -X lua_script:)
