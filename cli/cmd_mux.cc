@@ -7,6 +7,7 @@
 // record by record (its tokens in order, exactly T, then one end) and
 // reports per-token latency, time to first token, batching and CPU per
 // token. Exit 3 when a check fails.
+#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -121,6 +122,23 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// peak_rss_kib: the process's peak resident set (getrusage).
+uint64_t peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_maxrss);
+}
+
+// open_fds: descriptors the process holds now.
+uint64_t open_fds() {
+  uint64_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n > 3 ? n - 3 : 0;  // ".", "..", and the one opendir holds
+}
+
 double percentile(std::vector<uint64_t>& v, double p) {
   if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
@@ -224,6 +242,9 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},
       {"per_stream_streams", s.tcp_streams_in},
+      {"peak_rss_kib", peak_rss_kib()},
+      {"fds", open_fds()},
+      {"out_of_fds", s.out_of_fds},
       {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
   if (c->json) {
@@ -267,6 +288,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     if (!s.ok()) return fail("mux-produce", s.status());
     senders.push_back(std::move(*s));
   }
+  const uint64_t fds_attached = open_fds();
   std::printf("mux-produce: %zu streams attached to %s (data path %s)\n", senders.size(),
               dataplane::to_string(*peer).c_str(), (*n)->data_path().c_str());
   std::fflush(stdout);
@@ -274,6 +296,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   std::vector<std::byte> tok(c->size);
   uint64_t full_waits = 0, closed = 0;
   std::vector<uint64_t> step_ns;  // one decode step's sends and flush
+  uint64_t flushes = 0;           // flush_batch() calls, one per decode step (Manual)
   const uint64_t start = now_ns();
   const double cpu0 = cpu_seconds();
   for (uint64_t t = 0; t < c->tokens && !stop_requested(); ++t) {
@@ -296,21 +319,17 @@ int cmd_mux_produce(int argc, char** argv, int first) {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     }
-    if (manual) (*n)->flush_batch();
+    if (manual) {
+      (*n)->flush_batch();
+      ++flushes;
+    }
     step_ns.push_back(now_ns() - step_start);
   }
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();
   const double cpu = cpu_seconds() - cpu0;
-  // Let everything staged leave (it may wait for credit), then the last
-  // batches and terminals, before the node goes.
-  const uint64_t drain_until = now_ns() + c->timeout_s * 1'000'000'000;
-  for (bool left = true; left && now_ns() < drain_until && !stop_requested();) {
-    left = false;
-    for (auto& s : senders) left |= s->unsent_bytes() != 0;
-    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Everything sent must be applied by the peer before the node goes.
+  if (!(*n)->drain(c->timeout_s * 1'000'000'000)) std::printf("mux-produce: not drained within --timeout\n");
   const node::NodeStats s = (*n)->stats();
   const uint64_t sent = s.out.records + s.tcp_records_out;  // the mux's and the per-stream path's
   nlohmann::json j = {{"streams", senders.size()},
@@ -318,6 +337,9 @@ int cmd_mux_produce(int argc, char** argv, int first) {
                       {"batches", s.out.batches},
                       {"records_per_batch", s.out.batches ? static_cast<double>(sent) / static_cast<double>(s.out.batches) : 0},
                       {"full_waits", full_waits},
+                      {"records_per_flush", flushes ? static_cast<double>(sent) / static_cast<double>(flushes) : 0},
+                      {"peak_rss_kib", peak_rss_kib()},
+                      {"fds", fds_attached},
                       {"step_us", {{"p50", percentile(step_ns, 0.5)}, {"p99", percentile(step_ns, 0.99)}}},
                       {"closed", closed},
                       {"credit_exhausted", s.out.credit_exhausted},

@@ -101,6 +101,8 @@ class PeerSender {
   uint64_t next_deadline_ns() const;
 
   uint32_t live_slots() const { return slots_.live(); }
+  // idle: nothing staged, withheld or owed (opens, closes) is left to write.
+  bool idle() const { return withheld_total_ == 0 && liveness_pending_ == 0; }
   uint64_t epoch() const { return epoch_; }
   // staged_records: records that may go now (withheld, with credit).
   uint64_t staged_records() const;

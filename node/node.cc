@@ -6,6 +6,7 @@
 #include "node/node.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -90,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("node: control listener: ", fd.status().message()));
   impl->listen_fd = *fd;
   impl->listening = control::socket_local(*fd);
+  impl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // see accept_all
   impl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->wake_fd < 0) return absl::InternalError("node: eventfd failed");
   if (absl::Status st = impl->engine->watch(impl->listen_fd); !st.ok()) return st;
@@ -116,6 +119,7 @@ NodeImpl::~NodeImpl() {
   }
   if (listen_fd >= 0) close(listen_fd);
   if (wake_fd >= 0) close(wake_fd);
+  if (spare_fd >= 0) close(spare_fd);
 }
 
 dataplane::Endpoint Node::control_address() const { return impl_->listening; }
@@ -185,6 +189,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->close_after_flush) until = now;
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
+    if (p->receiver && p->applied != p->reported) until = std::min(until, p->reported_ns + kPositionEveryNs);
   }
   return until > now ? until - now : 0;
 }
@@ -192,6 +197,23 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
 void NodeImpl::accept_all(uint64_t now) {
   for (;;) {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+      // Out of descriptors: the pending connection would keep the listener
+      // readable and the loop spinning. The spare makes room to take it and
+      // close it at once (the peer sees a reset, not a hang); counted.
+      // (accept reports EMFILE before it looks for a connection: none may be waiting.)
+      close(spare_fd);
+      const int shed = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (shed >= 0) close(shed);
+      spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (shed < 0) return;  // nothing was waiting
+      std::lock_guard l(mu);
+      ++counters.refused;
+      ++counters.out_of_fds;
+      if (!fds_warned) log("out of file descriptors: new connections are refused (raise ulimit -n)");
+      fds_warned = true;
+      continue;
+    }
     if (fd < 0) return;
     std::lock_guard l(mu);
     if (in.size() >= opt.max_connections) {
@@ -316,6 +338,26 @@ void Node::flush_batch() {
   if (left) m.wake();
 }
 
+bool Node::drain(uint64_t timeout_ns) {
+  NodeImpl& m = *impl_;
+  const uint64_t until = monotonic_ns() + timeout_ns;
+  for (;;) {
+    bool idle = true;
+    {
+      std::lock_guard l(m.mu);
+      for (const auto& [w, p] : m.out) {
+        if (p->dead || !p->sender || !p->egress) continue;
+        idle &= p->sender->idle() && p->applied == p->egress->next_seq();
+      }
+      for (const auto& t : m.tcp_out) idle &= t->conn == nullptr || t->conn->pending() == 0;
+    }
+    if (idle) return true;
+    if (monotonic_ns() >= until) return false;
+    m.wake();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 NodeStats Node::stats() const {
   std::lock_guard l(impl_->mu);
   NodeStats s = impl_->counters;
@@ -329,14 +371,7 @@ NodeStats Node::stats() const {
   }
   // The engine is the node thread's, but its counters are single-writer
   // atomics any thread may read; the session list changes only under mu.
-  for (const auto& m : impl_->engine->mirrors()) {
-    if (const dataplane::MirrorWorkerStats* w = m->control->stats()) {
-      s.channel_datagrams += w->datagrams.get();
-      s.channel_tcp_frames += w->tcp_frames.get();
-      s.channel_naks += w->naks.get();
-      s.channel_held += w->held.get();
-    }
-  }
+  for (const auto& m : impl_->engine->mirrors()) impl_->add_channel_counters(*m, &s);
   return s;
 }
 

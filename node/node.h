@@ -92,6 +92,7 @@ struct NodeStats {
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
   uint64_t channel_batches = 0;    // batches published into egress rings
   uint64_t admission_waits = 0;    // builds held back: the peer had not applied enough of the channel
+  uint64_t out_of_fds = 0;         // connections shed: the process had no descriptor left
   uint64_t tcp_streams_out = 0;    // streams attached on the per-stream path (producer side)
   uint64_t tcp_streams_in = 0;     // ... and accepted (consumer side)
   uint64_t tcp_records_in = 0;
@@ -181,6 +182,11 @@ class Node {
   absl::StatusOr<std::unique_ptr<Sender>> attach(const mux::AnchorHandle& handle,
                                                  const dataplane::Endpoint& peer_control);
   void flush_batch();
+  // drain waits (at most timeout_ns) until everything sent has been applied
+  // by its peers: staged records sent, terminals written, channels caught
+  // up, per-stream connections written out. What a producer calls before
+  // it exits; true when done.
+  bool drain(uint64_t timeout_ns);
 
   dataplane::Endpoint control_address() const;
   uint64_t worker_id() const;

@@ -41,6 +41,7 @@ using proto::FrameKind;
 constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
+constexpr uint64_t kPositionEveryNs = 1'000'000;  // a moved channel position is reported this often at most
 
 inline control::FrameLimits mux_limits() {
   control::FrameLimits l;
@@ -97,6 +98,8 @@ struct NodeImpl {
   int listen_fd = -1;
   dataplane::Endpoint listening;
   int wake_fd = -1;
+  int spare_fd = -1;       // held in reserve: freed to shed a connection when out of descriptors
+  bool fds_warned = false;
   std::atomic<bool> wake_pending{false};
   std::atomic<bool> stopping{false};
   std::thread thread;
@@ -153,6 +156,16 @@ struct NodeImpl {
     return next_pow2(std::max<uint64_t>(uint64_t{opt.channel_records} * record_cap, 4 * uint64_t{buf.size()}));
   }
   std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
+  // add_channel_counters adds a channel mirror's counters (the engine's
+  // single-writer atomics, readable from any thread) to s.
+  static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {
+    if (const dataplane::MirrorWorkerStats* w = m.control->stats()) {
+      s->channel_datagrams += w->datagrams.get();
+      s->channel_tcp_frames += w->tcp_frames.get();
+      s->channel_naks += w->naks.get();
+      s->channel_held += w->held.get();
+    }
+  }
 };
 
 }  // namespace ringfire::node

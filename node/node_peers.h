@@ -98,6 +98,7 @@ struct InPeer {
   std::atomic<bool> stop{false};    // applier: leave (node thread sets it)
   uint64_t applied = 0;             // channel records applied (the applier writes it under mu)
   uint64_t reported = 0;            // the last position sent back
+  uint64_t reported_ns = 0;         // ... and when
   bool failed = false;              // the applier found the channel broken (a lost record)
   bool dead = false;                // ended: its streams got their Dropped
 };

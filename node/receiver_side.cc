@@ -89,11 +89,16 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       if (n == 0) break;
       send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
       p.reported = p.applied;
+      p.reported_ns = now;
     }
-    // The position alone, so the owner may reuse its egress ring.
-    if (p.applied - p.reported >= opt.channel_records / 16) {
+    // The position alone, so the owner may reuse its egress ring (and knows
+    // when everything it sent has been applied): at once past 1/16 of the
+    // ring, else at most every millisecond while it moved.
+    if (p.applied != p.reported &&
+        (p.applied - p.reported >= opt.channel_records / 16 || now - p.reported_ns >= kPositionEveryNs)) {
       send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
       p.reported = p.applied;
+      p.reported_ns = now;
     }
     items_cv.notify_all();  // watchdog ends, cancels: readers look again
   }
@@ -304,6 +309,9 @@ void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread
   if (p.conn) engine->unwatch(p.conn->fd());
   p.conn.reset();
   if (!p.mirror_name.empty()) {
+    for (const auto& m : engine->mirrors()) {
+      if (m->spec.name == p.mirror_name) add_channel_counters(*m, &counters);  // they outlive the session
+    }
     (void)engine->remove(p.mirror_name);
     unlink(p.ring_path.c_str());
     p.mirror_name.clear();

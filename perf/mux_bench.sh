@@ -4,7 +4,13 @@
 # h1 (CPU 0), `ringfire mux-produce` on h2 (CPU 1), the same streams, tokens
 # and token size each time; only the path changes.
 #
-#   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--out DIR]
+#   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--size B] [--out DIR]
+#   perf/mux_bench.sh --sweep "1 8 64 256 1024 4096" [--tokens T] [--rate STEPS] [--size B]
+#
+# --sweep: X streams to one frontend for each X, paced (the issue's V5
+# sweep at Y = 1): per-stream vs mux (kernel), plus mux on memif when
+# built with DPDK; records per flush (the batching ratio: tokens written
+# per flush_batch), CPU per token, peak RSS and fds, latency and TTFT.
 #
 # paced    --rate decode steps per second (default 50: a token per stream
 #          every 20 ms, an LLM's decode rate): per-token latency p50/p99/p99.9,
@@ -15,43 +21,70 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
-streams=300 tokens=200 rate=50 out=perf/figures/mux
+streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep=""
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --sweep) sweep=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--streams N] [--tokens T] [--rate STEPS] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 source "$(dirname "$0")/../tests/lab/lib.sh"
 lab_up 2
 lab_logs muxbench
 mkdir -p "$out"
-: >"$out/mux.json"
+results=$out/mux.json
+[[ -n $sweep ]] && results=$out/sweep.json
+: >"$results"
 
-# one NAME MODE(paced|flat) CONSUMER_OPTS PRODUCER_OPTS
+# one NAME MODE(paced|flat) CONSUMER_OPTS PRODUCER_OPTS [STREAMS]
 one() {
-  local name=$1 mode=$2 copts=$3 popts=$4 pace=""
+  local name=$1 mode=$2 copts=$3 popts=$4 streams=${5:-$streams} pace=""
   [[ $mode == paced ]] && pace="--rate $rate"
   rm -f "$logs/h"
-  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --json --timeout 120 $copts"
+  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts"
   local cpid=${LAB_PIDS[-1]}
   wait_for 20 test -s "$logs/h" || { echo "$name: no handles: $(cat "$logs/$name.c")"; return; }
-  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --json $pace $popts" >"$logs/$name.p" 2>&1
+  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --size $size --json $pace $popts" >"$logs/$name.p" 2>&1
   wait "$cpid"
-  python3 - "$name" "$mode" "$logs/$name.c" "$logs/$name.p" >>"$out/mux.json" <<'PY'
+  python3 - "$name" "$mode" "$logs/$name.c" "$logs/$name.p" "$streams" >>"$results" <<'PY'
 import json, sys
-name, mode, c, p = sys.argv[1:]
-last = lambda f: json.loads([l for l in open(f) if l.startswith('{')][-1])
-r = {"run": name, "mode": mode, "consumer": last(c), "producer": last(p)}
-print(json.dumps(r))
+name, mode, c, p, x = sys.argv[1:]
+def last(f):
+    lines = [l for l in open(f) if l.startswith('{')]
+    return json.loads(lines[-1]) if lines else {"error": open(f).read()[-300:]}
+print(json.dumps({"run": name, "mode": mode, "streams": int(x), "consumer": last(c), "producer": last(p)}))
 PY
 }
 
 sock="$logs/memif.sock"
 eal() { echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM --vdev net_memif0,role=$2,socket=$sock,socket-abstract=no"; }
+if [[ -n $sweep ]]; then
+  for x in $sweep; do
+    one "per-stream" paced "--no-mux" "--no-mux" "$x"
+    one "mux-kernel" paced "" "" "$x"
+    if have_dpdk && ((x == 64)); then
+      one "mux-memif" paced "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'" "$x"
+    fi
+  done
+  python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"{'X':>5} {'run':11} {'tokens':>8} {'rec/flush':>9} {'p50 us':>8} {'p99 us':>8} {'ttft p50':>8} {'cpu ns/tok p':>12} {'c':>7} {'rss MiB p':>9} {'c':>6} {'fds p':>6} {'c':>6}")
+for r in rows:
+    c, p = r["consumer"], r["producer"]
+    if "error" in c or "error" in p:
+        print(f"{r['streams']:5} {r['run']:11} failed: {(p.get('error') or c.get('error','')).strip()[-120:]}")
+        continue
+    print(f"{r['streams']:5} {r['run']:11} {c['tokens']:8} {p['records_per_flush']:9.1f} {c['latency_us']['p50']:8.0f} {c['latency_us']['p99']:8.0f} "
+          f"{c['ttft_us']['p50']:8.0f} {p['cpu_ns_per_token']:12.0f} {c['cpu_ns_per_token']:7.0f} {p['peak_rss_kib']/1024:9.1f} {c['peak_rss_kib']/1024:6.1f} {p['fds']:6} {c['fds']:6}")
+PY
+  exit 0
+fi
 for mode in paced flat; do
   one "per-stream" $mode "--no-mux" "--no-mux"
   one "mux-kernel" $mode "" ""
@@ -60,7 +93,7 @@ for mode in paced flat; do
   fi
 done
 
-python3 - "$out/mux.json" "$streams" "$tokens" "$rate" <<'PY'
+python3 - "$results" "$streams" "$tokens" "$rate" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f"streams {sys.argv[2]}, tokens {sys.argv[3]} each; paced = {sys.argv[4]} decode steps/s")
