@@ -157,6 +157,13 @@ PYBIND11_MODULE(ringfire, m) {
           },
           py::arg("handle"), py::arg("peer"), "attach to a handle on the node at peer ('ip:port'); returns a Sender")
       .def("flush_batch", &Node::flush_batch, "whatever is staged goes now; never blocks, never fails")
+      .def(
+          "drain",
+          [](Node& n, double timeout) {
+            py::gil_scoped_release nogil;
+            return n.drain(static_cast<uint64_t>(timeout * 1e9));
+          },
+          py::arg("timeout") = 5.0, "wait until everything sent was applied by the peers (before exiting); True if so")
       .def_property_readonly("control_address",
                              [](const Node& n) { return ringfire::dataplane::to_string(n.control_address()); })
       .def_property_readonly("worker_id", &Node::worker_id)

@@ -65,6 +65,7 @@ class MuxFromPython(unittest.TestCase):
             self.assertEqual(got, [f"s{i}t{t}".encode() for t in range(tokens)])
             self.assertIsNone(a.recv(0.05), "an item after the end")
         th.join()
+        self.assertTrue(producer.drain(5.0))
         st = consumer.stats()
         self.assertEqual(st["records_received"], 50 * tokens)
         self.assertEqual(st["finished"], 50)
