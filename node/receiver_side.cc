@@ -85,7 +85,8 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   if (p.receiver) {
     p.receiver->watchdog(now);
     for (;;) {
-      const size_t n = p.receiver->build_control({buf.data(), buf.size()}, p.epoch);
+      // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
+      const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch);
       if (n == 0) break;
       send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
       p.reported = p.applied;

@@ -184,6 +184,36 @@ TEST(Node, ARecordLargerThanADatagramIsFencedAndArrivesInOrderOverTheChannelsTcp
   EXPECT_EQ((*s1)->send(bytes(std::string(300000, 'q'))), mux::SendStatus::kClosed);  // finished
 }
 
+TEST(Node, CreditForThousandsOfStreamsGoesBackInBoundedControlFrames) {
+  // 4096 streams each owed a grant at once: more than one MUXCTL body
+  // (64 KiB) of CreditUpdates, which must be split, never sent oversized.
+  NodeOptions o = options("c");
+  o.mux.initial_credit = 2;  // a grant is due after every read
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  auto producer = make("p");
+  constexpr int kStreams = 4096;
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < kStreams; ++i) {
+    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
+    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders.push_back(std::move(*s));
+  }
+  for (int round = 0; round < 3; ++round) {  // 3 tokens against a window of 2: the grants must arrive
+    for (int i = 0; i < kStreams; ++i) ASSERT_TRUE(send_all(*senders[i], {absl::StrCat(i, ":", round)}));
+    for (int i = 0; i < kStreams; ++i) {
+      Item it;
+      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " round " << round;
+      ASSERT_EQ(text(it.bytes), absl::StrCat(i, ":", round));
+    }
+  }
+  EXPECT_EQ(producer->stats().peers_lost, 0u) << "the channel died";
+  EXPECT_GE(consumer->stats().in.credit_returned, uint64_t{kStreams} * 2);
+}
+
 TEST(Node, CancelReachesTheProducer) {
   auto consumer = make("c");
   auto producer = make("p");
