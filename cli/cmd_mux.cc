@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
+#include "cli/metrics_server.h"
 #include "dataplane/kernel_udp.h"
 #include "node/node.h"
 
@@ -39,6 +40,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
   o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
   o.push_back({"json", nullptr, "the report as one JSON object"});
+  o.push_back({"metrics", "ADDR:PORT", "serve the node's Prometheus metrics at http://ADDR:PORT/metrics"});
   o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
@@ -60,6 +62,7 @@ const CommandSpec kProduce = {
 
 struct Common {
   node::NodeOptions node;
+  std::optional<dataplane::Endpoint> metrics;
   uint64_t streams = 100, tokens = 100, size = 16, timeout_s = 60;
   bool json = false;
 };
@@ -95,6 +98,11 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   }
   if (absl::Status st = mux::validate(c.node.mux); !st.ok()) return st;
   c.json = args.has("json");
+  if (args.has("metrics")) {
+    auto m = metrics_address(args.str("metrics"));
+    if (!m.ok()) return m.status();
+    c.metrics = *m;
+  }
   auto backend = start_backend(args);
   if (!backend.ok()) return backend.status();
   engine::PortSpec& ps = c.node.port;
@@ -146,6 +154,24 @@ double percentile(std::vector<uint64_t>& v, double p) {
   return static_cast<double>(v[k]) / 1000.0;
 }
 
+// Metrics: the node's /metrics, answered from the command's own loop.
+struct Metrics {
+  std::unique_ptr<MetricsServer> server;
+  void poll(node::Node& n) {
+    if (server) server->poll(now_ns(), [&] { return node_metrics(n.stats(), n.data_path()); });
+  }
+};
+
+absl::StatusOr<Metrics> start_node_metrics(const Common& c, const char* command) {
+  Metrics m;
+  if (!c.metrics) return m;
+  auto s = MetricsServer::listen(*c.metrics);
+  if (!s.ok()) return s.status();
+  std::printf("%s: metrics on http://%s/metrics\n", command, dataplane::to_string((*s)->address()).c_str());
+  m.server = std::move(*s);
+  return m;
+}
+
 }  // namespace
 
 int cmd_mux_consume(int argc, char** argv, int first) {
@@ -159,6 +185,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   if (!c.ok()) return fail("mux-consume", c.status());
   auto n = node::Node::create(c->node);
   if (!n.ok()) return fail("mux-consume", n.status());
+  auto metrics = start_node_metrics(*c, "mux-consume");
+  if (!metrics.ok()) return fail("mux-consume", metrics.status());
   std::vector<std::unique_ptr<node::Anchor>> anchors;
   const std::string file = args->positionals()[1];
   {
@@ -181,6 +209,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   const double cpu0 = cpu_seconds();
   const uint64_t deadline = now_ns() + c->timeout_s * 1'000'000'000;
   uint64_t live = c->streams;
+  uint64_t rounds = 0, peak_fds = open_fds();
   // One reader for all anchors (as an API server's event loop would be):
   // round-robin, each with a short wait.
   while (live != 0 && now_ns() < deadline) {
@@ -216,6 +245,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       }
     }
     if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (++rounds % 256 == 0) peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
+    if (rounds % 64 == 0) metrics->poll(**n);
   }
   const double cpu = cpu_seconds() - cpu0;
   uint64_t short_streams = 0;
@@ -248,7 +279,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"data_path", (*n)->data_path()},
       {"per_stream_streams", s.tcp_streams_in},
       {"peak_rss_kib", peak_rss_kib()},
-      {"fds", open_fds()},
+      {"fds", std::max(peak_fds, open_fds())},
       {"out_of_fds", s.out_of_fds},
       {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
@@ -286,6 +317,8 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   if (handles.empty()) return fail("mux-produce", absl::InvalidArgumentError("no handles in the file"));
   auto n = node::Node::create(c->node);
   if (!n.ok()) return fail("mux-produce", n.status());
+  auto metrics = start_node_metrics(*c, "mux-produce");
+  if (!metrics.ok()) return fail("mux-produce", metrics.status());
   install_stop_handlers();
   std::vector<std::unique_ptr<node::Sender>> senders;
   for (const mux::AnchorHandle& h : handles) {
@@ -329,6 +362,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
       ++flushes;
     }
     step_ns.push_back(now_ns() - step_start);
+    metrics->poll(**n);
   }
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();

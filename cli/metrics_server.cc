@@ -265,4 +265,53 @@ std::string engine_metrics(const engine::Engine& eng) {
   return x.text();
 }
 
+std::string node_metrics(const node::NodeStats& s, const std::string& data_path) {
+  using L = std::vector<std::pair<std::string, std::string>>;
+  Exposition x;
+  x.family("ringfire_mux_info", "gauge", "The node's data plane: its active path.");
+  x.sample("ringfire_mux_info", L{{"path", data_path}}, 1);
+  auto counter = [&](const char* name, const char* help, L labels, uint64_t v) {
+    x.family(name, "counter", help);
+    x.sample(name, labels, static_cast<double>(v));
+  };
+  auto gauge = [&](const char* name, const char* help, uint64_t v) {
+    x.family(name, "gauge", help);
+    x.sample(name, {}, static_cast<double>(v));
+  };
+  counter("ringfire_mux_records_sent_total", "Stream records sent (the mux's and the per-stream path's).", {},
+          s.out.records + s.tcp_records_out);
+  counter("ringfire_mux_batches_sent_total", "_stream_batch messages published into channels.", {}, s.out.batches);
+  counter("ringfire_mux_records_received_total", "Stream records delivered to anchors.", {},
+          s.in.records + s.tcp_records_in);
+  counter("ringfire_mux_batches_received_total", "_stream_batch messages applied.", {}, s.in.batches);
+  counter("ringfire_mux_streams_finished_total", "Streams that ended finished.", {}, s.in.finished);
+  counter("ringfire_mux_streams_dropped_total", "Streams that ended dropped (producer or peer gone).", {}, s.in.dropped);
+  counter("ringfire_mux_credit_returned_total", "Frames of credit granted back to owners.", {}, s.in.credit_returned);
+  counter("ringfire_mux_reader_stall_total", "Granted records that found their buffer full (must stay 0).", {},
+          s.in.reader_stall);
+  counter("ringfire_mux_fenced_total", "Records over the batch cap, sent alone.", {}, s.out.fenced);
+  counter("ringfire_mux_channel_failures_total", "Channels that lost a record (ended as peer loss).", {},
+          s.channel_failures);
+  counter("ringfire_mux_peers_lost_total", "Control connections that ended.", {}, s.peers_lost);
+  x.family("ringfire_mux_rejected_total", "counter", "What the node refused or dropped, by reason.");
+  for (const auto& [reason, v] : std::vector<std::pair<const char*, uint64_t>>{
+           {"refused_connection", s.refused},
+           {"bad_frame", s.frames_rejected},
+           {"attach_refused", s.attaches_refused},
+           {"generation_mismatch", s.in.generation_mismatch},
+           {"unknown_slot", s.in.unknown_slot},
+           {"protocol_error", s.in.protocol_errors},
+           {"stale_epoch", s.in.stale_epoch},
+           {"malformed_batch", s.in.malformed},
+           {"out_of_fds", s.out_of_fds}}) {
+    x.sample("ringfire_mux_rejected_total", L{{"reason", reason}}, static_cast<double>(v));
+  }
+  gauge("ringfire_mux_peers_out", "Channels this node serves to peers.", s.peers_out);
+  gauge("ringfire_mux_peers_in", "Channels this node mirrors from peers.", s.peers_in);
+  x.family("ringfire_mux_channel_datagrams_total", "counter", "Channel DATA that came by UDP, and by TCP.");
+  x.sample("ringfire_mux_channel_datagrams_total", L{{"via", "udp"}}, static_cast<double>(s.channel_datagrams));
+  x.sample("ringfire_mux_channel_datagrams_total", L{{"via", "tcp"}}, static_cast<double>(s.channel_tcp_frames));
+  return x.text();
+}
+
 }  // namespace ringfire::cli

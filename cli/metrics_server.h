@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "dataplane/packet_port.h"
 #include "engine/engine.h"
+#include "node/node.h"
 
 namespace ringfire::cli {
 
@@ -74,5 +75,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng
 // engine_metrics: every port and session of `eng` in the Prometheus text
 // format (the counters `ctl list` shows). Conductor thread.
 std::string engine_metrics(const engine::Engine& eng);
+// node_metrics: a stream-multiplexer Node's counters (ringfire_mux_*), with
+// its data plane's active path.
+std::string node_metrics(const node::NodeStats& s, const std::string& data_path);
 
 }  // namespace ringfire::cli

@@ -110,6 +110,25 @@ wait "$cpid"
 grep -q '^{' "$logs/ps.c" || fail "ps: the consumer wedged (no report at its timeout): $(tail -n 2 "$logs/ps.c")"
 log "ps: $(tail -n 1 "$logs/ps.p")"
 
+log "the node's /metrics while it streams: promtool accepts it, and the counters move"
+rm -f "$logs/met.handles"
+bg 1 "$logs/met.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/met.handles" --streams 10 --tokens 150 --json --timeout 30 \
+  --metrics 198.18.0.1:9470
+cpid=${LAB_PIDS[-1]}
+wait_for 20 test -s "$logs/met.handles" || fail "met: no handles"
+bg 2 "$logs/met.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/met.handles" --tokens 150 --rate 50 --json
+sleep 1.5  # half the run
+on 2 python3 -c "import urllib.request; print(urllib.request.urlopen('http://198.18.0.1:9470/metrics', timeout=5).read().decode(), end='')" \
+  >"$logs/met.prom" 2>&1 || fail "met: no scrape: $(head -n 3 "$logs/met.prom")"
+wait "$cpid" || fail "met: the run failed: $(tail -n 2 "$logs/met.c")"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$logs/met.prom" >"$logs/met.promtool" 2>&1 || fail "met: promtool: $(head -n 3 "$logs/met.promtool")"
+fi
+got=$(awk '$1 == "ringfire_mux_records_received_total" {print $2}' "$logs/met.prom")
+[[ -n $got ]] && ((got > 0 && got < 1500)) || fail "met: records received mid-run '$got' (want some of the 1500)"
+grep -q '^ringfire_mux_info{path="kernel"} 1' "$logs/met.prom" || fail "met: no ringfire_mux_info for the kernel path"
+grep -q '^ringfire_mux_rejected_total{reason="generation_mismatch"} 0' "$logs/met.prom" || fail "met: no rejection counters"
+
 log "a producer killed -9 mid-stream: every stream ends dropped, once"
 rm -f "$logs/kill.handles"
 bg 1 "$logs/kill.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/kill.handles" --streams 50 --tokens 100000 --json --timeout 30
