@@ -51,7 +51,8 @@ const CommandSpec kConsume = {
     "Make --streams anchors on a node listening at CONTROL_ADDR:PORT, write their handles\n"
     "to HANDLES_FILE, and check what `ringfire mux-produce` sends: --tokens tokens per\n"
     "stream, in order, then one end. Reports latency, time to first token and batching.",
-    node_options({})};
+    node_options({{"slow-stream", "MS", "read stream 0 at most once every MS milliseconds (a slow client: "
+                                        "the report says how many others finished before it)"}})};
 
 const CommandSpec kProduce = {
     "mux-produce", "CONTROL_ADDR:PORT PEER_ADDR:PORT HANDLES_FILE", 3, 3,
@@ -212,18 +213,25 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   uint64_t rounds = 0, peak_fds = open_fds();
   // One reader for all anchors (as an API server's event loop would be):
   // round-robin, each with a short wait.
+  auto slow_ms = args->count("slow-stream", 0);
+  if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
+  uint64_t slow_next_ns = 0, finished_before_slow = 0;
   while (live != 0 && now_ns() < deadline) {
     bool any = false;
     for (uint64_t i = 0; i < c->streams; ++i) {
       if (ended[i]) continue;
+      const bool slow = i == 0 && *slow_ms != 0;
+      if (slow && now_ns() < slow_next_ns) continue;
       node::Item it;
       while (anchors[i]->recv(&it, 0)) {
         any = true;
         const uint64_t now = now_ns();
+        if (slow) slow_next_ns = now + *slow_ms * 1'000'000;
         if (it.kind != node::Item::Kind::kData) {
           ended[i] = true;
           --live;
           (it.kind == node::Item::Kind::kFinished ? finished : dropped) += 1;
+          if (*slow_ms != 0 && i != 0 && !ended[0]) ++finished_before_slow;
           break;
         }
         uint32_t stream, token;
@@ -240,6 +248,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
         ++items;
         if (first_ns == 0) first_ns = now;
         last_ns = now;
+        if (slow) break;  // one item per turn; its latency is its reader's, not the path's (left out)
         latency.push_back(now > sent ? now - sent : 0);
         if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
       }
@@ -277,6 +286,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"channel_failures", s.channel_failures},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},
+      {"finished_before_slow", finished_before_slow},
       {"per_stream_streams", s.tcp_streams_in},
       {"peak_rss_kib", peak_rss_kib()},
       {"fds", std::max(peak_fds, open_fds())},

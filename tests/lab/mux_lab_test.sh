@@ -110,6 +110,11 @@ wait "$cpid"
 grep -q '^{' "$logs/ps.c" || fail "ps: the consumer wedged (no report at its timeout): $(tail -n 2 "$logs/ps.c")"
 log "ps: $(tail -n 1 "$logs/ps.p")"
 
+log "head of line: stream 0's reader takes a token every 20 ms; the other 19 finish first, whole and in order"
+run slow 20 100 "--slow-stream 20 --credit 16" "--rate 100 --credit 16"
+[[ -s $logs/slow.json && $(field "$logs/slow.json" finished_before_slow) == 19 ]] ||
+  fail "slow: $(field "$logs/slow.json" finished_before_slow) of 19 others finished before the slow stream (a slow reader held them)"
+
 log "the node's /metrics while it streams: promtool accepts it, and the counters move"
 rm -f "$logs/met.handles"
 bg 1 "$logs/met.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/met.handles" --streams 10 --tokens 150 --json --timeout 30 \
