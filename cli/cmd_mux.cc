@@ -55,10 +55,10 @@ const CommandSpec kConsume = {
                                         "the report says how many others finished before it)"}})};
 
 const CommandSpec kProduce = {
-    "mux-produce", "CONTROL_ADDR:PORT PEER_ADDR:PORT HANDLES_FILE", 3, 3,
-    "Attach to every handle in HANDLES_FILE at the node PEER_ADDR:PORT and send --tokens\n"
-    "tokens to each, one decode step at a time (a token for every stream, then\n"
-    "flush_batch), paced to --rate steps per second; then finish every stream.",
+    "mux-produce", "CONTROL_ADDR:PORT PEER_ADDR:PORT HANDLES_FILE [PEER_ADDR:PORT HANDLES_FILE ...]", 3, 33,
+    "Attach to every handle in each HANDLES_FILE at the node PEER_ADDR:PORT before it (up to\n"
+    "16 frontends) and send --tokens tokens to each, one decode step at a time (a token for\n"
+    "every stream, then flush_batch), paced to --rate steps per second; then finish every stream.",
     node_options({{"rate", "STEPS", "decode steps per second (default 0: as fast as credit allows)"}})};
 
 struct Common {
@@ -313,32 +313,45 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   }
   auto c = parse_common(*args, args->positionals()[0]);
   if (!c.ok()) return fail("mux-produce", c.status());
-  auto peer = dataplane::parse_endpoint(args->positionals()[1]);
-  if (!peer.ok()) return fail("mux-produce", peer.status());
   auto rate = args->count("rate", 0);
   if (!rate.ok()) return fail("mux-produce", rate.status());
-  std::ifstream f(args->positionals()[2]);
-  std::vector<mux::AnchorHandle> handles;
-  for (std::string line; std::getline(f, line);) {
-    auto h = mux::AnchorHandle::parse(line);
-    if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
-    handles.push_back(*h);
+  const std::vector<std::string>& pos = args->positionals();
+  if (pos.size() % 2 != 1) {
+    return fail("mux-produce", absl::InvalidArgumentError("give each PEER_ADDR:PORT its HANDLES_FILE"));
   }
-  if (handles.empty()) return fail("mux-produce", absl::InvalidArgumentError("no handles in the file"));
+  // Each stream: its frontend, its handle, and its index in that frontend's file (what the consumer checks).
+  struct Target {
+    dataplane::Endpoint peer;
+    mux::AnchorHandle handle;
+    uint32_t index;
+  };
+  std::vector<Target> targets;
+  for (size_t k = 1; k + 1 < pos.size(); k += 2) {
+    auto peer = dataplane::parse_endpoint(pos[k]);
+    if (!peer.ok()) return fail("mux-produce", peer.status());
+    std::ifstream f(pos[k + 1]);
+    uint32_t index = 0;
+    for (std::string line; std::getline(f, line);) {
+      auto h = mux::AnchorHandle::parse(line);
+      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
+      targets.push_back(Target{*peer, *h, index++});
+    }
+    if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));
+  }
   auto n = node::Node::create(c->node);
   if (!n.ok()) return fail("mux-produce", n.status());
   auto metrics = start_node_metrics(*c, "mux-produce");
   if (!metrics.ok()) return fail("mux-produce", metrics.status());
   install_stop_handlers();
   std::vector<std::unique_ptr<node::Sender>> senders;
-  for (const mux::AnchorHandle& h : handles) {
-    auto s = (*n)->attach(h, *peer);
+  for (const Target& t : targets) {
+    auto s = (*n)->attach(t.handle, t.peer);
     if (!s.ok()) return fail("mux-produce", s.status());
     senders.push_back(std::move(*s));
   }
   const uint64_t fds_attached = open_fds();
-  std::printf("mux-produce: %zu streams attached to %s (data path %s)\n", senders.size(),
-              dataplane::to_string(*peer).c_str(), (*n)->data_path().c_str());
+  std::printf("mux-produce: %zu streams attached to %zu frontend(s), first %s (data path %s)\n", senders.size(),
+              pos.size() / 2, pos[1].c_str(), (*n)->data_path().c_str());
   std::fflush(stdout);
   const bool manual = c->node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
   std::vector<std::byte> tok(c->size);
@@ -354,7 +367,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     }
     const uint64_t step_start = now_ns();
     for (size_t i = 0; i < senders.size(); ++i) {
-      put_token(tok, static_cast<uint32_t>(i), static_cast<uint32_t>(t), now_ns());
+      put_token(tok, targets[i].index, static_cast<uint32_t>(t), now_ns());
       for (;;) {
         const mux::SendStatus st = senders[i]->send({tok.data(), tok.size()});
         if (st == mux::SendStatus::kSent) break;

@@ -21,7 +21,7 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
-streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep=""
+streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends=""
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
@@ -29,12 +29,13 @@ while (($#)); do
     --rate) rate=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --sweep) sweep=$2; shift 2 ;;
+    --frontends) frontends=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 source "$(dirname "$0")/../tests/lab/lib.sh"
-lab_up 2
+lab_up 5  # h2 produces; h1, h3, h4, h5 consume (the frontends)
 lab_logs muxbench
 mkdir -p "$out"
 results=$out/mux.json
@@ -63,6 +64,55 @@ PY
 
 sock="$logs/memif.sock"
 eal() { echo "-l $1 --no-huge -m 256 --no-pci --no-shconf --file-prefix ${LAB_PREFIX}$2$RANDOM --vdev net_memif0,role=$2,socket=$sock,socket-abstract=no"; }
+# many NAME X Y OPTS: X streams from h2 to Y frontends (h1, h3, h4, h5), X/Y each, paced.
+many() {
+  local name=$1 x=$2 y=$3 opts=$4 hosts=(1 3 4 5) pairs=() cpids=() i
+  for ((i = 0; i < y; i++)); do
+    local h=${hosts[$i]}
+    rm -f "$logs/h$h"
+    eval "bg $h \"\$logs/$name.c$h\" \"\$rf\" mux-consume 198.18.0.$h:7600 \"\$logs/h$h\" --streams $((x / y)) --tokens $tokens --size $size --json --timeout 120 $opts"
+    cpids+=("${LAB_PIDS[-1]}")
+    pairs+=("198.18.0.$h:7600" "$logs/h$h")
+  done
+  for ((i = 0; i < y; i++)); do wait_for 20 test -s "$logs/h${hosts[$i]}" || echo "$name: no handles on h${hosts[$i]}"; done
+  eval "on 2 \"\$rf\" mux-produce 198.18.0.2:7600 ${pairs[*]} --tokens $tokens --size $size --json --rate $rate $opts" >"$logs/$name.p" 2>&1
+  for p in "${cpids[@]}"; do wait "$p"; done
+  python3 - "$name" "$x" "$y" "$logs/$name.p" "${hosts[@]:0:$y}" >>"$results" <<'PY'
+import json, sys
+name, x, y, p, *hosts = sys.argv[1:]
+log = sys.argv[4].rsplit("/", 1)[0]
+def last(f):
+    lines = [l for l in open(f) if l.startswith('{')]
+    return json.loads(lines[-1]) if lines else {"error": open(f).read()[-300:]}
+print(json.dumps({"run": name, "streams": int(x), "frontends": int(y), "producer": last(p),
+                  "consumers": [last(f"{log}/{name}.c{h}") for h in hosts]}))
+PY
+}
+
+if [[ -n $frontends ]]; then
+  results=$out/frontends.json
+  : >"$results"
+  for y in $frontends; do
+    for x in ${sweep:-64 256}; do
+      many "per-stream" "$x" "$y" "--no-mux"
+      many "mux-kernel" "$x" "$y" ""
+    done
+  done
+  python3 - "$results" <<'PY'
+import json, sys
+print(f"{'Y':>2} {'X':>5} {'run':11} {'tokens':>7} {'rec/flush':>9} {'p50 us':>8} {'p99 us':>8} {'cpu ns/tok p':>12} {'fds p':>6} {'rss MiB p':>9}")
+for l in open(sys.argv[1]):
+    r = json.loads(l); p = r["producer"]; cs = r["consumers"]
+    if "error" in p or any("error" in c for c in cs):
+        print(f"{r['frontends']:2} {r['streams']:5} {r['run']:11} failed"); continue
+    tokens = sum(c["tokens"] for c in cs)
+    p50 = max(c["latency_us"]["p50"] for c in cs); p99 = max(c["latency_us"]["p99"] for c in cs)
+    print(f"{r['frontends']:2} {r['streams']:5} {r['run']:11} {tokens:7} {p['records_per_flush']:9.1f} {p50:8.0f} {p99:8.0f} "
+          f"{p['cpu_ns_per_token']:12.0f} {p['fds']:6} {p['peak_rss_kib']/1024:9.1f}")
+PY
+  exit 0
+fi
+
 if [[ -n $sweep ]]; then
   for x in $sweep; do
     one "per-stream" paced "--no-mux" "--no-mux" "$x"
