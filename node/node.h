@@ -66,6 +66,10 @@ struct NodeOptions {
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)
+  // channel_arena_bytes: each channel ring's byte arena (rounded up to a
+  // power of two, at least four fenced batches). Half of it may be in
+  // flight to the peer; the memory each channel costs on each side.
+  uint64_t channel_arena_bytes = 8u << 20;
   uint32_t max_connections = 4096;  // accepted connections (channels and per-stream ones); more are refused
   uint32_t max_channels = 64;        // producing peers mirrored at once (each a mirror session and a ring)
   uint32_t max_anchors = 1u << 20;

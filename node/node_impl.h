@@ -149,11 +149,11 @@ struct NodeImpl {
   void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
   void applier(std::shared_ptr<InPeer> p);
   uint64_t next_wait(uint64_t now) const;
-  // channel_arena: a channel ring's arena — room for half its records at
-  // the record cap, and for a fenced batch (the ring's largest blob is a
-  // quarter of the arena).
+  // channel_arena: a channel ring's arena — the configured size, and room
+  // for a fenced batch (the ring's largest blob is a quarter of the arena).
+  // Admission keeps half of it at most in flight.
   uint64_t channel_arena() const {
-    return next_pow2(std::max<uint64_t>(uint64_t{opt.channel_records} * record_cap, 4 * uint64_t{buf.size()}));
+    return next_pow2(std::max<uint64_t>(opt.channel_arena_bytes, 4 * uint64_t{buf.size()}));
   }
   std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
   // add_channel_counters adds a channel mirror's counters (the engine's
