@@ -28,6 +28,7 @@
 #include "cli/metrics_server.h"
 #include "dataplane/kernel_udp.h"
 #include "node/node.h"
+#include "telemetry/counters_file.h"
 
 namespace ringfire::cli {
 namespace {
@@ -155,6 +156,43 @@ double percentile(std::vector<uint64_t>& v, double p) {
   return static_cast<double>(v[k]) / 1000.0;
 }
 
+// NodeCounters: the node's counters file (`ringfire top`, `ringfire stat`),
+// published once a second from the command's loop: role "mux", the control
+// address as its "ring", the data path as its detail.
+class NodeCounters {
+ public:
+  static absl::StatusOr<NodeCounters> start(node::Node& n, const char* what) {
+    std::string rung = n.data_path();
+    if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9, rung.find(' ', 9) - 9);
+    auto f = telemetry::CountersFile::create("/dev/shm", "mux", dataplane::to_string(n.control_address()),
+                                             absl::StrCat(what, " ", rung));
+    if (!f.ok()) return f.status();
+    return NodeCounters(std::move(*f));
+  }
+  void tick(node::Node& n, bool consumer) {
+    const uint64_t now = now_ns();
+    if (now < next_ns_) return;
+    next_ns_ = now + 1'000'000'000;
+    const node::NodeStats s = n.stats();
+    f_.set("mux.records", consumer ? s.in.records + s.tcp_records_in : s.out.records + s.tcp_records_out);
+    f_.set("mux.batches", consumer ? s.in.batches : s.out.batches);
+    f_.set("mux.streams_finished", s.in.finished);
+    f_.set("mux.streams_dropped", s.in.dropped);
+    f_.set("mux.naks", s.channel_naks);
+    f_.set("mux.peers", s.peers_in + s.peers_out);
+    f_.set("rejected.mux.connections", s.refused);
+    f_.set("rejected.mux.frames", s.frames_rejected);
+    f_.set("rejected.mux.generation_mismatch", s.in.generation_mismatch);
+    f_.set("rejected.mux.protocol_errors", s.in.protocol_errors);
+    f_.sweep();
+  }
+
+ private:
+  explicit NodeCounters(telemetry::CountersFile f) : f_(std::move(f)) {}
+  telemetry::CountersFile f_;
+  uint64_t next_ns_ = 0;
+};
+
 // Metrics: the node's /metrics, answered from the command's own loop.
 struct Metrics {
   std::unique_ptr<MetricsServer> server;
@@ -188,6 +226,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   if (!n.ok()) return fail("mux-consume", n.status());
   auto metrics = start_node_metrics(*c, "mux-consume");
   if (!metrics.ok()) return fail("mux-consume", metrics.status());
+  auto counters = NodeCounters::start(**n, "consumer");
+  if (!counters.ok()) return fail("mux-consume", counters.status());
   std::vector<std::unique_ptr<node::Anchor>> anchors;
   const std::string file = args->positionals()[1];
   {
@@ -255,7 +295,10 @@ int cmd_mux_consume(int argc, char** argv, int first) {
     }
     if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (++rounds % 256 == 0) peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
-    if (rounds % 64 == 0) metrics->poll(**n);
+    if (rounds % 64 == 0) {
+      metrics->poll(**n);
+      counters->tick(**n, true);
+    }
   }
   const double cpu = cpu_seconds() - cpu0;
   uint64_t short_streams = 0;
@@ -342,6 +385,8 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   if (!n.ok()) return fail("mux-produce", n.status());
   auto metrics = start_node_metrics(*c, "mux-produce");
   if (!metrics.ok()) return fail("mux-produce", metrics.status());
+  auto counters = NodeCounters::start(**n, "producer");
+  if (!counters.ok()) return fail("mux-produce", counters.status());
   install_stop_handlers();
   std::vector<std::unique_ptr<node::Sender>> senders;
   for (const Target& t : targets) {
@@ -386,6 +431,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     }
     step_ns.push_back(now_ns() - step_start);
     metrics->poll(**n);
+    counters->tick(**n, false);
   }
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();

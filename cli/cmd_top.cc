@@ -71,7 +71,8 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
   out += line;
   for (const auto& p : now) {
     const bool serve = p.role == "serve";
-    const std::string rec = serve ? "serve.records" : "mirror.records";
+    const bool mux = p.role == "mux";  // a stream-mux node: records sent or received, streams dropped
+    const std::string rec = p.role + ".records";
     // The rate between the two publishes the reads saw (a process publishes
     // once a second: by its own stamps, not by when top happened to read).
     uint64_t rate = 0;
@@ -83,10 +84,10 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
       rate = r->second;  // not published since: the last rate stands
     }
     rates[p.path] = rate;
-    const uint64_t lag = serve ? 0 : get(p, "mirror.lag");
-    const uint64_t naks = get(p, serve ? "serve.naks" : "mirror.naks");
-    const uint64_t gaps = serve ? get(p, "serve.gaps") : get(p, "mirror.gap_records");
-    const uint64_t drops = get(p, serve ? "serve.port_drops" : "mirror.port_drops");
+    const uint64_t lag = serve || mux ? 0 : get(p, "mirror.lag");
+    const uint64_t naks = get(p, p.role + ".naks");
+    const uint64_t gaps = mux ? 0 : serve ? get(p, "serve.gaps") : get(p, "mirror.gap_records");
+    const uint64_t drops = get(p, mux ? "mux.streams_dropped" : serve ? "serve.port_drops" : "mirror.port_drops");
     const uint64_t rejected = sum_prefix(p, "rejected.") + sum_prefix(p, "refused.");
     const double age = now_ns > p.updated_ns ? static_cast<double>(now_ns - p.updated_ns) / 1e9 : 0.0;
     std::snprintf(line, sizeof(line), "%-7u %-6s %-24s %-28s %10llu %9llu %8llu %8llu %8llu %8llu %5.1fs%s\n", p.pid,

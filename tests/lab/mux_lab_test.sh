@@ -122,9 +122,14 @@ bg 1 "$logs/met.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/met.handles" --strea
 cpid=${LAB_PIDS[-1]}
 wait_for 20 test -s "$logs/met.handles" || fail "met: no handles"
 bg 2 "$logs/met.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/met.handles" --tokens 150 --rate 50 --json
-sleep 1.5  # half the run
+sleep 1.2  # early in the 3 s run
 on 2 python3 -c "import urllib.request; print(urllib.request.urlopen('http://198.18.0.1:9470/metrics', timeout=5).read().decode(), end='')" \
   >"$logs/met.prom" 2>&1 || fail "met: no scrape: $(head -n 3 "$logs/met.prom")"
+# ringfire top sees both nodes (their counters files), the consumer's records moving.
+"$rf" top --once --interval 1200ms >"$logs/met.top" 2>&1
+grep -Eq "^[0-9]+ +mux +198.18.0.1:7600 +consumer kernel +[1-9][0-9]* " "$logs/met.top" ||
+  fail "met: ringfire top shows no moving mux consumer: $(cat "$logs/met.top")"
+grep -Eq "^[0-9]+ +mux +198.18.0.2:7600 +producer kernel " "$logs/met.top" || fail "met: ringfire top shows no mux producer"
 wait "$cpid" || fail "met: the run failed: $(tail -n 2 "$logs/met.c")"
 if command -v promtool >/dev/null; then
   promtool check metrics <"$logs/met.prom" >"$logs/met.promtool" 2>&1 || fail "met: promtool: $(head -n 3 "$logs/met.promtool")"
