@@ -41,6 +41,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
   o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
   o.push_back({"json", nullptr, "the report as one JSON object"});
+  o.push_back({"psk-file", "FILE", "authenticate every channel with this pre-shared key (>= 32 bytes, mode 600)"});
   o.push_back({"metrics", "ADDR:PORT", "serve the node's Prometheus metrics at http://ADDR:PORT/metrics"});
   o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
@@ -100,6 +101,11 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   }
   if (absl::Status st = mux::validate(c.node.mux); !st.ok()) return st;
   c.json = args.has("json");
+  if (args.has("psk-file")) {
+    auto k = control::load_psk(args.str("psk-file"));
+    if (!k.ok()) return k.status();
+    c.node.psk = std::move(*k);
+  }
   if (args.has("metrics")) {
     auto m = metrics_address(args.str("metrics"));
     if (!m.ok()) return m.status();

@@ -31,10 +31,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "control/auth.h"
 #include "dataplane/packet_port.h"
 #include "engine/ports.h"
 #include "mux/anchor_handle.h"
@@ -63,6 +65,11 @@ struct NodeOptions {
   // build_on_flush: flush_batch() builds and publishes the batches on its
   // caller's thread (else it only kicks the node thread, one hand-off more).
   bool build_on_flush = true;
+  // psk: authenticate every channel with this pre-shared key (the ring
+  // mirroring's handshake both ways, and a MAC on every channel datagram,
+  // PROTOCOL.md §1.8); a peer without it never gets a channel (its attach
+  // times out). The control connection itself is not authenticated.
+  std::optional<control::Psk> psk;
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)

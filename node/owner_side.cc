@@ -62,6 +62,11 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // port's address may exist only on its own link); DATA leaves the port.
   spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};
   spec.control.log = [this](const std::string& line) { log(line); };
+  if (opt.psk) {  // one salt per channel: its datagrams are MACed under the key derived from it
+    spec.control.salt = control::random_nonce();
+    spec.worker.data_key = control::data_key(*opt.psk, spec.control.salt);
+    spec.control.psk = opt.psk;
+  }
   auto placed = engine->add_serve(std::move(spec));
   if (!placed.ok()) {
     log(absl::StrCat("egress serve: ", placed.status().message()));

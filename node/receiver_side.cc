@@ -150,6 +150,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   spec.options.unicast = true;
   spec.options.expected_schema = kChannelSchema;
   spec.options.local_ip = opt.port.ip;
+  spec.options.psk = opt.psk;  // set: the source must prove the key, and so must we
   const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
   auto placed = engine->add_mirror(std::move(spec));

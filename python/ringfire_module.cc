@@ -117,7 +117,8 @@ PYBIND11_MODULE(ringfire, m) {
 
   py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
-                       const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir) {
+                       const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
+                       const std::string& psk_file) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -126,12 +127,18 @@ PYBIND11_MODULE(ringfire, m) {
              o.mux.flush = parse_flush(flush);
              o.mux.max_batch_bytes = max_batch_bytes;
              o.ring_dir = ring_dir;
+             if (!psk_file.empty()) {
+               auto k = ringfire::control::load_psk(psk_file);
+               if (!k.ok()) throw py::value_error(std::string(k.status().message()));
+               o.psk = std::move(*k);
+             }
              auto n = Node::create(o);
              if (!n.ok()) throw py::value_error(std::string(n.status().message()));
              return std::move(*n);
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
-           py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm")
+           py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
+           py::arg("psk_file") = "")
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

@@ -214,6 +214,37 @@ TEST(Node, CreditForThousandsOfStreamsGoesBackInBoundedControlFrames) {
   EXPECT_GE(consumer->stats().in.credit_returned, uint64_t{kStreams} * 2);
 }
 
+TEST(Node, ChannelsWithAPreSharedKeyOnlyBetweenNodesThatHoldIt) {
+  control::Psk key;
+  key.key.assign(40, 'k');
+  control::Psk other;
+  other.key.assign(40, 'o');
+  auto with_key = [&](const std::string& name, std::optional<control::Psk> k) {
+    NodeOptions o = options(name);
+    o.psk = std::move(k);
+    o.attach_timeout_ns = 1'500'000'000;
+    auto n = Node::create(o);
+    EXPECT_TRUE(n.ok()) << n.status();
+    return std::move(*n);
+  };
+  auto consumer = with_key("c", key);
+  auto anchor = consumer->create_anchor(AnchorKind::kMultiSender);
+  {
+    auto producer = with_key("p", key);  // the same key: the channel comes up
+    auto s = producer->attach(anchor->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    expect_through(**s, *anchor, "keyed");
+    Item it;
+    (*s)->finish();
+    ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+    EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  }
+  for (auto k : {std::optional<control::Psk>{}, std::optional<control::Psk>{other}}) {
+    auto stranger = with_key("s", k);  // no key, or another: no channel, so no stream
+    EXPECT_FALSE(stranger->attach(anchor->handle(), consumer->control_address()).ok());
+  }
+}
+
 TEST(Node, CancelReachesTheProducer) {
   auto consumer = make("c");
   auto producer = make("p");

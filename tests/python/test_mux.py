@@ -123,6 +123,22 @@ class MuxFromPython(unittest.TestCase):
         self.assertEqual(end, "finished")
         self.assertEqual(got, [b"%d" % t for t in range(200)])
 
+    def test_a_pre_shared_key(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "key")
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write("k" * 40)
+            consumer, producer = node("c", psk_file=path), node("p", psk_file=path)
+            a = consumer.create_anchor()
+            s = producer.attach(a.handle, consumer.control_address)
+            self.assertEqual(send(s, b"keyed"), "sent")
+            self.assertEqual(a.recv(10.0)[2], b"keyed")
+            with open(os.open(os.path.join(d, "loose"), os.O_WRONLY | os.O_CREAT, 0o644), "w") as f:
+                f.write("k" * 40)
+            with self.assertRaises(ValueError):  # readable by others: refused, saying so
+                node("bad", psk_file=os.path.join(d, "loose"))
+
     def test_errors_say_what_to_change(self):
         with self.assertRaisesRegex(ValueError, "initial_credit"):
             node("bad", initial_credit=0)
