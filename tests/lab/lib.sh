@@ -117,6 +117,8 @@ lab_down() {
   for h in "${LAB_HOSTS[@]}"; do ip netns del "$h" 2>/dev/null; done
   ip netns del "${LAB_PREFIX}br" 2>/dev/null
   rm -f /dev/shm/"${LAB_PREFIX}"-*
+  # The counters files of our processes that were killed (a clean exit removes its own).
+  for p in "${LAB_PIDS[@]}"; do rm -f /dev/shm/ringfire-"$p".counters /dev/shm/ringfire-"$p"-*.counters; done
   exit $rc
 }
 
