@@ -11,8 +11,8 @@
 # too fragmented for a late reservation: the message says what to do), and
 # mounts a hugetlbfs of that page size at --mount (default
 # /dev/hugepages-ringfire). What it changed is kept in MOUNT's state file
-# (/run/ringfire-hugepages-<name>.state), so undo puts back the counts it
-# found and unmounts, and nothing else; it refuses while rings are on the
+# (/run/ringfire-hugepages-<name>.state), so undo gives back the pages it
+# added and unmounts, and nothing else (a reservation made meanwhile stays); it refuses while rings are on the
 # mount (unmounting would delete them) unless --force. Root.
 set -euo pipefail
 
@@ -67,7 +67,7 @@ case $cmd in
       want=$((before + pages))
       echo "$want" >"$d/nr_hugepages"
       got=$(cat "$d/nr_hugepages")
-      echo "$d $before" >>"$state.tmp"
+      echo "$d $((got - before))" >>"$state.tmp"  # what this reserve added: undo gives back that much
       if ((got < want)); then
         mv "$state.tmp" "$state"
         "$0" undo --mount "$mount" --size "$size" >/dev/null 2>&1 || true
@@ -90,9 +90,10 @@ case $cmd in
         die "$mount holds $(echo "$files" | wc -l) file(s) ($(echo $files | cut -c1-80)): unmounting deletes them; ringfire remove them first, or undo --force"
       umount "$mount" || die "$mount is busy (a ring or a DPDK process still maps it: stop it, then undo)"
     fi
-    while read -r d before made; do
-      [[ $d == mount ]] && { [[ $made == yes ]] && rmdir "$before"; continue; }
-      echo "$before" >"$d/nr_hugepages"
+    while read -r d added made; do
+      [[ $d == mount ]] && { [[ $made == yes ]] && rmdir "$added"; continue; }
+      now=$(cat "$d/nr_hugepages")
+      echo $((now > added ? now - added : 0)) >"$d/nr_hugepages"  # ours back; others' reservations stay
       echo "hugepages.sh: $d back to $(cat "$d/nr_hugepages") pages"
     done <"$state"
     rm -f "$state"

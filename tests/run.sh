@@ -13,15 +13,23 @@ bash deploy/setup.sh || { echo "tests: 0 passed, 1 failed (setup)"; exit 1; }
 # 96 more 2 MiB pages: a private hugetlbfs for the hugetlbfs ring test, and
 # the DPDK labs' --in-memory EALs (which take their pages from the pool: up
 # to 128 MiB for af_xdp's UMEM-sized pool).
+# On exit it gives back the pages it added, not a snapshot of the count:
+# another run (or anything else) changing the pool meanwhile keeps its own.
 huge_dir=$(mktemp -d /tmp/rf-huge.XXXXXX)
-huge_before=$(cat /proc/sys/vm/nr_hugepages)
+huge_pool=/proc/sys/vm/nr_hugepages
+huge_added=0
 cleanup() {
   umount "$huge_dir" 2>/dev/null
   rmdir "$huge_dir" 2>/dev/null
-  echo "$huge_before" > /proc/sys/vm/nr_hugepages 2>/dev/null
+  local now
+  now=$(cat "$huge_pool")
+  ((huge_added > 0)) && echo $((now > huge_added ? now - huge_added : 0)) >"$huge_pool" 2>/dev/null
 }
 trap cleanup EXIT
-echo $((huge_before + 96)) > /proc/sys/vm/nr_hugepages 2>/dev/null
+trap 'exit 130' INT TERM  # the EXIT trap gives the pages back on a signal too
+huge_before=$(cat "$huge_pool")
+echo $((huge_before + 96)) >"$huge_pool" 2>/dev/null
+huge_added=$(($(cat "$huge_pool") - huge_before))
 if mount -t hugetlbfs -o pagesize=2M none "$huge_dir" 2>/dev/null &&
    (( $(awk '/HugePages_Free/ {print $2}' /proc/meminfo) >= 2 )); then
   export RINGFIRE_TEST_HUGETLBFS=$huge_dir

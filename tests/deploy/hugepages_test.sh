@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hugepages_test.sh — deploy/hugepages.sh for real: reserve 8 pages and a
 # hugetlbfs mount, a ring created and read there, undo refuses while the
-# ring is there and then puts the pool and the mount back as they were; a second reserve, an undo of nothing and a bad
+# ring is there and then gives back its pages (only its own, when others
+# reserved meanwhile) and removes the mount; a second reserve, an undo of nothing and a bad
 # size are refused with a message. Root.
 # Usage: hugepages_test.sh PATH/TO/ringfire PATH/TO/hugepages.sh
 set -u
@@ -32,6 +33,12 @@ out=$(bash "$hp" undo --mount "$mnt" 2>&1) || fail "undo: $out"
 [[ ! -e $mnt ]] || fail "$mnt is still there"
 out=$(bash "$hp" undo --mount "$mnt" 2>&1) && fail "an undo of nothing passed"
 [[ $out == *"nothing to undo"* ]] || fail "an undo of nothing: $out"
+# Someone else reserves pages while ours are held: undo gives back ours only.
+bash "$hp" reserve 8 --mount "$mnt" >/dev/null 2>&1 || fail "the second reserve"
+echo $(($(cat "$pool") + 2)) >"$pool"
+bash "$hp" undo --mount "$mnt" >/dev/null 2>&1 || fail "the second undo"
+[[ $(cat "$pool") -eq $((before + 2)) ]] || fail "the pool is $(cat "$pool") after an undo with 2 pages reserved meanwhile, want $((before + 2))"
+echo "$before" >"$pool"  # the other's 2, given back by "them"
 out=$(bash "$hp" reserve 8 --size 3M --mount "$mnt" 2>&1) && fail "--size 3M passed"
 [[ $out == *"2M or 1G"* ]] || fail "--size 3M: $out"
 if (( fails )); then echo "hugepages_test: $fails failed"; exit 1; fi
