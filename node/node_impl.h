@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "node/node.h"
 #include "node/node_peers.h"
+#include "proto/attach.h"
 #include "proto/frame.h"
 #include "ring/monotonic.h"
 
@@ -74,6 +75,35 @@ inline bool send_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstByt
   std::byte h[proto::kFrameHeaderBytes];
   proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), seq}, h);
   return c.send({h, sizeof(h)}) && (body.empty() || c.send(body));
+}
+
+// send_node appends a NODE frame (PROTOCOL.md §5.1).
+inline void send_node(TcpConn& c, const proto::Node& m) {
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
+  c.send({b, proto::encode_node(m, {b, sizeof(b)})});
+}
+
+// send_attach appends an ATTACH frame holding a request or a response (§3).
+inline void send_attach(TcpConn& c, const proto::AttachRequest& m) {
+  std::byte body[256];
+  send_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_request(m, {body, sizeof(body)})});
+}
+inline void send_attach(TcpConn& c, const proto::AttachResponse& m) {
+  std::byte body[256];
+  send_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_response(m, {body, sizeof(body)})});
+}
+
+// decode_attach reads an ATTACH body that must be a request (or a
+// response): false for the other message, or one that does not decode.
+inline bool decode_attach(const proto::Frame& f, proto::AttachRequest* out) {
+  proto::AttachMessage type;
+  return proto::attach_message_type(f.body, &type) == proto::DecodeError::kOk && type == proto::AttachMessage::kRequest &&
+         proto::decode_attach_request(f.body, out) == proto::DecodeError::kOk;
+}
+inline bool decode_attach(const proto::Frame& f, proto::AttachResponse* out) {
+  proto::AttachMessage type;
+  return proto::attach_message_type(f.body, &type) == proto::DecodeError::kOk && type == proto::AttachMessage::kResponse &&
+         proto::decode_attach_response(f.body, out) == proto::DecodeError::kOk;
 }
 
 // sum adds every counter of b into a (the stats structs are all u64 counters).
@@ -155,7 +185,6 @@ struct NodeImpl {
   uint64_t channel_arena() const {
     return next_pow2(std::max<uint64_t>(opt.channel_arena_bytes, 4 * uint64_t{buf.size()}));
   }
-  std::shared_ptr<InPeer> in_ptr(const InPeer& p) const;
   // add_channel_counters adds a channel mirror's counters (the engine's
   // single-writer atomics, readable from any thread) to s.
   static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {

@@ -81,7 +81,7 @@ struct TcpStreamOut {
   std::shared_ptr<PendingAttach> attach;
 };
 
-struct InPeer {
+struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (streams keep it alive)
   std::unique_ptr<control::TcpConn> conn;
   bool per_stream = false;          // a NODE without a channel: one stream's own connection
   bool eof = false;                 // the peer closed: apply what it sent, then end

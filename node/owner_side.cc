@@ -80,9 +80,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   m.worker_id = worker;
   m.channel_epoch = p.epoch;
   m.channel_port = (*placed)->control->listening().port;
-  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
-  const size_t n = proto::encode_node(m, {b, sizeof(b)});
-  p.conn->send({b, n});
+  send_node(*p.conn, m);
   ++counters.peers_out;
   return true;
 }
@@ -120,13 +118,7 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   if (p.node_seen) {
     for (auto& a : p.attaches) {
       if (a->sent) continue;
-      proto::AttachRequest req;
-      req.anchor_id = a->anchor;
-      req.session_id = a->session;
-      req.supported_keys = mux::supported_keys(mux);
-      std::byte body[256];
-      const size_t n = proto::encode_attach_request(req, {body, sizeof(body)});
-      send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
+      send_attach(*p.conn, proto::AttachRequest{a->anchor, a->session, mux::supported_keys(mux)});
       a->sent = true;
     }
   }
@@ -182,10 +174,8 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
     return;
   }
   if (f.header.kind == FrameKind::kAttach) {
-    proto::AttachMessage type;
     proto::AttachResponse resp;
-    if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
-        proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk) {
+    if (!decode_attach(f, &resp)) {
       ++counters.frames_rejected;
       return;
     }
@@ -280,10 +270,8 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
       }
       t.node_seen = true;
     } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
-      proto::AttachMessage type;
       proto::AttachResponse resp;
-      if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kResponse ||
-          proto::decode_attach_response(f.body, &resp) != proto::DecodeError::kOk || resp.session_id != t.attach->session) {
+      if (!decode_attach(f, &resp) || resp.session_id != t.attach->session) {
         ++counters.frames_rejected;
         return end("a bad ATTACH answer");
       }
@@ -326,15 +314,9 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
   std::unique_lock l(mu);
   if (stopping.load()) return absl::UnavailableError("attach: the node stops");
   proto::Node m;
-  m.worker_id = worker;
-  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
-  t->conn->send({b, proto::encode_node(m, {b, sizeof(b)})});
-  proto::AttachRequest req;
-  req.anchor_id = h.anchor;
-  req.session_id = t->attach->session;
-  req.supported_keys = proto::kTransportTcp;
-  std::byte body[256];
-  send_frame(*t->conn, FrameKind::kAttach, 0, {body, proto::encode_attach_request(req, {body, sizeof(body)})});
+  m.worker_id = worker;  // no channel: this connection is the stream
+  send_node(*t->conn, m);
+  send_attach(*t->conn, proto::AttachRequest{h.anchor, t->attach->session, proto::kTransportTcp});
   if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
   tcp_out.push_back(t);
   ++counters.tcp_streams_out;

@@ -119,12 +119,11 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   p.worker = m.worker_id;
   proto::Node answer;
   answer.worker_id = worker;
-  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
   if ((m.flags & proto::kNodeChannel) == 0 || !mux.enabled) {
     // One stream's own connection (the per-stream path), or a channel this
     // node does not take (its mux is off: every ATTACH is answered tcp).
     p.per_stream = (m.flags & proto::kNodeChannel) == 0;
-    p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+    send_node(*p.conn, answer);
     return;
   }
   const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
@@ -161,8 +160,8 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
     return;
   }
   ++counters.peers_in;
-  p.applier = std::thread([this, self = in_ptr(p)] { applier(self); });
-  p.conn->send({b, proto::encode_node(answer, {b, sizeof(b)})});
+  p.applier = std::thread([this, self = p.shared_from_this()] { applier(self); });
+  send_node(*p.conn, answer);
 }
 
 void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
@@ -188,10 +187,8 @@ void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
 }
 
 void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
-  proto::AttachMessage type;
   proto::AttachRequest req;
-  if (proto::attach_message_type(f.body, &type) != proto::DecodeError::kOk || type != proto::AttachMessage::kRequest ||
-      proto::decode_attach_request(f.body, &req) != proto::DecodeError::kOk) {
+  if (!decode_attach(f, &req)) {
     ++counters.frames_rejected;
     return;
   }
@@ -220,8 +217,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       ++counters.tcp_streams_in;
     }
     ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
-    std::byte body[256];
-    send_frame(*p.conn, FrameKind::kAttach, 0, {body, proto::encode_attach_response(resp, {body, sizeof(body)})});
+    send_attach(*p.conn, resp);
     p.close_after_flush = p.stream == nullptr;  // refused: the connection has no other use
     return;
   }
@@ -237,20 +233,11 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
     } else {
       a->attached_once = true;
-      a->streams.push_back(AnchorStream{req.session_id, in_ptr(p), s, nullptr});
+      a->streams.push_back(AnchorStream{req.session_id, p.shared_from_this(), s, nullptr});
     }
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
-  std::byte body[256];
-  const size_t n = proto::encode_attach_response(resp, {body, sizeof(body)});
-  send_frame(*p.conn, FrameKind::kAttach, 0, {body, n});
-}
-
-std::shared_ptr<InPeer> NodeImpl::in_ptr(const InPeer& p) const {
-  for (const auto& q : in) {
-    if (q.get() == &p) return q;
-  }
-  return nullptr;
+  send_attach(*p.conn, resp);
 }
 
 void NodeImpl::applier(std::shared_ptr<InPeer> p) {

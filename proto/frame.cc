@@ -273,10 +273,6 @@ DecodeError decode_node(const Frame& f, Node* out) {
   return DecodeError::kOk;
 }
 
-void encode_mux_control_header(uint64_t channel_position, uint32_t body_len, std::byte* out) {
-  encode_frame_header(FrameHeader{FrameKind::kMuxControl, 0, 0, body_len, channel_position}, out);
-}
-
 size_t encode_probe(uint64_t challenge, uint8_t session, MutableBytes out) {
   return finish(begin_frame(out, FrameKind::kProbe, session, challenge, 0));
 }

@@ -284,9 +284,6 @@ size_t encode_health(const Health& m, MutableBytes out);
 size_t encode_auth(const Auth& m, MutableBytes out);
 size_t encode_refuse(const Refuse& m, MutableBytes out);
 size_t encode_node(const Node& m, MutableBytes out);
-// encode_mux_control_header writes the 16-byte header of a MUXCTL frame
-// whose body (a `_stream_batch` message, or nothing) is `body_len` bytes.
-void encode_mux_control_header(uint64_t channel_position, uint32_t body_len, std::byte* out);
 
 // Decoders take a decoded Frame of the matching kind.
 DecodeError decode_hello(const Frame& f, Hello* out);
