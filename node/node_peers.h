@@ -99,6 +99,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   uint64_t applied = 0;             // channel records applied (the applier writes it under mu)
   uint64_t reported = 0;            // the last position sent back
   uint64_t reported_ns = 0;         // ... and when
+  uint64_t watchdog_next_ns = 0;    // when the receiver's watchdog runs next
   bool failed = false;              // the applier found the channel broken (a lost record)
   bool dead = false;                // ended: its streams got their Dropped
 };

@@ -83,7 +83,15 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     return;
   }
   if (p.receiver) {
-    p.receiver->watchdog(now);
+    // The watchdog walks every stream: a tenth of a heartbeat interval is
+    // resolution enough (it judges in whole intervals), not every step.
+    if (now >= p.watchdog_next_ns) {
+      p.watchdog_next_ns = now + mux.heartbeat_interval_ns / 10;
+      const uint64_t dead_before = p.receiver->stats().watchdog_dead;
+      p.receiver->watchdog(now);
+      // A stream it ended has its Dropped to read: wake the readers (only then).
+      if (p.receiver->stats().watchdog_dead != dead_before) items_cv.notify_all();
+    }
     for (;;) {
       // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
       const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch);
@@ -101,7 +109,6 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       p.reported = p.applied;
       p.reported_ns = now;
     }
-    items_cv.notify_all();  // watchdog ends, cancels: readers look again
   }
   if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog || (p.close_after_flush && p.conn->pending() == 0)) {
     p.conn.reset();
