@@ -430,12 +430,6 @@ bool Sender::closed() const {
   return done_ || peer_->dead || peer_->sender->closed(slot_);
 }
 
-uint64_t Sender::unsent_bytes() const {
-  std::lock_guard l(node_->mu);
-  if (tcp_) return tcp_->conn ? tcp_->conn->pending() : 0;
-  return peer_->dead || !peer_->sender ? 0 : peer_->sender->withheld_bytes(slot_);
-}
-
 Sender::~Sender() {
   if (tcp_) {  // without its terminal: the connection closes and the consumer sees the stream dropped
     std::lock_guard l(node_->mu);

@@ -133,9 +133,6 @@ class Sender {
   bool finish();
   // closed: finished, cancelled by the consumer, or its peer is gone.
   bool closed() const;
-  // unsent_bytes: what send() took that has not left yet (staged, waiting
-  // for credit or a flush; on the per-stream path, not yet written).
-  uint64_t unsent_bytes() const;
   // per_stream: this stream took the per-stream TCP path.
   bool per_stream() const { return tcp_ != nullptr; }
   uint64_t session() const { return session_; }
