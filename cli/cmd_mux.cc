@@ -44,6 +44,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"psk-file", "FILE", "authenticate every channel with this pre-shared key (>= 32 bytes, mode 600)"});
   o.push_back({"metrics", "ADDR:PORT", "serve the node's Prometheus metrics at http://ADDR:PORT/metrics"});
   o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
+  o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield or backoff (default)"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
 }
@@ -115,6 +116,9 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   if (!backend.ok()) return backend.status();
   engine::PortSpec& ps = c.node.port;
   ps.name = "data";
+  auto idle = parse_idle(args.str("idle", "backoff"));
+  if (!idle.ok()) return idle.status();
+  ps.idle = *idle;
   if (backend->dpdk) {
     ps.backend = engine::PortSpec::Backend::kDpdk;
     ps.dpdk_port_id = 0;
@@ -258,7 +262,9 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   uint64_t live = c->streams;
   uint64_t rounds = 0, peak_fds = open_fds();
   // One reader for all anchors (as an API server's event loop would be):
-  // round-robin, each with a short wait.
+  // round-robin, then a 50 us pause when none had anything. With one
+  // anchor, the reader blocks in recv instead (woken by the item itself).
+  const uint64_t wait_ns = c->streams == 1 ? 1'000'000 : 0;
   auto slow_ms = args->count("slow-stream", 0);
   if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
   uint64_t slow_next_ns = 0, finished_before_slow = 0;
@@ -269,7 +275,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       const bool slow = i == 0 && *slow_ms != 0;
       if (slow && now_ns() < slow_next_ns) continue;
       node::Item it;
-      while (anchors[i]->recv(&it, 0)) {
+      while (anchors[i]->recv(&it, wait_ns)) {
         any = true;
         const uint64_t now = now_ns();
         if (slow) slow_next_ns = now + *slow_ms * 1'000'000;
@@ -299,7 +305,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
         if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
       }
     }
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (!any && wait_ns == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
     if (++rounds % 256 == 0) peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
     if (rounds % 64 == 0) {
       metrics->poll(**n);
@@ -333,6 +339,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"malformed", s.in.malformed},
       {"generation_mismatch", s.in.generation_mismatch},
       {"channel_failures", s.channel_failures},
+      {"applied_by_readers", s.applied_by_readers},
+      {"applied_by_applier", s.applied_by_applier},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},
       {"finished_before_slow", finished_before_slow},

@@ -293,6 +293,9 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
   counter("ringfire_mux_channel_failures_total", "Channels that lost a record (ended as peer loss).", {},
           s.channel_failures);
   counter("ringfire_mux_peers_lost_total", "Control connections that ended.", {}, s.peers_lost);
+  x.family("ringfire_mux_channel_applied_total", "counter", "Ingress channel batches applied, by the thread that applied them.");
+  x.sample("ringfire_mux_channel_applied_total", L{{"by", "reader"}}, static_cast<double>(s.applied_by_readers));
+  x.sample("ringfire_mux_channel_applied_total", L{{"by", "applier"}}, static_cast<double>(s.applied_by_applier));
   x.family("ringfire_mux_rejected_total", "counter", "What the node refused or dropped, by reason.");
   for (const auto& [reason, v] : std::vector<std::pair<const char*, uint64_t>>{
            {"refused_connection", s.refused},

@@ -95,6 +95,8 @@ class PeerReceiver {
   // build_control writes what goes back (credit, closes) into `out`;
   // returns its size, 0 when nothing is owed. Call until 0.
   size_t build_control(proto::MutableBytes out, uint64_t epoch);
+  // closes_owed: build_control has closes to write (credit is due by grant_due).
+  bool closes_owed() const { return !closes_owed_.empty(); }
 
   uint32_t live_streams() const { return live_; }
   uint64_t buffered_bytes() const { return peer_bytes_; }

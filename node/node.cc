@@ -27,6 +27,7 @@
 #include "ring/blob.h"
 #include "ring/monotonic.h"
 #include "ring/ring_file.h"
+#include "ring/wait.h"
 
 namespace ringfire::node {
 namespace {
@@ -487,11 +488,63 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
     }
     return false;
   };
-  // A zero timeout never touches the condition variable: a timed wait that
-  // has already expired still sleeps for the timer slack (~50 us).
-  const bool got = timeout_ns == 0 ? take() : m.items_cv.wait_for(l, std::chrono::nanoseconds(timeout_ns), take);
+  // The channels feeding this anchor are applied here, by the reader, so
+  // an item needs no hand-off from the applier; what they deliver to other
+  // anchors wakes those anchors' readers.
+  bool wake_node = false;
+  auto apply = [&]() {
+    InPeer* last = nullptr;
+    size_t n = 0;
+    for (const AnchorStream& s : state_->streams) {
+      if (s.peer == nullptr || s.peer.get() == last) continue;
+      last = s.peer.get();
+      n += m.apply_ingress(*s.peer, kApplyBudget, true, &wake_node);
+    }
+    if (n != 0) m.items_cv.notify_all();
+  };
+  // watchable: the one channel every stream of this anchor rides, when no
+  // other reader watches it — this reader may park on its ring's futex and
+  // be woken by the mirror's write itself.
+  auto watchable = [&]() -> std::shared_ptr<InPeer> {
+    const auto& st = state_->streams;
+    if (st.empty() || st.front().peer == nullptr) return nullptr;
+    const std::shared_ptr<InPeer>& p = st.front().peer;
+    if (!p->ingress || p->dead || p->failed || p->watched) return nullptr;
+    for (const AnchorStream& s : st) {
+      if (s.peer != p) return nullptr;
+    }
+    return p;
+  };
+  const uint64_t start = monotonic_ns();
+  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+  bool got = false;
+  for (;;) {
+    apply();
+    if ((got = take())) break;
+    const uint64_t now = monotonic_ns();
+    if (timeout_ns == 0 || now >= deadline) break;
+    if (std::shared_ptr<InPeer> w = watchable()) {
+      w->watched = true;
+      ring::RingHeader& h = w->ingress->file().header();  // mapped while w lives
+      const uint64_t seen = w->ingress->cursor();
+      l.unlock();
+      if (wake_node) m.wake();
+      wake_node = false;
+      // Bounded: a new stream, a cancel or an end elsewhere is seen within a slice.
+      ring::wait_for_write(h, seen, std::min(deadline - now, kWatchSliceNs));
+      l.lock();
+      w->watched = false;
+      w->watched_ns = monotonic_ns();
+    } else {
+      // A zero timeout never gets here: a timed wait that has already
+      // expired still sleeps for the timer slack (~50 us).
+      m.items_cv.wait_for(l, std::chrono::nanoseconds(std::min<uint64_t>(deadline - now, uint64_t{1} << 62)));
+    }
+  }
   l.unlock();
-  if (got && wake_) m.wake();  // a grant is due, a stream's connection may be read again, or an end freed
+  // A grant is due, a stream's connection may be read again, an end freed,
+  // a position or a close is owed.
+  if (wake_node || (got && wake_)) m.wake();
   return got;
 }
 

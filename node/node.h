@@ -113,6 +113,10 @@ struct NodeStats {
   uint64_t channel_tcp_frames = 0;
   uint64_t channel_naks = 0;
   uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
+  // Ingress channel records applied, by whom: a reader in Anchor::recv (its
+  // items taken without a hand-off) or the peer's applier thread.
+  uint64_t applied_by_readers = 0;
+  uint64_t applied_by_applier = 0;
 };
 
 class Node;

@@ -5,7 +5,8 @@
 // Threads and what they hold:
 //   node thread   engine (only it), every TcpConn, OutPeer/InPeer set-up
 //                 and teardown; builds batches under mu
-//   applier (one per InPeer)  reads its ingress ring, applies under mu
+//   applier (one per InPeer)  reads its ingress ring, applies under mu;
+//                 stands back while a reader watches the ring itself
 //   callers       Sender/Anchor/Node calls: under mu, never blocking on I/O
 //                 (attach waits on a condition variable for its answer;
 //                 flush_batch builds batches on its own thread)
@@ -43,6 +44,8 @@ constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channe
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
 constexpr uint64_t kPositionEveryNs = 1'000'000;  // a moved channel position is reported this often at most
+constexpr size_t kApplyBudget = 256;              // ingress records applied per turn (then others get mu)
+constexpr uint64_t kWatchSliceNs = 1'000'000;     // a reader parked on an ingress ring looks around this often
 
 inline control::FrameLimits mux_limits() {
   control::FrameLimits l;
@@ -178,6 +181,11 @@ struct NodeImpl {
                                                      const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
   void applier(std::shared_ptr<InPeer> p);
+  // apply_ingress (under mu) applies up to `max` records of the peer's
+  // ingress ring (counted as a reader's or the applier's); returns how many. *wake_node: the node thread has
+  // something to send back (a position to report, closes owed) — the
+  // caller wakes it once it let go of mu. A lost record fails the channel.
+  size_t apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node);
   uint64_t next_wait(uint64_t now) const;
   // channel_arena: a channel ring's arena — the configured size, and room
   // for a fenced batch (the ring's largest blob is a quarter of the arena).

@@ -96,7 +96,14 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::string mirror_name;          // the engine session mirroring its channel ("" until NODE)
   std::thread applier;              // joined by the node thread, outside mu
   std::atomic<bool> stop{false};    // applier: leave (node thread sets it)
-  uint64_t applied = 0;             // channel records applied (the applier writes it under mu)
+  // The ingress ring, once the mirror created it (the applier opens it, then
+  // never replaces it). Whoever holds mu applies it: the applier, or a
+  // reader in Anchor::recv, which so takes its items without a hand-off.
+  std::optional<ring::BlobConsumer> ingress;
+  std::vector<std::byte> record;    // ingress scratch (max_blob bytes)
+  bool watched = false;             // a reader is parked on the ingress ring's futex (the applier stands back)
+  uint64_t watched_ns = 0;          // when a reader last left it
+  uint64_t applied = 0;             // channel records applied
   uint64_t reported = 0;            // the last position sent back
   uint64_t reported_ns = 0;         // ... and when
   uint64_t watchdog_next_ns = 0;    // when the receiver's watchdog runs next

@@ -17,6 +17,7 @@
 #include "ring/blob.h"
 #include "ring/monotonic.h"
 #include "ring/ring_file.h"
+#include "ring/wait.h"
 
 namespace ringfire::node {
 
@@ -247,9 +248,33 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   send_attach(*p.conn, resp);
 }
 
+size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node) {
+  if (!p.ingress || p.dead || p.failed) return 0;
+  const uint64_t before = p.applied;
+  size_t n = 0;
+  for (; n < max; ++n) {
+    uint32_t len = 0;
+    const ring::ReadResult r = p.ingress->try_read(p.record.data(), &len);
+    if (r.lost != 0 || p.ingress->holes_skipped() != 0) {  // a record the channel never delivered: it is broken
+      p.failed = true;
+      ++counters.channel_failures;
+      *wake_node = true;
+      return n;
+    }
+    if (!r.ok) break;
+    p.receiver->apply({p.record.data(), len}, monotonic_ns(), nullptr);
+    p.applied = r.seq + 1;
+  }
+  (by_reader ? counters.applied_by_readers : counters.applied_by_applier) += n;
+  // The position becomes owed (the node thread then reports it within
+  // kPositionEveryNs, or at once past 1/16 of the ring); closes are owed.
+  if (n != 0 && (before == p.reported || p.applied - p.reported >= opt.channel_records / 16)) *wake_node = true;
+  if (p.receiver->closes_owed()) *wake_node = true;
+  return n;
+}
+
 void NodeImpl::applier(std::shared_ptr<InPeer> p) {
   // The mirror creates the ring once the source's GEOMETRY is in.
-  std::optional<ring::BlobConsumer> c;
   while (!p->stop.load()) {
     if (access(p->ring_path.c_str(), F_OK) == 0) {
       ring::RingExpectation want;
@@ -259,43 +284,48 @@ void NodeImpl::applier(std::shared_ptr<InPeer> p) {
       if (f.ok()) {
         auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-applier");
         if (cons.ok()) {
-          c.emplace(std::move(*cons));
+          std::lock_guard l(mu);
+          p->record.resize(cons->max_blob());
+          p->ingress.emplace(std::move(*cons));
           break;
         }
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!c) return;
-  std::vector<std::byte> rec(c->max_blob());
   while (!p->stop.load()) {
-    uint32_t len = 0;
-    const ring::ReadResult r = c->try_read(rec.data(), &len);
-    if (r.lost != 0 || c->holes_skipped() != 0) {  // a record the channel never delivered: it is broken
-      std::lock_guard l(mu);
-      p->failed = true;
-      ++counters.channel_failures;
-      wake();
-      return;
-    }
-    if (!r.ok) {
-      wake();  // drained: credit and position may be owed
-      c->park(1'000'000);
-      continue;
-    }
+    bool wake_node = false;
+    size_t n = 0;
+    bool stand_back = false;
+    uint64_t seen = 0;
     {
       std::lock_guard l(mu);
-      if (p->dead) return;
-      p->receiver->apply({rec.data(), len}, monotonic_ns(), nullptr);
-      p->applied = r.seq + 1;
+      if (p->dead || p->failed || !p->ingress) return;
+      n = apply_ingress(*p, kApplyBudget, false, &wake_node);
+      seen = p->ingress->cursor();
+      // A reader watching the ring applies it the moment it moves: two
+      // threads woken per record would only compete for the cores.
+      stand_back = p->watched || monotonic_ns() - p->watched_ns < 2 * kWatchSliceNs;
     }
-    items_cv.notify_all();
+    if (wake_node) wake();
+    if (n != 0) {
+      items_cv.notify_all();
+      continue;
+    }
+    if (stand_back) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(kWatchSliceNs));
+    } else {
+      // The header stays mapped while p (and so its ingress) lives; the
+      // cursor was read under mu.
+      ring::wait_for_write(p->ingress->file().header(), seen, 1'000'000);
+    }
   }
 }
 
 void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join) {
   p.dead = true;
   p.stop.store(true);
+  if (p.ingress && p.watched) ring::wake_readers(p.ingress->file().header());  // its watcher: the streams end now
   if (p.applier.joinable()) to_join->push_back(std::move(p.applier));
   if (p.receiver) {
     p.receiver->peer_lost();  // every live stream: exactly one Dropped

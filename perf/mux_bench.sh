@@ -6,6 +6,8 @@
 #
 #   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--size B] [--out DIR]
 #   perf/mux_bench.sh --sweep "1 8 64 256 1024 4096" [--tokens T] [--rate STEPS] [--size B]
+#   perf/mux_bench.sh --frontends "1 2 4" --sweep "64 256"   (Y frontends, unpinned)
+# --extra "OPTS": given to every mux-consume and mux-produce (e.g. "--idle spin").
 #
 # --sweep: X streams to one frontend for each X, paced (the issue's V5
 # sweep at Y = 1): per-stream vs mux (kernel), plus mux on memif when
@@ -21,7 +23,7 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
-streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends=""
+streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra=""
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while (($#)); do
     --sweep) sweep=$2; shift 2 ;;
     --frontends) frontends=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --extra) extra=$2; shift 2 ;;
     *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
@@ -47,10 +50,10 @@ one() {
   local name=$1 mode=$2 copts=$3 popts=$4 streams=${5:-$streams} pace=""
   [[ $mode == paced ]] && pace="--rate $rate"
   rm -f "$logs/h"
-  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts"
+  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts $extra"
   local cpid=${LAB_PIDS[-1]}
   wait_for 20 test -s "$logs/h" || { echo "$name: no handles: $(cat "$logs/$name.c")"; return; }
-  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --size $size --json $pace $popts" >"$logs/$name.p" 2>&1
+  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --size $size --json $pace $popts $extra" >"$logs/$name.p" 2>&1
   wait "$cpid"
   python3 - "$name" "$mode" "$logs/$name.c" "$logs/$name.p" "$streams" >>"$results" <<'PY'
 import json, sys
@@ -70,12 +73,12 @@ many() {
   for ((i = 0; i < y; i++)); do
     local h=${hosts[$i]}
     rm -f "$logs/h$h"
-    eval "bg $h \"\$logs/$name.c$h\" \"\$rf\" mux-consume 198.18.0.$h:7600 \"\$logs/h$h\" --streams $((x / y)) --tokens $tokens --size $size --json --timeout 120 $opts"
+    eval "bg $h \"\$logs/$name.c$h\" \"\$rf\" mux-consume 198.18.0.$h:7600 \"\$logs/h$h\" --streams $((x / y)) --tokens $tokens --size $size --json --timeout 120 $opts $extra"
     cpids+=("${LAB_PIDS[-1]}")
     pairs+=("198.18.0.$h:7600" "$logs/h$h")
   done
   for ((i = 0; i < y; i++)); do wait_for 20 test -s "$logs/h${hosts[$i]}" || echo "$name: no handles on h${hosts[$i]}"; done
-  eval "on 2 \"\$rf\" mux-produce 198.18.0.2:7600 ${pairs[*]} --tokens $tokens --size $size --json --rate $rate $opts" >"$logs/$name.p" 2>&1
+  eval "on 2 \"\$rf\" mux-produce 198.18.0.2:7600 ${pairs[*]} --tokens $tokens --size $size --json --rate $rate $opts $extra" >"$logs/$name.p" 2>&1
   for p in "${cpids[@]}"; do wait "$p"; done
   python3 - "$name" "$x" "$y" "$logs/$name.p" "${hosts[@]:0:$y}" >>"$results" <<'PY'
 import json, sys

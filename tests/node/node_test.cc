@@ -358,6 +358,72 @@ TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   EXPECT_FALSE(anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
 }
 
+// Readers blocked in recv, one per anchor, all fed by one channel: one of
+// them watches the ingress ring and applies it for all, the others wait on
+// the node; each gets exactly its own stream, whole and in order, and the
+// readers applied it (no applier hand-off while they wait).
+TEST(Node, BlockedReadersOfOneChannelApplyItThemselves) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  constexpr int kStreams = 4, kTokens = 300;
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  for (int i = 0; i < kStreams; ++i) {
+    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
+    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders.push_back(std::move(*s));
+  }
+  std::vector<int> got(kStreams, 0);
+  std::vector<bool> finished(kStreams, false);
+  {
+    std::vector<Joined> readers(kStreams);
+    for (int i = 0; i < kStreams; ++i) {
+      readers[i].t = std::thread([&, i] {
+        for (;;) {
+          Item it;
+          if (!anchors[i]->recv(&it, 10 * kSecond)) return;
+          if (it.kind != Item::Kind::kData) {
+            finished[i] = it.kind == Item::Kind::kFinished;
+            return;
+          }
+          if (text(it.bytes) != absl::StrCat("s", i, "t", got[i])) return;
+          ++got[i];
+        }
+      });
+    }
+    for (int t = 0; t < kTokens; ++t) {
+      for (int i = 0; i < kStreams; ++i) ASSERT_TRUE(send_all(*senders[i], {absl::StrCat("s", i, "t", t)}));
+      if (t % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));  // the readers park
+    }
+    for (auto& s : senders) EXPECT_TRUE(s->finish());
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(got[i], kTokens) << "stream " << i;
+    EXPECT_TRUE(finished[i]) << "stream " << i;
+  }
+  const NodeStats cs = consumer->stats();
+  EXPECT_GT(cs.applied_by_readers, 0u);
+  EXPECT_EQ(cs.in.records, uint64_t{kStreams} * kTokens);
+}
+
+// A reader parked on its channel's ring when the producer's node goes:
+// its stream ends dropped (the loss wakes the ring's watcher).
+TEST(Node, AWatchingReaderSeesThePeersLoss) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "first");
+  Item it;
+  Joined reader{std::thread([&] { EXPECT_TRUE(anchor->recv(&it, 30 * kSecond)); })};
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // parked by now
+  producer.reset();
+  reader.t.join();
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+}
+
 TEST(Node, NodeLossClosesTheSenders) {
   auto consumer = make("c");
   auto producer = make("p");
