@@ -299,6 +299,7 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
   x.family("ringfire_mux_rejected_total", "counter", "What the node refused or dropped, by reason.");
   for (const auto& [reason, v] : std::vector<std::pair<const char*, uint64_t>>{
            {"refused_connection", s.refused},
+           {"unauthenticated", s.unauthenticated},
            {"bad_frame", s.frames_rejected},
            {"attach_refused", s.attaches_refused},
            {"generation_mismatch", s.in.generation_mismatch},

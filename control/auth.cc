@@ -92,6 +92,14 @@ Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBy
   return Hmac(psk, "ringfire/1 mirror").add(hello_frame).add(auth_frame).done();
 }
 
+Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce) {
+  return Hmac(psk, "ringfire/1 node-accept").add(connector_node).add(acceptor_nonce).done();
+}
+
+Proof node_connect_proof(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node) {
+  return Hmac(psk, "ringfire/1 node-connect").add(connector_node).add(acceptor_node).done();
+}
+
 bool proofs_equal(const Proof& a, const Proof& b) {
   return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
 }

@@ -36,6 +36,12 @@ Proof source_proof(const Psk& psk, proto::ConstBytes hello_frame, const Nonce& s
 // mirror_proof proves to the source that the mirror holds the key, over
 // the HELLO and the source's AUTH frame as sent.
 Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth_frame);
+// node_accept_proof proves to a connecting stream-mux node that the
+// accepting node holds the key, over the connector's NODE frame as received
+// and the acceptor's nonce (§5.1); node_connect_proof answers it, over both
+// NODE frames (header and body) as exchanged.
+Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce);
+Proof node_connect_proof(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node);
 // proofs_equal compares in constant time.
 bool proofs_equal(const Proof& a, const Proof& b);
 

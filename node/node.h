@@ -98,6 +98,7 @@ struct NodeStats {
   uint64_t channel_failures = 0;  // a channel that lost a record (lapped, GAP): ended as peer loss
   uint64_t peers_lost = 0;     // control connections that ended
   uint64_t refused = 0;        // connections refused (cap, no NODE in time, bad NODE, junk)
+  uint64_t unauthenticated = 0;  // keyed nodes: a peer without the key, or with another one (refused or left)
   uint64_t frames_rejected = 0;  // frames that did not decode or had no business here
   uint64_t attaches_answered = 0;
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap

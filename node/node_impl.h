@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "control/auth.h"
 #include "control/tcp_conn.h"
 #include "engine/engine.h"
 #include "node/node.h"
@@ -54,6 +55,7 @@ inline control::FrameLimits mux_limits() {
     l.max_body[static_cast<uint8_t>(k)] = max;
   };
   allow(FrameKind::kNode, 256);
+  allow(FrameKind::kAuth, proto::kAuthMirrorBody);  // the keyed exchange's step 3
   allow(FrameKind::kAttach, 1024);
   allow(FrameKind::kMuxControl, kMaxControlBody);
   return l;
@@ -80,10 +82,46 @@ inline bool send_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstByt
   return c.send({h, sizeof(h)}) && (body.empty() || c.send(body));
 }
 
-// send_node appends a NODE frame (PROTOCOL.md §5.1).
-inline void send_node(TcpConn& c, const proto::Node& m) {
-  std::byte b[proto::kFrameHeaderBytes + proto::kNodeBody];
-  c.send({b, proto::encode_node(m, {b, sizeof(b)})});
+// send_node appends a NODE frame (PROTOCOL.md §5.1); returns it as sent
+// (a keyed exchange's proofs cover it).
+inline std::vector<std::byte> send_node(TcpConn& c, const proto::Node& m) {
+  std::vector<std::byte> b(proto::kFrameHeaderBytes + proto::kNodeMaxBody);
+  b.resize(proto::encode_node(m, b));
+  c.send(b);
+  return b;
+}
+
+// frame_bytes: a frame decoded from a connection's input, as it came
+// (header and body, contiguous there).
+inline proto::ConstBytes frame_bytes(const proto::Frame& f) {
+  return {f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size()};
+}
+
+// The keyed NODE exchange, connector's side (§5.1): with a key, its NODE
+// carries a fresh nonce (keyed_node), and the acceptor's answer must
+// prove the key over it (prove_back checks that and sends the connector's
+// own proof, AUTH step 3: "" when the peer may be trusted, else why not).
+// Without a key, an answer is taken as it is.
+inline proto::Node keyed_node(proto::Node m, const std::optional<control::Psk>& psk) {
+  if (psk) {
+    m.flags |= proto::kNodeKeyed;
+    m.nonce = control::random_nonce();
+  }
+  return m;
+}
+inline std::string prove_back(TcpConn& c, const std::optional<control::Psk>& psk, proto::ConstBytes mine,
+                              const proto::Frame& f, const proto::Node& answer) {
+  if (!psk) return (answer.flags & proto::kNodeKeyed) != 0 ? "it requires a pre-shared key (give this node --psk-file)" : "";
+  if ((answer.flags & proto::kNodeProof) == 0) return "it holds no pre-shared key (this node has --psk-file; so must it)";
+  if (!control::proofs_equal(answer.proof, control::node_accept_proof(*psk, mine, answer.nonce))) {
+    return "it proved another pre-shared key";
+  }
+  proto::Auth a;
+  a.step = proto::AuthStep::kNodeProof;
+  a.proof = control::node_connect_proof(*psk, mine, frame_bytes(f));
+  std::byte b[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
+  c.send({b, proto::encode_auth(a, {b, sizeof(b)})});
+  return "";
 }
 
 // send_attach appends an ATTACH frame holding a request or a response (§3).
@@ -172,6 +210,9 @@ struct NodeImpl {
   bool pump_out(OutPeer& p, uint64_t now);
   bool setup_out(OutPeer& p);
   void on_node(InPeer& p, const proto::Frame& f);
+  void on_node_auth(InPeer& p, const proto::Frame& f);
+  // accept_node: a NODE taken (keyed: proved); answered: our NODE already went.
+  void accept_node(InPeer& p, const proto::Node& m, bool answered);
   void on_attach_request(InPeer& p, const proto::Frame& f);
   void on_out_frame(OutPeer& p, const proto::Frame& f);
   void end_out(OutPeer& p, const std::string& why);

@@ -50,7 +50,8 @@ struct OutPeer {
   uint64_t applied = 0;             // channel records the peer has applied (its MUXCTL seq)
   uint64_t published_bytes = 0;     // batch bytes published into the egress ring
   std::vector<uint64_t> cum_bytes;  // published_bytes after each sequence (by seq mod its size)
-  bool node_seen = false;           // its NODE answer arrived
+  std::vector<std::byte> node_sent; // our NODE as sent (a keyed exchange's proofs cover it)
+  bool node_seen = false;           // its NODE answer arrived (keyed: and proved the key)
   bool channel_ready = false;       // the peer's mirror takes the channel by UDP (attach waits for it)
   bool broken = false;              // a batch could not be published (the node thread ends it)
   bool dead = false;                // its connection ended: every sender is closed
@@ -74,6 +75,7 @@ struct TcpStreamOut {
   uint64_t worker = 0;           // the handle's: its NODE must say the same
   uint32_t byte_budget = 0;      // unwritten bytes a send may leave queued (else kFull)
   uint32_t frame_seq = 0;
+  std::vector<std::byte> node_sent;  // our NODE as sent (keyed: the ATTACH waits for the peer's proof)
   bool node_seen = false;
   bool attached = false;         // its ATTACH was answered ok
   bool finished = false;
@@ -88,7 +90,12 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
-  bool node_seen = false;           // its NODE arrived (before: only NODE is accepted)
+  bool node_seen = false;           // its NODE arrived (keyed: and its proof; before, nothing else is accepted)
+  // The keyed exchange (§5.1): the peer's NODE and our answer as they went,
+  // until its AUTH step 3 proves the key.
+  bool auth_pending = false;
+  proto::Node hello;
+  std::vector<std::byte> hello_bytes, answer_bytes;
   uint64_t worker = 0;
   uint64_t epoch = 0;
   std::unique_ptr<mux::PeerReceiver> receiver;

@@ -80,7 +80,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   m.worker_id = worker;
   m.channel_epoch = p.epoch;
   m.channel_port = (*placed)->control->listening().port;
-  send_node(*p.conn, m);
+  p.node_sent = send_node(*p.conn, keyed_node(m, opt.psk));
   ++counters.peers_out;
   return true;
 }
@@ -90,10 +90,8 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     end_out(p, "its channel could not be set up");
     return;
   }
-  if (!p.conn->read_available(1u << 20)) {
-    end_out(p, "its control connection closed");
-    return;
-  }
+  // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
+  const bool open = p.conn->read_available(1u << 20);
   proto::Frame f;
   size_t size = 0;
   for (;;) {
@@ -107,6 +105,10 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     on_out_frame(p, f);
     if (p.dead) return;
     p.conn->consume(size);
+  }
+  if (!open) {
+    end_out(p, "its control connection closed");
+    return;
   }
   // Ready once the peer's mirror streams the channel by UDP: the first
   // tokens of a new peer's streams then never wait for the channel's set-up
@@ -168,6 +170,11 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
     }
     if (m.worker_id != p.worker) {
       end_out(p, absl::StrFormat("it is worker %016x, not the handle's %016x", m.worker_id, p.worker));
+      return;
+    }
+    if (std::string why = prove_back(*p.conn, opt.psk, p.node_sent, f, m); !why.empty()) {
+      ++counters.unauthenticated;
+      end_out(p, why);
       return;
     }
     p.node_seen = true;
@@ -253,7 +260,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     engine->unwatch(t.conn->fd());
     t.conn.reset();
   };
-  if (!t.conn->read_available(64u << 10)) return end("closed by the peer");
+  const bool open = t.conn->read_available(64u << 10);  // what came before a close is read first
   proto::Frame f;
   size_t size = 0;
   for (;;) {
@@ -268,7 +275,13 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
       if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
         return end("the node there is not the handle's");
       }
+      if (std::string why = prove_back(*t.conn, opt.psk, t.node_sent, f, m); !why.empty()) {
+        ++counters.unauthenticated;
+        return end(why);
+      }
       t.node_seen = true;
+      // Keyed, the ATTACH waited for the peer's proof (and follows ours).
+      if (opt.psk) send_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
     } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
       proto::AttachResponse resp;
       if (!decode_attach(f, &resp) || resp.session_id != t.attach->session) {
@@ -292,6 +305,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     }
     t.conn->consume(size);
   }
+  if (!open) return end("closed by the peer");
   if (!t.conn->flush()) return end("a write failed");
   if (t.finished && t.conn->pending() == 0) {
     shutdown(t.conn->fd(), SHUT_WR);  // the terminal is out: the stream is done
@@ -315,8 +329,9 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
   if (stopping.load()) return absl::UnavailableError("attach: the node stops");
   proto::Node m;
   m.worker_id = worker;  // no channel: this connection is the stream
-  send_node(*t->conn, m);
-  send_attach(*t->conn, proto::AttachRequest{h.anchor, t->attach->session, proto::kTransportTcp});
+  t->node_sent = send_node(*t->conn, keyed_node(m, opt.psk));
+  // Without a key the ATTACH goes with the NODE (no round trip); keyed, once the peer proved it.
+  if (!opt.psk) send_attach(*t->conn, proto::AttachRequest{h.anchor, t->attach->session, proto::kTransportTcp});
   if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
   tcp_out.push_back(t);
   ++counters.tcp_streams_out;

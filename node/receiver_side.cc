@@ -62,7 +62,9 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       p.conn.reset();
       return;
     }
-    if (!p.node_seen) {
+    if (p.auth_pending) {
+      on_node_auth(p, f);
+    } else if (!p.node_seen) {
       on_node(p, f);
     } else if (f.header.kind == FrameKind::kAttach) {
       on_attach_request(p, f);
@@ -73,8 +75,10 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     }
     if (p.conn == nullptr) return;
     p.conn->consume(size);
+    if (p.close_after_flush) break;  // answered and done: nothing else it sends counts
   }
   if (p.eof && drained) {
+    if (p.auth_pending) ++counters.unauthenticated;  // it left without proving the key (another key)
     if (p.stream && !p.stream->ended) {  // closed without its terminal
       p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
       p.stream->ended = true;
@@ -123,6 +127,47 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
     p.conn.reset();
     return;
   }
+  if (!opt.psk) {
+    accept_node(p, m, false);
+    return;
+  }
+  // Keyed (§5.1): our NODE with a nonce and a proof over theirs; nothing
+  // but its AUTH step 3 counts until it proved the key too.
+  proto::Node answer;
+  answer.worker_id = worker;
+  answer.flags = proto::kNodeKeyed;
+  answer.nonce = control::random_nonce();
+  if ((m.flags & proto::kNodeKeyed) == 0) {
+    ++counters.unauthenticated;  // it holds no key: told so (a keyed NODE without a proof), then closed
+    send_node(*p.conn, answer);
+    p.close_after_flush = true;
+    return;
+  }
+  answer.flags |= proto::kNodeProof;
+  answer.proof = control::node_accept_proof(*opt.psk, frame_bytes(f), answer.nonce);
+  p.hello = m;
+  const proto::ConstBytes theirs = frame_bytes(f);
+  p.hello_bytes.assign(theirs.begin(), theirs.end());
+  p.answer_bytes = send_node(*p.conn, answer);
+  p.auth_pending = true;
+}
+
+void NodeImpl::on_node_auth(InPeer& p, const proto::Frame& f) {
+  proto::Auth a;
+  p.auth_pending = false;
+  if (f.header.kind != FrameKind::kAuth || proto::decode_auth(f, &a) != proto::DecodeError::kOk ||
+      a.step != proto::AuthStep::kNodeProof ||
+      !control::proofs_equal(a.proof, control::node_connect_proof(*opt.psk, p.hello_bytes, p.answer_bytes))) {
+    ++counters.unauthenticated;  // another key, or something else instead of the proof
+    p.conn.reset();
+    return;
+  }
+  p.hello_bytes = {};
+  p.answer_bytes = {};
+  accept_node(p, p.hello, true);
+}
+
+void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   p.node_seen = true;
   p.worker = m.worker_id;
   proto::Node answer;
@@ -131,7 +176,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
     // One stream's own connection (the per-stream path), or a channel this
     // node does not take (its mux is off: every ATTACH is answered tcp).
     p.per_stream = (m.flags & proto::kNodeChannel) == 0;
-    send_node(*p.conn, answer);
+    if (!answered) send_node(*p.conn, answer);
     return;
   }
   const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
@@ -169,7 +214,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   }
   ++counters.peers_in;
   p.applier = std::thread([this, self = p.shared_from_this()] { applier(self); });
-  send_node(*p.conn, answer);
+  if (!answered) send_node(*p.conn, answer);
 }
 
 void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {

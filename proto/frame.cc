@@ -245,14 +245,20 @@ size_t encode_heartbeat(uint64_t next_seq, uint8_t session, MutableBytes out) {
 }
 
 size_t encode_node(const Node& m, MutableBytes out) {
-  ByteWriter w = begin_frame(out, FrameKind::kNode, 0, 0, kNodeBody);
+  const bool keyed = (m.flags & kNodeKeyed) != 0;
+  const bool proof = keyed && (m.flags & kNodeProof) != 0;
+  const uint16_t flags = keyed ? m.flags : static_cast<uint16_t>(m.flags & ~kNodeProof);
+  ByteWriter w = begin_frame(out, FrameKind::kNode, 0, 0,
+                             static_cast<uint32_t>(kNodeBody + (keyed ? kNonceBytes : 0) + (proof ? kProofBytes : 0)));
   w.le32(kNodeMagic);
   w.le16(m.version);
-  w.le16(m.flags);
+  w.le16(flags);
   w.le64(m.worker_id);
   w.le64(m.channel_epoch);
   w.le16(m.channel_port);
   w.le16(0);
+  if (keyed) w.bytes(m.nonce);
+  if (proof) w.bytes(m.proof);
   return finish(w);
 }
 
@@ -270,6 +276,13 @@ DecodeError decode_node(const Frame& f, Node* out) {
   if ((out->flags & kNodeChannel) != 0 && (out->channel_epoch == 0 || out->channel_port == 0)) {
     return DecodeError::kBadValue;  // a channel needs an epoch and a port
   }
+  const bool keyed = (out->flags & kNodeKeyed) != 0;
+  const bool proof = (out->flags & kNodeProof) != 0;
+  if (proof && !keyed) return DecodeError::kBadValue;  // a proof comes after a nonce
+  if (f.body.size() < kNodeBody + (keyed ? kNonceBytes : 0) + (proof ? kProofBytes : 0)) return DecodeError::kBadLength;
+  r.skip(2);
+  if (keyed) std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
+  if (proof) std::memcpy(out->proof.data(), r.bytes(kProofBytes).data(), kProofBytes);
   return DecodeError::kOk;
 }
 
@@ -403,7 +416,7 @@ DecodeError decode_auth(const Frame& f, Auth* out) {
     if (f.body.size() != kAuthSourceBody) return DecodeError::kBadLength;
     std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
     std::memcpy(out->salt.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
-  } else if (step == static_cast<uint8_t>(AuthStep::kMirrorProof)) {
+  } else if (step == static_cast<uint8_t>(AuthStep::kMirrorProof) || step == static_cast<uint8_t>(AuthStep::kNodeProof)) {
     if (f.body.size() != kAuthMirrorBody) return DecodeError::kBadLength;
   } else {
     return DecodeError::kBadValue;

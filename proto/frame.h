@@ -209,7 +209,8 @@ inline constexpr size_t kHealthBody = 64;
 
 // ---- AUTH: the pre-shared-key handshake (TCP; PROTOCOL.md §1.8).
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
-enum class AuthStep : uint8_t { kSourceProof = 1, kMirrorProof = 2 };
+// Step 3 is the stream mux's: the connecting node's proof (§5.1), laid out as step 2.
+enum class AuthStep : uint8_t { kSourceProof = 1, kMirrorProof = 2, kNodeProof = 3 };
 struct Auth {
   AuthStep step = AuthStep::kSourceProof;
   std::array<std::byte, kNonceBytes> nonce{};  // step 1: the source's nonce
@@ -256,6 +257,8 @@ const char* refuse_reason_name(RefuseReason r);
 inline constexpr uint32_t kNodeMagic = 0x584E4652;  // bytes "RFNX"
 enum NodeFlags : uint16_t {
   kNodeChannel = 1u << 0,  // channel_epoch and channel_port are set: mirror my channel
+  kNodeKeyed = 1u << 1,    // a 32-byte nonce follows the fixed body: this node holds a pre-shared key
+  kNodeProof = 1u << 2,    // (the accepting node's, with kNodeKeyed) a 32-byte proof follows the nonce
 };
 struct Node {
   uint16_t version = kProtocolVersion;
@@ -263,8 +266,11 @@ struct Node {
   uint64_t worker_id = 0;      // xxh3 of the node's instance id: the upper half of its anchor handles
   uint64_t channel_epoch = 0;  // the peer_epoch of every batch in the channel (non-zero)
   uint16_t channel_port = 0;   // TCP port of the channel's serve, on this connection's address
+  std::array<std::byte, kNonceBytes> nonce{};  // kNodeKeyed
+  std::array<std::byte, kProofBytes> proof{};  // kNodeProof
 };
-inline constexpr size_t kNodeBody = 28;
+inline constexpr size_t kNodeBody = 28;                                  // the fixed part
+inline constexpr size_t kNodeMaxBody = kNodeBody + kNonceBytes + kProofBytes;  // 92: keyed, with a proof
 
 size_t encode_hello(const Hello& m, MutableBytes out);
 size_t encode_geometry(const Geometry& m, MutableBytes out);

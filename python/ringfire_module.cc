@@ -63,6 +63,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["generation_mismatch"] = s.in.generation_mismatch;
   d["channel_failures"] = s.channel_failures;
   d["applied_by_readers"] = s.applied_by_readers;
+  d["unauthenticated"] = s.unauthenticated;
   d["applied_by_applier"] = s.applied_by_applier;
   d["peers_out"] = s.peers_out;
   d["peers_in"] = s.peers_in;

@@ -96,6 +96,8 @@ f.node_worker = ProtoField.uint64("ringfire.node.worker_id", "Worker id", base.H
 f.node_flags = ProtoField.uint16("ringfire.node.flags", "Node flags", base.HEX)
 f.node_epoch = ProtoField.uint64("ringfire.node.channel_epoch", "Channel epoch", base.HEX)
 f.node_port = ProtoField.uint16("ringfire.node.channel_port", "Channel port", base.DEC)
+f.node_nonce = ProtoField.bytes("ringfire.node.nonce", "Nonce (keyed)")
+f.node_proof = ProtoField.bytes("ringfire.node.proof", "Proof (the accepting node's)")
 f.stream_terminal = ProtoField.bool("ringfire.stream.terminal", "Terminal", 8, nil, 0x01)
 f.stream_record = ProtoField.bytes("ringfire.stream.record", "Record")
 
@@ -262,6 +264,9 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.node_worker, body(8, 8))
     t:add_le(f.node_epoch, body(16, 8))
     t:add_le(f.node_port, body(24, 2))
+    local flags = body(6, 2):le_uint()
+    if bit32.band(flags, 2) ~= 0 and len >= 60 then t:add(f.node_nonce, body(28, 32)) end
+    if bit32.band(flags, 6) == 6 and len >= 92 then t:add(f.node_proof, body(60, 32)) end
   elseif kind == 16 and body then
     if is_batch(body) then stream_batch(body, t) else t:add_proto_expert_info(e_malformed, "not a _stream_batch") end
   elseif kind == 17 then

@@ -94,13 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case FrameKind::kNode: {  // the stream mux's introduction: decode, re-encode, decode to the same
         Node m, back;
         if (decode_node(f, &m) != DecodeError::kOk) break;
-        std::vector<std::byte> o(kFrameHeaderBytes + kNodeBody);
+        std::vector<std::byte> o(kFrameHeaderBytes + kNodeMaxBody);
         o.resize(encode_node(m, o));
         Frame g;
-        REQUIRE(decode_frame(o, kNodeBody, &g) == DecodeError::kOk);
+        REQUIRE(o.size() > kFrameHeaderBytes && decode_frame(o, kNodeMaxBody, &g) == DecodeError::kOk);
         REQUIRE(decode_node(g, &back) == DecodeError::kOk);
         REQUIRE(back.worker_id == m.worker_id && back.channel_epoch == m.channel_epoch &&
                 back.channel_port == m.channel_port && back.flags == m.flags);
+        REQUIRE(((m.flags & kNodeKeyed) == 0 || back.nonce == m.nonce) && ((m.flags & kNodeProof) == 0 || back.proof == m.proof));
         REQUIRE((m.flags & kNodeChannel) == 0 || (m.channel_epoch != 0 && m.channel_port != 0));
         break;
       }

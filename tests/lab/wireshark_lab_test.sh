@@ -48,17 +48,22 @@ stop_pid "${LAB_PIDS[-1]}"
 on 1 "$rf" publish "$c" --count 5000 --quiet >/dev/null
 bg 2 "$logs/m-c2" "$rf" mirror 198.18.0.1:7420 "$(ring_name mc)"
 wait_for 10 mirror_at "$logs/m-c2" 5100 || fail "the resumed mirror of c did not reach 5100: $(tail -n 1 "$logs/m-c2")"
-# The stream multiplexer: a mux channel (NODE, ATTACH, MUXCTL credit back)
-# and the per-stream path (STREAM frames), 3 streams of 20 tokens each.
-for mode in "" "--no-mux"; do
+# The stream multiplexer: a mux channel (NODE, ATTACH, MUXCTL credit back),
+# the per-stream path (STREAM frames), 3 streams of 20 tokens each, and a
+# keyed channel (NODE with nonce and proof, AUTH step 3).
+head -c 48 /dev/urandom | base64 >"$logs/mux.key"
+chmod 600 "$logs/mux.key"
+run=0
+for mode in "" "--no-mux" "--psk-file $logs/mux.key"; do
+  run=$((run + 1))
   rm -f "$logs/handles"
   # shellcheck disable=SC2086
-  bg 1 "$logs/mux-c$mode" "$rf" mux-consume 198.18.0.1:7600 "$logs/handles" --streams 3 --tokens 20 --credit 8 --json $mode
+  bg 1 "$logs/mux-c$run" "$rf" mux-consume 198.18.0.1:7600 "$logs/handles" --streams 3 --tokens 20 --credit 8 --json $mode
   wait_for 10 test -s "$logs/handles" || fail "mux-consume $mode did not start"
   # shellcheck disable=SC2086
-  on 2 "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/handles" --tokens 20 --credit 8 --json $mode >"$logs/mux-p$mode" 2>&1 ||
-    fail "mux-produce $mode: $(tail -n 2 "$logs/mux-p$mode")"
-  wait "${LAB_PIDS[-1]}" || fail "mux-consume $mode: $(tail -n 2 "$logs/mux-c$mode")"
+  on 2 "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/handles" --tokens 20 --credit 8 --json $mode >"$logs/mux-p$run" 2>&1 ||
+    fail "mux-produce $mode: $(tail -n 2 "$logs/mux-p$run")"
+  wait "${LAB_PIDS[-1]}" || fail "mux-consume $mode: $(tail -n 2 "$logs/mux-c$run")"
 done
 sleep 0.5
 stop_pid "$capture_pid"
@@ -134,6 +139,13 @@ want=$'0x2a\t40\t5\t77\t3\t1,0,0,3,2\t5,5,5,7,5\t2,2,2,1,2\t0,0,1,0,2\t0x0000000
 decode 'ringfire.kind == 15 && tcp.dstport == 7600' ringfire.node.flags ringfire.node.channel_port | grep -Eq "^0x0001"$'\t'"[1-9][0-9]*$" ||
   fail "NODE with a channel: $(decode 'ringfire.kind == 15' ringfire.node.flags ringfire.node.channel_port)"
 decode 'ringfire.kind == 15 && tcp.srcport == 7600' ringfire.node.worker_id | grep -q "^0x" || fail "no NODE answer decoded"
+# Keyed: the producer's NODE (channel + keyed) with its nonce, the answer
+# (keyed + proof) with nonce and proof, then the producer's AUTH step 3.
+decode 'ringfire.kind == 15 && tcp.dstport == 7600 && ringfire.node.nonce' ringfire.node.flags | grep -qx 0x0003 ||
+  fail "no keyed NODE from the producer: $(decode 'ringfire.kind == 15' ringfire.node.flags)"
+decode 'ringfire.kind == 15 && tcp.srcport == 7600 && ringfire.node.proof' ringfire.node.flags ringfire.node.nonce |
+  grep -Eq "^0x0006"$'\t'"[0-9a-f]{64}$" || fail "no keyed NODE answer with its proof: $(decode 'ringfire.kind == 15' ringfire.node.flags)"
+decode 'ringfire.kind == 11 && tcp.dstport == 7600' ringfire.auth.step | grep -qx 3 || fail "no AUTH step 3 to the consumer"
 decode 'ringfire.kind == 16' ringfire.batch.type | tr ',' '\n' | grep -qx 3 ||
   fail "no CreditUpdate in MUXCTL: $(decode 'ringfire.kind == 16' ringfire.batch.type | head -n 3)"
 decode 'ringfire.kind == 17' ringfire.stream.terminal | tr ',' '\n' >"$logs/stream-terminal"  # one value per STREAM frame

@@ -239,10 +239,54 @@ TEST(Node, ChannelsWithAPreSharedKeyOnlyBetweenNodesThatHoldIt) {
     ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
     EXPECT_EQ(it.kind, Item::Kind::kFinished);
   }
-  for (auto k : {std::optional<control::Psk>{}, std::optional<control::Psk>{other}}) {
-    auto stranger = with_key("s", k);  // no key, or another: no channel, so no stream
-    EXPECT_FALSE(stranger->attach(anchor->handle(), consumer->control_address()).ok());
+  // No key, or another: the control connection itself is refused, and says why.
+  for (auto [k, why] : {std::pair{std::optional<control::Psk>{}, "requires a pre-shared key"},
+                        std::pair{std::optional<control::Psk>{other}, "proved another pre-shared key"}}) {
+    auto stranger = with_key("s", k);
+    auto s = stranger->attach(anchor->handle(), consumer->control_address());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find(why), std::string::npos) << s.status();
+    EXPECT_EQ(stranger->stats().peers_out, 1u);
   }
+  // A keyed producer refuses a consumer without the key, on either path.
+  for (bool mux_on : {true, false}) {
+    NodeOptions o = options("bare");
+    o.mux.enabled = mux_on;
+    auto bare = Node::create(o);
+    ASSERT_TRUE(bare.ok()) << bare.status();
+    auto a = (*bare)->create_anchor(AnchorKind::kSingleSender);
+    auto producer = with_key("p", key);
+    auto s = producer->attach(a->handle(), (*bare)->control_address());
+    ASSERT_FALSE(s.ok()) << "mux " << mux_on;
+    EXPECT_NE(s.status().message().find("holds no pre-shared key"), std::string::npos) << s.status();
+    EXPECT_GE(producer->stats().unauthenticated, 1u);
+  }
+  EXPECT_GE(consumer->stats().unauthenticated, 2u);
+  EXPECT_EQ(consumer->stats().peers_in, 1u) << "a channel for a peer without the key";
+}
+
+// The per-stream path with a key: the keyed exchange on each stream's own
+// connection, the ATTACH after it.
+TEST(Node, PerStreamConnectionsWithAPreSharedKey) {
+  control::Psk key;
+  key.key.assign(40, 'k');
+  NodeOptions co = options("c");
+  co.mux.enabled = false;
+  co.psk = key;
+  NodeOptions po = options("p");
+  po.psk = key;
+  auto consumer = Node::create(co);
+  auto producer = Node::create(po);
+  ASSERT_TRUE(consumer.ok() && producer.ok());
+  stream_all(**consumer, **producer, 3, 20, true);
+  NodeOptions so = options("s");
+  so.mux.enabled = false;
+  auto stranger = Node::create(so);
+  ASSERT_TRUE(stranger.ok());
+  auto a = (*consumer)->create_anchor(AnchorKind::kSingleSender);
+  auto s = (*stranger)->attach(a->handle(), (*consumer)->control_address());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("requires a pre-shared key"), std::string::npos) << s.status();
 }
 
 TEST(Node, CancelReachesTheProducer) {
@@ -525,6 +569,54 @@ TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
   EXPECT_FALSE(p2->attach(a2->handle(), consumer->control_address()).ok()) << "a second channel past max_channels";
   EXPECT_GE(consumer->stats().refused, 1u);
   expect_through(**s1, *a1, "still");  // the first goes on
+}
+
+// A stranger without the key that plays the exchange by hand: a keyed NODE
+// (any nonce) gets the node's keyed answer, and whatever it sends instead
+// of a valid proof — an ATTACH, a forged AUTH — is counted and cut, and no
+// channel is made for it.
+TEST(Node, AKeyedNodeCutsAStrangerThatCannotProveTheKey) {
+  control::Psk key;
+  key.key.assign(40, 'k');
+  NodeOptions o = options("c");
+  o.psk = key;
+  auto consumer = Node::create(o);
+  ASSERT_TRUE(consumer.ok());
+  for (bool forged : {false, true}) {
+    const int fd = raw_connect((*consumer)->control_address());
+    proto::Node m;
+    m.flags = proto::kNodeChannel | proto::kNodeKeyed;
+    m.worker_id = 7;
+    m.channel_epoch = 9;
+    m.channel_port = 9;
+    std::byte b[proto::kFrameHeaderBytes + proto::kNodeMaxBody];
+    const size_t n = proto::encode_node(m, {b, sizeof(b)});
+    ASSERT_EQ(write(fd, b, n), static_cast<ssize_t>(n));
+    std::byte next[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
+    size_t len = 0;
+    if (forged) {
+      proto::Auth a;
+      a.step = proto::AuthStep::kNodeProof;
+      a.proof.fill(std::byte{0x5a});
+      len = proto::encode_auth(a, {next, sizeof(next)});
+    } else {
+      proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, 0, 0}, next);
+      len = proto::kFrameHeaderBytes;
+    }
+    ASSERT_EQ(write(fd, next, len), static_cast<ssize_t>(len));
+    bool closed = false;
+    const std::vector<std::byte> got = read_until_closed(fd, &closed);
+    EXPECT_TRUE(closed) << "not cut";
+    // What it got: the node's NODE, keyed and with a proof, and nothing else.
+    ASSERT_EQ(got.size(), proto::kFrameHeaderBytes + proto::kNodeMaxBody);
+    proto::Frame f;
+    ASSERT_EQ(proto::decode_frame(got, proto::kNodeMaxBody, &f), proto::DecodeError::kOk);
+    proto::Node answer;
+    ASSERT_EQ(proto::decode_node(f, &answer), proto::DecodeError::kOk);
+    EXPECT_EQ(answer.flags & (proto::kNodeKeyed | proto::kNodeProof), proto::kNodeKeyed | proto::kNodeProof);
+  }
+  EXPECT_EQ((*consumer)->stats().unauthenticated, 2u);
+  EXPECT_EQ((*consumer)->stats().peers_in, 0u) << "a channel for a stranger";
 }
 
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
