@@ -44,7 +44,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"psk-file", "FILE", "authenticate every channel with this pre-shared key (>= 32 bytes, mode 600)"});
   o.push_back({"metrics", "ADDR:PORT", "serve the node's Prometheus metrics at http://ADDR:PORT/metrics"});
   o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
-  o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield or backoff (default)"});
+  o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield, backoff (default) or hot (yield for 50 ms after the last work, then back off: no wake-up on a streaming path)"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
 }
@@ -340,8 +340,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"generation_mismatch", s.in.generation_mismatch},
       {"channel_failures", s.channel_failures},
       {"applied_by_readers", s.applied_by_readers},
-      {"unauthenticated", s.unauthenticated},
       {"applied_by_applier", s.applied_by_applier},
+      {"unauthenticated", s.unauthenticated},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},
       {"finished_before_slow", finished_before_slow},

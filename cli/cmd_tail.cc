@@ -27,7 +27,7 @@ const CommandSpec kTail{
         {"idle-exit", "TIME", "stop after TIME without a new record"},
         {"print", nullptr, "print every record (seq, length, age in us)"},
         {"name", "NAME", "reader name in the ring's registry (default tail)"},
-        {"idle", "MODE", "spin, yield or backoff (default backoff)"},
+        {"idle", "MODE", "spin, yield, backoff (default) or hot (yield 50 ms after the last record, then back off)"},
         {"quiet", nullptr, "no per-second lines"},
     }};
 

@@ -50,7 +50,7 @@ absl::StatusOr<uint64_t> parse_schema(const std::string& text) {
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text) {
   if (auto m = ring::parse_idle_mode(text)) return *m;
   return absl::InvalidArgumentError(
-      absl::StrCat("--idle ", text, ": expected spin, yield or backoff"));
+      absl::StrCat("--idle ", text, ": expected spin, yield, backoff or hot"));
 }
 
 std::vector<OptionSpec> with_fault_options(std::vector<OptionSpec> options) {

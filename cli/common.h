@@ -31,7 +31,7 @@ inline uint64_t now_ns() { return monotonic_ns(); }
 absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
 // parse_schema reads a schema signature: decimal or 0x hex.
 absl::StatusOr<uint64_t> parse_schema(const std::string& text);
-// parse_idle reads "spin", "yield" or "backoff".
+// parse_idle reads "spin", "yield", "backoff" or "hot".
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text);
 
 // with_fault_options appends the test fault-injection options (--loss,

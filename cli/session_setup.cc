@@ -160,7 +160,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
 
 std::vector<OptionSpec> shorthand_options() {
   return {
-      {"idle", "MODE", "worker idle strategy: spin, yield or backoff (default backoff)"},
+      {"idle", "MODE", "worker idle strategy: spin, yield, backoff (default) or hot (yield for 50 ms after the last work, then back off)"},
       {"counters-dir", "DIR", "keep the counters file (for `ringfire stat`) here (default /dev/shm)"},
       {"quiet", nullptr, "no per-second stats lines"},
       {"json", nullptr, "each second's stats as one JSON object per line (every counter)"},

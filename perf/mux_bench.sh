@@ -7,7 +7,9 @@
 #   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--size B] [--out DIR]
 #   perf/mux_bench.sh --sweep "1 8 64 256 1024 4096" [--tokens T] [--rate STEPS] [--size B]
 #   perf/mux_bench.sh --frontends "1 2 4" --sweep "64 256"   (Y frontends, unpinned)
-# --extra "OPTS": given to every mux-consume and mux-produce (e.g. "--idle spin").
+# --extra "OPTS": given to every mux-consume and mux-produce (e.g. "--idle spin");
+# --mux-extra "OPTS": to the mux runs only (e.g. "--idle yield": the data
+# plane's workers on dedicated cores; the per-stream path has none in use).
 #
 # --sweep: X streams to one frontend for each X, paced (the issue's V5
 # sweep at Y = 1): per-stream vs mux (kernel), plus mux on memif when
@@ -23,7 +25,7 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
-streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra=""
+streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra=""
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
@@ -34,6 +36,7 @@ while (($#)); do
     --frontends) frontends=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
+    --mux-extra) mux_extra=$2; shift 2 ;;
     *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
@@ -98,7 +101,7 @@ if [[ -n $frontends ]]; then
   for y in $frontends; do
     for x in ${sweep:-64 256}; do
       many "per-stream" "$x" "$y" "--no-mux"
-      many "mux-kernel" "$x" "$y" ""
+      many "mux-kernel" "$x" "$y" "$mux_extra"
     done
   done
   python3 - "$results" <<'PY'

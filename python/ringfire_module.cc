@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "dataplane/kernel_udp.h"
 #include "node/node.h"
+#include "ring/idle.h"
 
 namespace py = pybind11;
 using ringfire::node::Anchor;
@@ -121,7 +122,7 @@ PYBIND11_MODULE(ringfire, m) {
   py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
-                       const std::string& psk_file) {
+                       const std::string& psk_file, const std::string& idle) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -130,6 +131,9 @@ PYBIND11_MODULE(ringfire, m) {
              o.mux.flush = parse_flush(flush);
              o.mux.max_batch_bytes = max_batch_bytes;
              o.ring_dir = ring_dir;
+             const auto mode = ringfire::ring::parse_idle_mode(idle);
+             if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
+             o.port.idle = *mode;
              if (!psk_file.empty()) {
                auto k = ringfire::control::load_psk(psk_file);
                if (!k.ok()) throw py::value_error(std::string(k.status().message()));
@@ -141,7 +145,7 @@ PYBIND11_MODULE(ringfire, m) {
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
-           py::arg("psk_file") = "")
+           py::arg("psk_file") = "", py::arg("idle") = "backoff")
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

@@ -9,6 +9,12 @@
 // without one, sleeps; the timeout doubles from 50 us up to max_park_ns
 // (1 ms) while nothing comes. Idle, a poller then costs ~1,000 wake-ups a
 // second; what its first record waits is in perf/README.md ("Idle cost").
+//
+// Hot yields for kHotNs (50 ms) after its last work, then backs off as
+// above: while traffic flows (a decode step every 20 ms, a market-data
+// burst) the next record finds the poller awake — no wake-up on its path —
+// and a quiet poller still parks. It costs a core per poller while
+// traffic flows.
 #pragma once
 
 #include <sched.h>
@@ -20,18 +26,22 @@
 #include <optional>
 #include <string_view>
 
+#include "ring/monotonic.h"
+
 namespace ringfire::ring {
 
 enum class IdleMode : uint8_t {
   kSpin,     // pause instruction only
   kYield,    // sched_yield
   kBackoff,  // spin, then yield, then park (50 us doubling to 1 ms) until work arrives
+  kHot,      // yield for kHotNs after the last work, then as kBackoff
 };
 
 inline std::optional<IdleMode> parse_idle_mode(std::string_view s) {
   if (s == "spin") return IdleMode::kSpin;
   if (s == "yield") return IdleMode::kYield;
   if (s == "backoff") return IdleMode::kBackoff;
+  if (s == "hot") return IdleMode::kHot;
   return std::nullopt;
 }
 
@@ -56,15 +66,18 @@ class IdleStrategy {
   static constexpr uint32_t kYieldPolls = 20;
   static constexpr uint64_t kFirstParkNs = 50'000;
   static constexpr uint64_t kDefaultMaxParkNs = 1'000'000;
+  static constexpr uint64_t kHotNs = 50'000'000;
+  static constexpr uint32_t kHotClockEvery = 64;  // empty polls between clock reads while hot
 
   explicit IdleStrategy(IdleMode mode, uint64_t max_park_ns = kDefaultMaxParkNs)
       : mode_(mode), max_park_ns_(std::max(max_park_ns, kFirstParkNs)) {
-    if (mode == IdleMode::kBackoff) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    if (mode == IdleMode::kBackoff || mode == IdleMode::kHot) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   }
 
   void reset() {
     empty_polls_ = 0;
     park_ns_ = kFirstParkNs;
+    cold_ = false;
   }
   // idle: an empty poll. park(timeout_ns) blocks at most that long.
   template <typename Park>
@@ -73,6 +86,19 @@ class IdleStrategy {
     switch (mode_) {
       case IdleMode::kSpin: cpu_relax(); return;
       case IdleMode::kYield: sched_yield(); return;
+      case IdleMode::kHot:
+        if (!cold_) {
+          // The clock is read on the first empty poll after work (busy
+          // iterations never pay for it), then every kHotClockEvery.
+          if (empty_polls_ == 1) last_work_ns_ = monotonic_ns();
+          if (empty_polls_ % kHotClockEvery != 0 || monotonic_ns() - last_work_ns_ < kHotNs) {
+            sched_yield();
+            return;
+          }
+          cold_ = true;  // quiet for kHotNs: back off (straight to parking)
+          empty_polls_ = kSpinPolls + kYieldPolls;
+        }
+        [[fallthrough]];
       case IdleMode::kBackoff:
         if (empty_polls_ < kSpinPolls) {
           cpu_relax();
@@ -92,6 +118,8 @@ class IdleStrategy {
   uint64_t max_park_ns_;
   uint32_t empty_polls_ = 0;
   uint64_t park_ns_ = kFirstParkNs;
+  uint64_t last_work_ns_ = 0;  // hot: when the last work was seen
+  bool cold_ = false;          // hot: quiet for kHotNs, backing off until the next work
 };
 
 }  // namespace ringfire::ring

@@ -30,9 +30,9 @@ check_run() {
   python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['records_per_batch'] > float(sys.argv[2]) else 1)" "$r" "${4:-5}" ||
     fail "$1: batches carry few records: $(field "$r" records_per_batch)"
 }
-# run NAME STREAMS TOKENS CONSUMER_OPTS PRODUCER_OPTS
+# run NAME STREAMS TOKENS CONSUMER_OPTS PRODUCER_OPTS [MIN_PER_BATCH]
 run() {
-  local name=$1 streams=$2 tokens=$3 copts=$4 popts=$5
+  local name=$1 streams=$2 tokens=$3 copts=$4 popts=$5 min_per_batch=${6:-5}
   rm -f "$logs/$name.handles"
   # The options are words with quotes (an --eal value): eval splits them as written.
   eval "bg 1 \"\$logs/\$name.c\" \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/\$name.handles\" --streams $streams --tokens $tokens --json --timeout 60 $copts"
@@ -42,7 +42,7 @@ run() {
     fail "$name: the producer failed: $(tail -n 3 "$logs/$name.p")"
   wait "$cpid"
   grep '^{' "$logs/$name.c" | tail -n 1 >"$logs/$name.json"
-  check_run "$name" "$streams" "$tokens"
+  check_run "$name" "$streams" "$tokens" "$min_per_batch"
   log "$name: $(cat "$logs/$name.json")"
 }
 
@@ -50,6 +50,10 @@ log "kernel: 300 streams x 200 tokens, Manual flush after every decode step"
 run kernel 300 200 "" ""
 log "kernel: Auto flush (on admission), credit 16 (many credit round trips)"
 run auto 100 300 "--flush auto --credit 16" "--flush auto --credit 16"
+log "kernel: one stream, hot workers (--idle hot), the reader blocked in recv applying its channel"
+run hot 1 300 "--idle hot" "--idle hot --rate 500" 0  # one stream: a token per batch
+python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['applied_by_readers'] > 0 else 1)" "$logs/hot.json" ||
+  fail "hot: no channel record applied by the reader: $(cat "$logs/hot.json")"
 
 if have_dpdk; then
   sock="$logs/memif.sock"
@@ -73,7 +77,7 @@ else
   log "DPDK: not in this build (skipped)"
 fi
 # Every mux run's channel carried its batches by UDP (not the channel's TCP catch-up).
-for r in "$logs"/kernel.json "$logs"/auto.json "$logs"/memif.json "$logs"/af_xdp.json; do
+for r in "$logs"/kernel.json "$logs"/auto.json "$logs"/hot.json "$logs"/memif.json "$logs"/af_xdp.json; do
   [[ -s $r ]] || continue
   python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['channel']['datagrams'] > 100 else 1)" "$r" ||
     fail "$(basename "$r" .json): the channel's batches did not come by UDP: $(cat "$r")"

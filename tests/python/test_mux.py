@@ -72,6 +72,21 @@ class MuxFromPython(unittest.TestCase):
         self.assertEqual(st["reader_stall"], 0)
         self.assertLess(producer.stats()["batches_sent"], producer.stats()["records_sent"])  # batched
 
+    def test_hot_workers_stream_and_readers_apply_their_channel(self):
+        # idle="hot": the data plane's workers stay awake while tokens flow.
+        consumer, producer = node("c", idle="hot"), node("p", idle="hot", flush="manual")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        for t in range(200):
+            self.assertEqual(send(s, f"t{t}".encode()), "sent")
+            producer.flush_batch()
+            kind, _, data = a.recv(10.0)  # a blocked reader applies the channel itself
+            self.assertEqual((kind, data), ("data", f"t{t}".encode()))
+        self.assertTrue(s.finish())
+        producer.flush_batch()
+        self.assertEqual(a.recv(10.0)[0], "finished")
+        self.assertGreater(consumer.stats()["applied_by_readers"], 0)
+
     def test_cancel_closes_the_sender(self):
         consumer, producer = node("c"), node("p")
         a = consumer.create_anchor()
@@ -134,6 +149,10 @@ class MuxFromPython(unittest.TestCase):
             s = producer.attach(a.handle, consumer.control_address)
             self.assertEqual(send(s, b"keyed"), "sent")
             self.assertEqual(a.recv(10.0)[2], b"keyed")
+            # A node without the key is refused on the control connection, and told why.
+            with self.assertRaisesRegex(ConnectionError, "requires a pre-shared key"):
+                node("stranger").attach(a.handle, consumer.control_address)
+            self.assertGreaterEqual(consumer.stats()["unauthenticated"], 1)
             with open(os.open(os.path.join(d, "loose"), os.O_WRONLY | os.O_CREAT, 0o644), "w") as f:
                 f.write("k" * 40)
             with self.assertRaises(ValueError):  # readable by others: refused, saying so
@@ -144,6 +163,8 @@ class MuxFromPython(unittest.TestCase):
             node("bad", initial_credit=0)
         with self.assertRaisesRegex(ValueError, "flush"):
             node("bad", flush="sometimes")
+        with self.assertRaisesRegex(ValueError, "idle warm: expected spin, yield, backoff or hot"):
+            node("bad", idle="warm")
         with self.assertRaises(ValueError):
             ringfire.Node(instance_id="x", control="not an address")
         n = node("n")
