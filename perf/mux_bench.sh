@@ -8,6 +8,7 @@
 #   perf/mux_bench.sh --sweep "1 8 64 256 1024 4096" [--tokens T] [--rate STEPS] [--size B]
 #   perf/mux_bench.sh --frontends "1 2 4" --sweep "64 256"   (Y frontends, unpinned)
 # --extra "OPTS": given to every mux-consume and mux-produce (e.g. "--idle spin");
+# --memif-at "X...": the sweep's X values with a memif run too (default 64).
 # --mux-extra "OPTS": to the mux runs only (e.g. "--idle yield": the data
 # plane's workers on dedicated cores; the per-stream path has none in use).
 #
@@ -25,7 +26,7 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
-streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra=""
+streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra="" memif_at="64"
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
@@ -37,6 +38,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
     --mux-extra) mux_extra=$2; shift 2 ;;
+    --memif-at) memif_at=$2; shift 2 ;;
     *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
@@ -44,8 +46,10 @@ source "$(dirname "$0")/../tests/lab/lib.sh"
 lab_up 5  # h2 produces; h1, h3, h4, h5 consume (the frontends)
 lab_logs muxbench
 mkdir -p "$out"
+# One results file per mode, truncated only by its own mode.
 results=$out/mux.json
 [[ -n $sweep ]] && results=$out/sweep.json
+[[ -n $frontends ]] && results=$out/frontends.json
 : >"$results"
 
 # one NAME MODE(paced|flat) CONSUMER_OPTS PRODUCER_OPTS [STREAMS]
@@ -96,8 +100,6 @@ PY
 }
 
 if [[ -n $frontends ]]; then
-  results=$out/frontends.json
-  : >"$results"
   for y in $frontends; do
     for x in ${sweep:-64 256}; do
       many "per-stream" "$x" "$y" "--no-mux"
@@ -123,7 +125,7 @@ if [[ -n $sweep ]]; then
   for x in $sweep; do
     one "per-stream" paced "--no-mux" "--no-mux" "$x"
     one "mux-kernel" paced "" "" "$x"
-    if have_dpdk && ((x == 64)); then
+    if have_dpdk && [[ " $memif_at " == *" $x "* ]]; then
       one "mux-memif" paced "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'" "$x"
     fi
   done

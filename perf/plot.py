@@ -9,6 +9,11 @@ stage), pingpong.svg (round-trip percentiles per backend), stress.svg
 (delivered % and p50/p99 round trip against the offered rate, one line per
 backend), raw.svg (the mirror round trip beside the raw packet round trip
 of the same path) and summary.md (every ratio the targets are stated in).
+
+The stream multiplexer's sweep (mux_bench.sh: sweep.json, frontends*.json,
+JSON lines) becomes mux-latency.svg, mux-cpu.svg and mux-fds.svg (against
+X streams, one line per path) and mux-frontends.svg (p99 against X, one
+line per path and Y), plus mux-summary.md (the per-stream/mux ratios).
 """
 import glob
 import json
@@ -65,8 +70,8 @@ def bars(groups, series, title, unit="us"):
     return svg("".join(out), title)
 
 
-def lines(curves, title, ylabel, ylog=True):
-    """curves: {name: [(x, y)]} with x an offered rate on a log axis."""
+def lines(curves, title, ylabel, ylog=True, xfmt=None):
+    """curves: {name: [(x, y)]} with x an offered rate (or what xfmt names) on a log axis."""
     pts = [p for c in curves.values() for p in c if p[1] > 0]
     if not pts:
         return svg("", title + " (no data)")
@@ -87,7 +92,7 @@ def lines(curves, title, ylabel, ylog=True):
     def rate(v):
         return f"{v/1e6:g}M/s" if v >= 1e6 else (f"{v/1e3:g}k/s" if v >= 1e3 else f"{v:g}/s")
     for e in range(x0, x1 + 1):
-        out.append(f'<text x="{X(10**e)}" y="{H-M+16}" text-anchor="middle">{rate(10**e)}</text>')
+        out.append(f'<text x="{X(10**e)}" y="{H-M+16}" text-anchor="middle">{(xfmt or rate)(10**e)}</text>')
     out.append(f'<text x="14" y="{H/2}" transform="rotate(-90 14 {H/2})" text-anchor="middle">{ylabel}</text>')
     for i, (name, c) in enumerate(sorted(curves.items())):
         c = sorted(p for p in c if p[1] > 0)
@@ -107,7 +112,64 @@ def load(pattern):
     return out
 
 
+def json_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return [json.loads(l) for l in fh if l.strip()]
+
+
+def mux_plots(d):
+    """The stream multiplexer's sweep: per-stream vs mux against X streams."""
+    sweep = [r for r in json_lines(os.path.join(d, "sweep.json"))
+             if "error" not in r["consumer"] and "error" not in r["producer"]]
+    streams = lambda v: f"{v:g} streams"
+    rows = []
+    if sweep:
+        lat, cpu, fds = {}, {}, {}
+        for r in sweep:
+            c, p, x = r["consumer"], r["producer"], r["streams"]
+            lat.setdefault(f"{r['run']} p50", []).append((x, c["latency_us"]["p50"]))
+            lat.setdefault(f"{r['run']} p99", []).append((x, c["latency_us"]["p99"]))
+            cpu.setdefault(r["run"], []).append((x, p["cpu_ns_per_token"]))
+            fds.setdefault(r["run"], []).append((x, p["fds"]))
+        open(os.path.join(d, "mux-latency.svg"), "w").write(
+            lines(lat, "per-token latency against X streams to one frontend", "latency (us)", xfmt=streams))
+        open(os.path.join(d, "mux-cpu.svg"), "w").write(
+            lines(cpu, "producer CPU per token against X streams", "ns per token", xfmt=streams))
+        open(os.path.join(d, "mux-fds.svg"), "w").write(
+            lines(fds, "producer file descriptors against X streams", "descriptors", xfmt=streams))
+        by = {(r["run"], r["streams"]): r for r in sweep}
+        rows += ["| X | mux p99 ÷ per-stream | memif p99 ÷ per-stream | mux CPU/token ÷ per-stream | mux fds | per-stream fds |",
+                 "| --- | --- | --- | --- | --- | --- |"]
+        for x in sorted({r["streams"] for r in sweep}):
+            a, b, m = by.get(("per-stream", x)), by.get(("mux-kernel", x)), by.get(("mux-memif", x))
+            if not a or not b:
+                continue
+            p99 = lambda r: r["consumer"]["latency_us"]["p99"]
+            ratio = lambda u, v: f"{u / v:.2f}×" if u and v else "–"
+            rows.append(f"| {x} | {ratio(p99(b), p99(a))} | {ratio(p99(m), p99(a)) if m else '–'} | "
+                        f"{ratio(b['producer']['cpu_ns_per_token'], a['producer']['cpu_ns_per_token'])} | "
+                        f"{b['producer']['fds']} | {a['producer']['fds']} |")
+    fr = [r for f in sorted(glob.glob(os.path.join(d, "frontends*.json"))) for r in json_lines(f)
+          if "error" not in r["producer"] and not any("error" in c for c in r["consumers"])]
+    if fr:
+        curves = {}
+        for r in fr:
+            p99 = max(c["latency_us"]["p99"] for c in r["consumers"])
+            curves.setdefault(f"{r['run']} Y={r['frontends']}", []).append((r["streams"], p99))
+        curves = {k: sorted(set(v)) for k, v in curves.items()}
+        open(os.path.join(d, "mux-frontends.svg"), "w").write(
+            lines(curves, "worst frontend's p99 against X streams over Y frontends", "p99 (us)", xfmt=streams))
+    if rows:
+        open(os.path.join(d, "mux-summary.md"), "w").write("\n".join(rows) + "\n")
+        print("\n".join(rows))
+    return bool(sweep or fr)
+
+
 def main(d):
+    if mux_plots(d):
+        return
     us = lambda r, k: r.get(k, 0) / 1000.0
     stages = load(os.path.join(d, "stages-*.json"))
     if stages:
