@@ -19,6 +19,8 @@ struct PeerReceiver::Stream {
   uint32_t data_items = 0;      // data items buffered (<= window)
   uint32_t owed = 0;            // frames read, not yet granted back
   bool in_owed = false;
+  size_t at = 0;                // its index in streams_ (freed by swap and pop: O(1))
+  size_t owed_at = 0;           // in_owed: its index in credit_owed_
   uint64_t bytes = 0;           // data bytes buffered
   uint64_t last_seen_ns = 0;    // a record or heartbeat for it
   uint64_t last_data_ns = 0;    // a data record for it
@@ -35,6 +37,7 @@ PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_
   s->session_id = session_id;
   s->window = credit;
   if (!awaiting_.emplace(std::pair{anchor_id, session_id}, s.get()).second) return nullptr;  // registered already
+  s->at = streams_.size();
   streams_.push_back(std::move(s));
   ++live_;
   return streams_.back().get();
@@ -69,6 +72,7 @@ void PeerReceiver::cancel(Stream* s) {
 void PeerReceiver::owe_credit(Stream* s) {
   if (s->in_owed) return;
   s->in_owed = true;
+  s->owed_at = credit_owed_.size();
   credit_owed_.push_back(s);
 }
 
@@ -98,10 +102,17 @@ void PeerReceiver::free_stream(Stream* s) {
     awaiting_.erase(it);
   }
   peer_bytes_ -= s->bytes;
-  credit_owed_.erase(std::remove(credit_owed_.begin(), credit_owed_.end(), s), credit_owed_.end());
-  auto it = std::find_if(streams_.begin(), streams_.end(), [&](const auto& p) { return p.get() == s; });
-  if (it != streams_.end()) {
-    streams_.erase(it);
+  // O(1) whatever the number of streams (thousands may end at once): its
+  // credit entry becomes a hole build_control drops, its place in streams_
+  // goes to the last stream.
+  if (s->in_owed) credit_owed_[s->owed_at] = nullptr;
+  const size_t at = s->at;
+  if (at < streams_.size() && streams_[at].get() == s) {
+    if (at + 1 != streams_.size()) {
+      streams_[at] = std::move(streams_.back());
+      streams_[at]->at = at;
+    }
+    streams_.pop_back();  // s is freed here
     --live_;
   }
 }
@@ -253,10 +264,12 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {
   size_t keep = 0;
   bool full = false;
   for (Stream* s : credit_owed_) {
+    if (s == nullptr) continue;  // freed since it was owed
     const bool over = s->bytes >= config_.slot_byte_budget || peer_bytes_ >= config_.peer_byte_budget;
     if (full || over || !s->bound || s->owed == 0) {
       if (over) ++stats_.credit_held;
       if (s->bound && s->owed != 0) {
+        s->owed_at = keep;
         credit_owed_[keep++] = s;
       } else {
         s->in_owed = false;
@@ -265,6 +278,7 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {
     }
     if (!w.add_credit_update(s->slot, s->owed)) {
       full = true;
+      s->owed_at = keep;
       credit_owed_[keep++] = s;
       continue;
     }
