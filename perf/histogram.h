@@ -3,6 +3,7 @@
 // up to 2^40 ns. Fixed size, no allocation while recording.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -20,6 +21,13 @@ class LatencyHistogram {
   uint64_t count() const { return count_; }
   uint64_t max() const { return max_; }
   uint64_t min() const { return count_ ? min_ : 0; }
+  // merge adds another histogram's samples (one per thread, read after).
+  void merge(const LatencyHistogram& o) {
+    for (size_t b = 0; b < kBuckets; ++b) counts_[b] += o.counts_[b];
+    count_ += o.count_;
+    max_ = std::max(max_, o.max_);
+    min_ = std::min(min_, o.min_);
+  }
 
   // percentile returns the upper edge of the bucket holding quantile q.
   uint64_t percentile(double q) const {
