@@ -41,7 +41,7 @@ expect_fail 2 "usage: ringfire publish" "$rf" publish
 expect_fail 2 "expected latest, oldest or a sequence" "$rf" tail "$ring" --from yesterday
 expect_ok "$rf" create "$ring" --capacity 4096 --slot-size 64
 expect_fail 2 "already exists" "$rf" create "$ring"
-expect_fail 2 "expected spin, yield or backoff" "$rf" tail "$ring" --idle hard
+expect_fail 2 "expected spin, yield, backoff or hot" "$rf" tail "$ring" --idle hard
 expect_ok "$rf" --help
 expect_ok "$rf" tail --help
 
