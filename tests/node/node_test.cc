@@ -85,18 +85,24 @@ std::unique_ptr<Node> make_with(const std::string& name, bool mux_on) {
   return n.ok() ? std::move(*n) : nullptr;
 }
 
+// open_streams: n single-sender anchors on consumer, each attached from producer.
+void open_streams(Node& consumer, Node& producer, int n, std::vector<std::unique_ptr<Anchor>>* anchors,
+                  std::vector<std::unique_ptr<Sender>>* senders) {
+  for (int i = 0; i < n; ++i) {
+    anchors->push_back(consumer.create_anchor(AnchorKind::kSingleSender));
+    auto s = producer.attach(anchors->back()->handle(), consumer.control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders->push_back(std::move(*s));
+  }
+}
+
 // stream_all: `streams` streams of `tokens` each from producer to consumer,
 // checked in order, finished once; every sender on the path wanted.
 void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool per_stream) {
   std::vector<std::unique_ptr<Anchor>> anchors;
   std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < streams; ++i) {
-    anchors.push_back(consumer.create_anchor(AnchorKind::kSingleSender));
-    auto s = producer.attach(anchors.back()->handle(), consumer.control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ((*s)->per_stream(), per_stream);
-    senders.push_back(std::move(*s));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_streams(consumer, producer, streams, &anchors, &senders));
+  for (const auto& s : senders) EXPECT_EQ(s->per_stream(), per_stream);
   Joined prod{std::thread([&] {
     for (int t = 0; t < tokens; ++t) {
       for (int i = 0; i < streams; ++i) {
@@ -196,12 +202,7 @@ TEST(Node, CreditForThousandsOfStreamsGoesBackInBoundedControlFrames) {
   constexpr int kStreams = 4096;
   std::vector<std::unique_ptr<Anchor>> anchors;
   std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < kStreams; ++i) {
-    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
-    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders.push_back(std::move(*s));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, kStreams, &anchors, &senders));
   for (int round = 0; round < 3; ++round) {  // 3 tokens against a window of 2: the grants must arrive
     for (int i = 0; i < kStreams; ++i) ASSERT_TRUE(send_all(*senders[i], {absl::StrCat(i, ":", round)}));
     for (int i = 0; i < kStreams; ++i) {
@@ -376,12 +377,7 @@ TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   auto producer = make("p");
   std::vector<std::unique_ptr<Anchor>> anchors;
   std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < 3; ++i) {
-    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
-    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders.push_back(std::move(*s));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 3, &anchors, &senders));
   send_all(*senders[0], {"a"});
   senders[1]->finish();  // finished before the loss: no Dropped for it
   Item it;
@@ -412,12 +408,7 @@ TEST(Node, BlockedReadersOfOneChannelApplyItThemselves) {
   constexpr int kStreams = 4, kTokens = 300;
   std::vector<std::unique_ptr<Anchor>> anchors;
   std::vector<std::unique_ptr<Sender>> senders;
-  for (int i = 0; i < kStreams; ++i) {
-    anchors.push_back(consumer->create_anchor(AnchorKind::kSingleSender));
-    auto s = producer->attach(anchors.back()->handle(), consumer->control_address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders.push_back(std::move(*s));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, kStreams, &anchors, &senders));
   std::vector<int> got(kStreams, 0);
   std::vector<bool> finished(kStreams, false);
   {
