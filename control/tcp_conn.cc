@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -58,6 +59,20 @@ absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms) {
                                                ": ", std::strerror(err)));
   }
   return fd;
+}
+
+void detect_silent_peer(int fd, uint32_t timeout_ms) {
+  if (timeout_ms == 0) return;
+  const int on = 1;
+  const int idle_s = std::max<int>(1, static_cast<int>(timeout_ms / 2000));
+  const int interval_s = 1;
+  const int probes = std::max<int>(1, (static_cast<int>(timeout_ms / 1000) - idle_s) / interval_s);
+  const unsigned user_timeout = timeout_ms;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
 TcpConn::TcpConn(int fd) : fd_(fd), in_(16u << 10) {

@@ -41,6 +41,12 @@ absl::StatusOr<int> tcp_listen(const dataplane::Endpoint& at);
 using dataplane::socket_local;  // the address a socket is bound to
 // tcp_connect connects with a timeout; the socket is returned non-blocking.
 absl::StatusOr<int> tcp_connect(const dataplane::Endpoint& to, int timeout_ms);
+// detect_silent_peer makes the kernel end a connection whose peer went
+// silent (a host or link gone without a FIN or reset) within about
+// timeout_ms: keepalive probes once it has been idle a half of it, one a
+// second after that, and TCP_USER_TIMEOUT for data it sent and never saw
+// acknowledged. A reading side otherwise waits forever. 0: left as it is.
+void detect_silent_peer(int fd, uint32_t timeout_ms);
 
 class TcpConn {
  public:

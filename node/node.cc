@@ -222,6 +222,7 @@ void NodeImpl::accept_all(uint64_t now) {
       ++counters.refused;
       continue;
     }
+    control::detect_silent_peer(fd, opt.silent_peer_ms);
     auto p = std::make_shared<InPeer>();
     p->conn = std::make_unique<TcpConn>(fd);
     p->accepted_ns = now;
@@ -275,6 +276,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
     // A new peer: connect here (setup may block; the node thread must not).
     auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000));
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
+    control::detect_silent_peer(*fd, m.opt.silent_peer_ms);
     std::lock_guard l(m.mu);
     if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) {
       close(*fd);  // another attach got there first

@@ -72,6 +72,11 @@ struct NodeOptions {
   std::optional<control::Psk> psk;
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
+  // A peer gone silent (its host or link lost, no FIN) ends its control
+  // and per-stream connections within about this (TCP keepalive and
+  // TCP_USER_TIMEOUT; 0: the kernel's defaults, which never end an idle
+  // reader's connection): its streams end dropped.
+  uint32_t silent_peer_ms = 6'000;
   uint32_t channel_records = 16384;  // records per channel ring (a power of two)
   // channel_arena_bytes: each channel ring's byte arena (rounded up to a
   // power of two, at least four fenced batches). Half of it may be in

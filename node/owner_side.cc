@@ -318,6 +318,7 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
                                                              const dataplane::Endpoint& peer) {
   auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000));
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
+  control::detect_silent_peer(*fd, opt.silent_peer_ms);
   auto t = std::make_shared<TcpStreamOut>();
   t->conn = std::make_unique<TcpConn>(*fd);
   t->worker = h.worker;

@@ -165,6 +165,39 @@ if [[ -s $logs/kill.json ]]; then
 else
   fail "kill: no report: $(tail -n 3 "$logs/kill.c")"
 fi
+
+# A producer host that goes silent (its link cut: no FIN, no reset) on each
+# path: the mux finds it by the channel's heartbeats (the watchdog), the
+# per-stream path by TCP keepalive (NodeOptions::silent_peer_ms, 6 s). Every
+# stream ends dropped well before the consumer's 30 s timeout; before
+# keepalive, the per-stream consumer waited for that timeout with every
+# stream still open.
+for mode in "" "--no-mux"; do
+  name=silent${mode:+-per-stream}
+  log "$name: the producer's host goes silent mid-stream"
+  rm -f "$logs/$name.handles"
+  # shellcheck disable=SC2086
+  bg 1 "$logs/$name.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/$name.handles" --streams 5 --tokens 100000 --json --timeout 30 $mode
+  cpid=${LAB_PIDS[-1]}
+  wait_for 20 test -s "$logs/$name.handles" || fail "$name: no handles"
+  # shellcheck disable=SC2086
+  bg 2 "$logs/$name.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/$name.handles" --tokens 100000 --rate 100 --json $mode
+  ppid=${LAB_PIDS[-1]}
+  wait_for 20 grep -q "streams attached" "$logs/$name.p" || fail "$name: the producer did not attach: $(cat "$logs/$name.p")"
+  sleep 1
+  on 2 ip link set eth0 down
+  wait "$cpid"
+  on 2 ip link set eth0 up
+  stop_pid "$ppid"
+  grep '^{' "$logs/$name.c" | tail -n 1 >"$logs/$name.json"
+  if [[ -s $logs/$name.json ]]; then
+    [[ $(field "$logs/$name.json" dropped) == 5 && $(field "$logs/$name.json" finished) == 0 ]] ||
+      fail "$name: want 5 dropped, 0 finished: $(cat "$logs/$name.json")"
+    (( $(field "$logs/$name.json" tokens) > 0 )) || fail "$name: no token arrived before the silence"
+  else
+    fail "$name: no report: $(tail -n 3 "$logs/$name.c")"
+  fi
+done
 ls /dev/shm | grep -q "mux-" && fail "channel rings left behind: $(ls /dev/shm | grep mux-)"
 
 lab_finish mux_lab_test "$logs"/*.c "$logs"/*.p
