@@ -32,6 +32,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("serve.slow_warnings", c.slow_warnings);
   f.set("serve.port_drops", port_drops);
   f.set("refused.tcp.conn_cap", c.conn_cap);
+  f.set("refused.tcp.foreign", c.foreign);
   f.set("refused.tcp.handshake_timeout", c.handshake_timeouts);
   f.set("refused.tcp.malformed", c.malformed);
   f.set("refused.tcp.oversized", c.oversized);
@@ -68,7 +69,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
 // when they change.
 std::string refusals(const control::ServeControlStats& c, const dataplane::ServeStats& w) {
   return absl::StrCat(
-      "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", handshake-timeout ", c.handshake_timeouts,
+      "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", foreign ", c.foreign, ", handshake-timeout ", c.handshake_timeouts,
       ", malformed ", c.malformed, ", oversized ", c.oversized, ", wrong-kind ", c.wrong_kind, ", bad-hello ",
       c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", slow ", c.slow_cut,
       ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),

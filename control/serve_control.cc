@@ -158,9 +158,20 @@ void ServeControl::note(const char* reason, const std::string& line) {
 
 void ServeControl::accept_all(uint64_t now_ns) {
   for (int i = 0; i < 64; ++i) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t from_len = sizeof(from);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     ++stats_.accepted;
+    if (config_.only_from != 0 && (from.sin_family != AF_INET || ntohl(from.sin_addr.s_addr) != config_.only_from)) {
+      ++stats_.foreign;  // not the one peer this ring is served to: no answer
+      close(fd);
+      note("foreign", absl::StrCat("refused a connection from ", dataplane::to_string(dataplane::Endpoint{
+                                                                     ntohl(from.sin_addr.s_addr), ntohs(from.sin_port)}),
+                                   ": this ring is served to ", dataplane::to_string(dataplane::Endpoint{config_.only_from, 0}),
+                                   " only"));
+      continue;
+    }
     if (mirrors_.size() >= config_.max_connections) {
       // Over the cap: say so (best effort, the socket's buffer takes it) and close.
       ++stats_.conn_cap;

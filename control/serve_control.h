@@ -50,6 +50,9 @@ struct ServeControlConfig {
   size_t out_watermark_bytes = 256u << 10;  // produce more only below this
   size_t max_backlog_bytes = 64u << 20;     // a mirror further behind is cut
   uint32_t max_connections = 256;
+  // only_from: set, a connection from any other IPv4 address is refused
+  // at accept (a stream-mux channel is served to its one consumer only).
+  uint32_t only_from = 0;
   uint64_t handshake_timeout_ns = 5'000'000'000;
   uint64_t peer_timeout_ns = 5'000'000'000;   // a HEALTH-sending mirror silent this long is gone
   uint64_t stall_timeout_ns = 10'000'000'000; // a connection that takes nothing this long is cut
@@ -80,6 +83,7 @@ struct ServeControlStats {
   uint64_t slow_warnings = 0;
   // Refusals and cuts, by reason.
   uint64_t conn_cap = 0;            // over max_connections
+  uint64_t foreign = 0;             // from an address only_from excludes
   uint64_t handshake_timeouts = 0;  // no (complete) HELLO in time
   uint64_t malformed = 0;           // a frame that does not decode
   uint64_t oversized = 0;           // a declared length over its kind's bound
@@ -91,7 +95,7 @@ struct ServeControlStats {
   uint64_t slow_cut = 0;            // stopped reading, or too far behind
   uint64_t peer_timeouts = 0;       // fell silent
   uint64_t refused() const {
-    return conn_cap + handshake_timeouts + malformed + oversized + wrong_kind + bad_hello +
+    return conn_cap + foreign + handshake_timeouts + malformed + oversized + wrong_kind + bad_hello +
            unauthenticated + bad_auth + slow_cut + peer_timeouts;
   }
 };

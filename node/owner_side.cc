@@ -62,6 +62,11 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // port's address may exist only on its own link); DATA leaves the port.
   spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};
   spec.control.log = [this](const std::string& line) { log(line); };
+  // Served to the peer only: its mirror connects from the address this
+  // node's control connection reached (a stranger that finds the port
+  // cannot read the channel, nor hold one of its connections).
+  spec.control.only_from = p.addr.ip;
+  spec.control.max_connections = 4;  // the peer's mirror, and its reconnects while the old one times out
   if (opt.psk) {  // one salt per channel: its datagrams are MACed under the key derived from it
     spec.control.salt = control::random_nonce();
     spec.worker.data_key = control::data_key(*opt.psk, spec.control.salt);

@@ -194,6 +194,37 @@ TEST_F(ServeControlTest, ConnectionsOverTheCapAreRefusedAsBusy) {
   EXPECT_EQ(ctl->stats().mirrors, 1u);
 }
 
+// only_from (a stream-mux channel's serve): a connection from any other
+// address is closed at accept, unanswered and counted; the one peer is served.
+TEST_F(ServeControlTest, OnlyTheNamedPeerIsServed) {
+  ServeControlConfig cfg;
+  cfg.only_from = kLoopback;
+  auto ctl = start(cfg);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in self{};
+  self.sin_family = AF_INET;
+  self.sin_addr.s_addr = htonl(0x7F000002);  // 127.0.0.2: another address
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof(self)), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(ctl->listening().port);
+  to.sin_addr.s_addr = htonl(ctl->listening().ip);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const auto hello = hello_frame(proto::kHelloHealth);
+  ASSERT_EQ(write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  for (int i = 0; i < 20; ++i) ctl->poll(1000);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::byte b[64];
+  const ssize_t n = read(fd, b, sizeof(b));  // closed (a reset: its HELLO was never read), not answered
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << "a stranger got an answer: " << n << " " << errno;
+  close(fd);
+  EXPECT_EQ(ctl->stats().foreign, 1u);
+  Client peer(ctl->listening());  // from 127.0.0.1: the named peer
+  handshake(peer, *ctl);
+  EXPECT_EQ(ctl->stats().mirrors, 1u);
+}
+
 TEST_F(ServeControlTest, AMalformedFrameIsRefusedAndCounted) {
   auto ctl = start();
   Client c(ctl->listening());
