@@ -12,8 +12,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dataplane/kernel_udp.h"
+#include "engine/ports.h"
 #include "node/node.h"
 #include "ring/idle.h"
+#include "ringfire_config.h"
 
 namespace py = pybind11;
 using ringfire::node::Anchor;
@@ -72,6 +74,8 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["per_stream_in"] = s.tcp_streams_in;
   d["refused"] = s.refused;
   d["frames_rejected"] = s.frames_rejected;
+  d["channel_datagrams"] = s.channel_datagrams;  // channel DATA that came by UDP (and below, by TCP)
+  d["channel_tcp_frames"] = s.channel_tcp_frames;
   return d;
 }
 
@@ -79,6 +83,17 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
 
 PYBIND11_MODULE(ringfire, m) {
   m.doc() = "ringfire's stream multiplexer: thousands of token streams per peer in batched messages";
+  m.attr("has_dpdk") = static_cast<bool>(RINGFIRE_HAVE_DPDK);
+  m.def(
+      "start_dpdk",
+      [](const std::string& eal) {
+        if (absl::Status st = ringfire::engine::start_dpdk(eal, {}, {}); !st.ok()) {
+          throw py::value_error(std::string(st.message()));
+        }
+      },
+      py::arg("eal"),
+      "start DPDK's EAL, once per process, with its arguments (e.g. '-l 0 --no-huge -m 256 --no-pci --vdev "
+      "net_memif0,...'); a Node(dpdk_port=N, dpdk_ip='A.B.C.D') then carries its channels on that ethdev");
 
   py::class_<Sender>(m, "Sender", "the producer's end of one stream")
       .def(
@@ -122,7 +137,8 @@ PYBIND11_MODULE(ringfire, m) {
   py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
-                       const std::string& psk_file, const std::string& idle) {
+                       const std::string& psk_file, const std::string& idle, int dpdk_port,
+                       const std::string& dpdk_ip) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -134,6 +150,14 @@ PYBIND11_MODULE(ringfire, m) {
              const auto mode = ringfire::ring::parse_idle_mode(idle);
              if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
              o.port.idle = *mode;
+             if (dpdk_port >= 0) {  // the data plane on an ethdev of the EAL start_dpdk started
+               if (dpdk_ip.empty()) throw py::value_error("dpdk_port needs dpdk_ip: the data plane's address on that port");
+               o.port.backend = ringfire::engine::PortSpec::Backend::kDpdk;
+               o.port.dpdk_port_id = dpdk_port;
+               o.port.ip = endpoint(dpdk_ip + ":0").ip;
+             } else if (!dpdk_ip.empty()) {
+               throw py::value_error("dpdk_ip needs dpdk_port (the ethdev's port id)");
+             }
              if (!psk_file.empty()) {
                auto k = ringfire::control::load_psk(psk_file);
                if (!k.ok()) throw py::value_error(std::string(k.status().message()));
@@ -145,7 +169,7 @@ PYBIND11_MODULE(ringfire, m) {
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
-           py::arg("psk_file") = "", py::arg("idle") = "backoff")
+           py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "")
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {
