@@ -46,6 +46,7 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"psk-file", "FILE", "authenticate every channel with this pre-shared key (>= 32 bytes, mode 600)"});
   o.push_back({"metrics", "ADDR:PORT", "serve the node's Prometheus metrics at http://ADDR:PORT/metrics"});
   o.push_back({"iface", "IF", "with --backend dpdk and --pmd: the interface the vdev is made on"});
+  o.push_back({"silent-peer-ms", "MS", "end a connection whose peer went silent (no FIN) within about MS (default 6000; 0: TCP's defaults)"});
   o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield, backoff (default) or hot (yield for 50 ms after the last work, then back off: no wake-up on a streaming path)"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
@@ -88,6 +89,10 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
     *dst = *v;
   }
   if (c.size > 1024) return absl::InvalidArgumentError("--size must be at most 1024 (a token is small)");
+  auto silent = args.count("silent-peer-ms", c.node.silent_peer_ms);
+  if (!silent.ok()) return silent.status();
+  if (*silent > 3'600'000) return absl::InvalidArgumentError("--silent-peer-ms must be at most 3600000 (an hour)");
+  c.node.silent_peer_ms = static_cast<uint32_t>(*silent);
   auto credit = args.count("credit", 256);
   if (!credit.ok()) return credit.status();
   c.node.mux.initial_credit = static_cast<uint32_t>(*credit);

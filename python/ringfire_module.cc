@@ -138,7 +138,7 @@ PYBIND11_MODULE(ringfire, m) {
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
-                       const std::string& dpdk_ip) {
+                       const std::string& dpdk_ip, double silent_peer) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -147,6 +147,8 @@ PYBIND11_MODULE(ringfire, m) {
              o.mux.flush = parse_flush(flush);
              o.mux.max_batch_bytes = max_batch_bytes;
              o.ring_dir = ring_dir;
+             if (silent_peer < 0) throw py::value_error("silent_peer must be >= 0 seconds (0: the kernel's TCP defaults)");
+             o.silent_peer_ms = static_cast<uint32_t>(silent_peer * 1000);
              const auto mode = ringfire::ring::parse_idle_mode(idle);
              if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
              o.port.idle = *mode;
@@ -169,7 +171,8 @@ PYBIND11_MODULE(ringfire, m) {
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
-           py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "")
+           py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "",
+           py::arg("silent_peer") = 6.0)
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

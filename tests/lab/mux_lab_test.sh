@@ -168,7 +168,7 @@ fi
 
 # A producer host that goes silent (its link cut: no FIN, no reset) on each
 # path: the mux finds it by the channel's heartbeats (the watchdog), the
-# per-stream path by TCP keepalive (NodeOptions::silent_peer_ms, 6 s). Every
+# per-stream path by TCP keepalive (--silent-peer-ms 3000 here). Every
 # stream ends dropped well before the consumer's 30 s timeout; before
 # keepalive, the per-stream consumer waited for that timeout with every
 # stream still open.
@@ -177,11 +177,13 @@ for mode in "" "--no-mux"; do
   log "$name: the producer's host goes silent mid-stream"
   rm -f "$logs/$name.handles"
   # shellcheck disable=SC2086
-  bg 1 "$logs/$name.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/$name.handles" --streams 5 --tokens 100000 --json --timeout 30 $mode
+  bg 1 "$logs/$name.c" "$rf" mux-consume 198.18.0.1:7600 "$logs/$name.handles" --streams 5 --tokens 100000 --json --timeout 30 \
+    --silent-peer-ms 3000 $mode
   cpid=${LAB_PIDS[-1]}
   wait_for 20 test -s "$logs/$name.handles" || fail "$name: no handles"
   # shellcheck disable=SC2086
-  bg 2 "$logs/$name.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/$name.handles" --tokens 100000 --rate 100 --json $mode
+  bg 2 "$logs/$name.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/$name.handles" --tokens 100000 --rate 100 --json \
+    --silent-peer-ms 3000 $mode
   ppid=${LAB_PIDS[-1]}
   wait_for 20 grep -q "streams attached" "$logs/$name.p" || fail "$name: the producer did not attach: $(cat "$logs/$name.p")"
   sleep 1

@@ -165,6 +165,8 @@ class MuxFromPython(unittest.TestCase):
             node("bad", flush="sometimes")
         with self.assertRaisesRegex(ValueError, "idle warm: expected spin, yield, backoff or hot"):
             node("bad", idle="warm")
+        with self.assertRaisesRegex(ValueError, "silent_peer must be >= 0"):
+            node("bad", silent_peer=-1)
         with self.assertRaises(ValueError):
             ringfire.Node(instance_id="x", control="not an address")
         n = node("n")
