@@ -190,6 +190,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->close_after_flush) until = now;
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
+    if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
     if (p->receiver && p->applied != p->reported) until = std::min(until, p->reported_ns + kPositionEveryNs);
   }
   return until > now ? until - now : 0;

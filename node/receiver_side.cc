@@ -29,6 +29,16 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     p.conn.reset();  // no NODE (or, per-stream, no attached stream) in time: a stranger
     return;
   }
+  if (p.receiver && !p.ingress && now - p.accepted_ns > opt.hello_timeout_ns) {
+    // Its channel never came up (no serve answered at the port it named):
+    // a stranger holding one of max_channels, or a broken peer. Cut, so
+    // that it cannot keep real producers out.
+    ++counters.refused;
+    log(absl::StrFormat("peer %016x: its channel did not come up within %d ms: cut", p.worker,
+                        opt.hello_timeout_ns / 1'000'000));
+    p.conn.reset();
+    return;
+  }
   if (p.close_after_flush && (!p.conn->flush() || p.conn->pending() == 0)) {
     p.conn.reset();  // its refusal is out
     return;

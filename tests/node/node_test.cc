@@ -562,6 +562,43 @@ TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
   expect_through(**s1, *a1, "still");  // the first goes on
 }
 
+// Strangers that claim channels nobody serves (a NODE naming a port where
+// nothing answers) hold their places only until the hello deadline: then
+// they are cut, and a real producer gets a channel.
+TEST(Node, ChannelsThatNeverComeUpAreCutAndFreeTheirPlaces) {
+  NodeOptions o = options("c");
+  o.max_channels = 2;
+  o.hello_timeout_ns = 1'000'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  std::vector<int> strangers;
+  for (uint64_t i = 0; i < 2; ++i) {
+    const int fd = raw_connect(consumer->control_address(), 10);
+    proto::Node m;
+    m.flags = proto::kNodeChannel;
+    m.worker_id = 100 + i;
+    m.channel_epoch = 7 + i;
+    m.channel_port = 1;  // nothing serves there
+    std::byte b[proto::kFrameHeaderBytes + proto::kNodeMaxBody];
+    const size_t n = proto::encode_node(m, {b, sizeof(b)});
+    ASSERT_EQ(write(fd, b, n), static_cast<ssize_t>(n));
+    strangers.push_back(fd);
+  }
+  for (int i = 0; i < 100 && consumer->stats().peers_in < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(consumer->stats().peers_in, 2u) << "the strangers' channels were never taken";
+  for (int fd : strangers) {
+    bool closed = false;
+    read_until_closed(fd, &closed);  // the NODE answer, then the cut (at the deadline)
+    EXPECT_TRUE(closed) << "a channel that never came up was kept";
+  }
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "in");
+}
+
 // A stranger without the key that plays the exchange by hand: a keyed NODE
 // (any nonce) gets the node's keyed answer, and whatever it sends instead
 // of a valid proof — an ATTACH, a forged AUTH — is counted and cut, and no
