@@ -65,10 +65,11 @@ struct NodeOptions {
   // build_on_flush: flush_batch() builds and publishes the batches on its
   // caller's thread (else it only kicks the node thread, one hand-off more).
   bool build_on_flush = true;
-  // psk: authenticate every channel with this pre-shared key (the ring
-  // mirroring's handshake both ways, and a MAC on every channel datagram,
-  // PROTOCOL.md §1.8); a peer without it never gets a channel (its attach
-  // times out). The control connection itself is not authenticated.
+  // psk: with this pre-shared key, both nodes prove it on every control
+  // and per-stream connection before anything else counts (PROTOCOL.md
+  // §5.1.1), and every channel runs the ring mirroring's handshake and a
+  // MAC on each datagram (§1.8). A peer without it, or with another, is
+  // refused, and told which side lacks it.
   std::optional<control::Psk> psk;
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this

@@ -217,6 +217,7 @@ struct NodeImpl {
   void on_out_frame(OutPeer& p, const proto::Frame& f);
   void end_out(OutPeer& p, const std::string& why);
   void step_tcp_out(TcpStreamOut& t);
+  void send_stream_attach(TcpStreamOut& t);
   void on_stream_frame(InPeer& p, const proto::Frame& f);
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);

@@ -254,6 +254,11 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
 
 // ---- the per-stream TCP path, producer side ------------------------------
 
+// send_stream_attach: a per-stream connection's one ATTACH (tcp only).
+void NodeImpl::send_stream_attach(TcpStreamOut& t) {
+  send_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
+}
+
 void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   auto end = [&](const std::string& why) {
     t.closed = true;
@@ -285,8 +290,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
         return end(why);
       }
       t.node_seen = true;
-      // Keyed, the ATTACH waited for the peer's proof (and follows ours).
-      if (opt.psk) send_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
+      if (opt.psk) send_stream_attach(t);  // keyed, the ATTACH waited for the peer's proof (and follows ours)
     } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
       proto::AttachResponse resp;
       if (!decode_attach(f, &resp) || resp.session_id != t.attach->session) {
@@ -337,7 +341,7 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
   m.worker_id = worker;  // no channel: this connection is the stream
   t->node_sent = send_node(*t->conn, keyed_node(m, opt.psk));
   // Without a key the ATTACH goes with the NODE (no round trip); keyed, once the peer proved it.
-  if (!opt.psk) send_attach(*t->conn, proto::AttachRequest{h.anchor, t->attach->session, proto::kTransportTcp});
+  if (!opt.psk) send_stream_attach(*t);
   if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
   tcp_out.push_back(t);
   ++counters.tcp_streams_out;

@@ -153,10 +153,10 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
     p.close_after_flush = true;
     return;
   }
-  answer.flags |= proto::kNodeProof;
-  answer.proof = control::node_accept_proof(*opt.psk, frame_bytes(f), answer.nonce);
-  p.hello = m;
   const proto::ConstBytes theirs = frame_bytes(f);
+  answer.flags |= proto::kNodeProof;
+  answer.proof = control::node_accept_proof(*opt.psk, theirs, answer.nonce);
+  p.hello = m;
   p.hello_bytes.assign(theirs.begin(), theirs.end());
   p.answer_bytes = send_node(*p.conn, answer);
   p.auth_pending = true;
@@ -306,6 +306,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
 size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node) {
   if (!p.ingress || p.dead || p.failed) return 0;
   const uint64_t before = p.applied;
+  const uint64_t now = monotonic_ns();  // one clock read for the turn
   size_t n = 0;
   for (; n < max; ++n) {
     uint32_t len = 0;
@@ -317,7 +318,7 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
       return n;
     }
     if (!r.ok) break;
-    p.receiver->apply({p.record.data(), len}, monotonic_ns(), nullptr);
+    p.receiver->apply({p.record.data(), len}, now, nullptr);
     p.applied = r.seq + 1;
   }
   (by_reader ? counters.applied_by_readers : counters.applied_by_applier) += n;
