@@ -293,6 +293,10 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
   counter("ringfire_mux_channel_failures_total", "Channels that lost a record (ended as peer loss).", {},
           s.channel_failures);
   counter("ringfire_mux_peers_lost_total", "Control connections that ended.", {}, s.peers_lost);
+  counter("ringfire_mux_channel_datagrams_sent_total", "Channel datagrams the node's serves sent to peers.", {},
+          s.channel_datagrams_out);
+  counter("ringfire_mux_channel_tx_bursts_total", "tx_burst calls that carried the channels' batches (one per forward pass at best).", {},
+          s.channel_tx_bursts);
   x.family("ringfire_mux_channel_applied_total", "counter", "Ingress channel batches applied, by the thread that applied them.");
   x.sample("ringfire_mux_channel_applied_total", L{{"by", "reader"}}, static_cast<double>(s.applied_by_readers));
   x.sample("ringfire_mux_channel_applied_total", L{{"by", "applier"}}, static_cast<double>(s.applied_by_applier));

@@ -67,6 +67,8 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
   Counter records;
   Counter frames;
   Counter datagrams;
+  Counter tx_bursts;       // tx_burst calls (datagrams / tx_bursts: how full a burst is)
+  Counter data_bursts;     // ... of them, a step's burst of data frames (heartbeats, probes, repairs apart)
   Counter send_failures;
   Counter heartbeats;
   Counter lapped;          // records the ring overwrote before we read them
@@ -183,6 +185,11 @@ class alignas(64) ServeSession {
   size_t frame_limit() const { return config_.mtu - (config_.data_key ? proto::kMacFrameBytes : 0); }
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
+  // queue_to_all adds a data frame's datagrams (one per destination and
+  // dup) to the step's burst; flush_pending sends the burst (at the end of
+  // every step, and before anything else is sent, so nothing overtakes it).
+  void queue_to_all(proto::ConstBytes datagram);
+  void flush_pending();
   void flush(uint64_t now_ns);
   void queue_repair(const ServeCommand& c);
   // repair_step sends up to a burst of the oldest pending repair's records.
@@ -195,7 +202,14 @@ class alignas(64) ServeSession {
   DataFramer framer_;
   Pacer pacer_;
   FaultShaper faults_;
-  std::vector<std::byte> frame_buf_;
+  // TX batching: a step's data frames leave in one tx_burst (a forward
+  // pass's batches to a peer: one burst, one doorbell), each in a buffer of
+  // its own until then. pending_ is empty between steps.
+  std::vector<std::vector<std::byte>> frame_bufs_;
+  size_t frame_at_ = 0;        // the buffer the framer writes into
+  std::array<TxDatagram, kBurst> pending_{};
+  size_t pending_n_ = 0;
+  size_t pending_frames_ = 0;  // frames with datagrams in pending_: their buffers are taken
   std::vector<Unicast> unicast_;
   MacKey probe_secret_{};     // keys the PROBE challenges (random per worker)
   uint64_t probes_made_ = 0;

@@ -20,7 +20,7 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
       framer_(reader_.fixed_size(), config.session),
       pacer_(config.pace_ns),
       faults_(config.tx_faults),
-      frame_buf_(config.mtu),
+      frame_bufs_(kBurst, std::vector<std::byte>(config.mtu)),
       repair_reader_(std::move(repair_reader)),
       repair_framer_(reader_.fixed_size(), config.session),
       repair_buf_(config.mtu) {
@@ -28,7 +28,7 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
   unicast_.reserve(kMaxUnicast);
   randombytes_buf(probe_secret_.bytes.data(), probe_secret_.bytes.size());
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);  // before install
-  framer_.begin(frame_buf_.data(), frame_limit());
+  framer_.begin(frame_bufs_[frame_at_].data(), frame_limit());
 }
 
 template <PacketPort Port>
@@ -169,20 +169,58 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
 }
 
 template <PacketPort Port>
+void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
+  bool queued = false;
+  auto push = [&](const Endpoint& to) {
+    for (uint32_t d = 0; d < config_.dup; ++d) {
+      if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
+      pending_[pending_n_++] = TxDatagram{datagram, to, binding_};
+      queued = true;
+    }
+  };
+  if (config_.multicast) push(*config_.multicast);
+  for (const Unicast& u : unicast_) {
+    if (u.to) push(*u.to);
+  }
+  if (queued) ++pending_frames_;
+}
+
+template <PacketPort Port>
+void ServeSession<Port>::flush_pending() {
+  if (pending_n_ != 0) {
+    link_.stats.data_bursts += 1;
+    const size_t sent = send(pending_.data(), pending_n_);
+    link_.stats.send_failures += pending_n_ - sent;
+    link_.stats.datagrams += sent;
+  }
+  pending_n_ = 0;
+  pending_frames_ = 0;
+}
+
+template <PacketPort Port>
 void ServeSession<Port>::flush(uint64_t now_ns) {
   size_t n = framer_.finish();
   if (n == 0) return;
-  n = seal_in_place(frame_buf_.data(), n);
+  std::byte* buf = frame_bufs_[frame_at_].data();
+  n = seal_in_place(buf, n);
   link_.stats.records += framer_.count();
   link_.stats.frames += 1;
-  send_to_all(proto::ConstBytes(frame_buf_.data(), n), now_ns);
+  if (faults_.enabled()) {  // the injector holds and reorders datagrams: no batching under faults
+    flush_pending();
+    send_to_all(proto::ConstBytes(buf, n), now_ns);
+  } else {
+    queue_to_all(proto::ConstBytes(buf, n));
+    last_send_ns_ = now_ns;
+  }
   heartbeat_wait_ns_ = config_.heartbeat_ns;
   // Release: pairs with the control thread's acquire loads of next_to_send
   // (serve_control.cc: GEOMETRY, the position it answers); only this thread
   // writes it.
   link_.stats.next_to_send.store(framer_.end_seq(), std::memory_order_release);
   pacer_.flushed(now_ns);
-  framer_.begin(frame_buf_.data(), frame_limit());
+  frame_at_ = (frame_at_ + 1) % frame_bufs_.size();
+  if (pending_frames_ == frame_bufs_.size()) flush_pending();  // every buffer waits in the burst: send it
+  framer_.begin(frame_bufs_[frame_at_].data(), frame_limit());
 }
 
 template <PacketPort Port>
@@ -262,6 +300,7 @@ uint64_t ServeSession<Port>::next_deadline_ns(uint64_t now_ns) const {
 
 template <PacketPort Port>
 size_t ServeSession<Port>::send(const TxDatagram* tx, size_t n) {
+  link_.stats.tx_bursts += 1;
   return port_->tx_burst(tx, n);  // each carries this session's binding
 }
 
@@ -300,6 +339,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
     }
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
+  flush_pending();  // the step's data frames: one burst
   busy |= repair_step();
   if (framer_.empty() && now_ns - last_send_ns_ >= heartbeat_wait_ns_) {
     // The first heartbeat after a send exposes a lost last datagram within

@@ -369,6 +369,7 @@ NodeStats Node::stats() const {
   s.in = impl_->in_ended;
   for (const auto& [w, p] : impl_->out) {
     if (p->sender && !p->dead) s.out = sum(s.out, p->sender->stats());
+    if (p->serve_link && !p->dead) impl_->add_serve_counters(*p->serve_link, &s);
   }
   for (const auto& p : impl_->in) {
     if (p->receiver && !p->dead) s.in = sum(s.in, p->receiver->stats());

@@ -186,7 +186,7 @@ struct NodeImpl {
   uint64_t next_anchor = 1;
   mux::PeerSenderStats out_ended;
   mux::PeerReceiverStats in_ended;
-  NodeStats counters;            // the node's own (peers, refusals, ...)
+  NodeStats counters;            // the node's own (peers, refusals, ...); ended channels' serve counters too
   std::vector<std::byte> buf;    // the node thread's batch buffer
 
   // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
@@ -237,6 +237,10 @@ struct NodeImpl {
   }
   // add_channel_counters adds a channel mirror's counters (the engine's
   // single-writer atomics, readable from any thread) to s.
+  static void add_serve_counters(const dataplane::ServeLink& l, NodeStats* s) {
+    s->channel_datagrams_out += l.stats.datagrams.get();
+    s->channel_tx_bursts += l.stats.data_bursts.get();
+  }
   static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {
     if (const dataplane::MirrorWorkerStats* w = m.control->stats()) {
       s->channel_datagrams += w->datagrams.get();

@@ -242,6 +242,7 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
   if (p.conn) engine->unwatch(p.conn->fd());
   p.conn.reset();
   if (!p.serve_name.empty()) {
+    if (p.serve_link) add_serve_counters(*p.serve_link, &counters);  // they outlive the session
     p.serve_link = nullptr;  // freed with the session
     (void)engine->remove(p.serve_name);
     p.serve_name.clear();
