@@ -427,6 +427,8 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   uint64_t flushes = 0;           // flush_batch() calls, one per decode step (Manual)
   const uint64_t start = now_ns();
   const double cpu0 = cpu_seconds();
+  const node::NodeStats before = (*n)->stats();  // the decode loop's own bursts and datagrams (attach's OpenSlots apart)
+  node::NodeStats loop_end = before;
   for (uint64_t t = 0; t < c->tokens && !stop_requested(); ++t) {
     if (*rate != 0) {  // pace the decode steps
       // One sleep to the step's time (a poll every few microseconds would
@@ -461,6 +463,9 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     metrics->poll(**n);
     counters->tick(**n, false);
   }
+  // The serve sends a flush's last burst within microseconds: let it, then look.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  loop_end = (*n)->stats();
   for (auto& s : senders) s->finish();
   if (manual) (*n)->flush_batch();
   const double cpu = cpu_seconds() - cpu0;
@@ -474,9 +479,13 @@ int cmd_mux_produce(int argc, char** argv, int first) {
                       {"records_per_batch", s.out.batches ? static_cast<double>(sent) / static_cast<double>(s.out.batches) : 0},
                       {"full_waits", full_waits},
                       {"datagrams", s.channel_datagrams_out},
-                      {"tokens_per_datagram", s.channel_datagrams_out ? static_cast<double>(s.out.records) / static_cast<double>(s.channel_datagrams_out) : 0},
                       {"tx_bursts", s.channel_tx_bursts},
-                      {"tx_bursts_per_flush", flushes ? static_cast<double>(s.channel_tx_bursts) / static_cast<double>(flushes) : 0},
+                      // Over the decode loop only (attach's OpenSlots and the terminals apart):
+                      {"loop_tokens_per_datagram", loop_end.channel_datagrams_out > before.channel_datagrams_out
+                           ? static_cast<double>(loop_end.out.records - before.out.records) /
+                                 static_cast<double>(loop_end.channel_datagrams_out - before.channel_datagrams_out) : 0},
+                      {"loop_tx_bursts_per_flush", flushes ? static_cast<double>(loop_end.channel_tx_bursts - before.channel_tx_bursts) /
+                                                                 static_cast<double>(flushes) : 0},
                       {"records_per_flush", flushes ? static_cast<double>(sent) / static_cast<double>(flushes) : 0},
                       {"peak_rss_kib", peak_rss_kib()},
                       {"fds", fds_attached},

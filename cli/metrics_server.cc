@@ -293,7 +293,7 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
   counter("ringfire_mux_channel_failures_total", "Channels that lost a record (ended as peer loss).", {},
           s.channel_failures);
   counter("ringfire_mux_peers_lost_total", "Control connections that ended.", {}, s.peers_lost);
-  counter("ringfire_mux_channel_datagrams_sent_total", "Channel datagrams the node's serves sent to peers.", {},
+  counter("ringfire_mux_channel_datagrams_sent_total", "Channel datagrams carrying batches the node's serves sent to peers.", {},
           s.channel_datagrams_out);
   counter("ringfire_mux_channel_tx_bursts_total", "tx_burst calls that carried the channels' batches (one per forward pass at best).", {},
           s.channel_tx_bursts);

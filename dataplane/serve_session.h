@@ -69,6 +69,7 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
   Counter datagrams;
   Counter tx_bursts;       // tx_burst calls (datagrams / tx_bursts: how full a burst is)
   Counter data_bursts;     // ... of them, a step's burst of data frames (heartbeats, probes, repairs apart)
+  Counter data_datagrams;  // the datagrams those bursts sent
   Counter send_failures;
   Counter heartbeats;
   Counter lapped;          // records the ring overwrote before we read them
@@ -118,6 +119,12 @@ struct ServeLink {
   // parked on something else (a worker with several sessions waits in
   // poll(), not on this ring), pokes it.
   std::atomic<WorkerWake*> wake{nullptr};
+  // gate: records at or past it wait, though published (UINT64_MAX: none
+  // wait). A producer that publishes a pass of several records at once
+  // (the stream mux's flush) raises it after the last one, so the worker
+  // finds them all in one step and sends them in one burst. Stored with
+  // release by the producer, loaded with acquire by the worker.
+  std::atomic<uint64_t> gate{UINT64_MAX};
   ServeStats stats;
 };
 

@@ -190,6 +190,7 @@ void ServeSession<Port>::flush_pending() {
   if (pending_n_ != 0) {
     link_.stats.data_bursts += 1;
     const size_t sent = send(pending_.data(), pending_n_);
+    link_.stats.data_datagrams += sent;
     link_.stats.send_failures += pending_n_ - sent;
     link_.stats.datagrams += sent;
   }
@@ -315,7 +316,8 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
   const size_t room = framer_.room_records();
   const bool wait_for_more = room != 0 && !framer_.empty() && !pacer_.due(now_ns) &&
                              reader_.published() - reader_.cursor() < room;
-  for (uint32_t i = 0; !wait_for_more && i < config_.burst_records; ++i) {
+  const uint64_t gate = link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
+  for (uint32_t i = 0; !wait_for_more && i < config_.burst_records && reader_.cursor() < gate; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
     if (r.lost != 0) link_.stats.lapped += r.lost;

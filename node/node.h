@@ -124,8 +124,8 @@ struct NodeStats {
   // items taken without a hand-off) or the peer's applier thread.
   uint64_t applied_by_readers = 0;
   uint64_t applied_by_applier = 0;
-  // The egress channels' serves (the engine's counters): datagrams sent
-  // (with heartbeats) and the tx_burst calls that carried their batches —
+  // The egress channels' serves (the engine's counters): the datagrams that
+  // carried batches (heartbeats apart) and the tx_burst calls that sent them —
   // records_sent / channel_datagrams_out is tokens per datagram, bursts per
   // flush_batch() the doorbells a forward pass costs.
   uint64_t channel_datagrams_out = 0;

@@ -238,7 +238,7 @@ struct NodeImpl {
   // add_channel_counters adds a channel mirror's counters (the engine's
   // single-writer atomics, readable from any thread) to s.
   static void add_serve_counters(const dataplane::ServeLink& l, NodeStats* s) {
-    s->channel_datagrams_out += l.stats.datagrams.get();
+    s->channel_datagrams_out += l.stats.data_datagrams.get();
     s->channel_tx_bursts += l.stats.data_bursts.get();
   }
   static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {

@@ -80,6 +80,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   }
   p.serve_name = (*placed)->spec.name;
   p.serve_link = (*placed)->link;
+  p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);  // gated: batches leave a pass at a time
   proto::Node m;
   m.flags = proto::kNodeChannel;
   m.worker_id = worker;
@@ -160,8 +161,13 @@ bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
     ++counters.channel_batches;
     published = true;
   }
-  // A worker with other sessions parks in poll(), not on this ring: poke it.
-  if (published && p.serve_link != nullptr) dataplane::poke_worker(*p.serve_link);
+  // The pass's batches are all in: open the gate to them at once (one
+  // burst), and poke the worker (with other sessions it parks in poll(),
+  // not on this ring).
+  if (published && p.serve_link != nullptr) {
+    p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);  // pairs with the worker's acquire
+    dataplane::poke_worker(*p.serve_link);
+  }
   return true;
 }
 

@@ -33,6 +33,7 @@ struct FakePort {
   struct State {
     std::deque<Datagram> inbox;  // rx_burst delivers these
     std::vector<Datagram> sent;  // tx_burst records these
+    size_t bursts = 0;           // tx_burst calls
     std::vector<Datagram> delivered;
     size_t tx_room = SIZE_MAX;   // datagrams tx_burst still takes; the rest it refuses
     std::vector<BindingId> live; // installed bindings
@@ -56,6 +57,7 @@ struct FakePort {
     return s.delivered.size();
   }
   size_t tx_burst(const TxDatagram* in, size_t n) {
+    ++state->bursts;
     const size_t take = std::min(n, state->tx_room);
     for (size_t i = 0; i < take; ++i) {
       state->sent.push_back({{in[i].payload.begin(), in[i].payload.end()}, in[i].to, in[i].binding});
@@ -438,6 +440,37 @@ TEST_F(ServeWorkerTest, ARepairOfRecordsTheRingNoLongerHoldsIsCutNotSentTorn) {
   for (const auto& d : sent()) EXPECT_GE(decode(d).header.seq, 76u);
   EXPECT_EQ(w->link().stats.repair_records.get(), 0u);
   EXPECT_EQ(w->link().stats.repairs_cut.get(), 1u);
+}
+
+// A step's data frames leave in one tx_burst (one doorbell), each frame
+// whole in its own buffer; with the gate shut, published records wait, and
+// raising it lets all of them go in the next step's one burst.
+TEST_F(ServeWorkerTest, AStepsFramesLeaveInOneBurstAndTheGateHoldsThemUntilRaised) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.mtu = 16 + 3 * 64;  // a frame holds a few 64-byte records: ten make several frames
+  c.pace_ns = 0;        // the last, partial frame leaves in the same step
+  auto w = worker(c);
+  w->link().gate.store(0);
+  publish(10);
+  w->step(1000 * kMs);
+  for (const auto& d : sent()) EXPECT_NE(decode(d).header.kind, proto::FrameKind::kData) << "records past the gate went out";
+  sent().clear();
+  w->link().gate.store(10);
+  const size_t bursts = port_.state->bursts;
+  w->step(1000 * kMs + 1);
+  ASSERT_GE(sent().size(), 3u);
+  EXPECT_EQ(port_.state->bursts, bursts + 1) << "the step's frames went in more than one burst";
+  EXPECT_EQ(w->link().stats.data_bursts.get(), 1u);
+  EXPECT_EQ(w->link().stats.data_datagrams.get(), sent().size());
+  uint64_t next = 0;
+  for (const auto& d : sent()) {  // in order, each frame whole (its own buffer)
+    const proto::Frame f = decode(d);
+    ASSERT_EQ(f.header.kind, proto::FrameKind::kData);
+    EXPECT_EQ(f.header.seq, next);
+    next += f.header.count;
+  }
+  EXPECT_EQ(next, 10u);
 }
 
 TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
