@@ -66,12 +66,44 @@ void MirrorReceiver::on_tcp_frame(const Frame& f, ConstBytes frame_bytes, uint64
   on_frame(f, frame_bytes, /*udp=*/false, now_ns);
 }
 
-bool MirrorReceiver::plausible(uint64_t end) const {
-  return end <= saturating_add(std::max(next_seq_, vouched_end_), config_.plausible_window);
+// A frame is plausible when it ends within the window past what the session
+// vouched for, widened by what the source could have sent since it last
+// stated its position over TCP: twice its fastest pace seen between such
+// statements, over the time since the last one plus a slack for the
+// statement's own trip (at most kPaceHorizonNs in all). A source lapped far
+// ahead of its mirror stays plausible between statements; a forged sequence
+// still cannot reach further than the source's own word and pace allow.
+bool MirrorReceiver::plausible(uint64_t end, uint64_t now_ns) const {
+  uint64_t allowance = config_.plausible_window;
+  if (pace_per_ns_ > 0) {
+    const uint64_t since = now_ns > stated_at_ns_ ? now_ns - stated_at_ns_ : 0;
+    const double ns = static_cast<double>(std::min(since + kStatementSlackNs, kPaceHorizonNs));
+    allowance = saturating_add(allowance, static_cast<uint64_t>(2 * pace_per_ns_ * ns));
+  }
+  return end <= saturating_add(std::max(next_seq_, vouched_end_), allowance);
+}
+
+void MirrorReceiver::note_statement(uint64_t position, uint64_t now_ns) {
+  vouch(position);
+  if (!stated_) {
+    stated_ = true;
+    paced_from_ = position;
+    paced_from_ns_ = now_ns;
+  } else if (now_ns - paced_from_ns_ >= kPaceSampleNs) {
+    // The pace over at least one sample interval; the peak decays by a
+    // quarter per sample so a source that slows down narrows the window.
+    const double sample = position > paced_from_
+                              ? static_cast<double>(position - paced_from_) /
+                                    static_cast<double>(now_ns - paced_from_ns_)
+                              : 0.0;
+    pace_per_ns_ = std::max(sample, pace_per_ns_ * 0.75);
+    paced_from_ = position;
+    paced_from_ns_ = now_ns;
+  }
+  stated_at_ns_ = now_ns;
 }
 
 void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, uint64_t now_ns) {
-  (void)now_ns;
   if (udp) {
     // UDP carries DATA, HEARTBEAT and PROBE to a mirror, nothing else: a
     // GAP, a NAK answer or anything newer comes only on the connection.
@@ -92,7 +124,7 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
   }
   switch (f.header.kind) {
     case FrameKind::kData:
-      on_data(f, frame_bytes, udp);
+      on_data(f, frame_bytes, udp, now_ns);
       return;
     case FrameKind::kHeartbeat:
       if (f.header.len != 0) {
@@ -102,7 +134,7 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
       if (udp) {
         // One past the last sequence sent: anything below it that we lack
         // is a lost tail, which poll_nak asks for.
-        if (!plausible(f.header.seq)) {
+        if (!plausible(f.header.seq, now_ns)) {
           ++stats_.implausible;
           position_wanted_ = true;
           return;
@@ -113,7 +145,7 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
       }
       // On TCP: the source's own position. What we believed beyond it came
       // from datagrams alone; forget it (a real datagram says it again).
-      vouch(f.header.seq);
+      note_statement(f.header.seq, now_ns);
       if (known_end_ > f.header.seq) {
         uint64_t end = std::max(f.header.seq, next_seq_);
         hold_.for_each([&](uint64_t, uint64_t e) { end = std::max(end, e); });
@@ -151,7 +183,7 @@ void MirrorReceiver::on_frame(const Frame& f, ConstBytes frame_bytes, bool udp, 
   }
 }
 
-void MirrorReceiver::on_data(const Frame& f, ConstBytes frame_bytes, bool udp) {
+void MirrorReceiver::on_data(const Frame& f, ConstBytes frame_bytes, bool udp, uint64_t now_ns) {
   const DecodeError e = writer_->blob() ? proto::BlobRecords::check(f, writer_->max_blob())
                                         : proto::check_fixed_data(f.header, writer_->slot_size());
   if (e != DecodeError::kOk) {
@@ -164,7 +196,7 @@ void MirrorReceiver::on_data(const Frame& f, ConstBytes frame_bytes, bool udp) {
     ++stats_.malformed;
     return;
   }
-  if (udp && !plausible(end)) {
+  if (udp && !plausible(end, now_ns)) {
     ++stats_.implausible;
     position_wanted_ = true;
     return;

@@ -12,7 +12,8 @@
 // authenticated session), the frame kind (only DATA, HEARTBEAT and PROBE
 // come by UDP), the session byte, and a plausibility window (no frame may reach
 // further than `plausible_window` past what the session has vouched for over
-// TCP or already written). A rejected datagram is counted by reason and
+// TCP or already written, widened by the source's own pace since it last
+// stated its position there). A rejected datagram is counted by reason and
 // changes nothing; an implausible one also asks the control thread to get
 // the source's position over TCP. Only the TCP connection can make a hole a
 // GAP. Time is passed in. Worker thread only.
@@ -137,8 +138,11 @@ class MirrorReceiver {
   };
 
   void on_frame(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp, uint64_t now_ns);
-  void on_data(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp);
-  bool plausible(uint64_t end) const;
+  void on_data(const proto::Frame& f, proto::ConstBytes frame_bytes, bool udp, uint64_t now_ns);
+  bool plausible(uint64_t end, uint64_t now_ns) const;
+  // note_statement takes the source's position as it stated it over TCP
+  // (a HEARTBEAT there) and samples its pace from successive statements.
+  void note_statement(uint64_t position, uint64_t now_ns);
   // apply writes the records of `f` at and above next_seq.
   void apply(const proto::Frame& f);
   void drain_hold_back();
@@ -173,6 +177,15 @@ class MirrorReceiver {
   uint64_t rttvar_ns_ = 0;
   bool position_wanted_ = false;
   std::optional<uint64_t> probe_;
+  // The source's pace, from its TCP position statements (see plausible()).
+  static constexpr uint64_t kPaceSampleNs = 1'000'000;       // statements this far apart make a sample
+  static constexpr uint64_t kStatementSlackNs = 20'000'000;  // a statement's trip to this worker
+  static constexpr uint64_t kPaceHorizonNs = 1'000'000'000;  // the widening stops growing here
+  bool stated_ = false;
+  uint64_t stated_at_ns_ = 0;    // the last statement
+  uint64_t paced_from_ = 0;      // the statement the next pace sample starts from
+  uint64_t paced_from_ns_ = 0;
+  double pace_per_ns_ = 0;       // records per ns, the decaying peak
   MirrorStats stats_;
 };
 

@@ -321,6 +321,41 @@ TEST_F(TrustTest, AFarFutureHeartbeatIsImplausibleOpensNoHoleAndAsksWhereTheSour
   EXPECT_EQ(rx.held_frames(), 0u);
 }
 
+// A source lapped far ahead of its mirror sends sequences well past its
+// last TCP statement before the next one arrives: its own pace, measured
+// from those statements, widens the window (twice the pace over the time
+// since, plus a slack, capped), and nothing further than that is believed.
+TEST_F(TrustTest, TheSourcesStatedPaceWidensTheWindowBetweenStatementsAndNoFurther) {
+  MirrorConfig cfg;
+  cfg.plausible_window = 1000;
+  MirrorReceiver rx = make(from_source(), cfg);
+  std::vector<std::byte> hb(16);
+  proto::encode_heartbeat(0, 0, hb);
+  tcp_to(rx, hb, 0);
+  // No pace yet: only the window.
+  rx.on_datagram(data_frame(5000, 1), kSource, 50 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 1u);
+  // 100,000 records in 100 ms: a pace of one per microsecond.
+  proto::encode_heartbeat(100'000, 0, hb);
+  tcp_to(rx, hb, 100 * kMs);
+  // 10 ms later: the window plus 2 x 1/us x (10 + 20) ms = 61,000 past 100,000.
+  rx.on_datagram(data_frame(160'000, 1), kSource, 110 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 1u);
+  EXPECT_EQ(rx.held_frames(), 1u);
+  rx.on_datagram(data_frame(162'000, 1), kSource, 110 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 2u);
+  // Long silence on TCP: the widening stops at its horizon (1 s: 2,000,000).
+  rx.on_datagram(data_frame(2'100'000, 1), kSource, 10'000 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 2u);
+  rx.on_datagram(data_frame(2'102'000, 1), kSource, 10'000 * kMs);
+  EXPECT_EQ(rx.stats().implausible, 3u);
+  // A source that slows down narrows it: 100 records in the next 100 ms.
+  proto::encode_heartbeat(100'100, 0, hb);
+  tcp_to(rx, hb, 10'100 * kMs);
+  rx.on_datagram(data_frame(160'000, 1), kSource, 10'110 * kMs);  // 2 x 0.75/us x 30 ms = 45,000
+  EXPECT_EQ(rx.stats().implausible, 4u);
+}
+
 TEST_F(TrustTest, TheSourcesPositionOverTcpWidensTheWindowAndForgetsUnvouchedEnds) {
   MirrorConfig cfg;
   cfg.plausible_window = 1000;
