@@ -414,9 +414,14 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
   return want;
 }
 
-void ServeControl::send_big_records() {
+bool ServeControl::send_big_records() {
+  // Bounded per pass: a writer flat out on a ring of big records refills
+  // the queue as fast as this thread drains it, and an unbounded drain
+  // kept it from its epoll (NAKs, HEALTH, every mirror's answers) for as
+  // long as the writer ran.
   uint64_t seq;
-  while (worker_->oversized.try_pop(&seq)) {
+  for (uint32_t i = 0; i < kBigRecordsPerPass; ++i) {
+    if (!worker_->oversized.try_pop(&seq)) return false;
     reader_.seek(seq);
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
@@ -430,6 +435,7 @@ void ServeControl::send_big_records() {
     }
     ++stats_.big_records;
   }
+  return worker_->oversized.size_approx() != 0;
 }
 
 void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_ns) {
@@ -689,9 +695,8 @@ bool ServeControl::poll(uint64_t timeout_us) {
       }
     }
   }
-  send_big_records();
+  bool more = send_big_records();
   // Answers, round-robin: each mirror gets one turn (a chunk) per pass.
-  bool more = false;
   const size_t count = mirrors_.size();
   for (size_t k = 0; k < count; ++k) {
     Mirror& m = *mirrors_[(rr_next_ + k) % count];

@@ -158,7 +158,10 @@ class ServeControl {
   // serve_one gives mirror m one turn of TCP answers; true if it has more.
   bool serve_one(Mirror& m);
   void send_position(Mirror& m);
-  void send_big_records();
+  // send_big_records sends up to kBigRecordsPerPass of the records too big
+  // for a datagram over TCP; true if more wait.
+  bool send_big_records();
+  static constexpr uint32_t kBigRecordsPerPass = 256;
   void check_deadlines(uint64_t now_ns);
   void drop(size_t index);
   uint64_t position(const Mirror& m) const;

@@ -208,6 +208,17 @@ sleep 1
 out=$("$rf" tail "$am" --from oldest --idle-exit 300ms --quiet); rc=$?
 [[ $rc -eq 0 && "$out" == *" 0 torn, 0 misplaced"* ]] || fail "arena-lapped mirror: rc $rc, $out"
 (( $(echo "$out" | awk '{print $2}') >= 20 )) || fail "the arena-lapped mirror holds too little: $out"
+# ... and it mirrored while the writer ran, not only from the last GAP:
+# most datagrams were believed (the source's TCP answers kept up with its
+# data; a control thread stuck draining big records once left 99% of them
+# beyond the plausibility window).
+# (the counts once the writer stopped: the first stats line printed after now)
+rejected_lines() { (( $(grep -c 'implausible [0-9]*' "$1") > $2 )); }
+wait_for 3 rejected_lines "$logs/am" "$(grep -c 'implausible [0-9]*' "$logs/am")"
+implausible=$(grep -o 'implausible [0-9]*' "$logs/am" | tail -n 1 | awk '{print $2}')
+datagrams=$(grep -o 'datagrams [0-9]*' "$logs/am" | tail -n 1 | awk '{print $2}')
+(( ${datagrams:-0} > 1000 && ${implausible:-0} * 3 < datagrams )) ||
+  fail "the arena-lapped mirror believed too few datagrams: implausible ${implausible:-?} of ${datagrams:-?}"
 
 log "a recreated source ring (sequences restarted) is refused, never written into the mirror"
 rsrc=$(ring_name rsrc)
