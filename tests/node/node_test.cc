@@ -372,6 +372,46 @@ TEST(Node, ManualMovesNothingUntilFlush) {
   EXPECT_EQ(text(it.bytes), "y");
 }
 
+// Under Manual, a forward pass (a token on each of 64 streams, then
+// flush_batch) leaves its node in one tx_burst, its batches packed many
+// tokens to a datagram; both are counted where an operator reads them.
+TEST(Node, AManualPassLeavesInOneTxBurstManyTokensToADatagram) {
+  auto consumer = make("c");
+  NodeOptions o = options("p", mux::FlushPolicy::manual());
+  o.mux.heartbeat_interval_ns = 3600 * kSecond;  // no liveness batch inside the window watched
+  o.mux.stall_deadline_ns = 7200 * kSecond;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto producer = std::move(*made);
+  constexpr int kStreams = 64, kPasses = 5;
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, kStreams, &anchors, &senders));
+  producer->flush_batch();  // the OpenSlots
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const NodeStats before = producer->stats();
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (int i = 0; i < kStreams; ++i) {
+      const std::string token = absl::StrCat(std::string(32, 'a' + pass), "s", i, "p", pass);
+      ASSERT_EQ(senders[i]->send(bytes(token)), mux::SendStatus::kSent);
+    }
+    producer->flush_batch();
+    for (int i = 0; i < kStreams; ++i) {
+      Item it;
+      ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " pass " << pass;
+      ASSERT_EQ(it.kind, Item::Kind::kData);
+      EXPECT_EQ(text(it.bytes), absl::StrCat(std::string(32, 'a' + pass), "s", i, "p", pass));
+    }
+  }
+  const NodeStats after = producer->stats();
+  const uint64_t bursts = after.channel_tx_bursts - before.channel_tx_bursts;
+  const uint64_t datagrams = after.channel_datagrams_out - before.channel_datagrams_out;
+  EXPECT_EQ(bursts, uint64_t{kPasses}) << "tx_bursts for " << kPasses << " passes";
+  // 64 tokens of ~38 bytes are two to three datagrams' worth: at least 16 to a datagram.
+  EXPECT_GE(datagrams, uint64_t{2} * kPasses);
+  EXPECT_LE(datagrams * 16, uint64_t{kStreams} * kPasses) << datagrams << " datagrams";
+}
+
 TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   auto consumer = make("c");
   auto producer = make("p");

@@ -48,6 +48,27 @@ class MuxOnDpdkFromPython(unittest.TestCase):
         self.assertIn("dpdk", consumer.data_path)
         self.assertGreater(st["channel_datagrams"], 0)  # the channel's batches came by UDP over memif
 
+        # A forward pass (a token on each of 64 streams, then flush_batch)
+        # leaves the producer in one tx_burst on DPDK, many tokens to a datagram.
+        anchors = [consumer.create_anchor() for _ in range(64)]
+        senders = [producer.attach(a.handle, consumer.control_address) for a in anchors]
+        producer.flush_batch()  # the OpenSlots
+        time.sleep(0.2)
+        before = producer.stats()
+        for p in range(5):
+            for i, s in enumerate(senders):
+                self.assertEqual(s.send(f"{'x' * 32}s{i}p{p}".encode()), "sent")
+            producer.flush_batch()
+            for i, a in enumerate(anchors):
+                item = a.recv(10.0)
+                self.assertIsNotNone(item, f"stream {i} pass {p}")
+                self.assertEqual(item[2], f"{'x' * 32}s{i}p{p}".encode())
+        after = producer.stats()
+        self.assertEqual(after["channel_tx_bursts"] - before["channel_tx_bursts"], 5)
+        datagrams = after["channel_datagrams_out"] - before["channel_datagrams_out"]
+        self.assertGreaterEqual(datagrams, 10)
+        self.assertLessEqual(datagrams * 16, 64 * 5, f"{datagrams} datagrams for 320 tokens")
+
     def test_a_bad_dpdk_option_says_what_to_change(self):
         with self.assertRaisesRegex(ValueError, "dpdk_port needs dpdk_ip"):
             ringfire.Node(instance_id="x", control="127.0.0.1:0", dpdk_port=0)
