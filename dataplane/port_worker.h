@@ -125,6 +125,8 @@ class PortWorker {
   // writer wakes it); any other waits in poll() on the port (kernel
   // sockets) and its wake eventfd (commands, TCP frames for a mirror).
   void park(uint64_t now_ns, uint64_t timeout_ns) {
+    const bool woken = wakeable();
+    if (woken) timeout_ns = kWakeableParkNs;  // the deadlines below bound it
     uint64_t until = now_ns + timeout_ns;
     for (const Slot& slot : slots_) {
       until = std::min(until, slot.serve != nullptr ? slot.serve->next_deadline_ns(now_ns)
@@ -132,7 +134,7 @@ class PortWorker {
     }
     if (until <= now_ns) return;
     timeout_ns = until - now_ns;
-    if (slots_.size() == 1 && slots_[0].serve != nullptr && commands.size_approx() == 0) {
+    if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && commands.size_approx() == 0) {
       slots_[0].serve->reader().park(timeout_ns);
       return;
     }
@@ -156,6 +158,24 @@ class PortWorker {
   }
 
   size_t session_count() const { return slots_.size(); }
+
+  // wakeable: everything that can give this worker work wakes it while it
+  // parks in poll() — datagrams through the port's wait_fd, commands and
+  // relayed TCP frames through its eventfd, and the writer of every ring it
+  // serves pokes it — so it parks until its sessions' next deadline (at
+  // most kWakeableParkNs), not for the backoff's short timeouts: an idle
+  // or paced worker then wakes for its work and its deadlines only.
+  bool wakeable() const {
+    if constexpr (requires(const Port& p) { p.wait_fd(); }) {
+      for (const Slot& slot : slots_) {
+        if (slot.serve != nullptr && !slot.serve->writer_pokes()) return false;
+      }
+      return true;
+    } else {
+      return false;  // a poll-mode port: nothing to wait on
+    }
+  }
+  static constexpr uint64_t kWakeableParkNs = 1'000'000'000;
 
  private:
   struct Slot {

@@ -44,12 +44,17 @@ struct ServeConfig {
   uint16_t mtu = 1472;             // UDP payload per datagram, the MAC frame included
   uint64_t pace_ns = 50'000;
   uint64_t heartbeat_ns = 1'000'000;       // the first heartbeat after a send ...
-  uint64_t heartbeat_max_ns = 100'000'000; // ... then doubling while idle, up to this
+  uint64_t heartbeat_max_ns = 100'000'000; // ... then growing while idle, up to this
+  uint32_t heartbeat_growth = 2;           // each idle heartbeat waits this many times the last (at least 2)
   std::optional<MacKey> data_key;  // authenticated: seal every datagram
   uint32_t dup = 1;                // sends of each datagram
   uint32_t burst_records = 32;     // records read per step
   std::optional<Endpoint> multicast;
   FaultConfig tx_faults;           // test: faults on every datagram sent
+  // writer_pokes: the ring's writer is in this process and pokes the
+  // worker after every publish (poke_worker: the stream mux's egress), so
+  // a parked worker needs no timeout to find new records.
+  bool writer_pokes = false;
 };
 
 // ServeCommand: control thread -> worker.
@@ -162,6 +167,7 @@ class alignas(64) ServeSession {
   uint64_t next_deadline_ns(uint64_t now_ns) const;
   // reader: the served ring (a worker with one session parks on it).
   ring::RawReader& reader() { return reader_; }
+  bool writer_pokes() const { return config_.writer_pokes; }
 
   ServeLink& link() { return link_; }
 

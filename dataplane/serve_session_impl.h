@@ -352,7 +352,8 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
                                     config_.session, proto::MutableBytes(hb, proto::kFrameHeaderBytes)));
     link_.stats.heartbeats += 1;
     send_to_all(proto::ConstBytes(hb, n), now_ns);
-    heartbeat_wait_ns_ = std::min(2 * heartbeat_wait_ns_, std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
+    const uint64_t growth = std::max<uint32_t>(config_.heartbeat_growth, 2);
+    heartbeat_wait_ns_ = std::min(growth * heartbeat_wait_ns_, std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
   }
   return busy;
 }

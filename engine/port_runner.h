@@ -135,7 +135,7 @@ class PortRunner final : public PortHandle {
       if (busy) {
         idle.reset();
       } else {
-        idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns); });
+        idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns); }, worker_.wakeable());
         now = clock.now_ns();
       }
     }

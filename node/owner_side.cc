@@ -58,6 +58,12 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.session = static_cast<uint8_t>(p.epoch | 1);
   spec.worker.mtu = opt.port.mtu;
   spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
+  spec.worker.writer_pokes = true;  // pump_out pokes the worker after each pass
+  // One heartbeat 1 ms after a pass exposes its lost last datagram; the
+  // next pass (a decode step is ~20 ms) or the mux's own liveness says the
+  // rest, so the next heartbeat waits 64 ms, not 2 (a wake-up of the
+  // peer's worker saved two or three times per pass).
+  spec.worker.heartbeat_growth = 64;
   // Its TCP listener is on the control address (a kernel one: a DPDK
   // port's address may exist only on its own link); DATA leaves the port.
   spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};

@@ -68,6 +68,7 @@ class IdleStrategy {
   static constexpr uint64_t kDefaultMaxParkNs = 1'000'000;
   static constexpr uint64_t kHotNs = 50'000'000;
   static constexpr uint32_t kHotClockEvery = 64;  // empty polls between clock reads while hot
+  static constexpr uint32_t kWokenPolls = 4;       // empty polls before a woken poller parks
 
   explicit IdleStrategy(IdleMode mode, uint64_t max_park_ns = kDefaultMaxParkNs)
       : mode_(mode), max_park_ns_(std::max(max_park_ns, kFirstParkNs)) {
@@ -80,8 +81,11 @@ class IdleStrategy {
     cold_ = false;
   }
   // idle: an empty poll. park(timeout_ns) blocks at most that long.
+  // `woken`: the poller's park wakes for all its work (no timeout needed),
+  // so backoff parks after kWokenPolls empty polls, not after spinning and
+  // yielding (each empty poll of a kernel port is a syscall).
   template <typename Park>
-  void idle(Park&& park) {
+  void idle(Park&& park, bool woken = false) {
     ++empty_polls_;
     switch (mode_) {
       case IdleMode::kSpin: cpu_relax(); return;
@@ -100,7 +104,9 @@ class IdleStrategy {
         }
         [[fallthrough]];
       case IdleMode::kBackoff:
-        if (empty_polls_ < kSpinPolls) {
+        if (woken && empty_polls_ >= kWokenPolls) {
+          park(max_park_ns_);
+        } else if (empty_polls_ < kSpinPolls) {
           cpu_relax();
         } else if (empty_polls_ < kSpinPolls + kYieldPolls) {
           sched_yield();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "dataplane/mirror_session_impl.h"
@@ -17,6 +18,7 @@
 #include "dataplane/serve_session_impl.h"
 #include "gtest/gtest.h"
 #include "ring/blob.h"
+#include "ring/monotonic.h"
 #include "ring/check_record.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
@@ -78,6 +80,14 @@ static_assert(PacketPort<FakePort>);
 
 template class ServeSession<FakePort>;
 template class MirrorSession<FakePort>;
+
+// WaitablePort is a FakePort with a wait fd, as the kernel port has: a
+// worker on it can park in poll() for its datagrams.
+struct WaitablePort : FakePort {
+  int fd = -1;
+  int wait_fd() const { return fd; }
+};
+template class ServeSession<WaitablePort>;
 
 // Rig: one session on its own port worker (installed by the first step),
 // stepped through the worker as a real one is.
@@ -251,6 +261,25 @@ TEST_F(ServeWorkerTest, WhileIdleHeartbeatsBackOffToTheirMaximumAndADataFrameRes
   w->step(t0 + 42 * kMs);  // 1 ms after the new frame: the first heartbeat again
   ASSERT_EQ(sent().size(), 1u);
   EXPECT_EQ(decode(sent()[0]).header.kind, proto::FrameKind::kHeartbeat);
+}
+
+// The stream mux's channel grows its idle heartbeats 64-fold: one 1 ms
+// after a pass (its lost last datagram shows), the next 64 ms later.
+TEST_F(ServeWorkerTest, HeartbeatsGrowByTheConfiguredFactor) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.heartbeat_growth = 64;
+  auto w = worker(c);
+  publish(1);
+  const uint64_t t0 = 1000 * kMs;
+  w->step(t0);
+  std::vector<uint64_t> beats;
+  for (uint64_t t = t0; t <= t0 + 300 * kMs; t += 500 * kUs) {
+    const size_t before = sent().size();
+    w->step(t);
+    if (sent().size() != before) beats.push_back((t - t0) / kMs);
+  }
+  EXPECT_EQ(beats, (std::vector<uint64_t>{1, 65, 165, 265}));  // then at the 100 ms maximum
 }
 
 ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
@@ -643,6 +672,57 @@ TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeave
   w.step(1003 * kMs);
   EXPECT_EQ(b->link().stats.records.get(), 10u);
   close(efd);
+}
+
+// A worker whose every source of work wakes it (a port with a wait fd, a
+// served ring whose writer pokes) parks until its sessions' next deadline,
+// and a poke ends the park; a ring whose writer does not poke, or a port
+// with nothing to wait on, keeps it on the backoff's short parks.
+TEST(PortWorkerTest, AWorkerWokenByAllItsWorkParksUntilPokedOrItsDeadline) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64));
+  WaitablePort port;
+  port.fd = eventfd(0, EFD_NONBLOCK);
+  ServeConfig c;
+  c.session = 9;
+  c.heartbeat_ns = 3600'000 * kMs;  // no deadline within the park
+  c.heartbeat_max_ns = c.heartbeat_ns;
+  auto make = [&](bool pokes) {
+    c.writer_pokes = pokes;
+    return std::make_unique<ServeSession<WaitablePort>>(
+        std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
+  };
+  using Command = PortWorker<WaitablePort>::Command;
+  WaitablePort::Prepared binding;
+
+  auto quiet = make(false);
+  PortWorker<WaitablePort> unpoked(port);
+  ASSERT_TRUE(unpoked.commands.try_push(Command{Command::Kind::kAddServe, 1, quiet.get(), nullptr, &binding}));
+  unpoked.step(0);
+  EXPECT_FALSE(unpoked.wakeable());  // another process may write its ring: it must look again soon
+
+  auto poked = make(true);
+  PortWorker<WaitablePort> w(port);
+  EXPECT_TRUE(w.wakeable());  // no sessions yet
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, poked.get(), nullptr, &binding}));
+  w.step(0);
+  ASSERT_EQ(w.session_count(), 1u);
+  EXPECT_TRUE(w.wakeable());
+  // Parked with a 1 us timeout asked for, it sleeps until poked.
+  const uint64_t start = monotonic_ns();
+  std::thread poker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    w.wake().poke();
+  });
+  w.park(0, 1000);
+  const uint64_t parked = monotonic_ns() - start;
+  poker.join();
+  EXPECT_GE(parked, 90 * kMs) << "it did not wait for the poke";
+  EXPECT_LT(parked, PortWorker<WaitablePort>::kWakeableParkNs) << "the poke did not wake it";
+
+  FakePort plain;  // a poll-mode port: nothing to wait on
+  PortWorker<FakePort> polling(plain);
+  EXPECT_FALSE(polling.wakeable());
+  close(port.fd);
 }
 
 }  // namespace

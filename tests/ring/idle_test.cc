@@ -26,6 +26,24 @@ TEST(Idle, BackoffParksAfterItsSpinsAndYields) {
   EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kSpinPolls + IdleStrategy::kYieldPolls);
 }
 
+// A poller whose park wakes for all its work parks almost at once: its
+// empty polls (each a syscall on a kernel port) buy no latency.
+TEST(Idle, BackoffParksAfterAFewPollsWhenEverythingWakesThePoller) {
+  IdleStrategy s(IdleMode::kBackoff);
+  uint64_t polls = 0;
+  bool parked = false;
+  while (!parked && polls < 1'000) {
+    s.idle([&](uint64_t) { parked = true; }, /*woken=*/true);
+    ++polls;
+  }
+  EXPECT_EQ(polls, IdleStrategy::kWokenPolls);
+  // Hot stays hot: its window is what its user asked for.
+  IdleStrategy hot(IdleMode::kHot);
+  parked = false;
+  for (int i = 0; i < 1'000 && !parked; ++i) hot.idle([&](uint64_t) { parked = true; }, true);
+  EXPECT_FALSE(parked);
+}
+
 TEST(Idle, HotStaysAwakeForItsWindowAfterWorkThenParks) {
   IdleStrategy s(IdleMode::kHot);
   for (int round = 0; round < 2; ++round) {
