@@ -186,6 +186,10 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
     bytes += s->withheld.size() - s->head;  // an upper bound of what goes
   }
   if (!any) return false;
+  // Manual: nothing but liveness moves before flush_batch(), a full batch
+  // included (a forward pass is then one tx_burst); what may be staged
+  // meanwhile is bounded by credit and the byte budgets, as always.
+  if (config_.flush.kind == FlushPolicy::Kind::kManual && !kicked_) return false;
   if (bytes >= record_cap_) {
     *why = FlushReason::kClamp;
   } else if (kicked_) {

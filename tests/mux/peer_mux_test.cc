@@ -169,6 +169,25 @@ TEST(PeerMux, UnderManualNothingButLivenessMovesWithoutAFlushAndAFlushTakesEvery
   EXPECT_EQ(p.pump(4), 0);
 }
 
+// More than a batch holds, staged under Manual, waits for the flush too
+// (a full batch does not leave on its own: a forward pass is one burst),
+// and the flush takes it all, batch after batch.
+TEST(PeerMux, UnderManualAFullBatchWaitsForTheFlushAndTheFlushTakesEveryBatch) {
+  MuxConfig c = small(64);
+  c.flush = FlushPolicy::manual();
+  c.max_batch_bytes = 512;
+  Pair p(c);
+  PeerReceiver::Stream* s1 = p.rx.expect(1, 1, 64);
+  auto a = p.tx.open(1, 1, 64, 0);
+  EXPECT_EQ(p.pump(0), 1);  // the OpenSlot
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(p.tx.send(*a, bytes_of(std::string(40, 'x')), 1), SendStatus::kSent);
+  EXPECT_EQ(p.pump(2), 0) << "a full batch left before flush_batch()";
+  p.tx.kick();
+  EXPECT_GE(p.pump(3), 3);  // 40 records of 40 bytes: more than three 512-byte batches
+  EXPECT_EQ(p.drain(s1).size(), 40u);
+  EXPECT_EQ(p.tx.staged_records(), 0u);
+}
+
 TEST(PeerMux, PeerLossEndsEveryLiveStreamDroppedExactlyOnceAndAFinishedOneNotAtAll) {
   Pair p(small(4));
   std::vector<PeerReceiver::Stream*> s;
