@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <vector>
 
 #include "dataplane/counter.h"
@@ -25,6 +26,7 @@
 #include "dataplane/serve_session.h"
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_wake.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::dataplane {
 
@@ -38,6 +40,7 @@ struct alignas(64) PortWorkerStats {
   // cycles): divided by the records moved, the worker's cost per record.
   Counter busy_ns;
   Counter iterations;
+  Counter inline_steps;  // iterations a writer's thread ran while the worker slept (step_parked)
 };
 
 template <PacketPort Port>
@@ -73,6 +76,10 @@ class PortWorker {
     slots_.reserve(kMaxSessions);
     route_.assign(kMaxBindings + 1, -1);
     wake_.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if constexpr (requires(const Port& p) { p.wait_fd(); }) {
+      wake_.step_parked = &PortWorker::step_parked;
+      wake_.worker = this;
+    }
   }
   ~PortWorker() {
     if (wake_.fd >= 0) close(wake_.fd);
@@ -93,8 +100,16 @@ class PortWorker {
     if (busy) stats_.busy_ns += ns;
   }
 
-  // step is one iteration; returns whether it did anything.
+  // step_mutex is held by the thread that steps the worker: its loop, at
+  // all times but inside park()'s poll, and a writer's run_or_poke while
+  // the worker sleeps there (step_parked).
+  std::mutex& step_mutex() { return step_mu_; }
+
+  // step is one iteration; returns whether it did anything. Time never
+  // goes backwards for the sessions, whichever thread steps.
   bool step(uint64_t now_ns) {
+    now_ns = std::max(now_ns, last_now_);
+    last_now_ = now_ns;
     bool busy = take_commands();
     for (Slot& slot : slots_) {
       if (slot.serve != nullptr) slot.serve->take_commands();
@@ -124,14 +139,12 @@ class PortWorker {
   // a worker with one serve session and nothing else parks on its ring (the
   // writer wakes it); any other waits in poll() on the port (kernel
   // sockets) and its wake eventfd (commands, TCP frames for a mirror).
-  void park(uint64_t now_ns, uint64_t timeout_ns) {
+  // `held`: the caller's lock on step_mutex(), released for the poll only
+  // (a writer may step the worker meanwhile: step_parked).
+  void park(uint64_t now_ns, uint64_t timeout_ns, std::unique_lock<std::mutex>* held = nullptr) {
     const bool woken = wakeable();
     if (woken) timeout_ns = kWakeableParkNs;  // the deadlines below bound it
-    uint64_t until = now_ns + timeout_ns;
-    for (const Slot& slot : slots_) {
-      until = std::min(until, slot.serve != nullptr ? slot.serve->next_deadline_ns(now_ns)
-                                                    : slot.mirror->next_deadline_ns(now_ns));
-    }
+    const uint64_t until = std::min(now_ns + timeout_ns, next_deadline_ns(now_ns));
     if (until <= now_ns) return;
     timeout_ns = until - now_ns;
     if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && commands.size_approx() == 0) {
@@ -142,19 +155,37 @@ class PortWorker {
     // sees this store (and writes the eventfd) or its push is seen below.
     wake_.parked.store(true, std::memory_order_seq_cst);
     bool pending = commands.size_approx() != 0;
-    for (Slot& slot : slots_) pending |= slot.mirror != nullptr && slot.mirror->has_tcp_frames();
+    for (Slot& slot : slots_) {
+      // A served ring's writer publishes, then pokes if it sees `parked`
+      // (run_or_poke): it sees it, or its records are seen here.
+      pending |= slot.mirror != nullptr ? slot.mirror->has_tcp_frames() : slot.serve->records_waiting();
+    }
     if (!pending) {
+      wake_at_ns_ = until;
       pollfd fds[2];
       nfds_t nf = 0;
       if constexpr (requires(const Port& p) { p.wait_fd(); }) fds[nf++] = pollfd{port_.wait_fd(), POLLIN, 0};
       fds[nf++] = pollfd{wake_.fd, POLLIN, 0};
       const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
-      if (ppoll(fds, nf, &ts, nullptr) > 0 && (fds[nf - 1].revents & POLLIN) != 0) {
+      if (held != nullptr) held->unlock();
+      const int ready = ppoll(fds, nf, &ts, nullptr);
+      if (held != nullptr) held->lock();
+      if (ready > 0 && (fds[nf - 1].revents & POLLIN) != 0) {
         uint64_t ignored;
         (void)!read(wake_.fd, &ignored, sizeof(ignored));
       }
     }
     wake_.parked.store(false, std::memory_order_relaxed);
+  }
+
+  // next_deadline_ns: the earliest of the sessions' deadlines.
+  uint64_t next_deadline_ns(uint64_t now_ns) const {
+    uint64_t until = UINT64_MAX;
+    for (const Slot& slot : slots_) {
+      until = std::min(until, slot.serve != nullptr ? slot.serve->next_deadline_ns(now_ns)
+                                                    : slot.mirror->next_deadline_ns(now_ns));
+    }
+    return until;
   }
 
   size_t session_count() const { return slots_.size(); }
@@ -176,6 +207,26 @@ class PortWorker {
     }
   }
   static constexpr uint64_t kWakeableParkNs = 1'000'000'000;
+
+  // step_parked (WorkerWake::step_parked): a writer's thread runs one
+  // iteration of a worker parked in poll() — the records it published
+  // leave now, with no wake-up on their path — and wakes the worker only
+  // if a session's deadline moved before the one it sleeps to. False when
+  // the worker is not parked there or another thread holds it.
+  static bool step_parked(void* self) {
+    auto& w = *static_cast<PortWorker*>(self);
+    std::unique_lock lk(w.step_mu_, std::try_to_lock);
+    // Relaxed: the lock orders it (the worker raised it before unlocking).
+    if (!lk.owns_lock() || !w.wake_.parked.load(std::memory_order_relaxed)) return false;
+    const uint64_t now = monotonic_ns();
+    w.step(now);
+    ++w.stats_.inline_steps;
+    if (w.next_deadline_ns(w.last_now_) < w.wake_at_ns_) {
+      const uint64_t one = 1;
+      (void)!write(w.wake_.fd, &one, sizeof(one));  // it re-plans (off the records' path)
+    }
+    return true;
+  }
 
  private:
   struct Slot {
@@ -251,6 +302,9 @@ class PortWorker {
   std::array<RxDatagram, kBurst> rx_{};
   std::vector<int32_t> route_;  // binding id -> slot index, -1: none
   WorkerWake wake_;
+  std::mutex step_mu_;       // see step_mutex()
+  uint64_t last_now_ = 0;    // the latest `now` a step saw (under step_mu_)
+  uint64_t wake_at_ns_ = 0;  // when the parked worker wakes by itself (under step_mu_)
   PortWorkerStats stats_;
 };
 

@@ -136,6 +136,11 @@ struct ServeLink {
 inline void poke_worker(ServeLink& link) {
   if (WorkerWake* w = link.wake.load(std::memory_order_acquire)) w->poke();  // pairs with attach's release
 }
+// run_worker: the ring's writer, after publishing: a parked worker's
+// iteration runs on the writer's thread where the port allows (WorkerWake::run_or_poke).
+inline void run_worker(ServeLink& link) {
+  if (WorkerWake* w = link.wake.load(std::memory_order_acquire)) w->run_or_poke();  // pairs with attach's release
+}
 
 template <PacketPort Port>
 class alignas(64) ServeSession {
@@ -168,6 +173,12 @@ class alignas(64) ServeSession {
   // reader: the served ring (a worker with one session parks on it).
   ring::RawReader& reader() { return reader_; }
   bool writer_pokes() const { return config_.writer_pokes; }
+  // records_waiting: published records the gate lets out, not yet read
+  // (the park's last look, after `parked` is raised).
+  bool records_waiting() const {
+    return reader_.published() > reader_.cursor() &&
+           reader_.cursor() < link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
+  }
 
   ServeLink& link() { return link_; }
 

@@ -15,6 +15,12 @@ namespace ringfire::dataplane {
 struct WorkerWake {
   std::atomic<bool> parked{false};
   int fd = -1;  // an eventfd the worker polls while parked
+  // step_parked: set by a worker whose port any thread may drive (a kernel
+  // port's sockets): it runs the parked worker's iteration on the caller's
+  // thread and returns true, or false when the worker is not parked or is
+  // taken (PortWorker::step_parked). Null: the worker must be woken.
+  bool (*step_parked)(void* worker) = nullptr;
+  void* worker = nullptr;
 
   // poke: the control thread's half, after it pushed to a worker queue.
   void poke() {
@@ -25,6 +31,18 @@ struct WorkerWake {
       const uint64_t one = 1;
       (void)!write(fd, &one, sizeof(one));
     }
+  }
+
+  // run_or_poke: the writer's half, after it published records the worker
+  // sends: a parked worker's iteration runs here, on the writer's thread
+  // (the records leave without a thread hand-off), else as poke().
+  void run_or_poke() {
+    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`, as in poke.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (fd < 0 || !parked.load(std::memory_order_relaxed)) return;
+    if (step_parked != nullptr && step_parked(worker)) return;
+    const uint64_t one = 1;
+    (void)!write(fd, &one, sizeof(one));
   }
 };
 

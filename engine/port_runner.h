@@ -126,6 +126,7 @@ class PortRunner final : public PortHandle {
   void loop(ring::IdleMode mode) {
     ring::IdleStrategy idle(mode);
     dataplane::TscClock clock;  // one clock read per iteration, from the TSC
+    std::unique_lock held(worker_.step_mutex());  // released only inside park's poll
     uint64_t now = clock.now_ns();
     while (!stop_.load(std::memory_order_relaxed)) {
       const bool busy = worker_.step(now);
@@ -135,7 +136,7 @@ class PortRunner final : public PortHandle {
       if (busy) {
         idle.reset();
       } else {
-        idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns); }, worker_.wakeable());
+        idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns, &held); }, worker_.wakeable());
         now = clock.now_ns();
       }
     }

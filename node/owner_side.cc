@@ -168,11 +168,12 @@ bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
     published = true;
   }
   // The pass's batches are all in: open the gate to them at once (one
-  // burst), and poke the worker (with other sessions it parks in poll(),
-  // not on this ring).
+  // burst), and get them out: a kernel-port worker asleep in poll() is
+  // stepped here, on this thread (the batches leave with no wake-up on
+  // their path); a busy one finds them; a DPDK one is poked.
   if (published && p.serve_link != nullptr) {
     p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);  // pairs with the worker's acquire
-    dataplane::poke_worker(*p.serve_link);
+    dataplane::run_worker(*p.serve_link);  // a parked kernel-port worker's step runs here
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -722,6 +723,86 @@ TEST(PortWorkerTest, AWorkerWokenByAllItsWorkParksUntilPokedOrItsDeadline) {
   FakePort plain;  // a poll-mode port: nothing to wait on
   PortWorker<FakePort> polling(plain);
   EXPECT_FALSE(polling.wakeable());
+  close(port.fd);
+}
+
+// Records a writer published before the worker's last look are seen by it:
+// it does not park (a lost wake-up would sleep to the deadline, 1 s here).
+TEST(PortWorkerTest, RecordsPublishedBeforeTheParkKeepTheWorkerAwake) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64));
+  ring::Producer producer = *ring::Producer::attach(r.open());
+  WaitablePort port;
+  port.fd = eventfd(0, EFD_NONBLOCK);
+  ServeConfig c;
+  c.session = 9;
+  c.multicast = kGroup;
+  c.writer_pokes = true;
+  c.heartbeat_ns = 3600'000 * kMs;
+  c.heartbeat_max_ns = c.heartbeat_ns;
+  ServeSession<WaitablePort> serve(std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
+  PortWorker<WaitablePort> w(port);
+  using Command = PortWorker<WaitablePort>::Command;
+  WaitablePort::Prepared binding;
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, &serve, nullptr, &binding}));
+  w.step(0);
+  ring::fill_record({producer.claim(), 64}, producer.next_seq(), 0);
+  producer.commit();  // no poke: the writer saw the worker busy
+  const uint64_t start = monotonic_ns();
+  w.park(0, 1000);
+  EXPECT_LT(monotonic_ns() - start, PortWorker<WaitablePort>::kWakeableParkNs / 2) << "parked with a record waiting";
+  close(port.fd);
+}
+
+// A writer that finds the worker asleep in poll() runs its iteration on
+// its own thread: the record leaves at once, the worker sleeps on.
+TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64));
+  ring::Producer producer = *ring::Producer::attach(r.open());
+  WaitablePort port;
+  port.fd = eventfd(0, EFD_NONBLOCK);
+  ServeConfig c;
+  c.session = 9;
+  c.multicast = kGroup;
+  c.writer_pokes = true;
+  c.pace_ns = 0;
+  c.heartbeat_ns = 3600'000 * kMs;
+  c.heartbeat_max_ns = c.heartbeat_ns;
+  ServeSession<WaitablePort> serve(std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
+  PortWorker<WaitablePort> w(port);
+  using Command = PortWorker<WaitablePort>::Command;
+  WaitablePort::Prepared binding;
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, &serve, nullptr, &binding}));
+  std::atomic<bool> stop{false};
+  std::atomic<int> parks{0};
+  std::thread loop([&] {  // the port runner's loop, reduced
+    std::unique_lock held(w.step_mutex());
+    while (!stop.load()) {
+      if (!w.step(monotonic_ns())) {
+        parks.fetch_add(1);
+        w.park(monotonic_ns(), 1000, &held);
+      }
+    }
+  });
+  while (!w.wake().parked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in poll()
+  {
+    std::lock_guard l(w.step_mutex());
+    port.state->sent.clear();  // the first step's heartbeat
+  }
+  const int parked_before = parks.load();
+  ring::fill_record({producer.claim(), 64}, producer.next_seq(), 0);
+  producer.commit();
+  w.wake().run_or_poke();
+  {
+    std::lock_guard l(w.step_mutex());  // the worker is still in poll(): its port is ours to read
+    EXPECT_EQ(w.stats().inline_steps.get(), 1u);
+    ASSERT_EQ(port.state->sent.size(), 1u) << "the record did not leave on the writer's thread";
+    EXPECT_EQ(decode(port.state->sent[0]).header.kind, proto::FrameKind::kData);
+    EXPECT_EQ(parks.load(), parked_before) << "the worker woke for it";
+  }
+  stop.store(true);
+  w.wake().poke();
+  loop.join();
   close(port.fd);
 }
 
