@@ -406,7 +406,8 @@ TEST(Node, AManualPassLeavesInOneTxBurstManyTokensToADatagram) {
   const NodeStats after = producer->stats();
   const uint64_t bursts = after.channel_tx_bursts - before.channel_tx_bursts;
   const uint64_t datagrams = after.channel_datagrams_out - before.channel_datagrams_out;
-  EXPECT_EQ(bursts, uint64_t{kPasses}) << "tx_bursts for " << kPasses << " passes";
+  EXPECT_EQ(bursts, uint64_t{kPasses}) << "tx_bursts for " << kPasses << " passes; batches "
+                                       << after.channel_batches - before.channel_batches << ", datagrams " << datagrams;
   // 64 tokens of ~38 bytes are two to three datagrams' worth: at least 16 to a datagram.
   EXPECT_GE(datagrams, uint64_t{2} * kPasses);
   EXPECT_LE(datagrams * 16, uint64_t{kStreams} * kPasses) << datagrams << " datagrams";
