@@ -159,6 +159,19 @@ class ServeWorkerTest : public ::testing::Test {
     }
   }
   std::vector<FakePort::Datagram>& sent() { return port_.state->sent; }
+  // beats_after_a_frame: a record sent at t0, then steps every `tick` for
+  // `span`: the ms after t0 at which something (a heartbeat) was sent.
+  std::vector<uint64_t> beats_after_a_frame(ServeRig& w, uint64_t t0, uint64_t span, uint64_t tick) {
+    publish(1);
+    w.step(t0);
+    std::vector<uint64_t> beats;
+    for (uint64_t t = t0; t <= t0 + span; t += tick) {
+      const size_t before = sent().size();
+      w.step(t);
+      if (sent().size() != before) beats.push_back((t - t0) / kMs);
+    }
+    return beats;
+  }
 
   ScopedRing ring_;
   ring::Producer producer_;
@@ -245,17 +258,9 @@ TEST_F(ServeWorkerTest, WhileIdleHeartbeatsBackOffToTheirMaximumAndADataFrameRes
   c.multicast = kGroup;
   c.heartbeat_max_ns = 8 * kMs;
   auto w = worker(c);
-  publish(1);
   const uint64_t t0 = 1000 * kMs;
-  w->step(t0);
-  std::vector<uint64_t> beats;
-  for (uint64_t t = t0; t <= t0 + 40 * kMs; t += 100 * kUs) {
-    const size_t before = sent().size();
-    w->step(t);
-    if (sent().size() != before) beats.push_back((t - t0) / kMs);
-  }
   // 1 ms after the frame, then 2, 4, 8, 8 ... ms apart.
-  EXPECT_EQ(beats, (std::vector<uint64_t>{1, 3, 7, 15, 23, 31, 39}));
+  EXPECT_EQ(beats_after_a_frame(*w, t0, 40 * kMs, 100 * kUs), (std::vector<uint64_t>{1, 3, 7, 15, 23, 31, 39}));
   publish(1);
   w->step(t0 + 41 * kMs);
   sent().clear();
@@ -271,16 +276,8 @@ TEST_F(ServeWorkerTest, HeartbeatsGrowByTheConfiguredFactor) {
   c.multicast = kGroup;
   c.heartbeat_growth = 64;
   auto w = worker(c);
-  publish(1);
-  const uint64_t t0 = 1000 * kMs;
-  w->step(t0);
-  std::vector<uint64_t> beats;
-  for (uint64_t t = t0; t <= t0 + 300 * kMs; t += 500 * kUs) {
-    const size_t before = sent().size();
-    w->step(t);
-    if (sent().size() != before) beats.push_back((t - t0) / kMs);
-  }
-  EXPECT_EQ(beats, (std::vector<uint64_t>{1, 65, 165, 265}));  // then at the 100 ms maximum
+  // then at the 100 ms maximum
+  EXPECT_EQ(beats_after_a_frame(*w, 1000 * kMs, 300 * kMs, 500 * kUs), (std::vector<uint64_t>{1, 65, 165, 265}));
 }
 
 ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
@@ -675,38 +672,55 @@ TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeave
   close(efd);
 }
 
+// WokenRig: a serve (no heartbeat due for an hour) on a worker over a
+// WaitablePort, the ring's producer at hand.
+struct WokenRig {
+  explicit WokenRig(bool writer_pokes)
+      : ring(ring::testing::fixed_ring(1024, 64)), producer(*ring::Producer::attach(ring.open())) {
+    port.fd = eventfd(0, EFD_NONBLOCK);
+    ServeConfig c;
+    c.session = 9;
+    c.multicast = kGroup;
+    c.pace_ns = 0;
+    c.writer_pokes = writer_pokes;
+    c.heartbeat_ns = 3600'000 * kMs;
+    c.heartbeat_max_ns = c.heartbeat_ns;
+    serve = std::make_unique<ServeSession<WaitablePort>>(
+        std::move(*ring::RawReader::attach(ring.open(), ring::StartPosition::latest())), c);
+    worker = std::make_unique<PortWorker<WaitablePort>>(port);
+  }
+  ~WokenRig() { close(port.fd); }
+  void install() {
+    using Command = PortWorker<WaitablePort>::Command;
+    ASSERT_TRUE(worker->commands.try_push(Command{Command::Kind::kAddServe, 1, serve.get(), nullptr, &binding}));
+    worker->step(0);
+    ASSERT_EQ(worker->session_count(), 1u);
+  }
+  void publish_one() {
+    ring::fill_record({producer.claim(), 64}, producer.next_seq(), 0);
+    producer.commit();
+  }
+  ScopedRing ring;
+  ring::Producer producer;
+  WaitablePort port;
+  std::unique_ptr<ServeSession<WaitablePort>> serve;
+  std::unique_ptr<PortWorker<WaitablePort>> worker;
+  WaitablePort::Prepared binding;
+};
+
 // A worker whose every source of work wakes it (a port with a wait fd, a
 // served ring whose writer pokes) parks until its sessions' next deadline,
 // and a poke ends the park; a ring whose writer does not poke, or a port
 // with nothing to wait on, keeps it on the backoff's short parks.
 TEST(PortWorkerTest, AWorkerWokenByAllItsWorkParksUntilPokedOrItsDeadline) {
-  ScopedRing r(ring::testing::fixed_ring(1024, 64));
-  WaitablePort port;
-  port.fd = eventfd(0, EFD_NONBLOCK);
-  ServeConfig c;
-  c.session = 9;
-  c.heartbeat_ns = 3600'000 * kMs;  // no deadline within the park
-  c.heartbeat_max_ns = c.heartbeat_ns;
-  auto make = [&](bool pokes) {
-    c.writer_pokes = pokes;
-    return std::make_unique<ServeSession<WaitablePort>>(
-        std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
-  };
-  using Command = PortWorker<WaitablePort>::Command;
-  WaitablePort::Prepared binding;
+  WokenRig unpoked(false);
+  ASSERT_NO_FATAL_FAILURE(unpoked.install());
+  EXPECT_FALSE(unpoked.worker->wakeable());  // another process may write its ring: it must look again soon
 
-  auto quiet = make(false);
-  PortWorker<WaitablePort> unpoked(port);
-  ASSERT_TRUE(unpoked.commands.try_push(Command{Command::Kind::kAddServe, 1, quiet.get(), nullptr, &binding}));
-  unpoked.step(0);
-  EXPECT_FALSE(unpoked.wakeable());  // another process may write its ring: it must look again soon
-
-  auto poked = make(true);
-  PortWorker<WaitablePort> w(port);
+  WokenRig r(true);
+  PortWorker<WaitablePort>& w = *r.worker;
   EXPECT_TRUE(w.wakeable());  // no sessions yet
-  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, poked.get(), nullptr, &binding}));
-  w.step(0);
-  ASSERT_EQ(w.session_count(), 1u);
+  ASSERT_NO_FATAL_FAILURE(r.install());
   EXPECT_TRUE(w.wakeable());
   // Parked with a 1 us timeout asked for, it sleeps until poked.
   const uint64_t start = monotonic_ns();
@@ -723,55 +737,25 @@ TEST(PortWorkerTest, AWorkerWokenByAllItsWorkParksUntilPokedOrItsDeadline) {
   FakePort plain;  // a poll-mode port: nothing to wait on
   PortWorker<FakePort> polling(plain);
   EXPECT_FALSE(polling.wakeable());
-  close(port.fd);
 }
 
 // Records a writer published before the worker's last look are seen by it:
 // it does not park (a lost wake-up would sleep to the deadline, 1 s here).
 TEST(PortWorkerTest, RecordsPublishedBeforeTheParkKeepTheWorkerAwake) {
-  ScopedRing r(ring::testing::fixed_ring(1024, 64));
-  ring::Producer producer = *ring::Producer::attach(r.open());
-  WaitablePort port;
-  port.fd = eventfd(0, EFD_NONBLOCK);
-  ServeConfig c;
-  c.session = 9;
-  c.multicast = kGroup;
-  c.writer_pokes = true;
-  c.heartbeat_ns = 3600'000 * kMs;
-  c.heartbeat_max_ns = c.heartbeat_ns;
-  ServeSession<WaitablePort> serve(std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
-  PortWorker<WaitablePort> w(port);
-  using Command = PortWorker<WaitablePort>::Command;
-  WaitablePort::Prepared binding;
-  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, &serve, nullptr, &binding}));
-  w.step(0);
-  ring::fill_record({producer.claim(), 64}, producer.next_seq(), 0);
-  producer.commit();  // no poke: the writer saw the worker busy
+  WokenRig r(true);
+  ASSERT_NO_FATAL_FAILURE(r.install());
+  r.publish_one();  // no poke: the writer saw the worker busy
   const uint64_t start = monotonic_ns();
-  w.park(0, 1000);
+  r.worker->park(0, 1000);
   EXPECT_LT(monotonic_ns() - start, PortWorker<WaitablePort>::kWakeableParkNs / 2) << "parked with a record waiting";
-  close(port.fd);
 }
 
 // A writer that finds the worker asleep in poll() runs its iteration on
 // its own thread: the record leaves at once, the worker sleeps on.
 TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
-  ScopedRing r(ring::testing::fixed_ring(1024, 64));
-  ring::Producer producer = *ring::Producer::attach(r.open());
-  WaitablePort port;
-  port.fd = eventfd(0, EFD_NONBLOCK);
-  ServeConfig c;
-  c.session = 9;
-  c.multicast = kGroup;
-  c.writer_pokes = true;
-  c.pace_ns = 0;
-  c.heartbeat_ns = 3600'000 * kMs;
-  c.heartbeat_max_ns = c.heartbeat_ns;
-  ServeSession<WaitablePort> serve(std::move(*ring::RawReader::attach(r.open(), ring::StartPosition::latest())), c);
-  PortWorker<WaitablePort> w(port);
-  using Command = PortWorker<WaitablePort>::Command;
-  WaitablePort::Prepared binding;
-  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, &serve, nullptr, &binding}));
+  WokenRig r(true);
+  PortWorker<WaitablePort>& w = *r.worker;
+  ASSERT_NO_FATAL_FAILURE(r.install());
   std::atomic<bool> stop{false};
   std::atomic<int> parks{0};
   std::thread loop([&] {  // the port runner's loop, reduced
@@ -787,23 +771,21 @@ TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in poll()
   {
     std::lock_guard l(w.step_mutex());
-    port.state->sent.clear();  // the first step's heartbeat
+    r.port.state->sent.clear();  // the first step's heartbeat
   }
   const int parked_before = parks.load();
-  ring::fill_record({producer.claim(), 64}, producer.next_seq(), 0);
-  producer.commit();
+  r.publish_one();
   w.wake().run_or_poke();
   {
     std::lock_guard l(w.step_mutex());  // the worker is still in poll(): its port is ours to read
     EXPECT_EQ(w.stats().inline_steps.get(), 1u);
-    ASSERT_EQ(port.state->sent.size(), 1u) << "the record did not leave on the writer's thread";
-    EXPECT_EQ(decode(port.state->sent[0]).header.kind, proto::FrameKind::kData);
+    ASSERT_EQ(r.port.state->sent.size(), 1u) << "the record did not leave on the writer's thread";
+    EXPECT_EQ(decode(r.port.state->sent[0]).header.kind, proto::FrameKind::kData);
     EXPECT_EQ(parks.load(), parked_before) << "the worker woke for it";
   }
   stop.store(true);
   w.wake().poke();
   loop.join();
-  close(port.fd);
 }
 
 }  // namespace
