@@ -173,10 +173,12 @@ class alignas(64) ServeSession {
   // reader: the served ring (a worker with one session parks on it).
   ring::RawReader& reader() { return reader_; }
   bool writer_pokes() const { return config_.writer_pokes; }
-  // records_waiting: published records the gate lets out, not yet read
-  // (the park's last look, after `parked` is raised).
+  // records_waiting: a ring whose writer pokes has published records the
+  // gate lets out, not yet read (the park's last look, after `parked` is
+  // raised; other rings' records are found by the park's timeouts, and
+  // may wait in the ring for the pacer on purpose).
   bool records_waiting() const {
-    return reader_.published() > reader_.cursor() &&
+    return config_.writer_pokes && reader_.published() > reader_.cursor() &&
            reader_.cursor() < link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   }
 
