@@ -767,6 +767,17 @@ TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
       }
     }
   });
+  // Stopped and joined on every exit path (a failed ASSERT returns early).
+  struct Stopper {
+    std::atomic<bool>& stop;
+    PortWorker<WaitablePort>& w;
+    std::thread& t;
+    ~Stopper() {
+      stop.store(true);
+      w.wake().poke();
+      t.join();
+    }
+  } stopper{stop, w, loop};
   while (!w.wake().parked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in poll()
   {
@@ -783,9 +794,6 @@ TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
     EXPECT_EQ(decode(r.port.state->sent[0]).header.kind, proto::FrameKind::kData);
     EXPECT_EQ(parks.load(), parked_before) << "the worker woke for it";
   }
-  stop.store(true);
-  w.wake().poke();
-  loop.join();
 }
 
 }  // namespace
