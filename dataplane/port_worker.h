@@ -162,6 +162,7 @@ class PortWorker {
     }
     if (!pending) {
       wake_at_ns_ = until;
+      parked_at_ns_ = now_ns;
       pollfd fds[2];
       nfds_t nf = 0;
       if constexpr (requires(const Port& p) { p.wait_fd(); }) fds[nf++] = pollfd{port_.wait_fd(), POLLIN, 0};
@@ -207,18 +208,23 @@ class PortWorker {
     }
   }
   static constexpr uint64_t kWakeableParkNs = 1'000'000'000;
+  static constexpr uint64_t kStepParkedAfterNs = 200'000;  // asleep this long: a writer steps it (step_parked)
 
   // step_parked (WorkerWake::step_parked): a writer's thread runs one
-  // iteration of a worker parked in poll() — the records it published
-  // leave now, with no wake-up on their path — and wakes the worker only
-  // if a session's deadline moved before the one it sleeps to. False when
-  // the worker is not parked there or another thread holds it.
+  // iteration of a worker asleep in poll() for kStepParkedAfterNs or more
+  // — the records it published leave now, with no wake-up on their path —
+  // and wakes the worker only if a session's deadline moved before the one
+  // it sleeps to. False when the worker is not parked there, parked only a
+  // moment ago, or another thread holds it.
   static bool step_parked(void* self) {
     auto& w = *static_cast<PortWorker*>(self);
     std::unique_lock lk(w.step_mu_, std::try_to_lock);
     // Relaxed: the lock orders it (the worker raised it before unlocking).
     if (!lk.owns_lock() || !w.wake_.parked.load(std::memory_order_relaxed)) return false;
     const uint64_t now = monotonic_ns();
+    // Asleep only a moment: traffic is dense (a producer flat out), and the
+    // worker, woken, sends in parallel with the writer's next pass.
+    if (now < w.parked_at_ns_ + kStepParkedAfterNs) return false;
     w.step(now);
     ++w.stats_.inline_steps;
     if (w.next_deadline_ns(w.last_now_) < w.wake_at_ns_) {
@@ -305,6 +311,7 @@ class PortWorker {
   std::mutex step_mu_;       // see step_mutex()
   uint64_t last_now_ = 0;    // the latest `now` a step saw (under step_mu_)
   uint64_t wake_at_ns_ = 0;  // when the parked worker wakes by itself (under step_mu_)
+  uint64_t parked_at_ns_ = 0;  // when it went to sleep (under step_mu_)
   PortWorkerStats stats_;
 };
 
