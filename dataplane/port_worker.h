@@ -197,16 +197,8 @@ class PortWorker {
   // serves pokes it — so it parks until its sessions' next deadline (at
   // most kWakeableParkNs), not for the backoff's short timeouts: an idle
   // or paced worker then wakes for its work and its deadlines only.
-  bool wakeable() const {
-    if constexpr (requires(const Port& p) { p.wait_fd(); }) {
-      for (const Slot& slot : slots_) {
-        if (slot.serve != nullptr && !slot.serve->writer_pokes()) return false;
-      }
-      return true;
-    } else {
-      return false;  // a poll-mode port: nothing to wait on
-    }
-  }
+  // (Kept as the sessions come and go: the idle path asks on every empty poll.)
+  bool wakeable() const { return wakeable_; }
   static constexpr uint64_t kWakeableParkNs = 1'000'000'000;
   static constexpr uint64_t kStepParkedAfterNs = 200'000;  // asleep this long: a writer steps it (step_parked)
 
@@ -227,10 +219,7 @@ class PortWorker {
     if (now < w.parked_at_ns_ + kStepParkedAfterNs) return false;
     w.step(now);
     ++w.stats_.inline_steps;
-    if (w.next_deadline_ns(w.last_now_) < w.wake_at_ns_) {
-      const uint64_t one = 1;
-      (void)!write(w.wake_.fd, &one, sizeof(one));  // it re-plans (off the records' path)
-    }
+    if (w.next_deadline_ns(w.last_now_) < w.wake_at_ns_) w.wake_.signal();  // it re-plans (off the records' path)
     return true;
   }
 
@@ -255,7 +244,19 @@ class PortWorker {
       }
     }
     stats_.sessions.set(slots_.size());
+    if (any) wakeable_ = all_wake_it();
     return any;
+  }
+
+  bool all_wake_it() const {
+    if constexpr (requires(const Port& p) { p.wait_fd(); }) {
+      for (const Slot& slot : slots_) {
+        if (slot.serve != nullptr && !slot.serve->writer_pokes()) return false;
+      }
+      return true;
+    } else {
+      return false;  // a poll-mode port: nothing to wait on
+    }
   }
 
   void add(const Command& c) {
@@ -312,6 +313,7 @@ class PortWorker {
   uint64_t last_now_ = 0;    // the latest `now` a step saw (under step_mu_)
   uint64_t wake_at_ns_ = 0;  // when the parked worker wakes by itself (under step_mu_)
   uint64_t parked_at_ns_ = 0;  // when it went to sleep (under step_mu_)
+  bool wakeable_ = requires(const Port& p) { p.wait_fd(); };  // see wakeable(); no sessions yet
   PortWorkerStats stats_;
 };
 

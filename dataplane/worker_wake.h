@@ -27,10 +27,7 @@ struct WorkerWake {
     // Seq_cst fence: pairs with the worker's seq_cst store of `parked`
     // before its last look at the queues (a store-load pair needs both).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (fd >= 0 && parked.load(std::memory_order_relaxed)) {
-      const uint64_t one = 1;
-      (void)!write(fd, &one, sizeof(one));
-    }
+    if (parked.load(std::memory_order_relaxed)) signal();
   }
 
   // run_or_poke: the writer's half, after it published records the worker
@@ -39,8 +36,14 @@ struct WorkerWake {
   void run_or_poke() {
     // Seq_cst fence: pairs with the worker's seq_cst store of `parked`, as in poke.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (fd < 0 || !parked.load(std::memory_order_relaxed)) return;
+    if (!parked.load(std::memory_order_relaxed)) return;
     if (step_parked != nullptr && step_parked(worker)) return;
+    signal();
+  }
+
+  // signal: the worker's poll() returns (its eventfd made readable).
+  void signal() {
+    if (fd < 0) return;
     const uint64_t one = 1;
     (void)!write(fd, &one, sizeof(one));
   }

@@ -235,12 +235,13 @@ struct NodeImpl {
   uint64_t channel_arena() const {
     return next_pow2(std::max<uint64_t>(opt.channel_arena_bytes, 4 * uint64_t{buf.size()}));
   }
-  // add_channel_counters adds a channel mirror's counters (the engine's
-  // single-writer atomics, readable from any thread) to s.
+  // add_serve_counters adds an egress channel serve's burst and datagram
+  // counters (the engine's single-writer atomics, readable from any thread) to s.
   static void add_serve_counters(const dataplane::ServeLink& l, NodeStats* s) {
     s->channel_datagrams_out += l.stats.data_datagrams.get();
     s->channel_tx_bursts += l.stats.data_bursts.get();
   }
+  // add_channel_counters adds a channel mirror's counters (the same kind) to s.
   static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {
     if (const dataplane::MirrorWorkerStats* w = m.control->stats()) {
       s->channel_datagrams += w->datagrams.get();
