@@ -26,6 +26,7 @@ class DataFramer {
   }
 
   bool empty() const { return count_ == 0; }
+  std::byte* buffer() const { return buf_; }
   uint16_t count() const { return count_; }
   uint64_t first_seq() const { return first_seq_; }
   uint64_t end_seq() const { return first_seq_ + count_; }
@@ -52,6 +53,20 @@ class DataFramer {
     }
     if (len != 0) std::memcpy(buf_ + used_, record, len);
     used_ += len;
+    ++count_;
+    return true;
+  }
+
+  // next_slot: where the next fixed-size record goes in the open frame (a
+  // reader copies it there straight from the ring: no staging copy), or
+  // nullptr when it would not fit (or the ring's records vary in size).
+  std::byte* next_slot() { return slot_size_ != 0 && fits(slot_size_) ? buf_ + used_ : nullptr; }
+  // placed appends record `seq`, already copied into next_slot(); false
+  // (nothing appended) if it does not follow the previous record.
+  bool placed(uint64_t seq) {
+    if (count_ != 0 && seq != end_seq()) return false;
+    if (count_ == 0) first_seq_ = seq;
+    used_ += slot_size_;
     ++count_;
     return true;
   }

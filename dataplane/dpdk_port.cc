@@ -572,7 +572,8 @@ std::string DpdkPort::summary() const {
                       s.rx_malformed.get(), " malformed, ", s.rx_exception.get(), " to the exception port), tx ",
                       s.tx_frames.get(), " frames (", s.tx_exception.get(), " from the exception port, ",
                       s.tx_refused.get(), " refused by the queue, ", s.tx_no_mbuf.get(), " without an mbuf, ",
-                      s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big, ", s.tx_shared.get(), " duplicates shared), ", s.arp_replies.get(),
+                      s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big, ", s.tx_shared.get(), " duplicates shared, ",
+                      s.tx_in_place.get(), " sent where they were built), ", s.arp_replies.get(),
                       " ARP replies, ", s.neighbors.get(), " neighbors (", s.neighbors_full.get(), " refused: full), ",
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
@@ -779,6 +780,38 @@ void DpdkPort::flush_exception() {
   stats_.tx_refused += got - sent;
 }
 
+bool DpdkPort::lease_tx(TxLease* l) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return false;
+  const size_t tail = rte_pktmbuf_tailroom(m);
+  if (tail <= proto::net::kUdpFrameOverhead) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  l->room = rte_pktmbuf_mtod(m, std::byte*) + proto::net::kUdpFrameOverhead;
+  l->capacity = tail - proto::net::kUdpFrameOverhead;
+  l->handle = m;
+  return true;
+}
+
+void DpdkPort::release_tx(void* handle) { rte_pktmbuf_free(static_cast<rte_mbuf*>(handle)); }
+
+// stamp_frame writes the headers in front of a payload at b +
+// kUdpFrameOverhead (the frame's first `len` bytes are m's data) and asks
+// the port to sum the UDP checksum where it can.
+void DpdkPort::stamp_frame(rte_mbuf* m, std::byte* b, const proto::net::UdpTemplate& header, size_t payload) {
+  header.stamp(b, ip_id_++, payload, !tx_udp_cksum_);
+  if (tx_udp_cksum_) {
+    // The port sums the datagram; it starts from the pseudo-header's sum.
+    m->l2_len = proto::net::kEtherHeaderBytes;
+    m->l3_len = proto::net::kIpv4HeaderBytes;
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+    auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(b + proto::net::kEtherHeaderBytes);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(b + proto::net::kEtherHeaderBytes + proto::net::kIpv4HeaderBytes);
+    udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+  }
+}
+
 size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
   rte_mbuf* mbufs[kBurst];
   uint16_t ready = 0;
@@ -809,12 +842,30 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       ++stats_.tx_no_neighbor;
       continue;
     }
+    const size_t len = proto::net::kUdpFrameOverhead + in[i].payload.size();
+    if (auto* lent = static_cast<rte_mbuf*>(in[i].lease);
+        lent != nullptr && lent->data_len == 0 &&
+        in[i].payload.data() == rte_pktmbuf_mtod(lent, std::byte*) + proto::net::kUdpFrameOverhead) {
+      // Built in place (lease_tx), sent for the first time: the headers go
+      // in front of it, and it leaves uncopied with a reference of the
+      // port's (the PMD frees that one; the lender releases its own).
+      auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(lent, static_cast<uint16_t>(len)));
+      if (b == nullptr) {
+        ++stats_.tx_too_big;
+        continue;
+      }
+      stamp_frame(lent, b, *header, in[i].payload.size());
+      rte_mbuf_refcnt_update(lent, 1);
+      mbufs[ready++] = lent;
+      last_built = i;
+      ++stats_.tx_in_place;
+      continue;
+    }
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
     if (m == nullptr) {
       stats_.tx_no_mbuf += n - i;
       break;
     }
-    const size_t len = proto::net::kUdpFrameOverhead + in[i].payload.size();
     auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
     if (b == nullptr) {
       rte_pktmbuf_free(m);
@@ -822,16 +873,7 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       continue;
     }
     std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
-    header->stamp(b, ip_id_++, in[i].payload.size(), !tx_udp_cksum_);
-    if (tx_udp_cksum_) {
-      // The port sums the datagram; it starts from the pseudo-header's sum.
-      m->l2_len = proto::net::kEtherHeaderBytes;
-      m->l3_len = proto::net::kIpv4HeaderBytes;
-      m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
-      auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(b + proto::net::kEtherHeaderBytes);
-      auto* udp = reinterpret_cast<rte_udp_hdr*>(b + proto::net::kEtherHeaderBytes + proto::net::kIpv4HeaderBytes);
-      udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
-    }
+    stamp_frame(m, b, *header, in[i].payload.size());
     mbufs[ready++] = m;
     last_built = i;
   }

@@ -100,6 +100,7 @@ struct alignas(64) DpdkPortStats {
   Counter tx_no_mbuf;      // the pool was empty
   Counter tx_too_big;      // larger than an mbuf's data room
   Counter tx_shared;       // duplicates sent as the previous datagram's mbuf (not copied)
+  Counter tx_in_place;     // frames sent from the mbuf they were built in (lease_tx: not copied)
   Counter neighbors;       // in the table now (stored)
   Counter neighbors_full;  // a new neighbor the full table could not take
   // drops: what was lost at this port, either way (not "not ours").
@@ -148,6 +149,12 @@ class DpdkPort {
 
   size_t rx_burst(RxDatagram* out, size_t n);
   size_t tx_burst(const TxDatagram* in, size_t n);
+  // lease_tx lends an mbuf whose data room a frame is built in (LendingPort);
+  // tx_burst stamps the headers in front of it and sends it uncopied to the
+  // first destination that names it (a duplicate to the same one shares it,
+  // other destinations get a copy). release_tx frees the lender's reference.
+  bool lease_tx(TxLease* l);
+  static void release_tx(void* handle);
   // local: a binding's address (the first binding's for 0).
   Endpoint local(BindingId b = 0) const;
   const DpdkPortStats& stats() const { return stats_; }
@@ -180,6 +187,7 @@ class DpdkPort {
   void learn(uint32_t ip, const proto::net::MacAddr& mac, NeighborTable::Source source);
   bool send_frame(rte_mbuf* m);
   void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
+  void stamp_frame(rte_mbuf* m, std::byte* b, const proto::net::UdpTemplate& header, size_t payload);
   // send_igmp_report announces every joined group (or, with `left`, that
   // that group is left); IGMPv3, to 224.0.0.22.
   void send_igmp_report(uint32_t left = 0);

@@ -64,6 +64,22 @@ struct TxDatagram {
   proto::ConstBytes payload;
   Endpoint to;
   BindingId binding = 0;  // sent from this binding's address and UDP port
+  // lease: the payload was built in this buffer the port lent (lease_tx),
+  // so the port may send it from there, uncopied; nullptr: a buffer of the
+  // caller's.
+  void* lease = nullptr;
+};
+
+// TxLease is a TX buffer a port lends (a DPDK port: an mbuf's data room,
+// past the bytes its Ethernet/IPv4/UDP headers will take): the caller
+// builds a datagram's payload in `room` (at most `capacity` bytes), names
+// `handle` as the TxDatagram's lease, and returns it with release_tx once,
+// after the last tx_burst that names it. The port takes references of its
+// own for what it sends, so the release is the caller's whatever happened.
+struct TxLease {
+  std::byte* room = nullptr;
+  size_t capacity = 0;
+  void* handle = nullptr;
 };
 
 // PacketPort: rx_burst returns how many datagrams it filled (0..n, n <=
@@ -74,6 +90,16 @@ concept PacketPort = requires(P& p, RxDatagram* rx, const TxDatagram* tx, size_t
   { p.rx_burst(rx, n) } -> std::same_as<size_t>;
   { p.tx_burst(tx, n) } -> std::same_as<size_t>;
   { p.local() } -> std::same_as<Endpoint>;
+};
+
+// LendingPort: a port that lends TX buffers (frames are then built in
+// place, not staged and copied). lease_tx is false when it has none to
+// lend now (the caller uses a buffer of its own); release_tx may be called
+// from any thread, and after the port object is gone.
+template <typename P>
+concept LendingPort = PacketPort<P> && requires(P& p, TxLease* l, void* handle) {
+  { p.lease_tx(l) } -> std::same_as<bool>;
+  P::release_tx(handle);
 };
 
 }  // namespace ringfire::dataplane

@@ -149,12 +149,16 @@ class alignas(64) ServeSession {
   // commands (without one they are refused: counted in repairs_cut).
   ServeSession(ring::RawReader reader, const ServeConfig& config,
                std::optional<ring::RawReader> repair_reader = std::nullopt);
+  ServeSession(const ServeSession&) = delete;
+  ServeSession& operator=(const ServeSession&) = delete;
+  ~ServeSession();  // gives back the port's buffer the open frame is built in
 
   // attach: the port worker installs the session on `port`, sending from
   // `binding` (worker thread, before the first step).
   void attach(Port* port, BindingId binding, WorkerWake* wake = nullptr) {
     port_ = port;
     binding_ = binding;
+    if (framer_.empty()) begin_frame();  // in the port's buffer, if it lends one
     link_.wake.store(wake, std::memory_order_release);  // pairs with poke_worker's acquire
   }
   BindingId binding() const { return binding_; }
@@ -217,6 +221,15 @@ class alignas(64) ServeSession {
   void queue_to_all(proto::ConstBytes datagram);
   void flush_pending();
   void flush(uint64_t now_ns);
+  // begin_frame opens the next frame: in a buffer the port lends (a DPDK
+  // mbuf: the frame leaves from where it is built) or, without one, in
+  // frame_bufs_[frame_at_] (the port copies it).
+  void begin_frame();
+  void release_leases();
+  // take_record reads the next ring record into the open frame; false when
+  // none is there. Fixed records are copied straight from the ring into
+  // the frame; blob records through the reader's own buffer.
+  bool take_record(uint64_t now_ns);
   void queue_repair(const ServeCommand& c);
   // repair_step sends up to a burst of the oldest pending repair's records.
   bool repair_step();
@@ -236,6 +249,10 @@ class alignas(64) ServeSession {
   std::array<TxDatagram, kBurst> pending_{};
   size_t pending_n_ = 0;
   size_t pending_frames_ = 0;  // frames with datagrams in pending_: their buffers are taken
+  void* frame_lease_ = nullptr;  // the lent buffer the open frame is built in (nullptr: frame_bufs_)
+  std::array<void*, kBurst> pending_leases_{};  // queued frames' lent buffers, released after their burst
+  size_t pending_leases_n_ = 0;
+  std::vector<std::byte> misplaced_;  // a record read into the frame that did not follow it (a hole, a lap)
   std::vector<Unicast> unicast_;
   MacKey probe_secret_{};     // keys the PROBE challenges (random per worker)
   uint64_t probes_made_ = 0;

@@ -21,6 +21,7 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
       pacer_(config.pace_ns),
       faults_(config.tx_faults),
       frame_bufs_(kBurst, std::vector<std::byte>(config.mtu)),
+      misplaced_(reader_.fixed_size()),
       repair_reader_(std::move(repair_reader)),
       repair_framer_(reader_.fixed_size(), config.session),
       repair_buf_(config.mtu) {
@@ -28,7 +29,40 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
   unicast_.reserve(kMaxUnicast);
   randombytes_buf(probe_secret_.bytes.data(), probe_secret_.bytes.size());
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);  // before install
+  begin_frame();  // in frame_bufs_: no port yet (attach opens it again in the port's buffer)
+}
+
+template <PacketPort Port>
+ServeSession<Port>::~ServeSession() {
+  release_leases();
+  if constexpr (LendingPort<Port>) {
+    if (frame_lease_ != nullptr) Port::release_tx(frame_lease_);  // any thread, port or not (LendingPort)
+  }
+}
+
+template <PacketPort Port>
+void ServeSession<Port>::begin_frame() {
+  if constexpr (LendingPort<Port>) {
+    TxLease l;
+    if (port_ != nullptr && port_->lease_tx(&l)) {
+      if (l.capacity >= frame_limit()) {
+        frame_lease_ = l.handle;
+        framer_.begin(l.room, frame_limit());
+        return;
+      }
+      Port::release_tx(l.handle);  // an mbuf too small for the MTU: frame in our own buffer
+    }
+  }
+  frame_lease_ = nullptr;
   framer_.begin(frame_bufs_[frame_at_].data(), frame_limit());
+}
+
+template <PacketPort Port>
+void ServeSession<Port>::release_leases() {
+  if constexpr (LendingPort<Port>) {
+    for (size_t i = 0; i < pending_leases_n_; ++i) Port::release_tx(pending_leases_[i]);
+  }
+  pending_leases_n_ = 0;
 }
 
 template <PacketPort Port>
@@ -174,7 +208,7 @@ void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
   auto push = [&](const Endpoint& to) {
     for (uint32_t d = 0; d < config_.dup; ++d) {
       if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
-      pending_[pending_n_++] = TxDatagram{datagram, to, binding_};
+      pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_};
       queued = true;
     }
   };
@@ -196,23 +230,31 @@ void ServeSession<Port>::flush_pending() {
   }
   pending_n_ = 0;
   pending_frames_ = 0;
+  release_leases();  // the port holds its own references to what it sent
 }
 
 template <PacketPort Port>
 void ServeSession<Port>::flush(uint64_t now_ns) {
   size_t n = framer_.finish();
   if (n == 0) return;
-  std::byte* buf = frame_bufs_[frame_at_].data();
+  std::byte* buf = framer_.buffer();
   n = seal_in_place(buf, n);
   link_.stats.records += framer_.count();
   link_.stats.frames += 1;
   if (faults_.enabled()) {  // the injector holds and reorders datagrams: no batching under faults
     flush_pending();
-    send_to_all(proto::ConstBytes(buf, n), now_ns);
+    send_to_all(proto::ConstBytes(buf, n), now_ns);  // held ones are copied: sent from our buffer
+    if constexpr (LendingPort<Port>) {
+      if (frame_lease_ != nullptr) Port::release_tx(frame_lease_);
+    }
   } else {
     queue_to_all(proto::ConstBytes(buf, n));
+    // After the frame's last datagram is queued (a wide fan-out may send a
+    // burst while queueing it: the lease is still ours then).
+    if (frame_lease_ != nullptr) pending_leases_[pending_leases_n_++] = frame_lease_;
     last_send_ns_ = now_ns;
   }
+  frame_lease_ = nullptr;
   heartbeat_wait_ns_ = config_.heartbeat_ns;
   // Release: pairs with the control thread's acquire loads of next_to_send
   // (serve_control.cc: GEOMETRY, the position it answers); only this thread
@@ -221,7 +263,7 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
   pacer_.flushed(now_ns);
   frame_at_ = (frame_at_ + 1) % frame_bufs_.size();
   if (pending_frames_ == frame_bufs_.size()) flush_pending();  // every buffer waits in the burst: send it
-  framer_.begin(frame_bufs_[frame_at_].data(), frame_limit());
+  begin_frame();
 }
 
 template <PacketPort Port>
@@ -306,6 +348,48 @@ size_t ServeSession<Port>::send(const TxDatagram* tx, size_t n) {
 }
 
 template <PacketPort Port>
+bool ServeSession<Port>::take_record(uint64_t now_ns) {
+  if (std::byte* slot = framer_.next_slot()) {
+    // Fixed records: straight from the ring into the frame (one copy). A
+    // full frame left when its last record came, so there is room here.
+    const ring::ReadResult r = reader_.next_into(slot);
+    if (r.lost != 0) link_.stats.lapped += r.lost;
+    if (!r.ok) return false;
+    if (framer_.placed(r.seq)) {
+      if (framer_.room_records() == 0) flush(now_ns);  // full: it leaves now
+      return true;
+    }
+    // r.seq does not follow (a hole, a lap): it opens the next frame.
+    std::memcpy(misplaced_.data(), slot, misplaced_.size());
+    flush(now_ns);
+    framer_.add(r.seq, misplaced_.data(), misplaced_.size());  // an empty frame takes a slot's record
+    if (framer_.room_records() == 0) flush(now_ns);
+    return true;
+  }
+  uint32_t len = 0;
+  const ring::ReadResult r = reader_.next(&len);
+  if (r.lost != 0) link_.stats.lapped += r.lost;
+  if (!r.ok) return false;
+  if (framer_.add(r.seq, reader_.record(), len)) {
+    if (framer_.room_records() == 0 && reader_.fixed_size() != 0) flush(now_ns);  // full: it leaves now
+    return true;
+  }
+  flush(now_ns);  // full, or r.seq does not follow: a hole or a lap
+  if (!framer_.add(r.seq, reader_.record(), len)) {
+    // Larger than a datagram: the control thread sends it over TCP (if
+    // the queue is full, mirrors see the hole and NAK it instead).
+    // Acquire: pairs with the control thread's release store of notify_fd.
+    if (const int fd = link_.notify_fd.load(std::memory_order_acquire); link_.oversized.try_push(r.seq) && fd >= 0) {
+      const uint64_t one = 1;
+      (void)!write(fd, &one, sizeof(one));
+    }
+    link_.stats.left_to_tcp += 1;
+    link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);  // pairs as in flush()
+  }
+  return true;
+}
+
+template <PacketPort Port>
 bool ServeSession<Port>::step(uint64_t now_ns) {
   bool busy = false;
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
@@ -318,27 +402,8 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
                              reader_.published() - reader_.cursor() < room;
   const uint64_t gate = link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   for (uint32_t i = 0; !wait_for_more && i < config_.burst_records && reader_.cursor() < gate; ++i) {
-    uint32_t len = 0;
-    const ring::ReadResult r = reader_.next(&len);
-    if (r.lost != 0) link_.stats.lapped += r.lost;
-    if (!r.ok) break;
+    if (!take_record(now_ns)) break;
     busy = true;
-    if (framer_.add(r.seq, reader_.record(), len)) {
-      if (framer_.room_records() == 0 && reader_.fixed_size() != 0) flush(now_ns);  // full: it leaves now
-      continue;
-    }
-    flush(now_ns);  // full, or r.seq does not follow: a hole or a lap
-    if (!framer_.add(r.seq, reader_.record(), len)) {
-      // Larger than a datagram: the control thread sends it over TCP (if
-      // the queue is full, mirrors see the hole and NAK it instead).
-      // Acquire: pairs with the control thread's release store of notify_fd.
-      if (const int fd = link_.notify_fd.load(std::memory_order_acquire); link_.oversized.try_push(r.seq) && fd >= 0) {
-        const uint64_t one = 1;
-        (void)!write(fd, &one, sizeof(one));
-      }
-      link_.stats.left_to_tcp += 1;
-      link_.stats.next_to_send.store(r.seq + 1, std::memory_order_release);  // pairs as in flush()
-    }
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
   flush_pending();  // the step's data frames: one burst

@@ -39,6 +39,10 @@ class RawReader {
     }
     return blob_->try_read(buf_.data(), len);
   }
+  // next_into (fixed-slot rings only) reads the next record's
+  // fixed_size() bytes straight into `dst` (a frame being built), not into
+  // record(). On !ok, `dst` may hold a torn or stale copy: ignore it.
+  ReadResult next_into(std::byte* dst) { return fixed_->try_read(dst); }
   const std::byte* record() const { return buf_.data(); }
   uint64_t cursor() const { return fixed_ ? fixed_->cursor() : blob_->cursor(); }
   // published: one past the writer's last sequence (a hint, see SlotCursor).

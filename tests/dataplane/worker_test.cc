@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -89,6 +90,50 @@ struct WaitablePort : FakePort {
   int wait_fd() const { return fd; }
 };
 template class ServeSession<WaitablePort>;
+
+// LendingFakePort lends TX buffers (as a DPDK port lends mbufs) and records,
+// per datagram sent, whether it was built in a buffer it lent.
+struct LendingFakePort : FakePort {
+  struct Loans {
+    std::map<void*, std::unique_ptr<std::byte[]>> out;  // lent, not yet released
+    size_t lent = 0;
+    size_t bad_releases = 0;  // released twice, or never lent
+    bool lend = true;
+    std::vector<bool> in_place;  // per DATA datagram sent: built in the lease it names
+  };
+  static Loans& loans() {
+    static Loans l;
+    return l;
+  }
+  static constexpr size_t kRoom = 2048;
+  bool lease_tx(TxLease* l) {
+    if (!loans().lend) return false;
+    auto buf = std::make_unique<std::byte[]>(kRoom);
+    l->room = buf.get();
+    l->capacity = kRoom;
+    l->handle = buf.get();
+    loans().out.emplace(buf.get(), std::move(buf));
+    ++loans().lent;
+    return true;
+  }
+  static void release_tx(void* handle) {
+    if (loans().out.erase(handle) != 1) ++loans().bad_releases;
+  }
+  size_t tx_burst(const TxDatagram* in, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      proto::Frame f;
+      if (proto::decode_frame(in[i].payload, in[i].payload.size(), &f) != proto::DecodeError::kOk ||
+          f.header.kind != proto::FrameKind::kData) {
+        continue;  // heartbeats, probes: small, built on the stack
+      }
+      loans().in_place.push_back(in[i].lease != nullptr && loans().out.contains(in[i].lease) &&
+                                 in[i].payload.data() == static_cast<std::byte*>(in[i].lease));
+    }
+    return FakePort::tx_burst(in, n);
+  }
+};
+static_assert(LendingPort<LendingFakePort>);
+template class ServeSession<LendingFakePort>;
 
 // Rig: one session on its own port worker (installed by the first step),
 // stepped through the worker as a real one is.
@@ -607,6 +652,108 @@ TEST_F(ServeWorkerTest, DatagramsThePortRefusesAreCountedAsSendFailures) {
   EXPECT_EQ(w->link().stats.datagrams.get(), 2u);
   EXPECT_EQ(w->link().stats.send_failures.get(), 3u);
   EXPECT_EQ(w->link().stats.next_to_send.load(), 5u);  // refused, not retried: mirrors NAK them
+}
+
+// ---- frames built where they are sent
+
+// records_of: the DATA frames among `sent`, each record checked against its
+// sequence; returns the sequences in the order they arrived.
+std::vector<uint64_t> records_of(const std::vector<FakePort::Datagram>& sent) {
+  std::vector<uint64_t> seqs;
+  for (const auto& d : sent) {
+    const proto::Frame f = decode(d);
+    if (f.header.kind != proto::FrameKind::kData) continue;
+    for (uint16_t i = 0; i < f.header.count; ++i) {
+      const std::byte* rec = d.bytes.data() + proto::kFrameHeaderBytes + i * 64u;
+      EXPECT_EQ(ring::check_record(rec, 64, f.header.seq + i), ring::CheckVerdict::kOk) << "seq " << f.header.seq + i;
+      seqs.push_back(f.header.seq + i);
+    }
+  }
+  return seqs;
+}
+
+// A reader lapped while a partial frame is open finds a record that does not
+// follow the frame (records are copied from the ring straight into the
+// frame): the frame leaves as it was, and that record, intact, opens the next.
+TEST_F(ServeWorkerTest, ALappedServeSendsItsOpenFrameAndTheNextRecordItFindsOpensAFreshOne) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.pace_ns = 10'000 * kMs;  // the partial frame may not leave by itself
+  auto w = worker(c);
+  publish(3);
+  w->step(1000 * kMs);  // 0..2 in the open frame
+  ASSERT_TRUE(records_of(sent()).empty());
+  publish(1024 + 100);  // the ring (1,024 slots) laps the reader
+  w->step(1000 * kMs + 1);
+  const std::vector<uint64_t> seqs = records_of(sent());
+  ASSERT_GT(seqs.size(), 3u);
+  EXPECT_EQ((std::vector<uint64_t>(seqs.begin(), seqs.begin() + 3)), (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_GE(seqs[3], 100u) << "a record the writer had overwritten was sent";
+  for (size_t i = 4; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], seqs[i - 1] + 1);
+  EXPECT_GT(w->link().stats.lapped.get(), 0u);
+}
+
+
+// On a port that lends buffers, every data frame is built in one and sent
+// from it (no copy between the ring and the port's buffer); each lease is
+// given back once, after its burst, and the open frame's when the session
+// goes. A port with nothing to lend gets frames built in the session's own
+// buffers, whole.
+TEST(ServeLendingTest, FramesAreBuiltInTheBuffersThePortLendsAndEachIsGivenBackOnce) {
+  ScopedRing r(ring::testing::fixed_ring(1024, 64));
+  auto producer = ring::Producer::attach(r.open());
+  ASSERT_TRUE(producer.ok());
+  auto publish = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ring::fill_record({producer->claim(), 64}, producer->next_seq(), 0);
+      producer->commit();
+    }
+  };
+  LendingFakePort::Loans& loans = LendingFakePort::loans();
+  loans = {};
+  LendingFakePort port;
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.dup = 2;  // both copies name the same lease
+  c.mtu = 16 + 4 * 64;  // four records a frame
+  c.pace_ns = 0;
+  {
+    auto s = std::make_unique<ServeSession<LendingFakePort>>(
+        *ring::RawReader::attach(r.open(), ring::StartPosition::latest()), c);
+    PortWorker<LendingFakePort> w(port);
+    using Command = PortWorker<LendingFakePort>::Command;
+    LendingFakePort::Prepared b;
+    ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 1, s.get(), nullptr, &b}));
+    w.step(1000 * kMs);  // installed: the open frame is in a lent buffer
+    EXPECT_EQ(loans.out.size(), 1u);
+    publish(10);  // frames of 4, 4 and 2, each twice
+    w.step(1001 * kMs);
+    const std::vector<uint64_t> seqs = records_of(port.state->sent);
+    ASSERT_EQ(seqs.size(), 20u);
+    for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(std::count(seqs.begin(), seqs.end(), i), 2) << i;
+    ASSERT_EQ(loans.in_place.size(), 6u);
+    for (size_t i = 0; i < loans.in_place.size(); ++i) EXPECT_TRUE(loans.in_place[i]) << "datagram " << i << " was copied";
+    EXPECT_EQ(loans.lent, 4u);  // three sent, one open
+    EXPECT_EQ(loans.out.size(), 1u) << "a sent frame's lease was kept";
+    // Nothing to lend: the next frames are built in the session's buffers.
+    loans.lend = false;
+    publish(5);
+    w.step(1002 * kMs);  // the open (lent) frame fills and goes; the next is the session's own
+    w.step(1003 * kMs);
+    EXPECT_EQ(records_of(port.state->sent).size(), 30u);
+    EXPECT_EQ(std::count(loans.in_place.begin(), loans.in_place.end(), false), 2) << "the unlent frame, twice";
+    EXPECT_TRUE(loans.out.empty());
+    loans.lend = true;
+    publish(4);
+    w.step(1004 * kMs);
+    w.step(1005 * kMs);  // a lent frame open again
+    EXPECT_EQ(loans.out.size(), 1u);
+    ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kRemove, 1, nullptr, nullptr, nullptr}));
+    w.step(1006 * kMs);
+    s.reset();
+  }
+  EXPECT_TRUE(loans.out.empty()) << "the open frame's lease outlived its session";
+  EXPECT_EQ(loans.bad_releases, 0u);
 }
 
 // ---- the port worker: routing by binding, sessions added and removed

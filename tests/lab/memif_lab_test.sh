@@ -26,6 +26,7 @@ src=$(ring_name src)
 "$rf" create "$src" --capacity 262144 >/dev/null
 bg 1 "$logs/serve" "$rf" serve "$src" --listen 198.18.0.1:7400 --multicast 239.255.0.5:7401 --udp 7402 \
   --backend dpdk --dpdk-ip 198.18.1.1 --eal "$(eal 0 server)"
+serve_pid=${LAB_PIDS[-1]}
 wait_for 10 grep -q "^serve: " "$logs/serve" || fail "serve did not start: $(cat "$logs/serve")"
 grep -q "unicast 198.18.1.1:7402" "$logs/serve" || fail "serve does not announce its data address: $(grep '^serve: ' "$logs/serve" | head -1)"
 m=$(ring_name m)
@@ -54,6 +55,14 @@ wait_for 20 mirror_at "$logs/u" 150000 || fail "the unicast mirror did not keep 
 sleep 1.2
 check_copy "$src" "$u" 150000
 by_udp "$logs/u" "$tcp_before" || fail "the unicast mirror's DATA did not come over memif: $(tail -n 1 "$logs/u")"
+
+log "the source's DATA frames left from the mbufs they were built in, and every mbuf came back"
+stop_pid "$serve_pid"
+port_line=$(grep "^serve: port: " "$logs/serve")
+[[ $port_line =~ ([0-9]+)\ sent\ where\ they\ were\ built ]] && (( BASH_REMATCH[1] >= 1000 )) ||
+  fail "fewer than 1,000 frames were sent from the mbuf they were built in: $port_line"
+[[ $port_line =~ ([0-9]+)\ of\ ([0-9]+)\ mbufs\ free ]] && (( BASH_REMATCH[1] == BASH_REMATCH[2] )) ||
+  fail "mbufs were not given back when the serve stopped: $port_line"
 
 if (( fails )); then
   echo "memif_lab_test: $fails failed"
