@@ -4,17 +4,24 @@
 # work (ctl list: busy_ns) over the records it served or mirrored, 64-byte
 # records at --rate (default 1 M/s) for --seconds, one serve on h1 and one
 # mirror on h2 (`ringfire run`, multicast), per backend; beside
-# BM_RingRead/64 and BM_RingPublish/64 measured in the same run. Two runs
+# BM_RingRead/64 and BM_RingPublish/64 measured in the same run, and the
+# ring read across cores (perf/ring_crosscore.cc: records published on CPU 0,
+# read on CPU 1 22 at a time, as the serve here reads them). Two runs
 # per backend: the measured worker alone on CPU 1 (its EAL lcore, or the
 # whole daemon pinned for the kernel backend), the other side and the
 # publisher on CPU 0.
 # Usage: perf/cycles_bench.sh [--build DIR] [--backends kernel,af_xdp,memif]
-#        [--rate R] [--seconds N] [--json FILE]   (root)
+#        [--rate R] [--seconds N] [--peer-idle MODE] [--json FILE]   (root)
+# --peer-idle: the idle strategy of the side not measured (default: the
+# daemon's own). On the kernel backend over veth a parked mirror's wake-up
+# runs in the serve's sendmmsg (veth delivers on the sender's CPU), so the
+# serve's figure includes it unless the mirror spins (--peer-idle spin).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 backends=kernel,af_xdp,memif
 rate=1M
+peer_idle=
 seconds=5
 json=
 while (($#)); do
@@ -24,7 +31,8 @@ while (($#)); do
     --rate) rate=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--backends LIST] [--rate R] [--seconds N] [--json FILE]" >&2; exit 2 ;;
+    --peer-idle) peer_idle=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--backends LIST] [--rate R] [--seconds N] [--peer-idle MODE] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 rf=$build/cli/ringfire
@@ -41,7 +49,11 @@ bench=$(taskset -c 1 "$build/perf/ring_benchmark" --benchmark_filter='BM_Ring(Re
   --benchmark_format=json 2>/dev/null)
 ring_read=$(python3 -c "import json,sys; b={x['name']: x['cpu_time'] for x in json.loads(sys.argv[1])['benchmarks']}; print(b['BM_RingRead/64'])" "$bench")
 ring_publish=$(python3 -c "import json,sys; b={x['name']: x['cpu_time'] for x in json.loads(sys.argv[1])['benchmarks']}; print(b['BM_RingPublish/64'])" "$bench")
-echo "BM_RingRead/64 ${ring_read} ns, BM_RingPublish/64 ${ring_publish} ns"
+# The ring read as the serve reads it here: records published on CPU 0 at
+# --rate, read on CPU 1 a datagram's worth (22) at a time (ring_crosscore.cc).
+crosscore=$("$build/perf/ring_crosscore" --rate "$(numfmt --from=si "${rate^^}")" --seconds 3 --size 64 --batch 22)
+ring_read_xc=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['reader_ns_per_record'])" "$crosscore")
+echo "BM_RingRead/64 ${ring_read} ns, BM_RingPublish/64 ${ring_publish} ns, ring read across cores ${ring_read_xc} ns"
 
 results=()
 for backend in ${backends//,/ }; do
@@ -66,6 +78,7 @@ for backend in ${backends//,/ }; do
       # lcore N to CPU N: the worker goes on lcore 1 with -l 0,1 when
       # measured, else everything on CPU 0 in a thread).
       [[ $backend != kernel && $(cpu "$1") == 1 ]] && printf 'lcore = 1\n'
+      [[ -n $peer_idle && $(cpu "$1") == 0 ]] && printf 'idle = "%s"\n' "$peer_idle"
       :
     }
     pin() { echo taskset -c "$(if [[ $backend == kernel || $(cpu "$1") == 0 ]]; then cpu "$1"; else echo 0,1; fi)"; }
@@ -96,9 +109,9 @@ for backend in ${backends//,/ }; do
     "$rf" remove "$src" >/dev/null 2>&1
     "$rf" remove "$dst" >/dev/null 2>&1
   done
-  line=$(python3 - "$backend" "${got[path]}" "${got[serve]}" "${got[mirror]}" "$ring_read" "$ring_publish" <<'PY'
+  line=$(python3 - "$backend" "${got[path]}" "${got[serve]}" "${got[mirror]}" "$ring_read" "$ring_publish" "$ring_read_xc" <<'PY'
 import json, sys
-backend, path, s, m, rr, rp = sys.argv[1:]
+backend, path, s, m, rr, rp, rx = sys.argv[1:]
 def per(x):
     b0, r0, b1, r1 = (int(v) for v in x.split())
     return (b1 - b0) / max(1, r1 - r0), r1 - r0
@@ -107,7 +120,9 @@ mirror, mr = per(m)
 print(json.dumps({"backend": backend, "path": path, "serve_records": sr, "mirror_records": mr,
                   "serve_ns_per_record": round(serve, 2), "mirror_ns_per_record": round(mirror, 2),
                   "ring_read_ns": round(float(rr), 2), "ring_publish_ns": round(float(rp), 2),
+                  "ring_read_crosscore_ns": round(float(rx), 2),
                   "serve_vs_ring_read": round(serve / float(rr), 2),
+                  "serve_vs_ring_read_crosscore": round(serve / float(rx), 2),
                   "mirror_vs_ring_publish": round(mirror / float(rp), 2)}))
 PY
 )
