@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,9 @@ const CommandSpec kPublish{
         {"max-size", "BYTES", "blob rings: largest record (default 256)"},
         {"idle", "MODE", "waiting for the next record's time: spin (default), yield or backoff"},
         {"quiet", nullptr, "no per-second lines"},
+        {"unchecked", nullptr,
+         "records carry only their sequence and stamp (bytes 16.. zero, no checksum): a benchmark "
+         "publisher's least cost per record; check a mirror with `compare --exact`, not `tail`"},
     }};
 
 // Pacer releases record i at start + i / rate: sleeps when far ahead, and
@@ -66,6 +70,13 @@ class Pacer {
   ring::IdleStrategy idle_;
 };
 
+// cpu_time_ns: this process's CPU time (the summary's cost per record).
+uint64_t cpu_time_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 struct Limits {
   ring::IdleMode idle = ring::IdleMode::kSpin;
   uint64_t rate = 0;
@@ -78,6 +89,7 @@ struct Limits {
 template <typename PublishOne>
 int run(const char* what, const Limits& lim, PublishOne publish_one) {
   const uint64_t start = now_ns();
+  const uint64_t cpu_start = cpu_time_ns();
   Pacer pacer(lim.rate, start, lim.idle);
   uint64_t n = 0;
   uint64_t first_seq = 0;
@@ -104,11 +116,20 @@ int run(const char* what, const Limits& lim, PublishOne publish_one) {
     }
   }
   const double secs = static_cast<double>(now_ns() - start) / 1e9;
-  std::printf("publish: %s %llu records (seq %llu..%llu) in %.3f s, %.0f rec/s\n", what,
+  const double cpu_ns = static_cast<double>(cpu_time_ns() - cpu_start);
+  std::printf("publish: %s %llu records (seq %llu..%llu) in %.3f s, %.0f rec/s, %.1f CPU ns per record\n", what,
               static_cast<unsigned long long>(n), static_cast<unsigned long long>(first_seq),
               static_cast<unsigned long long>(n ? last_seq : first_seq), secs,
-              secs > 0 ? static_cast<double>(n) / secs : 0.0);
+              secs > 0 ? static_cast<double>(n) / secs : 0.0, n ? cpu_ns / static_cast<double>(n) : 0.0);
   return 0;
+}
+
+// fill_unchecked writes what --unchecked records hold: the sequence at 0,
+// the stamp at 8, zeros after (the spans are at least 24 bytes: checked).
+void fill_unchecked(std::span<std::byte> out, uint64_t seq, uint64_t stamp_ns) {
+  std::memcpy(out.data(), &seq, 8);
+  std::memcpy(out.data() + 8, &stamp_ns, 8);
+  std::memset(out.data() + 16, 0, out.size() - 16);
 }
 
 }  // namespace
@@ -133,6 +154,8 @@ int cmd_publish(int argc, char** argv, int first) {
   lim.count = *count;
   lim.duration_ns = *duration;
   lim.quiet = args->has("quiet");
+  // fill: a self-checking record, or (--unchecked) sequence and stamp only.
+  auto fill = args->has("unchecked") ? &fill_unchecked : &ring::fill_record;
   auto idle_mode = parse_idle(args->str("idle", "spin"));
   if (!idle_mode.ok()) return fail("publish", idle_mode.status());
   lim.idle = *idle_mode;
@@ -152,7 +175,7 @@ int cmd_publish(int argc, char** argv, int first) {
     const size_t len = p->record_size();
     return run("published", lim, [&](uint64_t now) {
       const uint64_t seq = p->next_seq();
-      ring::fill_record({p->claim(), len}, seq, now);
+      fill({p->claim(), len}, seq, now);
       return p->commit();
     });
   }
@@ -170,7 +193,7 @@ int cmd_publish(int argc, char** argv, int first) {
   return run("published", lim, [&](uint64_t now) {
     const uint64_t seq = p->next_seq();
     const uint32_t len = ring::blob_length_for(seq, lo, hi);
-    ring::fill_record(p->reserve(len), seq, now);  // len <= max_blob(): checked above
+    fill(p->reserve(len), seq, now);  // len <= max_blob(): checked above
     return p->commit(len);
   });
 }

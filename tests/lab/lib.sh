@@ -78,6 +78,20 @@ link_up() {
   ip -n "${LAB_PREFIX}h$1" -o link show "$2" 2>/dev/null | grep -q "state UP"
 }
 
+# direct_link L: a veth named dL straight between h1 (198.18.L.1/24) and h2
+# (198.18.L.2/24), up, with carrier (the round-trip harnesses' links).
+direct_link() {
+  local l=$1 h
+  ip link add "${LAB_PREFIX}d${l}a" netns "$(host 1)" type veth peer name "${LAB_PREFIX}d${l}b" netns "$(host 2)"
+  on 1 ip link set "${LAB_PREFIX}d${l}a" name "d$l"
+  on 2 ip link set "${LAB_PREFIX}d${l}b" name "d$l"
+  for h in 1 2; do
+    on $h ip addr add "198.18.$l.$h/24" dev "d$l"
+    on $h ip link set "d$l" up
+  done
+  wait_for 5 link_up 1 "d$l"
+}
+
 host() { echo "${LAB_PREFIX}h$1"; }
 on() {
   local h=$1
