@@ -83,8 +83,12 @@ stop_since "$first"
 # rate_subscriber prints one line a second: "... msgs/sec, ... bytes/sec, ...".
 rate=$(grep -Eo '[0-9.e+]+ msgs/sec' "$logs/rate_subscriber" | awk '{print $1}' | sort -g | tail -n 1)
 [[ -n $rate ]] || { echo "aeron_bench: the subscriber reported no rate: $(tail -n 3 "$logs/rate_subscriber")" >&2; exit 1; }
-echo "aeron one way: ${rate} messages/s at best (64-byte messages)"
+# Its last line's running total: every message sent must have arrived.
+total=$(grep -Eo 'totals [0-9]+ messages' "$logs/rate_subscriber" | tail -n 1 | awk '{print $2}')
+(( ${total:-0} == messages * 100 )) ||
+  { echo "aeron_bench: the subscriber got ${total:-0} of $((messages * 100)) messages" >&2; exit 1; }
+echo "aeron one way: ${rate} messages/s at best (64-byte messages), all $total arrived"
 if [[ -n $json ]]; then
-  printf '{"harness": "aeron", "round_trip_p50_us": %s, "round_trip_p99_us": %s, "one_way_msgs_per_s": %s, "messages": %s}\n' \
-    "$p50" "$p99" "$rate" "$messages" >"$json"
+  printf '{"harness": "aeron", "round_trip_p50_us": %s, "round_trip_p99_us": %s, "one_way_msgs_per_s": %s, "one_way_messages": %s, "messages": %s}\n' \
+    "$p50" "$p99" "$rate" "$total" "$messages" >"$json"
 fi
