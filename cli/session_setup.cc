@@ -22,7 +22,7 @@ std::vector<OptionSpec> serve_session_options() {
         {"mtu", "BYTES", "largest UDP payload (default 1472)"},
         {"udp", "PORT", "UDP port mirrors punch for unicast DATA"},
         {"dup", "N", "send every datagram N times (default 1)"},
-        {"pace-us", "US", "pacing interval (default 50)"},
+        {"pace-us", "US", "pacing interval: a partial frame leaves at most US after the previous one (default: 50 on the kernel backend, 5 on DPDK)"},
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"repair-udp-max", "N", "NAKs of up to N records are also repaired by UDP, through the data plane, "
                                 "besides TCP (default 1024; 0: TCP only)"},
@@ -131,6 +131,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   spec.worker.session = session;
   spec.worker.mtu = static_cast<uint16_t>(*mtu);
   spec.worker.pace_ns = *pace * 1000;
+  spec.pace_given = args.has("pace-us");
   spec.worker.heartbeat_ns = *heartbeat * 1000;
   spec.worker.heartbeat_max_ns = *heartbeat_max * 1000;
   spec.worker.dup = static_cast<uint32_t>(*dup);

@@ -42,6 +42,11 @@ namespace ringfire::dataplane {
 struct ServeConfig {
   uint8_t session = 1;
   uint16_t mtu = 1472;             // UDP payload per datagram, the MAC frame included
+  // pace_ns: a partial frame leaves at most one pacing interval after the
+  // previous frame (a full one at once, a lone record after a quiet
+  // interval at once). An engine's serve that names none gets its port
+  // kind's (kDefaultPaceNs): 50 us on the kernel path (~40 k datagrams/s),
+  // 5 us on a DPDK port (a datagram costs it ~0.1-2 us).
   uint64_t pace_ns = 50'000;
   uint64_t heartbeat_ns = 1'000'000;       // the first heartbeat after a send ...
   uint64_t heartbeat_max_ns = 100'000'000; // ... then growing while idle, up to this

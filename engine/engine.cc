@@ -87,6 +87,7 @@ absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec) {
   if (!file.ok()) return file.status();
   ServeRequest r;
   r.config = spec.worker;
+  r.pace_given = spec.pace_given;
   auto reader = ring::RawReader::attach(
       std::move(*file), spec.from_oldest ? ring::StartPosition::oldest() : ring::StartPosition::latest());
   if (!reader.ok()) return reader.status();
@@ -130,6 +131,7 @@ absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec) {
   s->port = port;
   s->link = placed->link;
   s->udp_local = placed->local;
+  s->pace_ns = placed->pace_ns;
   s->control = std::move(*control);
   serves_.push_back(std::move(s));
   return serves_.back().get();

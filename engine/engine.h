@@ -34,6 +34,7 @@ struct ServeSpec {
   bool unicast = false;         // announce the UDP port for unicast mirrors
   uint32_t iface_ip = 0;        // where multicast leaves, when the binding has no address
   dataplane::ServeConfig worker;
+  bool pace_given = false;      // worker.pace_ns was asked for (else the port's default_pace_ns)
   control::ServeControlConfig control;  // listen and the rest; ring, ports and data_ip are filled in
 };
 
@@ -63,6 +64,7 @@ class Engine {
     PortHandle* port = nullptr;
     dataplane::ServeLink* link = nullptr;
     dataplane::Endpoint udp_local;
+    uint64_t pace_ns = 0;  // the pacing interval in effect (the spec's, or the port kind's)
     std::unique_ptr<control::ServeControl> control;
   };
   struct Mirror {

@@ -27,6 +27,7 @@ struct ServeRequest {
   std::optional<ring::RawReader> reader;
   std::optional<ring::RawReader> repair_reader;  // none: NAKs answered by TCP only
   dataplane::ServeConfig config;
+  bool pace_given = false;   // config.pace_ns was asked for; else the port kind's (kDefaultPaceNs)
   dataplane::BindSpec bind;  // where PUNCHes arrive and DATA leaves from
 };
 
@@ -34,6 +35,7 @@ struct ServeRequest {
 struct ServePlaced {
   dataplane::ServeLink* link = nullptr;  // valid until close_serve
   dataplane::Endpoint local;             // its binding's address and UDP port
+  uint64_t pace_ns = 0;                  // the pacing interval in effect
 };
 
 // PortInfo: one port, for an operator (ctl, stats lines, counters).

@@ -50,12 +50,13 @@ class PortRunner final : public PortHandle {
     p.id = next_id_++;
     p.binding = std::make_unique<Prepared>(std::move(*b));
     const dataplane::Endpoint local = p.binding->local;
+    if (!r.pace_given) r.config.pace_ns = Port::kDefaultPaceNs;  // the port kind's (KernelPort, DpdkPort)
     p.serve = std::make_unique<Serve>(std::move(*r.reader), r.config, std::move(r.repair_reader));
     Command c;
     c.kind = Command::Kind::kAddServe;
     c.serve = p.serve.get();
     if (absl::Status st = add(std::move(p), c); !st.ok()) return st;
-    return ServePlaced{&placed_.back().serve->link(), local};
+    return ServePlaced{&placed_.back().serve->link(), local, r.config.pace_ns};
   }
 
   void close_serve(dataplane::ServeLink* link) override {

@@ -135,6 +135,8 @@ void NodeImpl::loop() {
     engine->run_once(wait);
     uint64_t v;
     (void)!read(wake_fd, &v, sizeof(v));
+    // Release: pairs with wake()'s acq_rel exchange (node_impl.h): a waker that
+    // finds false after this has its work seen by the pass that follows.
     wake_pending.store(false, std::memory_order_release);
     const uint64_t now = monotonic_ns();
     accept_all(now);

@@ -191,6 +191,7 @@ struct NodeImpl {
 
   // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
   void wake() {
+    // Acq_rel: pairs with the node thread's release store of false (loop()).
     if (!wake_pending.exchange(true, std::memory_order_acq_rel)) {
       const uint64_t one = 1;
       (void)!write(wake_fd, &one, sizeof(one));

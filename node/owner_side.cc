@@ -58,6 +58,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.session = static_cast<uint8_t>(p.epoch | 1);
   spec.worker.mtu = opt.port.mtu;
   spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
+  spec.pace_given = true;
   spec.worker.writer_pokes = true;  // pump_out pokes the worker after each pass
   // One heartbeat 1 ms after a pass exposes its lost last datagram; the
   // next pass (a decode step is ~20 ms) or the mux's own liveness says the
@@ -86,7 +87,9 @@ bool NodeImpl::setup_out(OutPeer& p) {
   }
   p.serve_name = (*placed)->spec.name;
   p.serve_link = (*placed)->link;
-  p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);  // gated: batches leave a pass at a time
+  // Release: pairs with the serve's acquire loads of gate (ServeSession::step);
+  // gated: batches leave a pass at a time.
+  p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);
   proto::Node m;
   m.flags = proto::kNodeChannel;
   m.worker_id = worker;

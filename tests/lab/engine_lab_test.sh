@@ -46,6 +46,7 @@ log "1. h1 serves 16 rings from one daemon, one port; h2 and h3 mirror them, h3 
     echo "listen = \"198.18.0.1:$((7600 + 2 * i))\""
     echo "multicast = \"239.255.1.$i:$((7601 + 2 * i))\""
     echo "from = \"oldest\""
+    if ((i == 16)); then echo "pace-us = 20"; fi
   done
 } >"$conf/h1.toml"
 bg 1 "$logs/h1" "$rf" run "$conf/h1.toml"
@@ -111,6 +112,10 @@ done
 [[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions']) == 16 and all(e['mirrors'] >= 1 for e in j['sessions'])") == True ]] ||
   fail "h1 does not list 16 serves with their mirrors: $(on 1 "$rf" ctl "$conf/h1.sock" list)"
 [[ $(ctl_json 1 "$conf/h1.sock" "j['ports'][0]['sessions']") == 16 ]] || fail "h1's port does not carry 16 sessions"
+# A serve paces at the pace-us it was given (s16: 20), else at its port
+# kind's default: 50 us on a kernel port.
+[[ $(ctl_json 1 "$conf/h1.sock" "[s['s%d' % i]['pace_us'] for i in range(1, 17)] == [50] * 15 + [20]") == True ]] ||
+  fail "h1's serves do not pace at 50 us (s16 at 20): $(ctl_json 1 "$conf/h1.sock" "[e['pace_us'] for e in j['sessions']]")"
 # `ringfire stat` finds each session's counters file.
 on 1 "$rf" stat "$(ring_name s3)" | grep -q "serve.mirrors " || fail "stat shows no counters for s3: $(on 1 "$rf" stat "$(ring_name s3)")"
 
@@ -201,6 +206,9 @@ check_copy "$(ring_name hubsrc)" "$(ring_name h3hub)" 30000
 by_udp "$logs/h3hub" || fail "h3's DATA did not come by UDP from the hub's af_xdp port: $(tail -n 1 "$logs/h3hub")"
 [[ $(ctl_json 2 "$conf/hub.sock" "j['ports'][0]['path'].startswith('dpdk net_af_xdp') and j['ports'][0]['sessions'] == 2") == True ]] ||
   fail "the hub's two sessions are not on one af_xdp port: $(on 2 "$rf" ctl "$conf/hub.sock" list)"
+# ... and its serve, with no pace-us given, paces at a DPDK port's 5 us.
+[[ $(ctl_json 2 "$conf/hub.sock" "s['down']['pace_us']") == 5 ]] ||
+  fail "the hub's serve does not pace at the DPDK port's 5 us: $(ctl_json 2 "$conf/hub.sock" "s['down']")"
 # DPDK's telemetry socket answers ringfire's own commands (dpdk-telemetry.py).
 if command -v dpdk-telemetry.py >/dev/null; then
   tele() { printf '%s\n' "$1" | dpdk-telemetry.py -f "rf$hubpid" 2>&1; }
