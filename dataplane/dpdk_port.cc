@@ -797,7 +797,7 @@ bool DpdkPort::lease_tx(TxLease* l) {
 void DpdkPort::release_tx(void* handle) { rte_pktmbuf_free(static_cast<rte_mbuf*>(handle)); }
 
 // stamp_frame writes the headers in front of a payload at b +
-// kUdpFrameOverhead (the frame's first `len` bytes are m's data) and asks
+// kUdpFrameOverhead (b: the start of m's data) and asks
 // the port to sum the UDP checksum where it can.
 void DpdkPort::stamp_frame(rte_mbuf* m, std::byte* b, const proto::net::UdpTemplate& header, size_t payload) {
   header.stamp(b, ip_id_++, payload, !tx_udp_cksum_);

@@ -34,7 +34,7 @@ struct ServeSpec {
   bool unicast = false;         // announce the UDP port for unicast mirrors
   uint32_t iface_ip = 0;        // where multicast leaves, when the binding has no address
   dataplane::ServeConfig worker;
-  bool pace_given = false;      // worker.pace_ns was asked for (else the port's default_pace_ns)
+  bool pace_given = false;      // worker.pace_ns was asked for (else its port kind's kDefaultPaceNs)
   control::ServeControlConfig control;  // listen and the rest; ring, ports and data_ip are filled in
 };
 
