@@ -133,6 +133,9 @@ lab_down() {
   rm -f /dev/shm/"${LAB_PREFIX}"-*
   # The counters files of our processes that were killed (a clean exit removes its own).
   for p in "${LAB_PIDS[@]}"; do rm -f /dev/shm/ringfire-"$p".counters /dev/shm/ringfire-"$p"-*.counters; done
+  # EAL runtime directories of this run's own file prefixes (a DPDK process
+  # that crashed or was killed leaves its own; all of ours have ended above).
+  rm -rf /var/run/dpdk/"${LAB_PREFIX}"[a-z]*  # a letter follows: never a default rf<pid> of another process
   exit $rc
 }
 
