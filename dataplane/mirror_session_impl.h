@@ -93,7 +93,11 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
     busy = true;
   }
   bool wake = false;
-  if (!unsent_nak_) unsent_nak_ = receiver_.poll_nak(now_ns);
+  if (!unsent_nak_) {
+    // Assigned only when there is one: the optional is ~1 KB, trivially
+    // copied whole by an assignment (a memcpy every step, idle or not).
+    if (std::optional<proto::NakRanges> nak = receiver_.poll_nak(now_ns)) unsent_nak_.emplace(*nak);
+  }
   if (unsent_nak_ && link_.naks.try_push(*unsent_nak_)) {
     unsent_nak_.reset();
     wake = true;
