@@ -31,6 +31,21 @@ void WorkerRunner::start(std::function<void()> loop, int wanted) {
       }
     }
   }
+  if (eal_running()) {
+    // A thread the EAL knows (an lcore id of its own), so that the mbuf
+    // pool's per-lcore cache serves it: an unregistered thread takes and
+    // gives back every mbuf through the pool's shared ring (compare-and-
+    // swap each way, ~0.3 us a datagram measured on memif).
+    // (Registration fails only when every lcore id is taken: the loop
+    // runs anyway, uncached.)
+    where_ = "a registered thread";
+    thread_ = std::thread([this] {
+      const bool registered = rte_thread_register() == 0;
+      loop_();
+      if (registered) rte_thread_unregister();
+    });
+    return;
+  }
 #else
   (void)wanted;
 #endif

@@ -18,7 +18,8 @@ class WorkerRunner {
   void start(std::function<void()> loop, int lcore = -1);
   // join waits for the loop to return.
   void join();
-  // where says where the loop runs ("lcore 1", "a thread").
+  // where says where the loop runs ("lcore 1", "a thread", "a registered
+  // thread": one the EAL gave an lcore id, for its mempool caches).
   const std::string& where() const { return where_; }
 
  private:
