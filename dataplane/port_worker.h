@@ -4,7 +4,8 @@
 // `now`), takes at most a few commands, receives one burst and hands each
 // datagram to the session its binding names (an array index: the port
 // tagged the datagram with the binding it matched), then steps every session
-// (each does bounded work). Sessions are added and removed at run time
+// (each does bounded work); application tasks placed on it (worker_task.h)
+// step between the two. Sessions and tasks are added and removed at run time
 // through the command queue without stopping the others: a removed session
 // comes back through `retired` once the worker no longer touches it, for the
 // control thread to free. Idle, it parks until a datagram, a command or the
@@ -25,6 +26,7 @@
 #include "dataplane/mirror_session.h"
 #include "dataplane/serve_session.h"
 #include "dataplane/spsc_queue.h"
+#include "dataplane/worker_task.h"
 #include "dataplane/worker_wake.h"
 #include "ring/monotonic.h"
 
@@ -36,6 +38,7 @@ struct alignas(64) PortWorkerStats {
   Counter unrouted;      // received on a binding no session holds (just removed)
   Counter commands;
   Counter sessions;      // live now (stored, not added)
+  Counter tasks;         // application tasks live now (stored)
   // busy_ns: time in iterations that did work (testpmd's record-core-
   // cycles): divided by the records moved, the worker's cost per record.
   Counter busy_ns;
@@ -50,26 +53,29 @@ class PortWorker {
   using Mirror = MirrorSession<Port>;
   using Prepared = typename Port::Prepared;
   static constexpr size_t kMaxSessions = 512;
+  static constexpr size_t kMaxTasks = 16;
 
   // Command: control -> worker. Pointers stay the control thread's to free,
   // once retired (a binding's Prepared is consumed at install).
   struct Command {
-    enum class Kind : uint8_t { kAddServe, kAddMirror, kRemove } kind = Kind::kRemove;
-    uint32_t id = 0;           // the session's, unique in the process
+    enum class Kind : uint8_t { kAddServe, kAddMirror, kAddTask, kRemove } kind = Kind::kRemove;
+    uint32_t id = 0;           // the session's or task's, unique in the process
     Serve* serve = nullptr;
     Mirror* mirror = nullptr;
     Prepared* binding = nullptr;  // nullptr: none (a TCP-mode mirror)
+    WorkerTask* task = nullptr;
   };
   // Retired: worker -> control, once for every command: an add's spent
   // Prepared (installed true, no session), a session the worker will not
   // touch again (removed; or an add refused because a table was full:
-  // installed false).
+  // installed false); a task likewise.
   struct Retired {
     uint32_t id = 0;
     Serve* serve = nullptr;
     Mirror* mirror = nullptr;
     Prepared* binding = nullptr;
     bool installed = false;
+    WorkerTask* task = nullptr;
   };
 
   explicit PortWorker(Port port) : port_(std::move(port)) {
@@ -131,6 +137,9 @@ class PortWorker {
     }
     stats_.datagrams += n;
     busy |= n != 0;
+    // Tasks between the two: what a mirror wrote above is theirs to read,
+    // and what they publish into a served ring leaves below.
+    for (const TaskSlot& t : tasks_) busy |= t.task->step(now_ns);
     for (Slot& slot : slots_) busy |= slot.serve != nullptr ? slot.serve->step(now_ns) : slot.mirror->step(now_ns);
     return busy;
   }
@@ -147,7 +156,7 @@ class PortWorker {
     const uint64_t until = std::min(now_ns + timeout_ns, next_deadline_ns(now_ns));
     if (until <= now_ns) return;
     timeout_ns = until - now_ns;
-    if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && commands.size_approx() == 0) {
+    if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && tasks_.empty() && commands.size_approx() == 0) {
       slots_[0].serve->reader().park(timeout_ns);
       return;
     }
@@ -179,9 +188,10 @@ class PortWorker {
     wake_.parked.store(false, std::memory_order_relaxed);
   }
 
-  // next_deadline_ns: the earliest of the sessions' deadlines.
+  // next_deadline_ns: the earliest of the sessions' and tasks' deadlines.
   uint64_t next_deadline_ns(uint64_t now_ns) const {
     uint64_t until = UINT64_MAX;
+    for (const TaskSlot& t : tasks_) until = std::min(until, t.task->next_deadline_ns(now_ns));
     for (const Slot& slot : slots_) {
       until = std::min(until, slot.serve != nullptr ? slot.serve->next_deadline_ns(now_ns)
                                                     : slot.mirror->next_deadline_ns(now_ns));
@@ -190,6 +200,7 @@ class PortWorker {
   }
 
   size_t session_count() const { return slots_.size(); }
+  size_t task_count() const { return tasks_.size(); }
 
   // wakeable: everything that can give this worker work wakes it while it
   // parks in poll() — datagrams through the port's wait_fd, commands and
@@ -230,6 +241,10 @@ class PortWorker {
     Mirror* mirror;
     BindingId binding;
   };
+  struct TaskSlot {
+    uint32_t id;
+    WorkerTask* task;
+  };
 
   bool take_commands() {
     Command c;
@@ -239,16 +254,20 @@ class PortWorker {
       ++stats_.commands;
       if (c.kind == Command::Kind::kRemove) {
         remove(c.id);
+      } else if (c.kind == Command::Kind::kAddTask) {
+        add_task(c);
       } else {
         add(c);
       }
     }
     stats_.sessions.set(slots_.size());
+    stats_.tasks.set(tasks_.size());
     if (any) wakeable_ = all_wake_it();
     return any;
   }
 
   bool all_wake_it() const {
+    if (!tasks_.empty()) return false;  // nothing wakes the worker for a task's work
     if constexpr (requires(const Port& p) { p.wait_fd(); }) {
       for (const Slot& slot : slots_) {
         if (slot.serve != nullptr && !slot.serve->writer_pokes()) return false;
@@ -278,7 +297,27 @@ class PortWorker {
     give_back(Retired{c.id, nullptr, nullptr, c.binding, true});  // the spent Prepared, to free
   }
 
+  void add_task(const Command& c) {
+    const bool ok = c.task != nullptr && tasks_.size() < kMaxTasks;
+    if (ok) tasks_.push_back(TaskSlot{c.id, c.task});
+    Retired r;
+    r.id = c.id;
+    r.installed = ok;
+    if (!ok) r.task = c.task;  // refused: back to its owner
+    give_back(r);
+  }
+
   void remove(uint32_t id) {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (tasks_[i].id != id) continue;
+      Retired r;
+      r.id = id;
+      r.installed = true;
+      r.task = tasks_[i].task;
+      tasks_.erase(tasks_.begin() + static_cast<ptrdiff_t>(i));  // in order: tasks step in the order added
+      give_back(r);
+      return;
+    }
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].id != id) continue;
       const Slot gone = slots_[i];
@@ -306,6 +345,7 @@ class PortWorker {
 
   Port port_;
   std::vector<Slot> slots_;
+  std::vector<TaskSlot> tasks_;
   std::array<RxDatagram, kBurst> rx_{};
   std::vector<int32_t> route_;  // binding id -> slot index, -1: none
   WorkerWake wake_;

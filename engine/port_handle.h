@@ -45,6 +45,7 @@ struct PortInfo {
   std::string worker;     // where its worker runs: "lcore 1", "a thread"
   uint64_t drops = 0;
   uint64_t sessions = 0;
+  uint64_t tasks = 0;      // application tasks on its worker (worker_task.h)
   uint64_t datagrams = 0;
   uint64_t unrouted = 0;  // datagrams on a binding no session holds
   uint64_t busy_ns = 0;   // the worker's time in iterations that did work
@@ -59,6 +60,12 @@ class PortHandle : public control::MirrorPlane {
   // close_serve takes it off the worker; the link is gone after it.
   virtual void close_serve(dataplane::ServeLink* link) = 0;
   virtual PortInfo info() const = 0;
+  // add_task puts an application task on the port's worker (stepped on its
+  // thread every iteration, worker_task.h); the caller keeps it alive until
+  // remove_task returns, after which the worker never touches it again (nor
+  // after stop).
+  virtual absl::Status add_task(dataplane::WorkerTask* task) = 0;
+  virtual void remove_task(dataplane::WorkerTask* task) = 0;
   // stop ends the worker (every session still on it is freed).
   virtual void stop() = 0;
 };

@@ -83,6 +83,36 @@ class PortRunner final : public PortHandle {
     remove([&](const Placed& p) { return p.mirror && &p.mirror->link() == link; });
   }
 
+  absl::Status add_task(dataplane::WorkerTask* task) override {
+    if (stopped_) return absl::FailedPreconditionError(absl::StrCat("port ", name_, " is stopped"));
+    Command c;
+    c.kind = Command::Kind::kAddTask;
+    c.id = next_id_++;
+    c.task = task;
+    auto r = exchange(c);
+    if (!r.ok()) return r.status();
+    if (!r->installed) {
+      return absl::ResourceExhaustedError(absl::StrCat("port ", name_, " carries ", Worker::kMaxTasks,
+                                                       " tasks already: put this one on another port"));
+    }
+    tasks_.emplace_back(c.id, task);
+    return absl::OkStatus();
+  }
+
+  void remove_task(dataplane::WorkerTask* task) override {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (tasks_[i].second != task) continue;
+      if (!stopped_) {
+        Command c;
+        c.kind = Command::Kind::kRemove;
+        c.id = tasks_[i].first;
+        if (!exchange(c).ok()) return;  // the worker is stuck: it may still step the task
+      }
+      tasks_.erase(tasks_.begin() + static_cast<ptrdiff_t>(i));
+      return;
+    }
+  }
+
   uint64_t port_drops() const override {
     if constexpr (requires(const Port& port) { port.drops(); }) {
       return worker_.port().drops();  // relaxed counters: any thread
@@ -103,6 +133,7 @@ class PortRunner final : public PortHandle {
     i.unrouted = worker_.stats().unrouted.get();
     i.busy_ns = worker_.stats().busy_ns.get();
     i.iterations = worker_.stats().iterations.get();
+    i.tasks = worker_.stats().tasks.get();
     if constexpr (requires(const Port& port) { port.summary(); }) i.summary = worker_.port().summary();
     return i;
   }
@@ -206,6 +237,7 @@ class PortRunner final : public PortHandle {
   std::atomic<bool> stop_{false};
   bool stopped_ = false;
   std::vector<Placed> placed_;
+  std::vector<std::pair<uint32_t, dataplane::WorkerTask*>> tasks_;  // the caller's, by command id
   uint32_t next_id_ = 1;
 };
 

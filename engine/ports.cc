@@ -136,6 +136,16 @@ class LazyPort final : public PortHandle {
   void close(dataplane::MirrorLink* link) override {
     if (port_) port_->close(link);
   }
+  absl::Status add_task(dataplane::WorkerTask* task) override {
+    if (!port_) {
+      return absl::FailedPreconditionError(absl::StrCat("port ", spec_.name, " opens with its first session: place a "
+                                                        "session on it before a task, or give the port an address"));
+    }
+    return port_->add_task(task);
+  }
+  void remove_task(dataplane::WorkerTask* task) override {
+    if (port_) port_->remove_task(task);
+  }
   uint64_t port_drops() const override { return port_ ? port_->port_drops() : 0; }
   std::string describe() const override { return port_ ? port_->describe() : std::string(); }
   PortInfo info() const override {

@@ -22,6 +22,7 @@
 #include "ring/blob.h"
 #include "ring/monotonic.h"
 #include "ring/check_record.h"
+#include "ring/consumer.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
 
@@ -941,6 +942,157 @@ TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
     EXPECT_EQ(decode(r.port.state->sent[0]).header.kind, proto::FrameKind::kData);
     EXPECT_EQ(parks.load(), parked_before) << "the worker woke for it";
   }
+}
+
+}  // namespace
+}  // namespace ringfire::dataplane
+
+namespace ringfire::dataplane {
+namespace {
+
+// CopyTask: the application on the worker — every record of one ring
+// (a mirror's) published into another (a serve's), as a pong does.
+class CopyTask final : public WorkerTask {
+ public:
+  CopyTask(ring::Consumer in, ring::Producer out) : in_(std::move(in)), out_(std::move(out)) {}
+  bool step(uint64_t) override {
+    std::byte rec[64];
+    bool any = false;
+    while (in_.try_read(rec).ok) {
+      out_.publish(rec);
+      any = true;
+      ++copied;
+    }
+    ++steps;
+    return any;
+  }
+  uint64_t copied = 0;
+  uint64_t steps = 0;
+
+ private:
+  ring::Consumer in_;
+  ring::Producer out_;
+};
+
+// A task on the worker reads, in the iteration a datagram arrived, what
+// the mirror wrote from it, and what it publishes into a served ring
+// leaves in that same iteration: the echo costs one iteration, no
+// hand-off. Removed, it is given back and never stepped again.
+TEST(WorkerTaskTest, ATaskAnswersADatagramInTheIterationItArrivedAndOnceRemovedIsNeverSteppedAgain) {
+  ScopedRing mirrored(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  ScopedRing served(ring::testing::fixed_ring(1024, 64));
+  FakePort port;
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  const Endpoint source{0xC6120001, 40000};
+  MirrorWorkerConfig mc;
+  mc.trust.source_ip = source.ip;
+  auto mirror = std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(mirrored.open()), mc, 0, 9, efd);
+  ServeConfig sc;
+  sc.session = 7;
+  sc.multicast = kGroup;
+  sc.pace_ns = 0;
+  auto serve = std::make_unique<ServeSession<FakePort>>(
+      std::move(*ring::RawReader::attach(served.open(), ring::StartPosition::latest())), sc);
+  CopyTask task(*ring::Consumer::attach(mirrored.open(), ring::StartPosition::latest(), "task"),
+                *ring::Producer::attach(served.open()));
+
+  PortWorker<FakePort> w(port);
+  using Command = PortWorker<FakePort>::Command;
+  FakePort::Prepared pm, ps;
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddMirror, 1, nullptr, mirror.get(), &pm}));
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 2, serve.get(), nullptr, &ps}));
+  Command add_task{Command::Kind::kAddTask, 3};
+  add_task.task = &task;
+  ASSERT_TRUE(w.commands.try_push(add_task));
+  w.step(1000 * kMs);
+  ASSERT_EQ(w.task_count(), 1u);
+  EXPECT_EQ(w.stats().tasks.get(), 1u);
+  PortWorker<FakePort>::Retired r;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w.retired.try_pop(&r));
+    EXPECT_TRUE(r.installed);
+    EXPECT_EQ(r.task, nullptr);  // installed: still the worker's to step
+  }
+  // A task that polls a ring keeps the worker polling: it never sleeps.
+  EXPECT_EQ(w.next_deadline_ns(1000 * kMs), 1000 * kMs);
+  port.state->sent.clear();  // the serve's first heartbeat
+
+  port.state->inbox.push_back({data_frame(0, 4), source, mirror->binding()});
+  w.step(1001 * kMs);  // one iteration: in, copied, out
+  EXPECT_EQ(mirror->link().stats.records.get(), 4u);
+  EXPECT_EQ(task.copied, 4u);
+  ASSERT_EQ(port.state->sent.size(), 1u);
+  const proto::Frame f = decode(port.state->sent[0]);
+  ASSERT_EQ(f.header.kind, proto::FrameKind::kData);
+  EXPECT_EQ(f.header.seq, 0u);
+  ASSERT_EQ(f.header.count, 4);
+  EXPECT_EQ(port.state->sent[0].peer, kGroup);
+  for (uint16_t i = 0; i < 4; ++i) {
+    // The mirror's record i, as the source wrote it (sequence i), now the
+    // served ring's record i.
+    const std::byte* rec = port.state->sent[0].bytes.data() + 16 + i * 64;
+    EXPECT_EQ(ring::check_record(rec, 64, i), ring::CheckVerdict::kOk) << "record " << i;
+  }
+
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kRemove, 3}));
+  w.step(1002 * kMs);
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_EQ(r.id, 3u);
+  EXPECT_EQ(r.task, &task);  // back to its owner
+  EXPECT_EQ(w.task_count(), 0u);
+  const uint64_t steps = task.steps;
+  port.state->sent.clear();
+  port.state->inbox.push_back({data_frame(4, 2), source, mirror->binding()});
+  w.step(1003 * kMs);
+  EXPECT_EQ(task.steps, steps);
+  EXPECT_EQ(mirror->link().stats.records.get(), 6u);  // the mirror streams on
+  for (const auto& d : port.state->sent) EXPECT_NE(decode(d).header.kind, proto::FrameKind::kData);
+  close(efd);
+}
+
+// A worker carries at most kMaxTasks; the one past it comes back refused.
+TEST(WorkerTaskTest, ATaskPastTheTableIsGivenBackRefused) {
+  struct Idle final : WorkerTask {
+    bool step(uint64_t) override { return false; }
+    uint64_t next_deadline_ns(uint64_t now_ns) const override { return now_ns + 5 * kMs; }
+  };
+  FakePort port;
+  PortWorker<FakePort> w(port);
+  using Command = PortWorker<FakePort>::Command;
+  std::vector<Idle> tasks(PortWorker<FakePort>::kMaxTasks + 1);
+  for (uint32_t i = 0; i < tasks.size(); ++i) {
+    Command c{Command::Kind::kAddTask, i + 1};
+    c.task = &tasks[i];
+    ASSERT_TRUE(w.commands.try_push(c));
+    w.step(1000 * kMs);
+  }
+  EXPECT_EQ(w.task_count(), PortWorker<FakePort>::kMaxTasks);
+  PortWorker<FakePort>::Retired r;
+  size_t refused = 0;
+  while (w.retired.try_pop(&r)) {
+    if (!r.installed) {
+      ++refused;
+      EXPECT_EQ(r.task, &tasks.back());
+    }
+  }
+  EXPECT_EQ(refused, 1u);
+  // The tasks' own deadline bounds the worker's sleep.
+  EXPECT_EQ(w.next_deadline_ns(1000 * kMs), 1005 * kMs);
+
+  // Nothing wakes a worker for a task's work: one whose every other source
+  // of work wakes it parks no longer than the backoff's timeouts once a
+  // task is on it.
+  WaitablePort wp;
+  wp.fd = eventfd(0, EFD_NONBLOCK);
+  PortWorker<WaitablePort> woken(wp);
+  ASSERT_TRUE(woken.wakeable());
+  using WCommand = PortWorker<WaitablePort>::Command;
+  WCommand c{WCommand::Kind::kAddTask, 1};
+  c.task = &tasks[0];
+  ASSERT_TRUE(woken.commands.try_push(c));
+  woken.step(1000 * kMs);
+  EXPECT_FALSE(woken.wakeable());
+  close(wp.fd);
 }
 
 }  // namespace
