@@ -3,9 +3,11 @@
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
-#                        [--harness raw,stages,loop,engine,rate,auth,repair,fanout] [--out DIR] [--quick]
-#                        [--build DIR] [--ping-rate R] [--pace-us US]
-# --ping-rate: the round-trip harnesses' pings per second (default 10 k);
+#                        [--harness raw,stages,loop,engine,worker,rate,auth,repair,fanout]
+#                        [--out DIR] [--quick] [--build DIR] [--ping-rate R] [--pace-us US]
+# --ping-rate: the round-trip harnesses' pings per second (default 10 k), or
+# `closed`: closed loop, the next ping when the last one's echo is in (as
+# raw's ping-pong and Aeron's cping measure);
 # --pace-us: the engine harness's serves' pacing interval (default: the
 # port kind's, 50 us on the kernel backend, 5 on DPDK).
 #
@@ -38,6 +40,10 @@
 #           pair on one port and one worker, both directions over d1; the
 #           echo beside h2's daemon (CPU 1), the pinger beside h1's (CPU 0).
 #           Compare with raw's ping-pong on the same link.
+# worker    the engine pingpong with the echo and the pinger on the worker
+#           itself (perf/engine_echo: the same daemon and config, the pong
+#           and the ping a task on port d1's worker): one process and one
+#           thread on each record's path per host, no scheduler switch.
 # rate      one way, h1 -> h2 over d1: a publisher (CPU 0, beside the
 #           source's worker) at doubling rates, 64-byte records, 2 s each,
 #           into a ring of 4 Mi slots, mirrored on h2 (CPU 1, alone): the
@@ -86,7 +92,7 @@ while (($#)); do
     --build) build_dir=$2; shift 2 ;;
     --ping-rate) ping_rate=$2; shift 2 ;;
     --pace-us) pace_us=$2; shift 2 ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -96,9 +102,10 @@ for b in "${backends[@]}"; do
 done
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${build_dir:-$top/build}
-ninja -C "$build" cli/ringfire perf/echo perf/stage_reader perf/packet_raw >/dev/null || exit 2
+ninja -C "$build" cli/ringfire perf/echo perf/engine_echo perf/stage_reader perf/packet_raw >/dev/null || exit 2
 rf=$build/cli/ringfire
 echo_bin=$build/perf/echo
+engine_echo=$build/perf/engine_echo
 stage=$build/perf/stage_reader
 raw=$build/perf/packet_raw
 out=${out:-$top/perf/results/$(date +%Y%m%d-%H%M%S)}
@@ -171,6 +178,7 @@ run_raw() {
   for f in ping pps; do sed -i "s/^{/{\"backend\": \"$b\", /" "$out/raw-$f-$b.json"; done
 }
 
+ping_pace() { if [[ $ping_rate == closed ]]; then echo --closed; else echo --rate "$ping_rate"; fi; }
 wants() { [[ ",$harness," == *",$1,"* ]]; }
 
 run_fanout() {
@@ -228,6 +236,7 @@ run_backend() {
   wants stages && [[ $backend != memif ]] && run_stages "$backend" "$p0" "$g"
   wants loop && run_loop "$backend" "$p0" "$g"
   wants engine && run_engine_loop "$backend" "$p0" "$g"
+  wants worker && run_engine_loop "$backend" "$p0" "$g" worker
   wants rate && run_rate "$backend" "$p0" "$g"
   wants auth && run_auth "$backend" "$p0" "$g"
   wants repair && [[ $backend != memif ]] && run_repair "$backend" "$p0" "$g"
@@ -241,46 +250,67 @@ pingpong() {
   local backend=$1 name=$2 p=$3 b1=$4 p2=$5 b=$6
   bg2 "$logs/$backend-$name-pong" "$echo_bin" pong "$p2" "$b" --idle yield
   sleep 0.5
-  h1 "$echo_bin" ping "$p" "$b1" --rate "$ping_rate" --count $((quick ? 5000 : 20000)) --idle yield \
+  h1 "$echo_bin" ping "$p" "$b1" $(ping_pace) --count $((quick ? 5000 : 20000)) --idle yield \
     --json "$out/$name-$backend.json" || echo "mirror_bench: $name reported errors"
   sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/$name-$backend.json"
 }
 
-# port_table BACKEND HOST: a `ringfire run` [[port]] on d1 (memif: the link).
+# port_table BACKEND HOST TAG [IDLE]: a `ringfire run` [[port]] on d1
+# (memif: the link, its socket named by TAG: each harness its own), its
+# worker idling as IDLE says (yield).
 port_table() {
-  local b=$1 h=$2
+  local b=$1 h=$2 tag=$3 idle=${4:-yield}
   case $b in
-    kernel) printf '[[port]]\nname = "d1"\niface = "d1"\nidle = "yield"\n' ;;
+    kernel) printf '[[port]]\nname = "d1"\niface = "d1"\nidle = "%s"\n' "$idle" ;;
     af_packet|af_xdp)
-      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\niface = "d1"\npmd = "%s"\nidle = "yield"\n' "$b"
+      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\niface = "d1"\npmd = "%s"\nidle = "%s"\n' "$b" "$idle"
       [[ $b == af_xdp ]] && printf 'ip = "198.18.1.10%s"\n' "$h"
       ;;
     memif)
-      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\nip = "198.18.1.%s"\nidle = "yield"\n' "$h"
-      printf 'device = "net_memif0,role=%s,socket=%s/engine.memif,socket-abstract=no"\n' \
-        "$([[ $h == 1 ]] && echo server || echo client)" "$out" ;;
+      printf '[[port]]\nname = "d1"\nbackend = "dpdk"\nip = "198.18.1.%s"\nidle = "%s"\n' "$h" "$idle"
+      printf 'device = "net_memif0,role=%s,socket=%s/%s.memif,socket-abstract=no"\n' \
+        "$([[ $h == 1 ]] && echo server || echo client)" "$out" "$tag" ;;
   esac
 }
 
 run_engine_loop() {
-  local backend=$1 p0=$2 g=$3
+  local backend=$1 p0=$2 g=$3 on_worker=${4:-}
   local first_pid=${#LAB_PIDS[@]}
-  echo "== pingpong, one process per host ($backend)"
-  local P B P2 B1
-  P=$(ring_name ${backend}-ep) B=$(ring_name ${backend}-eb)
-  P2=$(ring_name ${backend}-ep2) B1=$(ring_name ${backend}-eb1)
+  echo "== pingpong, one process per host${on_worker:+, the echo on the worker} ($backend)"
+  local P B P2 B1 t=${on_worker:+w}e
+  # With the echo on the worker, the worker is the one busy thread of its
+  # CPU (the conductor sleeps in epoll): it spins, as packet_raw does.
+  local worker_idle=yield
+  [[ -n $on_worker ]] && worker_idle=spin
+  P=$(ring_name ${backend}-${t}p) B=$(ring_name ${backend}-${t}b)
+  P2=$(ring_name ${backend}-${t}p2) B1=$(ring_name ${backend}-${t}b1)
   "$rf" create "$P" --capacity 262144 --slot-size 64 >/dev/null
   "$rf" create "$B" --capacity 262144 --slot-size 64 >/dev/null
-  { printf 'ctl = "%s/e1.sock"\nquiet = true\n' "$logs"; port_table "$backend" 1
+  { printf 'ctl = "%s/e1.sock"\nquiet = true\n' "$logs"; port_table "$backend" 1 "$t" "$worker_idle"
     printf '[[serve]]\nname = "p"\nring = "%s"\nlisten = "198.18.0.1:%s"\nmulticast = "239.255.%s.21:%s"\n' "$P" $((p0 + 60)) "$g" $((p0 + 61))
     [[ -n $pace_us ]] && printf 'pace-us = %s\n' "$pace_us"
     printf '[[mirror]]\nname = "b"\nsource = "198.18.0.2:%s"\nring = "%s"\n' $((p0 + 62)) "$B1"
   } >"$logs/e1.toml"
-  { printf 'ctl = "%s/e2.sock"\nquiet = true\n' "$logs"; port_table "$backend" 2
+  { printf 'ctl = "%s/e2.sock"\nquiet = true\n' "$logs"; port_table "$backend" 2 "$t" "$worker_idle"
     printf '[[serve]]\nname = "b"\nring = "%s"\nlisten = "198.18.0.2:%s"\nmulticast = "239.255.%s.22:%s"\n' "$B" $((p0 + 62)) "$g" $((p0 + 63))
     [[ -n $pace_us ]] && printf 'pace-us = %s\n' "$pace_us"
     printf '[[mirror]]\nname = "p"\nsource = "198.18.0.1:%s"\nring = "%s"\n' $((p0 + 60)) "$P2"
   } >"$logs/e2.toml"
+  if [[ -n $on_worker ]]; then
+    # Each daemon puts its task on once it is connected both ways; the
+    # ping ends h1's daemon with its report.
+    bg1 "$logs/$backend-worker1" "$engine_echo" "$logs/e1.toml" d1 ping "$P" "$B1" $(ping_pace) \
+      --count $((quick ? 5000 : 20000)) --json "$out/worker-pingpong-$backend.json"
+    local ping_pid=${LAB_PIDS[-1]}
+    wait_for 15 test -S "$logs/e1.sock" || { echo "mirror_bench: h1's daemon did not start: $(tail -n 3 "$logs/$backend-worker1")"; return; }
+    bg2 "$logs/$backend-worker2" "$engine_echo" "$logs/e2.toml" d1 pong "$P2" "$B"
+    wait "$ping_pid" || echo "mirror_bench: worker-pingpong reported errors: $(tail -n 3 "$logs/$backend-worker1")"
+    grep "^ping:" "$logs/$backend-worker1"
+    [[ -f $out/worker-pingpong-$backend.json ]] && sed -i "s/^{/{\"backend\": \"$backend\", /" "$out/worker-pingpong-$backend.json"
+    stop_since "$first_pid"
+    rm -f "$logs/e1.sock" "$logs/e2.sock"
+    return
+  fi
   bg1 "$logs/$backend-engine1" "$rf" run "$logs/e1.toml"
   wait_for 15 test -S "$logs/e1.sock" || { echo "mirror_bench: h1's daemon did not start: $(tail -n 3 "$logs/$backend-engine1")"; return; }
   bg2 "$logs/$backend-engine2" "$rf" run "$logs/e2.toml"

@@ -166,6 +166,42 @@ err=$("$rf" run "$conf/bad5.toml" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 2 && "$err" == *"bad5.toml:1:"* ]] || fail "a syntax error: rc $rc, $err"
 "$rf" run "$conf/h2.toml" --check | grep -q "10 sessions: ok" || fail "--check of a good config"
 
+log "3b. an echo as a task on the worker (perf/engine_echo): a closed-loop ping between two daemons"
+# The same daemon, with the ping (h1) and the pong (h2) run on their port's
+# worker: every record comes back, checked, and the pong's port counts its task.
+echo_bin="$(dirname "$rf")/../perf/engine_echo"
+if [[ -x $echo_bin ]]; then
+  "$rf" create "$(ring_name ep)" --capacity 65536 >/dev/null
+  "$rf" create "$(ring_name eb)" --capacity 65536 >/dev/null
+  for h in 1 2; do
+    o=$((3 - h))
+    {
+      printf 'ctl = "%s/e%s.sock"\nquiet = true\n[[port]]\nname = "eth0"\niface = "eth0"\n' "$conf" "$h"
+      printf '[[serve]]\nname = "out"\nring = "%s"\nlisten = "198.18.0.%s:%s"\nmulticast = "239.255.6.%s:%s"\npace-us = 0\n' \
+        "$(ring_name "$([[ $h == 1 ]] && echo ep || echo eb)")" "$h" $((7960 + 2 * h)) "$h" $((7961 + 2 * h))
+      mirror_table in "198.18.0.$o:$((7960 + 2 * o))" "$(ring_name "$([[ $h == 1 ]] && echo eb1 || echo ep2)")"
+    } >"$conf/e$h.toml"
+  done
+  bg 2 "$logs/pong" "$echo_bin" "$conf/e2.toml" eth0 pong "$(ring_name ep2)" "$(ring_name eb)"
+  pongpid=${LAB_PIDS[-1]}
+  timeout 60 ip netns exec "$(host 1)" "$echo_bin" "$conf/e1.toml" eth0 ping "$(ring_name ep)" "$(ring_name eb1)" \
+    --closed --count 3000 --json "$logs/ping.json" >"$logs/ping" 2>&1 || fail "the ping failed: $(tail -n 5 "$logs/ping")"
+  python3 - "$logs/ping.json" <<'PY' || fail "the ping's echoes: $(cat "$logs/ping.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["closed_loop"] and j["sent"] == 3000, j
+assert j["delivered"] == 3000 and j["bad"] == 0 and j["duplicates"] == 0, j
+assert j["count"] > 2000 and j["p50_ns"] > 0, j  # round trips measured (after the warm-up)
+PY
+  grep -q "^engine_echo: pong on port eth0's worker" "$logs/pong" || fail "the pong was not placed: $(tail -n 5 "$logs/pong")"
+  [[ $(ctl_json 2 "$conf/e2.sock" "j['ports'][0]['tasks']") == 1 ]] || fail "h2's port does not count its task: $(on 2 "$rf" ctl "$conf/e2.sock" list)"
+  [[ $(ctl_json 2 "$conf/e2.sock" "s['out']['records']") -ge 3000 ]] || fail "h2 did not serve the echoes: $(ctl_json 2 "$conf/e2.sock" "s['out']")"
+  stop_pid "$pongpid"
+  grep -q "^run: stopped" "$logs/pong" || fail "the pong's daemon did not stop cleanly: $(tail -n 5 "$logs/pong")"
+else
+  log "3b. skipped: no perf/engine_echo in this build (-Dbenchmarks=disabled)"
+fi
+
 stop_since 0
 if "$rf" mirror 198.18.0.1:1 rf-probe --backend dpdk --eal --no-such-flag 2>&1 | grep -q "no DPDK backend"; then
   log "4. and 5. skipped: this build has no DPDK backend"

@@ -1,0 +1,383 @@
+// daemon.cc — the daemon behind `ringfire run CONFIG`: one engine for the
+// whole config — its ports (each with its worker), and every serve and
+// mirror session on them — driven by the calling thread as the conductor; a
+// control socket (`ringfire ctl`) lists ports and sessions with their
+// counters and adds or removes a session while the others stream. Every
+// config error is found before anything starts, and names the file, the
+// line and the key. A program that embeds the engine (its own tasks on a
+// port's worker: perf/engine_echo) runs the same daemon through its hooks.
+#include "cli/daemon.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/common.h"
+#include "cli/config_file.h"
+#include "cli/ctl_server.h"
+#include "cli/dpdk_telemetry.h"
+#include "cli/metrics_server.h"
+#include "cli/run_config.h"
+#include "cli/service_notify.h"
+#include "cli/session_report.h"
+#include "engine/engine.h"
+#include "engine/ports.h"
+
+namespace ringfire::cli {
+namespace {
+
+using json = nlohmann::json;
+
+// Daemon: the running engine, its reports and its control socket's verbs.
+class Daemon {
+ public:
+  Daemon(const DaemonOptions& d, std::vector<std::string> ports)
+      : d_(d), port_names_(std::move(ports)), engine_([](const std::string& session, const std::string& line) {
+          std::printf("%s: %s\n", session.c_str(), line.c_str());
+          std::fflush(stdout);
+        }) {}
+
+  engine::Engine& engine() { return engine_; }
+
+  absl::Status add(SessionSpec s) {
+    const std::string name = s.serve ? s.serve->name : s.mirror->name;  // a copy: the spec is moved
+    for (const SessionSpec& p : pending_) {
+      if (p.serve->name == name) return absl::AlreadyExistsError(absl::StrCat("a session named ", name, " exists already"));
+    }
+    if (s.serve && !s.follows.empty() && access(s.serve->ring.c_str(), F_OK) != 0) {
+      std::printf("run: %s waits for ring %s (mirror %s creates it)\n", s.serve->name.c_str(),
+                  s.serve->ring.c_str(), s.follows.c_str());
+      pending_.push_back(std::move(s));
+      return absl::OkStatus();
+    }
+    if (s.serve) {
+      auto placed = engine_.add_serve(std::move(*s.serve));
+      if (!placed.ok()) return absl::Status(placed.status().code(), absl::StrCat(name, ": ", placed.status().message()));
+      auto r = ServeReport::start(**placed, name, d_.quiet, d_.counters_dir, name);
+      if (!r.ok()) return r.status();
+      serve_reports_[name] = std::move(*r);
+      return absl::OkStatus();
+    }
+    auto placed = engine_.add_mirror(std::move(*s.mirror));
+    if (!placed.ok()) return absl::Status(placed.status().code(), absl::StrCat(name, ": ", placed.status().message()));
+    auto r = MirrorReport::start(**placed, name, d_.quiet, d_.counters_dir, name);
+    if (!r.ok()) return r.status();
+    mirror_reports_[name] = std::move(*r);
+    return absl::OkStatus();
+  }
+
+  absl::Status remove(const std::string& name) {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->serve->name == name) {
+        pending_.erase(it);
+        return absl::OkStatus();
+      }
+    }
+    if (auto it = mirror_reports_.find(name); it != mirror_reports_.end()) {
+      it->second->finish();
+      mirror_reports_.erase(it);  // before the session it reads
+    }
+    serve_reports_.erase(name);
+    return engine_.remove(name);
+  }
+
+  void tick(uint64_t now) {
+    // A hub's serve starts once its mirror has created the ring (the file
+    // appears whole: the ring is built under another name and linked).
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (access(it->serve->ring.c_str(), F_OK) != 0) {
+        ++it;
+        continue;
+      }
+      SessionSpec s = std::move(*it);
+      it = pending_.erase(it);
+      const std::string name = s.serve->name;
+      if (absl::Status st = add(std::move(s)); !st.ok()) {
+        std::printf("run: %s: not started: %s\n", name.c_str(), std::string(st.message()).c_str());
+      } else {
+        std::printf("run: %s started (its ring is there)\n", name.c_str());
+      }
+      std::fflush(stdout);
+    }
+    for (auto& [name, r] : serve_reports_) r->tick(now);
+    for (auto& [name, r] : mirror_reports_) r->tick(now);
+  }
+
+  void stop() {
+    for (auto& [name, r] : mirror_reports_) r->finish();
+    mirror_reports_.clear();
+    serve_reports_.clear();
+    engine_.stop_all();
+  }
+
+  // handle answers one control-socket request.
+  std::string handle(const std::string& request) {
+    const size_t nl = request.find('\n');
+    std::string verb = request.substr(0, nl);
+    while (!verb.empty() && (verb.back() == '\r' || verb.back() == ' ')) verb.pop_back();
+    const std::string body = nl == std::string::npos ? "" : request.substr(nl + 1);
+    json out;
+    absl::Status st;
+    if (verb == "list") {
+      out = list();
+    } else if (verb.rfind("remove ", 0) == 0) {
+      st = remove(verb.substr(7));
+      if (st.ok()) std::printf("run: removed %s (ctl)\n", verb.substr(7).c_str());
+    } else if (verb == "add") {
+      st = add_from(body);
+    } else {
+      st = absl::InvalidArgumentError(absl::StrCat("unknown request '", verb.substr(0, 40),
+                                                   "': list, remove NAME, or add followed by a [[serve]] or "
+                                                   "[[mirror]] table"));
+    }
+    std::fflush(stdout);
+    out["ok"] = st.ok();
+    if (!st.ok()) out["error"] = std::string(st.message());
+    return out.dump(2);
+  }
+
+ private:
+  absl::Status add_from(const std::string& text) {
+    auto f = parse_config_text(text, "ctl add");
+    if (!f.ok()) return f.status();
+    if (!f->top.values.empty() || !f->ports.empty() || f->serves.size() + f->mirrors.size() != 1) {
+      return absl::InvalidArgumentError("ctl add takes exactly one [[serve]] or [[mirror]] table (ports are fixed)");
+    }
+    const ConfigTable& t = f->serves.empty() ? f->mirrors[0] : f->serves[0];
+    auto s = session_spec(*f, t, port_names_);
+    if (!s.ok()) return s.status();
+    if (absl::Status st = add(std::move(*s)); !st.ok()) return st;
+    std::printf("run: added %s (ctl)\n", t.name.c_str());
+    return absl::OkStatus();
+  }
+
+  json list() const {
+    json j;
+    j["ports"] = json::array();
+    for (const engine::PortInfo& p : engine_.ports()) {
+      j["ports"].push_back({{"name", p.name}, {"path", p.path}, {"worker", p.worker}, {"sessions", p.sessions}, {"tasks", p.tasks},
+                            {"datagrams", p.datagrams}, {"unrouted", p.unrouted}, {"drops", p.drops},
+                            {"busy_ns", p.busy_ns}, {"iterations", p.iterations},
+                            {"counters", p.summary}});
+    }
+    j["sessions"] = json::array();
+    for (const auto& s : engine_.serves()) {
+      const dataplane::ServeStats& w = s->link->stats;
+      const control::ServeControlStats& c = s->control->stats();
+      j["sessions"].push_back({{"name", s->spec.name}, {"kind", "serve"}, {"port", s->spec.port},
+                               {"ring", s->spec.ring}, {"listen", dataplane::to_string(s->control->listening())},
+                               {"records", w.records.get() + c.tcp_records}, {"next_seq", w.next_to_send.load(std::memory_order_relaxed)},
+                               {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.get()},
+                               {"fault_dropped", w.fault_dropped.get()}, {"refused_tcp", c.refused()},
+                               {"refused_punches", w.punches_refused()}, {"pace_us", s->pace_ns / 1000}});
+    }
+    for (const SessionSpec& p : pending_) {
+      j["sessions"].push_back({{"name", p.serve->name}, {"kind", "serve"}, {"port", p.serve->port},
+                               {"ring", p.serve->ring}, {"state", "waiting"},
+                               {"over", absl::StrCat("waiting for its ring (mirror ", p.follows, ")")}});
+    }
+    for (const auto& m : engine_.mirrors()) {
+      const control::MirrorControl& c = *m->control;
+      json e = {{"name", m->spec.name}, {"kind", "mirror"}, {"port", m->spec.port},
+                {"ring", m->spec.options.ring}, {"source", dataplane::to_string(m->spec.options.source)},
+                {"state", state_name(c.state())}, {"over", c.description()}};
+      if (c.state() == control::MirrorControl::State::kFailed) e["failure"] = std::string(c.failure().message());
+      if (const dataplane::MirrorWorkerStats* st = c.stats()) {
+        const uint64_t next = st->next_seq.get(), end = st->known_end.get();
+        e["records"] = st->records.get();
+        e["next_seq"] = next;
+        e["lag"] = end > next ? end - next : 0;
+        e["naks"] = st->naks.get();
+        e["gap_records"] = st->gap_records.get();
+        e["datagrams"] = st->datagrams.get();
+        e["fault_dropped"] = st->fault_dropped.get();
+        e["rejected"] = st->rejected();
+      }
+      j["sessions"].push_back(e);
+    }
+    return j;
+  }
+
+
+ public:
+  // snapshot: list() for DPDK's telemetry commands (numbers as counters).
+  TelemetrySnapshot snapshot() const {
+    const json j = list();
+    TelemetrySnapshot t;
+    auto counters = [](const json& e) {
+      std::vector<std::pair<std::string, uint64_t>> c;
+      for (const auto& [k, v] : e.items()) {
+        if (v.is_number_unsigned()) c.emplace_back(k, v.get<uint64_t>());
+      }
+      return c;
+    };
+    for (const json& p : j["ports"]) {
+      t.ports.push_back({p.value("name", ""), p.value("path", ""), p.value("worker", ""), counters(p)});
+    }
+    for (const json& e : j["sessions"]) {
+      t.sessions.push_back({e.value("name", ""), e.value("kind", ""), e.value("ring", ""),
+                            e.value("state", e.value("kind", "") == "serve" ? "serving" : ""), counters(e)});
+    }
+    return t;
+  }
+
+  // metrics: every port and session in the Prometheus text format.
+  std::string metrics() const { return engine_metrics(engine_); }
+
+ private:
+  static const char* state_name(control::MirrorControl::State s) {
+    using State = control::MirrorControl::State;
+    switch (s) {
+      case State::kWaiting: return "waiting";
+      case State::kConnecting: return "connecting";
+      case State::kHandshake: return "handshake";
+      case State::kStreaming: return "streaming";
+      case State::kFailed: return "failed";
+      case State::kStopped: return "stopped";
+    }
+    return "?";
+  }
+
+  DaemonOptions d_;
+  std::vector<std::string> port_names_;
+  engine::Engine engine_;
+  std::map<std::string, std::unique_ptr<ServeReport>> serve_reports_;
+  std::map<std::string, std::unique_ptr<MirrorReport>> mirror_reports_;
+  std::vector<SessionSpec> pending_;  // serves waiting for their ring (follows)
+};
+
+}  // namespace
+
+int run_daemon(const std::string& config_path, bool check_only, const DaemonHooks& hooks) {
+  auto file = read_config_file(config_path);
+  if (!file.ok()) return fail("run", file.status());
+  auto d = daemon_options(*file);
+  if (!d.ok()) return fail("run", d.status());
+
+  // Everything is checked before anything starts.
+  std::vector<engine::PortSpec> ports;
+  std::vector<std::string> port_names;
+  std::vector<int> lcores;
+  bool dpdk = false;
+  std::vector<std::string> pci;  // PCI devices named (the EAL probes only those)
+  for (const ConfigTable& t : file->ports) {
+    auto p = port_spec(*file, t);
+    if (!p.ok()) return fail("run", p.status());
+    if (std::find(port_names.begin(), port_names.end(), p->name) != port_names.end()) {
+      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second port named ",
+                                                                 p->name, ": give each its own name")));
+    }
+    if (p->lcore >= 0 && std::find(lcores.begin(), lcores.end(), p->lcore) != lcores.end()) {
+      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "lcore"), ": lcore ", p->lcore,
+                                                                 " is another port's: each worker needs its own")));
+    }
+    if (p->lcore >= 0) lcores.push_back(p->lcore);
+    dpdk |= p->backend != engine::PortSpec::Backend::kKernel;
+    if (p->device.find(':') != std::string::npos && p->device.rfind("net_", 0) != 0) {
+      pci.push_back(p->device.substr(0, p->device.find(',')));
+    }
+    port_names.push_back(p->name);
+    ports.push_back(std::move(*p));
+  }
+  if (ports.empty()) {
+    return fail("run", absl::InvalidArgumentError(absl::StrCat(file->path, ": no [[port]]: declare at least one")));
+  }
+  std::vector<SessionSpec> sessions;
+  std::set<std::string> session_names;
+  for (const auto* tables : {&file->serves, &file->mirrors}) {
+    for (const ConfigTable& t : *tables) {
+      auto s = session_spec(*file, t, port_names);
+      if (!s.ok()) return fail("run", s.status());
+      if (!session_names.insert(t.name).second) {
+        return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second session named ",
+                                                                   t.name, ": give each its own name")));
+      }
+      sessions.push_back(std::move(*s));
+    }
+  }
+  if (check_only) {
+    std::printf("run: %s: %zu ports, %zu sessions: ok\n", file->path.c_str(), ports.size(), sessions.size());
+    return 0;
+  }
+  install_stop_handlers();
+
+  if (dpdk) {
+    const absl::Status st = engine::start_dpdk(d->eal, lcores, pci);
+    if (!st.ok()) {
+      for (const engine::PortSpec& p : ports) {
+        if (p.backend == engine::PortSpec::Backend::kDpdk) return fail("run", st);
+      }
+      std::printf("run: DPDK did not start (%s): the auto ports fall back\n", std::string(st.message()).c_str());
+    }
+  }
+  auto daemon = std::make_unique<Daemon>(*d, port_names);
+  engine::Engine& eng = daemon->engine();
+  for (const engine::PortSpec& p : ports) {
+    auto port = engine::open_port(p, [](const std::string& line) { std::printf("run: %s\n", line.c_str()); });
+    if (!port.ok()) return fail("run", absl::Status(port.status().code(), absl::StrCat("port ", p.name, ": ",
+                                                                                     port.status().message())));
+    std::printf("run: port %s on %s, worker on %s\n", p.name.c_str(), (*port)->info().path.c_str(),
+                (*port)->info().worker.c_str());
+    if (absl::Status st = eng.add_port(p.name, std::move(*port)); !st.ok()) return fail("run", st);
+  }
+  for (SessionSpec& s : sessions) {
+    if (absl::Status st = daemon->add(std::move(s)); !st.ok()) return fail("run", st);
+  }
+  auto ctl = CtlServer::listen(d->ctl);
+  if (!ctl.ok()) return fail("run", ctl.status());
+  if (absl::Status st = eng.watch((*ctl)->fd()); !st.ok()) return fail("run", st);
+  std::printf("run: %zu ports, %zu sessions; ctl %s\n", ports.size(), session_names.size(), (*ctl)->path().c_str());
+  std::fflush(stdout);
+  // Under a Type=notify unit: ready now, and the watchdog pinged from this
+  // loop (a conductor that stops turning stops pinging).
+  std::unique_ptr<MetricsServer> metrics;
+  if (d->metrics) {
+    auto m = start_metrics(eng, *d->metrics, "run");
+    if (!m.ok()) return fail("run", m.status());
+    metrics = std::move(*m);
+  }
+  // DPDK's telemetry socket gets ringfire's own commands (dpdk-telemetry.py:
+  // /ringfire/ports, /ringfire/sessions, /ringfire/session,NAME).
+  const bool telemetry = dpdk && telemetry_register();
+  uint64_t next_snapshot_ns = 0;
+  ServiceNotifier notifier;
+  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size(), " sessions"));
+  const uint64_t max_wait = notifier.watchdog_enabled() ? 50'000'000 : 100'000'000;
+
+  if (hooks.started) {
+    if (absl::Status st = hooks.started(eng); !st.ok()) {
+      daemon->stop();
+      return fail("run", st);
+    }
+  }
+  while (!stop_requested()) {
+    eng.run_once(max_wait);
+    const uint64_t now = now_ns();
+    if (hooks.tick && !hooks.tick(eng, now)) break;
+    (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
+    daemon->tick(now);
+    if (metrics) metrics->poll(now, [&] { return daemon->metrics(); });
+    if (telemetry && now >= next_snapshot_ns) {
+      telemetry_publish(daemon->snapshot());
+      next_snapshot_ns = now + 100'000'000;
+    }
+    notifier.tick(now);
+  }
+  notifier.stopping();
+  if (hooks.stopping) hooks.stopping(eng);
+  if (metrics) eng.unwatch(metrics->fd());
+  eng.unwatch((*ctl)->fd());
+  ctl->reset();
+  daemon->stop();
+  std::printf("run: stopped\n");
+  return 0;
+}
+
+}  // namespace ringfire::cli
