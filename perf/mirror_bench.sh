@@ -8,8 +8,8 @@
 # --ping-rate: the round-trip harnesses' pings per second (default 10 k), or
 # `closed`: closed loop, the next ping when the last one's echo is in (as
 # raw's ping-pong and Aeron's cping measure);
-# --pace-us: the engine harness's serves' pacing interval (default: the
-# port kind's, 50 us on the kernel backend, 5 on DPDK).
+# --pace-us: the pacing interval of the engine, worker and rate harnesses'
+# serves (default: the port kind's, 50 us on the kernel backend, 5 on DPDK).
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -446,7 +446,7 @@ run_rate() {
   "$rf" create "$R" --capacity 4194304 --slot-size 64 >/dev/null
   local IFS=$'\n'
   serve1 "$logs/$backend-serve-r$tag" $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
-    --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet "${extra[@]}"
+    --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet ${pace_us:+--pace-us} ${pace_us:+$pace_us} "${extra[@]}"
   local serve_pid=${LAB_PIDS[-1]}
   log=$logs/$backend-mirror-r$tag
   mirror_on 2 "$log" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}" "${extra[@]}"
