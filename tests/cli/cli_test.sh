@@ -141,6 +141,18 @@ if [[ -n $configs ]]; then
   expect_fail 2 "toml:6: \[\[serve\]\] a, key .ring.: cannot open ring" "$rf" run /tmp/rf-cli-$$.toml --check
 fi
 
+# A ring larger than its filesystem's room fails at create, saying so (not
+# with a SIGBUS in its writer on the first lap).
+small=$(mktemp -d /tmp/rf-cli-small.XXXXXX)
+if mount -t tmpfs -o size=1m none "$small" 2>/dev/null; then
+  expect_fail 2 "no room for a ring of" "$rf" create "$ring-big" --dir "$small" --capacity 65536
+  [[ -z $(ls "$small") ]] || { echo "FAIL: a refused ring left a file: $(ls "$small")"; fails=$((fails + 1)); }
+  umount "$small"
+else
+  echo "cli_test: not root: the full-filesystem check is skipped"
+fi
+rmdir "$small"
+
 rm -f /tmp/rf-cli-$$.*
 if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi
 echo "cli_test: all passed"

@@ -3,6 +3,7 @@
 #include "ring/ring_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -33,6 +34,16 @@ TEST(RingFile, CreateThenOpenKeepsTheGeometry) {
   EXPECT_FALSE(f.sparse());
   EXPECT_FALSE(f.blob());
   EXPECT_EQ(f.header().slots_offset % kPage, 0u);
+}
+
+// Every page of a ring is allocated when it is created (not on the first
+// lap, a page at a time): a ring that does not fit fails at create.
+TEST(RingFile, CreateAllocatesEveryPage) {
+  ScopedRing r(testing::fixed_ring(1 << 16, 64));
+  RingFile f = r.open();
+  struct stat st {};
+  ASSERT_EQ(stat(f.path().c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, f.header().file_size) << "the ring file is sparse";
 }
 
 TEST(RingFile, CreateRefusesAnExistingNameUnlessReplacing) {
