@@ -6,7 +6,8 @@
 # mirror on h2 (`ringfire run`, multicast), per backend; beside
 # BM_RingRead/64 and BM_RingPublish/64 measured in the same run, and the
 # ring read across cores (perf/ring_crosscore.cc: records published on CPU 0,
-# read on CPU 1 22 at a time, as the serve here reads them). Two runs
+# read on CPU 1 22 at a time, as the serve here reads them; and then
+# published into a ring of the reader's, as the mirror moves them). Two runs
 # per backend: the measured worker alone on CPU 1 (its EAL lcore, or the
 # whole daemon pinned for the kernel backend), the other side and the
 # publisher on CPU 0.
@@ -57,7 +58,10 @@ ring_publish=$(python3 -c "import json,sys; b={x['name']: x['cpu_time'] for x in
 # --rate, read on CPU 1 a datagram's worth (22) at a time (ring_crosscore.cc).
 crosscore=$("$build/perf/ring_crosscore" --rate "$(numfmt --from=si "${rate^^}")" --seconds 3 --size 64 --batch 22)
 ring_read_xc=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['reader_ns_per_record'])" "$crosscore")
-echo "BM_RingRead/64 ${ring_read} ns, BM_RingPublish/64 ${ring_publish} ns, ring read across cores ${ring_read_xc} ns"
+# ... and as a mirror moves them: read across cores, then published into a
+# ring of its own (relay).
+ring_relay_xc=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['relay_ns_per_record'])" "$crosscore")
+echo "BM_RingRead/64 ${ring_read} ns, BM_RingPublish/64 ${ring_publish} ns, ring read across cores ${ring_read_xc} ns, read across cores and published ${ring_relay_xc} ns"
 
 results=()
 for backend in ${backends//,/ }; do
@@ -114,9 +118,9 @@ for backend in ${backends//,/ }; do
     "$rf" remove "$src" >/dev/null 2>&1
     "$rf" remove "$dst" >/dev/null 2>&1
   done
-  line=$(python3 - "$backend" "${got[path]}" "${got[serve]}" "${got[mirror]}" "$ring_read" "$ring_publish" "$ring_read_xc" <<'PY'
+  line=$(python3 - "$backend" "${got[path]}" "${got[serve]}" "${got[mirror]}" "$ring_read" "$ring_publish" "$ring_read_xc" "$ring_relay_xc" <<'PY'
 import json, sys
-backend, path, s, m, rr, rp, rx = sys.argv[1:]
+backend, path, s, m, rr, rp, rx, rl = sys.argv[1:]
 def per(x):
     b0, r0, b1, r1 = (int(v) for v in x.split())
     return (b1 - b0) / max(1, r1 - r0), r1 - r0
@@ -126,9 +130,11 @@ print(json.dumps({"backend": backend, "path": path, "serve_records": sr, "mirror
                   "serve_ns_per_record": round(serve, 2), "mirror_ns_per_record": round(mirror, 2),
                   "ring_read_ns": round(float(rr), 2), "ring_publish_ns": round(float(rp), 2),
                   "ring_read_crosscore_ns": round(float(rx), 2),
+                  "ring_relay_crosscore_ns": round(float(rl), 2),
                   "serve_vs_ring_read": round(serve / float(rr), 2),
                   "serve_vs_ring_read_crosscore": round(serve / float(rx), 2),
-                  "mirror_vs_ring_publish": round(mirror / float(rp), 2)}))
+                  "mirror_vs_ring_publish": round(mirror / float(rp), 2),
+                  "mirror_vs_ring_relay_crosscore": round(mirror / float(rl), 2)}))
 PY
 )
   echo "$line"

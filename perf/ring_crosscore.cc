@@ -6,7 +6,10 @@
 // side's time inside its batches, per record, is what the ring costs when
 // the lines were last touched by the other core — the figures a serve's and
 // a mirror's per-record cost sit on; BM_RingRead and BM_RingPublish run on
-// one core, with no other core touching the ring.
+// one core, with no other core touching the ring. The reader then publishes
+// each batch it read into a second ring of its own (a mirror: records that
+// crossed from the other core, written into its ring): "relay" is the read
+// and that publish together, per record.
 //
 //   ring_crosscore [--rate R] [--seconds N] [--size B] [--batch K]
 //                  [--writer-cpu C] [--reader-cpu C]
@@ -68,7 +71,15 @@ int run(int argc, char** argv) {
   auto producer = ring::Producer::attach(*ring::RingFile::open(o.name));
   auto consumer = ring::Consumer::attach(*ring::RingFile::open(o.name), ring::StartPosition::latest());
   (void)ring::RingFile::remove(o.name);  // mapped by both: gone from /dev/shm on every exit path
-  if (!producer.ok() || !consumer.ok()) return 1;
+  ring::RingOptions ro = o;
+  ro.name = absl::StrCat("rf-crosscore-relay-", getpid());
+  if (auto f = ring::RingFile::create(ro); !f.ok()) {
+    std::fprintf(stderr, "ring_crosscore: %s\n", std::string(f.status().message()).c_str());
+    return 1;
+  }
+  auto relay = ring::Producer::attach(*ring::RingFile::open(ro.name));
+  (void)ring::RingFile::remove(ro.name);
+  if (!producer.ok() || !consumer.ok() || !relay.ok()) return 1;
 
   const double per_ns = tsc_per_ns();
   const uint64_t total = rate * seconds;
@@ -91,7 +102,7 @@ int run(int argc, char** argv) {
 
   pin(static_cast<int>(reader_cpu));
   std::vector<std::byte> frame(batch * size);
-  uint64_t busy = 0, read = 0, lost = 0;
+  uint64_t busy = 0, relay_busy = 0, read = 0, lost = 0;
   for (;;) {
     const bool last = done.load(std::memory_order_acquire);  // pairs with the writer's release store
     if (consumer->published() - consumer->cursor() < batch && !last) continue;
@@ -102,16 +113,21 @@ int run(int argc, char** argv) {
       lost += r.lost;
       if (!r.ok) break;
     }
-    busy += tsc() - t0;
+    const uint64_t t1 = tsc();
+    busy += t1 - t0;
+    for (uint64_t k = 0; k < n; ++k) relay->publish(frame.data() + k * size);
+    relay_busy += tsc() - t1;
     read += n;
     if (last && n == 0) break;
   }
   writer.join();
   const double ns = static_cast<double>(busy) / per_ns / static_cast<double>(read ? read : 1);
   const double wns = static_cast<double>(writer_busy) / per_ns / static_cast<double>(total);
+  const double rns = static_cast<double>(busy + relay_busy) / per_ns / static_cast<double>(read ? read : 1);
   std::printf("{\"harness\": \"ring_crosscore\", \"size\": %lu, \"batch\": %lu, \"rate\": %lu, "
-              "\"records\": %lu, \"lost\": %lu, \"reader_ns_per_record\": %.2f, \"writer_ns_per_record\": %.2f}\n",
-              size, batch, rate, read, lost, ns, wns);
+              "\"records\": %lu, \"lost\": %lu, \"reader_ns_per_record\": %.2f, \"writer_ns_per_record\": %.2f, "
+              "\"relay_ns_per_record\": %.2f}\n",
+              size, batch, rate, read, lost, ns, wns, rns);
   return read == total && lost == 0 ? 0 : 3;
 }
 
