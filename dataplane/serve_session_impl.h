@@ -393,13 +393,13 @@ template <PacketPort Port>
 bool ServeSession<Port>::step(uint64_t now_ns) {
   bool busy = false;
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
-  // Batching: with a partial frame open that may not leave yet, the ring
-  // is left alone until the records waiting would fill the frame (fixed-
-  // size records) — one busy iteration per frame, not one per record, and
-  // no later for any record: the frame leaves when full or due either way.
+  // Batching: while a partial frame may not leave yet, the ring is left
+  // alone until the records waiting would fill the frame (fixed-size
+  // records) — the frame's first record too: one busy iteration per frame
+  // (take them all, send), not one per record, and no later for any
+  // record: the frame leaves when full or due either way.
   const size_t room = framer_.room_records();
-  const bool wait_for_more = room != 0 && !framer_.empty() && !pacer_.due(now_ns) &&
-                             reader_.published() - reader_.cursor() < room;
+  const bool wait_for_more = room != 0 && !pacer_.due(now_ns) && reader_.published() - reader_.cursor() < room;
   const uint64_t gate = link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   for (uint32_t i = 0; !wait_for_more && i < config_.burst_records && reader_.cursor() < gate; ++i) {
     if (!take_record(now_ns)) break;
