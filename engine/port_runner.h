@@ -60,7 +60,7 @@ class PortRunner final : public PortHandle {
   }
 
   void close_serve(dataplane::ServeLink* link) override {
-    remove([&](const Placed& p) { return p.serve && &p.serve->link() == link; });
+    remove(placed_, [&](const Placed& p) { return p.serve && &p.serve->link() == link; });
   }
 
   absl::StatusOr<dataplane::MirrorLink*> open(control::MirrorPlaneRequest r) override {
@@ -80,7 +80,7 @@ class PortRunner final : public PortHandle {
   }
 
   void close(dataplane::MirrorLink* link) override {
-    remove([&](const Placed& p) { return p.mirror && &p.mirror->link() == link; });
+    remove(placed_, [&](const Placed& p) { return p.mirror && &p.mirror->link() == link; });
   }
 
   absl::Status add_task(dataplane::WorkerTask* task) override {
@@ -95,22 +95,12 @@ class PortRunner final : public PortHandle {
       return absl::ResourceExhaustedError(absl::StrCat("port ", name_, " carries ", Worker::kMaxTasks,
                                                        " tasks already: put this one on another port"));
     }
-    tasks_.emplace_back(c.id, task);
+    tasks_.push_back(PlacedTask{c.id, task});
     return absl::OkStatus();
   }
 
   void remove_task(dataplane::WorkerTask* task) override {
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (tasks_[i].second != task) continue;
-      if (!stopped_) {
-        Command c;
-        c.kind = Command::Kind::kRemove;
-        c.id = tasks_[i].first;
-        if (!exchange(c).ok()) return;  // the worker is stuck: it may still step the task
-      }
-      tasks_.erase(tasks_.begin() + static_cast<ptrdiff_t>(i));
-      return;
-    }
+    remove(tasks_, [&](const PlacedTask& t) { return t.task == task; });
   }
 
   uint64_t port_drops() const override {
@@ -191,17 +181,19 @@ class PortRunner final : public PortHandle {
     return absl::OkStatus();
   }
 
-  template <typename Match>
-  void remove(Match match) {
-    for (size_t i = 0; i < placed_.size(); ++i) {
-      if (!match(placed_[i])) continue;
+  // remove takes the entry of `placed` (sessions or tasks) that `match`
+  // picks off the worker, then forgets it.
+  template <typename Entry, typename Match>
+  void remove(std::vector<Entry>& placed, Match match) {
+    for (size_t i = 0; i < placed.size(); ++i) {
+      if (!match(placed[i])) continue;
       if (!stopped_) {
         Command c;
         c.kind = Command::Kind::kRemove;
-        c.id = placed_[i].id;
+        c.id = placed[i].id;
         if (!exchange(c).ok()) return;  // the worker is stuck: never free what it may touch
       }
-      placed_.erase(placed_.begin() + static_cast<ptrdiff_t>(i));
+      placed.erase(placed.begin() + static_cast<ptrdiff_t>(i));
       return;
     }
   }
@@ -237,7 +229,11 @@ class PortRunner final : public PortHandle {
   std::atomic<bool> stop_{false};
   bool stopped_ = false;
   std::vector<Placed> placed_;
-  std::vector<std::pair<uint32_t, dataplane::WorkerTask*>> tasks_;  // the caller's, by command id
+  struct PlacedTask {
+    uint32_t id = 0;
+    dataplane::WorkerTask* task = nullptr;  // the caller's
+  };
+  std::vector<PlacedTask> tasks_;
   uint32_t next_id_ = 1;
 };
 
