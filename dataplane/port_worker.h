@@ -28,6 +28,7 @@
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_task.h"
 #include "dataplane/worker_wake.h"
+#include "ring/idle.h"
 #include "ring/monotonic.h"
 
 namespace ringfire::dataplane {
@@ -157,7 +158,12 @@ class PortWorker {
     if (until <= now_ns) return;
     timeout_ns = until - now_ns;
     if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && tasks_.empty() && commands.size_approx() == 0) {
-      slots_[0].serve->reader().park(timeout_ns);
+      Serve& serve = *slots_[0].serve;
+      if (serve.waiting_for_pacer(now_ns)) {
+        ring::sleep_ns(timeout_ns);  // records left for the pacer: its deadline bounds timeout_ns
+      } else {
+        serve.reader().park(timeout_ns);
+      }
       return;
     }
     // Seq_cst: a control thread's WorkerWake::poke after its push either

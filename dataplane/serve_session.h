@@ -191,6 +191,14 @@ class alignas(64) ServeSession {
            reader_.cursor() < link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   }
 
+  // waiting_for_pacer: the records in the ring may not leave yet (a
+  // partial frame, not due) and would not fill one: step() leaves them
+  // there, and a worker may sleep until next_deadline_ns().
+  bool waiting_for_pacer(uint64_t now_ns) const {
+    const size_t room = framer_.room_records();
+    return room != 0 && !pacer_.due(now_ns) && reader_.published() - reader_.cursor() < room;
+  }
+
   ServeLink& link() { return link_; }
 
  private:

@@ -337,7 +337,9 @@ template <PacketPort Port>
 uint64_t ServeSession<Port>::next_deadline_ns(uint64_t now_ns) const {
   if (repair_count_ != 0 || faults_.enabled()) return now_ns;  // work pending, or faults to release
   uint64_t until = last_send_ns_ + heartbeat_wait_ns_;
-  if (!framer_.empty()) until = std::min(until, pacer_.deadline());
+  // A partial frame, or records left in the ring for it (step()'s
+  // batching), leaves when the pacer is due.
+  if (!framer_.empty() || reader_.published() > reader_.cursor()) until = std::min(until, pacer_.deadline());
   return until;
 }
 
@@ -398,8 +400,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
   // records) — the frame's first record too: one busy iteration per frame
   // (take them all, send), not one per record, and no later for any
   // record: the frame leaves when full or due either way.
-  const size_t room = framer_.room_records();
-  const bool wait_for_more = room != 0 && !pacer_.due(now_ns) && reader_.published() - reader_.cursor() < room;
+  const bool wait_for_more = waiting_for_pacer(now_ns);
   const uint64_t gate = link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   for (uint32_t i = 0; !wait_for_more && i < config_.burst_records && reader_.cursor() < gate; ++i) {
     if (!take_record(now_ns)) break;

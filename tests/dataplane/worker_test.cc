@@ -270,6 +270,8 @@ TEST_F(ServeWorkerTest, WithinThePacingIntervalRecordsWaitInTheRingUntilTheyFill
   ASSERT_EQ(sent().size(), 1u);
   publish(1);
   EXPECT_FALSE(w->step(1000 * kMs + 1 * kUs)) << "the worker took a record that may not leave yet";
+  // ... and the worker sleeps no longer than the pacer's deadline for it.
+  EXPECT_EQ(w->worker().next_deadline_ns(1000 * kMs + 1 * kUs), 1000 * kMs + c.pace_ns);
   const size_t per_frame = (1472 - proto::kFrameHeaderBytes) / 64;  // 22 records of 64 bytes
   publish(static_cast<int>(per_frame) - 2);  // one short of filling it
   EXPECT_FALSE(w->step(1000 * kMs + 2 * kUs)) << "the worker read records it did not need yet";
@@ -281,6 +283,29 @@ TEST_F(ServeWorkerTest, WithinThePacingIntervalRecordsWaitInTheRingUntilTheyFill
   const proto::Frame f = decode(sent()[1]);
   EXPECT_EQ(f.header.seq, 1u);
   EXPECT_EQ(f.header.count, per_frame);
+}
+
+// A worker whose one serve left a record in the ring for the pacer sleeps
+// until the pacer's deadline: not at once (the record is there, but may not
+// leave), and not the backoff's longer timeout.
+TEST_F(ServeWorkerTest, AWorkerWhoseRecordWaitsForThePacerSleepsUntilItsDeadline) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.pace_ns = 30 * kMs;
+  c.heartbeat_ns = 3600'000 * kMs;
+  c.heartbeat_max_ns = c.heartbeat_ns;
+  auto w = worker(c);
+  publish(1);
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(w->step(t0));  // a lone record leaves at once
+  publish(1);
+  ASSERT_FALSE(w->step(t0));  // within the interval: left in the ring
+  w->worker().park(t0, 1000 * kMs);
+  const uint64_t slept = monotonic_ns() - t0;
+  EXPECT_GE(slept, 25 * kMs) << "it did not sleep";
+  EXPECT_LT(slept, 500 * kMs) << "it slept past the pacer's deadline";
+  ASSERT_TRUE(w->step(monotonic_ns()));
+  EXPECT_EQ(sent().size(), 2u);
 }
 
 TEST_F(ServeWorkerTest, WhenIdleAHeartbeatCarriesOnePastTheLastSentSequence) {
