@@ -12,7 +12,10 @@
 # whole daemon pinned for the kernel backend), the other side and the
 # publisher on CPU 0.
 # Usage: perf/cycles_bench.sh [--build DIR] [--backends kernel,af_xdp,memif]
-#        [--rate R] [--seconds N] [--peer-idle MODE] [--pace-us US] [--json FILE]   (root)
+#        [--rate R] [--seconds N] [--peer-idle MODE] [--pace-us US] [--huge-dir DIR] [--json FILE]   (root)
+# --huge-dir: the DPDK daemons' EAL memory (mbufs, memif regions) in 2 MiB
+# pages on that hugetlbfs mount (the default is --no-huge, 4 KiB pages);
+# the caller reserves the pages (vm.nr_hugepages, 256 a daemon).
 # --pace-us: the serve's pacing interval (default: its port kind's, 50 us on
 # the kernel backend, 5 on DPDK); fewer, fuller frames cost fewer cycles.
 # --peer-idle: the idle strategy of the side not measured (default: the
@@ -26,6 +29,7 @@ backends=kernel,af_xdp,memif
 rate=1M
 peer_idle=
 pace=
+huge_dir=
 seconds=5
 json=
 while (($#)); do
@@ -37,7 +41,8 @@ while (($#)); do
     --json) json=$2; shift 2 ;;
     --peer-idle) peer_idle=$2; shift 2 ;;
     --pace-us) pace=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--backends LIST] [--rate R] [--seconds N] [--peer-idle MODE] [--pace-us US] [--json FILE]" >&2; exit 2 ;;
+    --huge-dir) huge_dir=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--backends LIST] [--rate R] [--seconds N] [--peer-idle MODE] [--pace-us US] [--huge-dir DIR] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 rf=$build/cli/ringfire
@@ -90,11 +95,16 @@ for backend in ${backends//,/ }; do
       :
     }
     pin() { echo taskset -c "$(if [[ $backend == kernel || $(cpu "$1") == 0 ]]; then cpu "$1"; else echo 0,1; fi)"; }
-    { printf 'ctl = "%s/h1.sock"\nquiet = true\n' "$logs"; port 1
+    eal() {  # eal HOST: the EAL arguments when on hugepages (else ringfire's default)
+      [[ -z $huge_dir || $backend == kernel ]] && return
+      printf 'eal = "-l %s --main-lcore 0 -m 256 --huge-dir %s --huge-unlink --no-shconf --no-pci --file-prefix %seal%s --log-level=lib.eal:error"\n' \
+        "$([[ $(cpu "$1") == 1 ]] && echo 0,1 || echo 0)" "$huge_dir" "$LAB_PREFIX" "$1"
+    }
+    { printf 'ctl = "%s/h1.sock"\nquiet = true\n' "$logs"; eal 1; port 1
       printf '[[serve]]\nname = "s"\nring = "%s"\nlisten = "198.18.0.1:7400"\nmulticast = "239.255.9.1:7401"\n' "$src"
       [[ -n $pace ]] && printf 'pace-us = %s\n' "$pace"
     } >"$logs/h1.toml"
-    { printf 'ctl = "%s/h2.sock"\nquiet = true\n' "$logs"; port 2
+    { printf 'ctl = "%s/h2.sock"\nquiet = true\n' "$logs"; eal 2; port 2
       printf '[[mirror]]\nname = "m"\nsource = "198.18.0.1:7400"\nring = "%s"\n' "$dst"
     } >"$logs/h2.toml"
     first=${#LAB_PIDS[@]}
