@@ -26,6 +26,17 @@ TEST(Idle, BackoffParksAfterItsSpinsAndYields) {
   EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kSpinPolls + IdleStrategy::kYieldPolls);
 }
 
+// A poller whose every empty poll is a system call (a kernel port) spins
+// and yields a few polls, not a hundred, before it parks.
+TEST(Idle, BackoffParksSoonerWhenEachPollIsASystemCall) {
+  IdleStrategy s(IdleMode::kBackoff, IdleStrategy::kDefaultMaxParkNs, /*costly_polls=*/true);
+  EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls);
+  static_assert(IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls <
+                IdleStrategy::kSpinPolls + IdleStrategy::kYieldPolls);
+  s.reset();
+  EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls);
+}
+
 // A poller whose park wakes for all its work parks almost at once: its
 // empty polls (each a syscall on a kernel port) buy no latency.
 TEST(Idle, BackoffParksAfterAFewPollsWhenEverythingWakesThePoller) {
