@@ -205,6 +205,21 @@ class PortWorker {
     return until;
   }
 
+  // park_wakes_for_records: a park ends when a record or datagram arrives,
+  // not at its timeout — the worker serves one ring alone (it parks on the
+  // ring, which its writer wakes), or serves no ring (a socket wakes its
+  // poll()), or every source of work wakes it (wakeable) — and carries no
+  // task. Otherwise records in a served ring are found by the park's
+  // timeouts, and the idle strategy's spin is what finds them sooner.
+  bool park_wakes_for_records() const {
+    if (!tasks_.empty()) return false;
+    if (wakeable_ || (slots_.size() == 1 && slots_[0].serve != nullptr)) return true;
+    for (const Slot& slot : slots_) {
+      if (slot.serve != nullptr) return false;
+    }
+    return true;
+  }
+
   size_t session_count() const { return slots_.size(); }
   size_t task_count() const { return tasks_.size(); }
 

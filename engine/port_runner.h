@@ -146,8 +146,8 @@ class PortRunner final : public PortHandle {
   };
 
   void loop(ring::IdleMode mode) {
-    // A kernel port's empty poll is a recvmmsg: fewer of them before parking.
-    ring::IdleStrategy idle(mode, ring::IdleStrategy::kDefaultMaxParkNs, requires(const Port& p) { p.wait_fd(); });
+    ring::IdleStrategy idle(mode);
+    constexpr bool kSyscallPolls = requires(const Port& p) { p.wait_fd(); };  // a kernel port: each poll a recvmmsg
     dataplane::TscClock clock;  // one clock read per iteration, from the TSC
     std::unique_lock held(worker_.step_mutex());  // released only inside park's poll
     uint64_t now = clock.now_ns();
@@ -159,6 +159,9 @@ class PortRunner final : public PortHandle {
       if (busy) {
         idle.reset();
       } else {
+        // Few of those costly polls before parking, when the park wakes for
+        // the records too (else the spin is what finds them soon).
+        idle.costly_polls(kSyscallPolls && worker_.park_wakes_for_records());
         idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns, &held); }, worker_.wakeable());
         now = clock.now_ns();
       }

@@ -76,13 +76,15 @@ class IdleStrategy {
   static constexpr uint32_t kCostlySpinPolls = 4;
   static constexpr uint32_t kCostlyYieldPolls = 2;
 
-  // costly_polls: each empty poll is a system call (see kCostlySpinPolls).
-  explicit IdleStrategy(IdleMode mode, uint64_t max_park_ns = kDefaultMaxParkNs, bool costly_polls = false)
-      : mode_(mode),
-        max_park_ns_(std::max(max_park_ns, kFirstParkNs)),
-        spin_polls_(costly_polls ? kCostlySpinPolls : kSpinPolls),
-        yield_polls_(costly_polls ? kCostlyYieldPolls : kYieldPolls) {
+  explicit IdleStrategy(IdleMode mode, uint64_t max_park_ns = kDefaultMaxParkNs)
+      : mode_(mode), max_park_ns_(std::max(max_park_ns, kFirstParkNs)) {
     if (mode == IdleMode::kBackoff || mode == IdleMode::kHot) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+
+  // costly_polls: from now on, each empty poll is (or is not) a system call.
+  void costly_polls(bool costly) {
+    spin_polls_ = costly ? kCostlySpinPolls : kSpinPolls;
+    yield_polls_ = costly ? kCostlyYieldPolls : kYieldPolls;
   }
 
   void reset() {
@@ -132,8 +134,8 @@ class IdleStrategy {
  private:
   IdleMode mode_;
   uint64_t max_park_ns_;
-  uint32_t spin_polls_;
-  uint32_t yield_polls_;
+  uint32_t spin_polls_ = kSpinPolls;   // see costly_polls()
+  uint32_t yield_polls_ = kYieldPolls;
   uint32_t empty_polls_ = 0;
   uint64_t park_ns_ = kFirstParkNs;
   uint64_t last_work_ns_ = 0;  // hot: when the last work was seen

@@ -1076,6 +1076,45 @@ TEST(WorkerTaskTest, ATaskAnswersADatagramInTheIterationItArrivedAndOnceRemovedI
   close(efd);
 }
 
+// Whether a parked worker is woken by its records: one served ring alone
+// (its writer wakes the ring park) or no served ring (the socket wakes the
+// poll) — then a kernel worker spins only a few polls; a served ring beside
+// other sessions, or a task, is found by polling.
+TEST(PortWorkerTest, AParkWakesForRecordsWithOneServeAloneOrNoServe) {
+  ScopedRing mirrored(ring::testing::fixed_ring(1024, 64, ring::kFlagSparse));
+  ScopedRing served(ring::testing::fixed_ring(1024, 64));
+  FakePort port;
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  MirrorWorkerConfig mc;
+  auto mirror = std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(mirrored.open()), mc, 0, 9, efd);
+  ServeConfig sc;
+  sc.multicast = kGroup;
+  auto serve = std::make_unique<ServeSession<FakePort>>(
+      std::move(*ring::RawReader::attach(served.open(), ring::StartPosition::latest())), sc);
+  PortWorker<FakePort> w(port);
+  using Command = PortWorker<FakePort>::Command;
+  FakePort::Prepared pm, ps;
+  EXPECT_TRUE(w.park_wakes_for_records());  // nothing on it
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddMirror, 1, nullptr, mirror.get(), &pm}));
+  w.step(1000 * kMs);
+  EXPECT_TRUE(w.park_wakes_for_records()) << "mirrors only: the socket wakes it";
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kAddServe, 2, serve.get(), nullptr, &ps}));
+  w.step(1001 * kMs);
+  EXPECT_FALSE(w.park_wakes_for_records()) << "a served ring beside a mirror: its records are polled for";
+  ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kRemove, 1}));
+  w.step(1002 * kMs);
+  EXPECT_TRUE(w.park_wakes_for_records()) << "one serve alone: it parks on the ring";
+  struct Idle final : WorkerTask {
+    bool step(uint64_t) override { return false; }
+  } task;
+  Command add{Command::Kind::kAddTask, 3};
+  add.task = &task;
+  ASSERT_TRUE(w.commands.try_push(add));
+  w.step(1003 * kMs);
+  EXPECT_FALSE(w.park_wakes_for_records()) << "a task: nothing wakes it";
+  close(efd);
+}
+
 // A worker carries at most kMaxTasks; the one past it comes back refused.
 TEST(WorkerTaskTest, ATaskPastTheTableIsGivenBackRefused) {
   struct Idle final : WorkerTask {

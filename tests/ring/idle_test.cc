@@ -29,12 +29,16 @@ TEST(Idle, BackoffParksAfterItsSpinsAndYields) {
 // A poller whose every empty poll is a system call (a kernel port) spins
 // and yields a few polls, not a hundred, before it parks.
 TEST(Idle, BackoffParksSoonerWhenEachPollIsASystemCall) {
-  IdleStrategy s(IdleMode::kBackoff, IdleStrategy::kDefaultMaxParkNs, /*costly_polls=*/true);
+  IdleStrategy s(IdleMode::kBackoff);
+  s.costly_polls(true);
   EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls);
   static_assert(IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls <
                 IdleStrategy::kSpinPolls + IdleStrategy::kYieldPolls);
   s.reset();
   EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kCostlySpinPolls + IdleStrategy::kCostlyYieldPolls);
+  s.costly_polls(false);  // back to a ring poller's
+  s.reset();
+  EXPECT_EQ(idle_until_park(s, 1'000), IdleStrategy::kSpinPolls + IdleStrategy::kYieldPolls);
 }
 
 // A poller whose park wakes for all its work parks almost at once: its
