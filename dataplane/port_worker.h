@@ -211,14 +211,9 @@ class PortWorker {
   // poll()), or every source of work wakes it (wakeable) — and carries no
   // task. Otherwise records in a served ring are found by the park's
   // timeouts, and the idle strategy's spin is what finds them sooner.
-  bool park_wakes_for_records() const {
-    if (!tasks_.empty()) return false;
-    if (wakeable_ || (slots_.size() == 1 && slots_[0].serve != nullptr)) return true;
-    for (const Slot& slot : slots_) {
-      if (slot.serve != nullptr) return false;
-    }
-    return true;
-  }
+  // (Kept as the sessions come and go, like wakeable(): the idle path asks
+  // on every empty poll.)
+  bool park_wakes_for_records() const { return park_wakes_for_records_; }
 
   size_t session_count() const { return slots_.size(); }
   size_t task_count() const { return tasks_.size(); }
@@ -256,6 +251,15 @@ class PortWorker {
   }
 
  private:
+  bool compute_park_wakes_for_records() const {
+    if (!tasks_.empty()) return false;
+    if (wakeable_ || (slots_.size() == 1 && slots_[0].serve != nullptr)) return true;
+    for (const Slot& slot : slots_) {
+      if (slot.serve != nullptr) return false;
+    }
+    return true;
+  }
+
   struct Slot {
     uint32_t id;
     Serve* serve;
@@ -283,7 +287,10 @@ class PortWorker {
     }
     stats_.sessions.set(slots_.size());
     stats_.tasks.set(tasks_.size());
-    if (any) wakeable_ = all_wake_it();
+    if (any) {
+      wakeable_ = all_wake_it();
+      park_wakes_for_records_ = compute_park_wakes_for_records();  // after wakeable_, which it reads
+    }
     return any;
   }
 
@@ -375,6 +382,7 @@ class PortWorker {
   uint64_t wake_at_ns_ = 0;  // when the parked worker wakes by itself (under step_mu_)
   uint64_t parked_at_ns_ = 0;  // when it went to sleep (under step_mu_)
   bool wakeable_ = requires(const Port& p) { p.wait_fd(); };  // see wakeable(); no sessions yet
+  bool park_wakes_for_records_ = true;  // see park_wakes_for_records(); nothing on it yet
   PortWorkerStats stats_;
 };
 

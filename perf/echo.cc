@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "perf/echo_roles.h"
 #include "ring/idle.h"
 
@@ -42,7 +41,7 @@ int ping(const std::string& out, const std::string& in, uint64_t rate, bool clos
   }
   Ping ping(std::move(*rings), rate, count, closed);
   ring::IdleStrategy idle(mode);
-  while (!ping.finished(monotonic_ns(), drain_ms * 1'000'000)) {
+  while (!ping.finished(ping.last_now(), drain_ms * 1'000'000)) {
     if (ping.step()) {
       idle.reset();
     } else {
@@ -60,28 +59,12 @@ int run(int argc, char** argv) {
     return 2;
   }
   const std::string role = argv[1], a = argv[2], b = argv[3];
-  uint64_t rate = 10000, count = 100000, drain_ms = 2000;
-  bool closed = false;
-  std::string json, idle = "spin";
-  for (int i = 4; i < argc; i += 2) {
-    const std::string k = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
-    if (k == "--closed") {
-      closed = true;
-      --i;  // takes no value
-    } else if (k == "--json") json = v;
-    else if (k == "--idle") idle = v;
-    else if (k == "--rate" && absl::SimpleAtoi(v, &rate)) {}
-    else if (k == "--count" && absl::SimpleAtoi(v, &count) && count > 0) {}
-    else if (k == "--drain-ms" && absl::SimpleAtoi(v, &drain_ms)) {}
-    else {
-      std::fprintf(stderr, "echo: bad option %s %s\n", k.c_str(), v.c_str());
-      return 2;
-    }
-  }
-  auto mode = ring::parse_idle_mode(idle);
+  PingOptions o;
+  if (!parse_ping_options(argc, argv, 4, /*idle_ok=*/true, "echo", &o)) return 2;
+  auto mode = ring::parse_idle_mode(o.idle);
   if (!mode) return 2;
   if (role == "pong") return pong(a, b, *mode);
-  if (role == "ping") return ping(a, b, rate, closed, count, drain_ms, json, *mode);
+  if (role == "ping") return ping(a, b, o.rate, o.closed, o.count, o.drain_ms, o.json, *mode);
   std::fprintf(stderr, "echo: role must be ping or pong\n");
   return 2;
 }

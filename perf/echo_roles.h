@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "perf/histogram.h"
 #include "perf/json_out.h"
@@ -83,6 +84,7 @@ class Ping {
   // whether it did either.
   bool step() {
     const uint64_t now = monotonic_ns();
+    last_now_ = now;
     if (start_ == 0) start_ = now;
     bool busy = false;
     if (sent_ < count_ && (rate_ == 0 || now >= due_ns()) &&
@@ -122,6 +124,8 @@ class Ping {
     return done_sending_ != 0 && (delivered_ == count_ || now - done_sending_ > drain_ns);
   }
   bool started() const { return start_ != 0; }
+  // last_now: the clock as the last step() read it (0 before the first).
+  uint64_t last_now() const { return last_now_; }
 
   // report prints the summary line (and JSON to `json` unless empty);
   // the exit status: 0, or 3 when an echo was bad or duplicated.
@@ -160,7 +164,37 @@ class Ping {
   uint64_t warmup_;
   LatencyHistogram h_;
   uint64_t sent_ = 0, delivered_ = 0, dups_ = 0, bad_ = 0;
-  uint64_t start_ = 0, done_sending_ = 0;
+  uint64_t start_ = 0, done_sending_ = 0, last_now_ = 0;
 };
+
+// PingOptions: a ping's command-line options, shared by perf/echo and
+// perf/engine_echo.
+struct PingOptions {
+  uint64_t rate = 10000, count = 100000, drain_ms = 2000;
+  bool closed = false;
+  std::string json;
+  std::string idle = "spin";  // only where `idle_ok`
+};
+// parse_ping_options reads argv[first..]: --rate R, --closed, --count N,
+// --json FILE, --drain-ms MS (and --idle MODE when `idle_ok`). False, with
+// a message naming `tool` on stderr, for anything else.
+inline bool parse_ping_options(int argc, char** argv, int first, bool idle_ok, const char* tool, PingOptions* o) {
+  for (int i = first; i < argc; i += 2) {
+    const std::string k = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
+    if (k == "--closed") {
+      o->closed = true;
+      --i;  // takes no value
+    } else if (k == "--json" && !v.empty()) o->json = v;
+    else if (k == "--idle" && idle_ok && !v.empty()) o->idle = v;
+    else if (k == "--rate" && absl::SimpleAtoi(v, &o->rate)) {}
+    else if (k == "--count" && absl::SimpleAtoi(v, &o->count) && o->count > 0) {}
+    else if (k == "--drain-ms" && absl::SimpleAtoi(v, &o->drain_ms)) {}
+    else {
+      std::fprintf(stderr, "%s: bad option %s %s\n", tool, k.c_str(), v.c_str());
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace ringfire::perf

@@ -21,7 +21,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "cli/daemon.h"
 #include "dataplane/worker_task.h"
 #include "engine/engine.h"
@@ -50,7 +49,7 @@ class PingTask final : public dataplane::WorkerTask {
   bool step(uint64_t) override {
     if (done_.load(std::memory_order_relaxed)) return false;  // its own store: no pairing needed
     const bool busy = ping_.step();
-    if (ping_.finished(monotonic_ns(), drain_ns_)) done_.store(true, std::memory_order_release);
+    if (ping_.finished(ping_.last_now(), drain_ns_)) done_.store(true, std::memory_order_release);
     return busy;
   }
   bool done() const { return done_.load(std::memory_order_acquire); }  // pairs with step()'s release
@@ -84,23 +83,8 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "engine_echo: the role is ping or pong, not %s\n", role.c_str());
     return 2;
   }
-  uint64_t rate = 10000, count = 100000, drain_ms = 2000;
-  bool closed = false;
-  std::string json;
-  for (int i = 6; i < argc; i += 2) {
-    const std::string k = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
-    if (k == "--closed") {
-      closed = true;
-      --i;  // takes no value
-    } else if (k == "--json" && !v.empty()) json = v;
-    else if (k == "--rate" && absl::SimpleAtoi(v, &rate)) {}
-    else if (k == "--count" && absl::SimpleAtoi(v, &count) && count > 0) {}
-    else if (k == "--drain-ms" && absl::SimpleAtoi(v, &drain_ms)) {}
-    else {
-      std::fprintf(stderr, "engine_echo: bad option %s %s\n", k.c_str(), v.c_str());
-      return 2;
-    }
-  }
+  PingOptions o;
+  if (!parse_ping_options(argc, argv, 6, /*idle_ok=*/false, "engine_echo", &o)) return 2;
 
   engine::PortHandle* port = nullptr;
   std::unique_ptr<PongTask> pong;
@@ -126,7 +110,7 @@ int run(int argc, char** argv) {
       if (st.ok()) {
         dataplane::WorkerTask* task;
         if (role == "ping") {
-          ping = std::make_unique<PingTask>(std::move(*rings), rate, count, closed, drain_ms * 1'000'000);
+          ping = std::make_unique<PingTask>(std::move(*rings), o.rate, o.count, o.closed, o.drain_ms * 1'000'000);
           task = ping.get();
         } else {
           pong = std::make_unique<PongTask>(std::move(*rings));
@@ -147,7 +131,7 @@ int run(int argc, char** argv) {
     }
     if (ping && ping->done()) {
       port->remove_task(ping.get());
-      status = ping->ping().report(json, ", \"on_worker\": true");
+      status = ping->ping().report(o.json, ", \"on_worker\": true");
       return false;
     }
     return true;
