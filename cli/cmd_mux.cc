@@ -347,7 +347,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"generation_mismatch", s.in.generation_mismatch},
       {"channel_failures", s.channel_failures},
       {"applied_by_readers", s.applied_by_readers},
-      {"applied_by_applier", s.applied_by_applier},
+      {"applied_by_node", s.applied_by_node},
       {"unauthenticated", s.unauthenticated},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
       {"data_path", (*n)->data_path()},

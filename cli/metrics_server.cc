@@ -299,7 +299,7 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
           s.channel_tx_bursts);
   x.family("ringfire_mux_channel_applied_total", "counter", "Ingress channel batches applied, by the thread that applied them.");
   x.sample("ringfire_mux_channel_applied_total", L{{"by", "reader"}}, static_cast<double>(s.applied_by_readers));
-  x.sample("ringfire_mux_channel_applied_total", L{{"by", "applier"}}, static_cast<double>(s.applied_by_applier));
+  x.sample("ringfire_mux_channel_applied_total", L{{"by", "node"}}, static_cast<double>(s.applied_by_node));
   x.family("ringfire_mux_rejected_total", "counter", "What the node refused or dropped, by reason.");
   for (const auto& [reason, v] : std::vector<std::pair<const char*, uint64_t>>{
            {"refused_connection", s.refused},

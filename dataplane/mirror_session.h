@@ -23,6 +23,7 @@
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/mirror_receiver.h"
+#include "dataplane/reader_wake.h"
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_wake.h"
 
@@ -37,6 +38,10 @@ struct MirrorWorkerConfig {
   std::optional<MacKey> punch_key;    // authenticated: PUNCHes carry a counter and a MAC
   uint64_t punch_retry_ns = 50'000'000;       // until the first datagram
   uint64_t punch_keepalive_ns = 1'000'000'000;
+  // reader_wake: an in-process reader of the mirror ring waits on it (the
+  // stream mux's channels): signalled once per step that committed records.
+  // Null for every other mirror. It outlives the session (the reader's).
+  ReaderWake* reader_wake = nullptr;
 };
 
 struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
@@ -133,6 +138,7 @@ class alignas(64) MirrorSession {
   bool data_seen_ = false;
   uint64_t last_punch_ns_ = 0;
   uint64_t punch_counter_ = 0;
+  uint64_t signalled_seq_ = 0;  // next_seq when reader_wake was last signalled
   uint64_t datagrams_ = 0;   // published by publish_stats: no locked add per datagram
   uint64_t tcp_frames_ = 0;
   std::optional<proto::NakRanges> unsent_nak_;

@@ -110,6 +110,13 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
     wake = true;
   }
   if (wake) wake_control();
+  // Records committed since the last look (by datagrams in this
+  // iteration's RX burst, or TCP frames above): an in-process reader
+  // waiting on them is told (one fenced load when it is not waiting).
+  if (config_.reader_wake != nullptr && receiver_.next_seq() != signalled_seq_) {
+    signalled_seq_ = receiver_.next_seq();
+    config_.reader_wake->signal();
+  }
   publish_stats();
   return busy;
 }

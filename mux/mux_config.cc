@@ -37,6 +37,9 @@ absl::Status validate(const MuxConfig& c) {
   if (c.stall_deadline_ns < 2 * c.heartbeat_interval_ns) {
     return absl::InvalidArgumentError("mux stall_deadline: at least two heartbeat intervals");
   }
+  if (c.accept_timeout_ns < 1'000'000) {
+    return absl::InvalidArgumentError("mux accept_timeout: at least 1 ms (default 60 s)");
+  }
   if (c.flush.kind == FlushPolicy::Kind::kManual && (c.flush.on_admission || c.flush.max_linger_ns != 0)) {
     return absl::InvalidArgumentError("mux flush: Manual takes no Auto condition (use Auto with max_linger for a net)");
   }

@@ -30,8 +30,12 @@ struct MuxConfig {
   bool enabled = false;                  // offered in attach requests and answers
   uint32_t max_batch_bytes = 60 * 1024;  // clamped by the channel's record cap and 64 KiB
   uint32_t initial_credit = 256;         // frames a receiver grants a slot (C); 0 is refused
-  uint32_t slot_byte_budget = 1 << 20;   // bytes one slot may have outstanding and withheld
-  uint32_t peer_byte_budget = 8 << 20;   // bytes all slots to one peer may have outstanding
+  // The byte budgets: what one slot, and all of one peer's open slots, may
+  // have outstanding (sent, not credited back) and, on the owner's side,
+  // withheld. The receiver enforces both on what arrives (PROTOCOL.md §2.3):
+  // they are its memory bound.
+  uint32_t slot_byte_budget = 1 << 20;
+  uint32_t peer_byte_budget = 8 << 20;
   uint32_t max_streams_per_peer = 4096;  // live slots per peer (the dense table's size)
   // max_record_bytes: the largest record a send takes. One larger than a
   // batch's record cap is fenced: it goes alone in a batch of its own (the
@@ -39,6 +43,10 @@ struct MuxConfig {
   uint32_t max_record_bytes = 256 << 10;
   uint64_t heartbeat_interval_ns = 1'000'000'000;  // per-slot liveness, phase-aligned per peer
   uint64_t stall_deadline_ns = 10'000'000'000;     // a slot at its byte cap with no credit this long dies
+  // accept_timeout_ns: a stream the receiver answered must be claimed by
+  // the owner's OpenSlot within this, or it ends (never_opened) and its
+  // anchor is free again: a peer that attaches and goes quiet holds nothing.
+  uint64_t accept_timeout_ns = 60'000'000'000;
   FlushPolicy flush;
 };
 

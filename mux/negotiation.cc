@@ -22,6 +22,7 @@ proto::AttachResponse answer(const proto::AttachRequest& request, const MuxConfi
     r.transport_key = proto::kTransportMux;
     r.initial_credit = local.initial_credit;  // never 0: validate() refused it
     r.slot_byte_budget = local.slot_byte_budget;
+    r.peer_byte_budget = local.peer_byte_budget;
   }
   return r;
 }
@@ -50,6 +51,7 @@ absl::StatusOr<PathChoice> choose(const proto::AttachResponse& response, const M
   c.kind = PathChoice::Kind::kMux;
   c.credit = response.initial_credit;
   c.slot_byte_budget = response.slot_byte_budget != 0 ? response.slot_byte_budget : local.slot_byte_budget;
+  c.peer_byte_budget = response.peer_byte_budget != 0 ? response.peer_byte_budget : local.peer_byte_budget;
   return c;
 }
 

@@ -28,6 +28,7 @@ struct PathChoice {
   enum class Kind : uint8_t { kTcp, kMux } kind = Kind::kTcp;
   uint32_t credit = 0;            // kMux: the slot's window
   uint32_t slot_byte_budget = 0;  // kMux: the receiver's, or the default
+  uint32_t peer_byte_budget = 0;  // kMux: the receiver's, or (an older one) this node's own
 };
 
 // choose reads the receiver's answer; an error says why the stream cannot

@@ -3,39 +3,70 @@
 #include "mux/peer_receiver.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "mux/peer_sender.h"
 
 namespace ringfire::mux {
+namespace {
+constexpr size_t kLenPrefix = 4;
+}  // namespace
+
+const char* end_reason_name(EndReason r) {
+  switch (r) {
+    case EndReason::kNone: return "finished";
+    case EndReason::kProducerGone: return "producer_gone";
+    case EndReason::kChannelLost: return "channel_lost";
+    case EndReason::kProtocolError: return "protocol_error";
+    case EndReason::kOverBudget: return "over_budget";
+    case EndReason::kSilent: return "silent";
+    case EndReason::kNeverOpened: return "never_opened";
+    case EndReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
 
 struct PeerReceiver::Stream {
   uint64_t anchor_id = 0;
   uint64_t session_id = 0;
+  void* user = nullptr;         // the consumer's (expect)
   uint32_t window = 0;          // C
   bool bound = false;           // the peer's OpenSlot claimed it
   bool ended = false;           // its end is queued (finished or dropped)
   uint32_t slot = 0;            // the peer's SlotId, packed, once bound
   uint32_t expected_seq = 0;    // the next frame_seq
+  uint32_t first_seq = 0;       // the OpenSlot's frame_seq: frames delivered = expected - first
   uint32_t data_items = 0;      // data items buffered (<= window)
   uint32_t owed = 0;            // frames read, not yet granted back
   bool in_owed = false;
   size_t at = 0;                // its index in streams_ (freed by swap and pop: O(1))
   size_t owed_at = 0;           // in_owed: its index in credit_owed_
   uint64_t bytes = 0;           // data bytes buffered
+  uint64_t registered_ns = 0;   // expect()'s time: the accept timeout runs from it
   uint64_t last_seen_ns = 0;    // a record or heartbeat for it
   uint64_t last_data_ns = 0;    // a data record for it
-  std::deque<StreamItem> items;
+  // The buffer: data items as [u32 len][body] from `head`, in order, then
+  // (end_queued) the end. No allocation per item once it has grown.
+  std::vector<std::byte> fifo;
+  size_t head = 0;
+  bool end_queued = false;
+  StreamItem::Kind end_kind = StreamItem::Kind::kFinished;
+  EndReason end_reason = EndReason::kNone;
+  bool empty() const { return head == fifo.size() && !end_queued; }
 };
 
 PeerReceiver::PeerReceiver(const MuxConfig& config) : config_(config) {}
 PeerReceiver::~PeerReceiver() = default;
 
-PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit) {
+PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns,
+                                           void* user) {
   if (streams_.size() >= config_.max_streams_per_peer || credit == 0) return nullptr;
   auto s = std::make_unique<Stream>();
   s->anchor_id = anchor_id;
   s->session_id = session_id;
   s->window = credit;
+  s->user = user;
+  s->registered_ns = now_ns;
   if (!awaiting_.emplace(std::pair{anchor_id, session_id}, s.get()).second) return nullptr;  // registered already
   s->at = streams_.size();
   streams_.push_back(std::move(s));
@@ -43,21 +74,48 @@ PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_
   return streams_.back().get();
 }
 
-bool PeerReceiver::pop(Stream* s, StreamItem* out) {
-  if (s->items.empty()) return false;
-  *out = std::move(s->items.front());
-  s->items.pop_front();
-  if (out->kind == StreamItem::Kind::kData) {
+bool PeerReceiver::has_items(const Stream* s) const { return !s->empty(); }
+
+bool PeerReceiver::pop(Stream* s, Popped* out) {
+  if (s->head < s->fifo.size()) {
+    uint32_t len;
+    std::memcpy(&len, s->fifo.data() + s->head, kLenPrefix);
+    out->kind = StreamItem::Kind::kData;
+    out->reason = EndReason::kNone;
+    out->frames = 0;
+    out->bytes = proto::ConstBytes(s->fifo.data() + s->head + kLenPrefix, len);
+    s->head += kLenPrefix + len;
+    // Emptied: start over at the front (the view stays valid: nothing moves until the next push).
+    if (s->head == s->fifo.size()) {
+      s->fifo.resize(0);  // keeps its capacity; the bytes stay where they are
+      s->head = 0;
+    }
     --s->data_items;
-    s->bytes -= out->bytes.size();
-    peer_bytes_ -= out->bytes.size();
+    s->bytes -= len;
+    peer_bytes_ -= len;
+    if (!s->ended) live_bytes_ -= len;
     if (s->bound) {
       ++s->owed;
       owe_credit(s);
     }
     return true;
   }
+  if (!s->end_queued) return false;
+  out->kind = s->end_kind;
+  out->reason = s->end_reason;
+  out->frames = s->expected_seq - s->first_seq;
+  out->bytes = {};
   free_stream(s);  // its end was read: nothing more will come
+  return true;
+}
+
+bool PeerReceiver::pop(Stream* s, StreamItem* out) {
+  Popped p;
+  if (!pop(s, &p)) return false;
+  out->kind = p.kind;
+  out->reason = p.reason;
+  out->frames = p.frames;
+  out->bytes.assign(p.bytes.begin(), p.bytes.end());
   return true;
 }
 
@@ -88,12 +146,43 @@ void PeerReceiver::unbind(Stream* s) {
   s->owed = 0;
 }
 
-void PeerReceiver::end(Stream* s, StreamItem::Kind kind) {
+void PeerReceiver::readable(Stream* s, bool was_empty) {
+  if (was_empty && hook_ != nullptr) hook_(hook_ctx_, s->user);
+}
+
+void PeerReceiver::end(Stream* s, StreamItem::Kind kind, EndReason reason) {
   if (s->ended) return;
   s->ended = true;
   unbind(s);
-  s->items.push_back(StreamItem{kind, {}});  // the reserved place: never past C + 1
+  if (const auto it = awaiting_.find(std::pair{s->anchor_id, s->session_id}); it != awaiting_.end() && it->second == s) {
+    awaiting_.erase(it);  // never claimed: no OpenSlot may claim it now
+  }
+  live_bytes_ -= s->bytes;  // what it still buffers no longer counts against the peer's budget
+  const bool was_empty = s->empty();
+  s->end_queued = true;  // the reserved place: never past C + 1
+  s->end_kind = kind;
+  s->end_reason = kind == StreamItem::Kind::kFinished ? EndReason::kNone : reason;
   ++(kind == StreamItem::Kind::kFinished ? stats_.finished : stats_.dropped);
+  readable(s, was_empty);
+}
+
+void PeerReceiver::push_data(Stream* s, proto::ConstBytes body) {
+  const bool was_empty = s->empty();
+  if (s->head != 0 && s->head * 2 >= s->fifo.size()) {  // compact the read prefix (amortised O(1))
+    s->fifo.erase(s->fifo.begin(), s->fifo.begin() + static_cast<std::ptrdiff_t>(s->head));
+    s->head = 0;
+  }
+  const auto len = static_cast<uint32_t>(body.size());
+  const size_t at = s->fifo.size();
+  s->fifo.resize(at + kLenPrefix + len);
+  std::memcpy(s->fifo.data() + at, &len, kLenPrefix);
+  if (len != 0) std::memcpy(s->fifo.data() + at + kLenPrefix, body.data(), len);
+  ++s->data_items;
+  s->bytes += len;
+  peer_bytes_ += len;
+  live_bytes_ += len;
+  ++stats_.records;
+  readable(s, was_empty);
 }
 
 void PeerReceiver::free_stream(Stream* s) {
@@ -102,6 +191,7 @@ void PeerReceiver::free_stream(Stream* s) {
     awaiting_.erase(it);
   }
   peer_bytes_ -= s->bytes;
+  if (!s->ended) live_bytes_ -= s->bytes;
   // O(1) whatever the number of streams (thousands may end at once): its
   // credit entry becomes a hole build_control drops, its place in streams_
   // goes to the last stream.
@@ -119,13 +209,21 @@ void PeerReceiver::free_stream(Stream* s) {
 
 void PeerReceiver::peer_lost() {
   for (auto& s : streams_) {
-    if (s->bound) end(s.get(), StreamItem::Kind::kDropped);
+    if (s->ended) continue;
+    if (!s->bound) ++stats_.never_opened;
+    end(s.get(), StreamItem::Kind::kDropped, s->bound ? EndReason::kChannelLost : EndReason::kNeverOpened);
   }
+  awaiting_.clear();
   slots_.clear();
   credit_owed_.clear();
   for (auto& s : streams_) s->in_owed = false;
   closes_owed_.clear();
   epoch_ = 0;
+}
+
+void PeerReceiver::fail_slot(Stream* s, uint32_t raw, EndReason reason) {
+  owe_close(raw, proto::CloseReason::kProtocolError);
+  end(s, StreamItem::Kind::kDropped, reason);
 }
 
 void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner) {
@@ -140,7 +238,12 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
       ++stats_.stale_epoch;  // a batch from before the peer came back: discarded whole
       return;
     }
-    if (epoch_ != 0) peer_lost();  // a new epoch: the old one's streams are gone
+    if (epoch_ != 0) {  // a new epoch: the old one's streams are gone (the new one's attach anew)
+      for (auto& s : streams_) {
+        if (s->bound) end(s.get(), StreamItem::Kind::kDropped, EndReason::kChannelLost);
+      }
+      slots_.clear();
+    }
     epoch_ = h.peer_epoch;
     next_batch_seq_ = h.batch_seq;
   }
@@ -172,7 +275,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         Bound& b = slots_[id.index];
         if (b.stream != nullptr) {  // the index is still live here: the peer reused it early
           ++stats_.protocol_errors;
-          end(b.stream, StreamItem::Kind::kDropped);
+          end(b.stream, StreamItem::Kind::kDropped, EndReason::kProtocolError);
         }
         const auto it = awaiting_.find(std::pair{rec.open.anchor_id, rec.open.session_id});
         Stream* found = it == awaiting_.end() ? nullptr : it->second;
@@ -186,6 +289,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         found->bound = true;
         found->slot = raw;
         found->expected_seq = rec.header.frame_seq;
+        found->first_seq = rec.header.frame_seq;
         found->last_seen_ns = now_ns;
         found->last_data_ns = now_ns;
         continue;
@@ -210,22 +314,30 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
           // Out of order, or past the credit granted: this slot only.
           ++stats_.protocol_errors;
           if (s->data_items >= s->window) ++stats_.reader_stall;
-          owe_close(raw, proto::CloseReason::kProtocolError);
-          end(s, StreamItem::Kind::kDropped);
+          fail_slot(s, raw, EndReason::kProtocolError);
+          continue;
+        }
+        // The byte budgets are the memory bound: an owner keeps what its open
+        // slots have outstanding under both (the peer's: over streams not yet
+        // ended, which is what the owner can see), so a record past them is
+        // the peer's fault, and only its slot pays.
+        if (s->bytes + rec.body.size() > config_.slot_byte_budget ||
+            live_bytes_ + rec.body.size() > config_.peer_byte_budget) {
+          ++stats_.over_budget;
+          fail_slot(s, raw, EndReason::kOverBudget);
           continue;
         }
         ++s->expected_seq;
-        ++s->data_items;
         s->last_data_ns = now_ns;
-        s->bytes += rec.body.size();
-        peer_bytes_ += rec.body.size();
-        s->items.push_back(StreamItem{StreamItem::Kind::kData, {rec.body.begin(), rec.body.end()}});
-        ++stats_.records;
+        push_data(s, rec.body);
         continue;
       }
       case proto::RecordType::kCloseSlot:
-        end(s, rec.reason == proto::CloseReason::kTerminalSent ? StreamItem::Kind::kFinished
-                                                               : StreamItem::Kind::kDropped);
+        if (rec.reason == proto::CloseReason::kTerminalSent) {
+          end(s, StreamItem::Kind::kFinished, EndReason::kNone);
+        } else {
+          end(s, StreamItem::Kind::kDropped, EndReason::kProducerGone);
+        }
         continue;
       case proto::RecordType::kSlotHeartbeat:
         continue;  // last_seen moved: alive
@@ -245,12 +357,22 @@ PeerReceiver::Liveness PeerReceiver::liveness(const Stream* s, uint64_t now_ns) 
 
 void PeerReceiver::watchdog(uint64_t now_ns) {
   for (auto& s : streams_) {
-    if (s->bound && !s->ended && liveness(s.get(), now_ns) == Liveness::kDead) {
+    if (s->ended) continue;
+    if (s->bound && liveness(s.get(), now_ns) == Liveness::kDead) {
       owe_close(s->slot, proto::CloseReason::kCancelled);  // the owner, if it is there, stops too
-      end(s.get(), StreamItem::Kind::kDropped);
+      end(s.get(), StreamItem::Kind::kDropped, EndReason::kSilent);
       ++stats_.watchdog_dead;
+    } else if (!s->bound && now_ns >= s->registered_ns && now_ns - s->registered_ns >= config_.accept_timeout_ns) {
+      ++stats_.never_opened;  // answered, never claimed: it ends, and its anchor is free again
+      end(s.get(), StreamItem::Kind::kDropped, EndReason::kNeverOpened);
     }
   }
+}
+
+uint64_t PeerReceiver::next_expiry_ns() const {
+  uint64_t t = UINT64_MAX;
+  for (const auto& [key, s] : awaiting_) t = std::min(t, s->registered_ns + config_.accept_timeout_ns);
+  return t;
 }
 
 size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {

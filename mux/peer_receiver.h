@@ -6,21 +6,28 @@
 //
 // A consumer registers a stream (anchor, session) with a window of C
 // frames; the peer's OpenSlot claims it. Each stream's buffer holds C data
-// items and one more for its end (finished or dropped), so the applier
-// never finds it full unless the peer broke its credit (a protocol error
-// on that slot only, counted). Exactly one end per stream: finished (the
-// owner's terminal), or dropped (owner gone, the channel's epoch died, a
-// protocol error, or the owner killed it). A record whose slot generation
-// is not its occupant's is dropped and counted; an OpenSlot for a stream
-// nobody registered is answered CloseSlot{unknown} and the peer goes on.
-// Credit goes back as the consumer reads, coalesced per slot, and a grant
-// is held back while the slot's (or the peer's) buffered bytes are over
-// their budget: the byte side throttles the next grant, it never refuses a
-// record already granted.
+// items and one more for its end, so the applier never finds it full
+// unless the peer broke its credit (a protocol error on that slot only,
+// counted). The buffer's bytes are bounded too: a record that would take
+// a slot past its byte budget, or all of the peer's slots past the peer's,
+// ends that slot (an owner keeps what it has outstanding under both, so
+// only a broken or hostile one meets this): what a peer can make this
+// side hold is the budgets, whatever it sends. Exactly one end per
+// registered stream, with its reason: finished (the owner's terminal), or
+// dropped (the owner went away, the channel died, a protocol error, the
+// budget, silence, or never claimed within the accept timeout). A record
+// whose slot generation is not its occupant's is dropped and counted; an
+// OpenSlot for a stream nobody registered is answered CloseSlot{unknown}
+// and the peer goes on. Credit goes back as the consumer reads, coalesced
+// per slot.
+//
+// Readiness: a stream whose buffer goes from empty to holding something
+// is reported to the readable hook (the node's anchors keep their ready
+// lists from it), so a reader's cost is the streams that have items,
+// never the streams registered.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -33,10 +40,25 @@ namespace ringfire::mux {
 
 class PeerSender;
 
-// StreamItem: what a consumer reads.
+// EndReason: why a stream ended (kNone: it finished).
+enum class EndReason : uint8_t {
+  kNone = 0,         // finished: the owner's terminal
+  kProducerGone,     // the owner went away without one (aborted, or killed the slot)
+  kChannelLost,      // the peer's channel died (its connection, its epoch)
+  kProtocolError,    // out of order, past its credit, a rebound index
+  kOverBudget,       // a record past the slot's or the peer's byte budget
+  kSilent,           // nothing from the owner for three heartbeat intervals
+  kNeverOpened,      // attached, but no OpenSlot claimed it within the accept timeout
+  kCancelled,        // the consumer cancelled it (per-stream path's own end)
+};
+const char* end_reason_name(EndReason r);
+
+// StreamItem: what a consumer reads (a copy; see PeerReceiver::Popped).
 struct StreamItem {
   enum class Kind : uint8_t { kData, kFinished, kDropped } kind = Kind::kData;
   std::vector<std::byte> bytes;  // kData
+  EndReason reason = EndReason::kNone;  // an end's
+  uint32_t frames = 0;                  // an end's: data frames the stream delivered before it
 };
 
 struct PeerReceiverStats {
@@ -50,6 +72,8 @@ struct PeerReceiverStats {
   uint64_t unknown_anchor = 0;        // OpenSlots nobody registered (answered CloseSlot{unknown})
   uint64_t protocol_errors = 0;       // out-of-order frame_seq, credit overrun, a rebound index
   uint64_t reader_stall = 0;          // the buffer was full for a granted record: must stay 0
+  uint64_t over_budget = 0;           // slots ended: a record past the slot's or the peer's byte budget
+  uint64_t never_opened = 0;          // registered streams never claimed (accept timeout, or the peer lost first)
   uint64_t credit_returned = 0;       // frames granted back
   uint64_t credit_held = 0;           // grants held back by a byte budget
   uint64_t dropped = 0;               // streams that ended dropped
@@ -61,16 +85,37 @@ class PeerReceiver {
  public:
   // Stream: one registered stream's state; owned by the receiver.
   struct Stream;
+  // ReadableHook: called (inside apply, watchdog, peer_lost) when a
+  // stream's buffer goes from empty to holding an item; `user` is what
+  // expect() was given.
+  using ReadableHook = void (*)(void* ctx, void* user);
 
   explicit PeerReceiver(const MuxConfig& config);
   ~PeerReceiver();
 
+  void set_readable_hook(ReadableHook hook, void* ctx) {
+    hook_ = hook;
+    hook_ctx_ = ctx;
+  }
+
   // expect registers a stream the peer will open (the attach answered it
-  // with `credit`); nullptr if max_streams_per_peer are registered.
-  Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit);
+  // with `credit`); nullptr if max_streams_per_peer are registered. It
+  // must be claimed by an OpenSlot within the config's accept timeout.
+  Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns = 0, void* user = nullptr);
+
+  // Popped: one item, its bytes a view of the stream's buffer that holds
+  // until this receiver's next call.
+  struct Popped {
+    StreamItem::Kind kind = StreamItem::Kind::kData;
+    EndReason reason = EndReason::kNone;
+    uint32_t frames = 0;
+    proto::ConstBytes bytes;
+  };
   // pop: the stream's next item (false: none now). After its end the
   // stream is freed: the pointer is dead once pop returned an end.
-  bool pop(Stream* s, StreamItem* out);
+  bool pop(Stream* s, Popped* out);
+  bool pop(Stream* s, StreamItem* out);  // a copy
+  bool has_items(const Stream* s) const;
   // grant_due: the stream has read back a quarter of its window since its
   // last grant — time to send credit (the owner has at least 3/4 of its
   // window left before then; smaller grants wait for the next control turn).
@@ -83,15 +128,20 @@ class PeerReceiver {
   // receiver-to-owner closes in it are for this node's own streams to the
   // peer: they go to `owner` (may be null).
   void apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner = nullptr);
-  // peer_lost: the channel's epoch died; every open stream ends dropped.
+  // peer_lost: the channel's epoch died; every registered stream ends
+  // dropped (claimed or not).
   void peer_lost();
   // Liveness, per stream: kAlive (data this interval), kStarved (only the
   // owner's heartbeats: it is there but has nothing to send, or no credit —
   // never killed for it), kDead (nothing at all for three heartbeat
-  // intervals). watchdog() ends the dead ones dropped; time passed in.
+  // intervals). watchdog() ends the dead ones dropped, and the registered
+  // streams no OpenSlot claimed within the accept timeout; time passed in.
   enum class Liveness : uint8_t { kAlive, kStarved, kDead };
   Liveness liveness(const Stream* s, uint64_t now_ns) const;
   void watchdog(uint64_t now_ns);
+  // next_expiry_ns: when the oldest unclaimed stream's accept timeout
+  // runs out (UINT64_MAX: none waits).
+  uint64_t next_expiry_ns() const;
   // build_control writes what goes back (credit, closes) into `out`;
   // returns its size, 0 when nothing is owed. Call until 0.
   size_t build_control(proto::MutableBytes out, uint64_t epoch);
@@ -107,13 +157,19 @@ class PeerReceiver {
     uint8_t generation = 0;
     Stream* stream = nullptr;  // nullptr: the index is free
   };
-  void end(Stream* s, StreamItem::Kind kind);   // queue the stream's one end
+  void end(Stream* s, StreamItem::Kind kind, EndReason reason);  // queue the stream's one end
+  void push_data(Stream* s, proto::ConstBytes body);
+  void readable(Stream* s, bool was_empty);
   void unbind(Stream* s);
   void free_stream(Stream* s);
   void owe_close(uint32_t raw_slot, proto::CloseReason reason);
   void owe_credit(Stream* s);
+  // fail_slot: this slot only broke the protocol (or its budget): ended, and the owner told.
+  void fail_slot(Stream* s, uint32_t raw, EndReason reason);
 
   MuxConfig config_;
+  ReadableHook hook_ = nullptr;
+  void* hook_ctx_ = nullptr;
   std::vector<std::unique_ptr<Stream>> streams_;  // registered, by pointer
   // awaiting: registered streams no OpenSlot has claimed yet, by (anchor, session).
   struct KeyHash {
@@ -130,7 +186,8 @@ class PeerReceiver {
   uint64_t epoch_ = 0;      // the peer's current epoch (0: none yet)
   uint32_t next_batch_seq_ = 0;
   uint32_t control_seq_ = 0;  // the batches build_control wrote
-  uint64_t peer_bytes_ = 0;
+  uint64_t peer_bytes_ = 0;  // buffered in every stream
+  uint64_t live_bytes_ = 0;  // ... in streams not yet ended (the peer budget's measure)
   uint32_t live_ = 0;
   PeerReceiverStats stats_;
 };

@@ -23,16 +23,31 @@ PeerSender::PeerSender(const MuxConfig& config, uint64_t epoch)
       record_cap_(std::min(config.max_batch_bytes, kMaxBatchCeiling) -
                   static_cast<uint32_t>(proto::kBatchHeaderBytes + proto::kRecordHeaderBytes)),
       slots_(config.max_streams_per_peer),
-      next_tick_ns_(config.heartbeat_interval_ns) {}
+      next_tick_ns_(config.heartbeat_interval_ns),
+      peer_budget_(config.peer_byte_budget) {}
+
+uint32_t PeerSender::head_len(const Slot& s) { return load_len(s.withheld.data() + s.head); }
+
+bool PeerSender::may_send(const Slot& s) const {
+  if (!has_data(s) || s.credit == 0) return false;
+  const uint32_t len = head_len(s);
+  return s.out_bytes + len <= s.byte_budget && out_bytes_total_ + len <= peer_budget_;
+}
+
+void PeerSender::forget_outstanding(Slot& s) {
+  out_bytes_total_ -= s.out_bytes;
+  s.out_bytes = 0;
+}
 
 std::optional<proto::SlotId> PeerSender::open(uint64_t anchor_id, uint64_t session_id, uint32_t credit,
-                                              uint64_t now_ns) {
+                                              uint64_t now_ns, uint32_t byte_budget) {
   if (credit == 0) return std::nullopt;  // a zero window is no mux (refused at attach)
   Slot s;
   s.anchor_id = anchor_id;
   s.session_id = session_id;
   s.credit = credit;
   s.window = credit;
+  s.byte_budget = byte_budget != 0 ? byte_budget : config_.slot_byte_budget;
   s.open_pending = true;
   s.last_send_ns = now_ns;
   auto id = slots_.open(std::move(s));
@@ -50,7 +65,7 @@ SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t
   if (held + kLenPrefix + record.size() > config_.slot_byte_budget ||
       withheld_total_ + kLenPrefix + record.size() > config_.peer_byte_budget) {
     ++stats_.refused_full;
-    if (s->full_since_ns == 0 && s->credit == 0) {
+    if (s->full_since_ns == 0 && !may_send(*s)) {  // no credit, or no byte room, to make any
       s->full_since_ns = now_ns;
       stalling_.push_back(id);
     }
@@ -110,10 +125,18 @@ void PeerSender::on_credit(uint32_t raw, uint32_t delta) {
   }
   const uint32_t n = std::min(delta, s->outstanding);
   if (n < delta) ++stats_.credit_overflow;  // more than was sent: never past the window
+  for (uint32_t i = 0; i < n; ++i) {  // the oldest n records were read: their bytes are free
+    const uint32_t len = s->sent_lens[s->sent_head];
+    s->sent_head = (s->sent_head + 1) % s->window;
+    s->out_bytes -= len;
+    out_bytes_total_ -= len;
+  }
   s->outstanding -= n;
   s->credit += n;
   if (n != 0) s->full_since_ns = 0;
   if (has_data(*s) && s->credit != 0) enqueue(id, *s);
+  // A slot held back only by the byte budgets stays in ready_ (it has
+  // credit): the next build() finds the bytes freed here.
 }
 
 void PeerSender::on_close(uint32_t raw, proto::CloseReason reason) {
@@ -124,6 +147,7 @@ void PeerSender::on_close(uint32_t raw, proto::CloseReason reason) {
   if (s->open_pending) --liveness_pending_;
   if (s->close_pending) --liveness_pending_;
   discard(*s);
+  forget_outstanding(*s);
   s->state = State::kClosed;
   s->open_pending = s->close_pending = false;
   slots_.close(id);  // the receiver holds nothing for it: the index is free
@@ -141,6 +165,7 @@ void PeerSender::peer_lost() {
   liveness_pending_ = 0;
   staged_since_ns_ = 0;
   withheld_total_ = 0;
+  out_bytes_total_ = 0;
 }
 
 void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
@@ -149,7 +174,11 @@ void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
   --s.withheld_records;
   ++s.frame_seq;
   --s.credit;
+  if (s.sent_lens.empty()) s.sent_lens.resize(s.window);
+  s.sent_lens[(s.sent_head + s.outstanding) % s.window] = len;  // outstanding < window: a credit was spent
   ++s.outstanding;
+  s.out_bytes += len;
+  out_bytes_total_ += len;
   s.last_send_ns = now_ns;
   ++stats_.records;
   stats_.bytes += len;
@@ -181,7 +210,7 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
   bool any = false;
   for (const proto::SlotId id : ready_) {
     const Slot* s = slots_.find(id);
-    if (s == nullptr || !has_data(*s) || s->credit == 0) continue;
+    if (s == nullptr || !may_send(*s)) continue;
     any = true;
     bytes += s->withheld.size() - s->head;  // an upper bound of what goes
   }
@@ -234,8 +263,8 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   // records wait behind it in its FIFO, the other slots do not.
   for (const proto::SlotId id : ready_) {
     Slot* s = slots_.find(id);
-    if (s == nullptr || !has_data(*s) || s->credit == 0 || s->open_pending) continue;
-    const uint32_t len = load_len(s->withheld.data() + s->head);
+    if (s == nullptr || !may_send(*s) || s->open_pending) continue;
+    const uint32_t len = head_len(*s);
     if (len <= record_cap_) continue;
     const size_t need = proto::kBatchHeaderBytes + proto::kRecordHeaderBytes + len;
     if (out.size() < need) continue;  // the caller's buffer cannot hold it (see build())
@@ -269,7 +298,12 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     const uint64_t since = next_tick_ns_ >= interval ? next_tick_ns_ - interval : 0;
     bool all = true;
     slots_.for_each([&](proto::SlotId id, Slot& s) {
-      if (!all || id.index < beat_from_ || s.state != State::kOpen || s.open_pending || s.last_send_ns >= since) return;
+      // A finishing slot beats too: its last records (and the terminal) may
+      // wait for credit for longer than the receiver's watchdog allows.
+      if (!all || id.index < beat_from_ || (s.state != State::kOpen && s.state != State::kFinishing) || s.open_pending ||
+          s.last_send_ns >= since) {
+        return;
+      }
       if (!w.add_slot_heartbeat(id.pack(), s.frame_seq)) {
         all = false;
         beat_from_ = id.index;  // the batch is full: the next one goes on from here
@@ -290,8 +324,8 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     for (const proto::SlotId id : ready_) {
       Slot* s = slots_.find(id);
       if (s == nullptr) continue;
-      if (has_data(*s) && s->credit != 0 && load_len(s->withheld.data() + s->head) <= record_cap_) {
-        const uint32_t len = load_len(s->withheld.data() + s->head);
+      if (may_send(*s) && head_len(*s) <= record_cap_) {
+        const uint32_t len = head_len(*s);
         const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
         if (!w.add_data(id.pack(), s->frame_seq, body)) {
           full = true;
@@ -309,6 +343,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
         s->close_pending = false;
         --liveness_pending_;
         s->state = State::kClosed;
+        forget_outstanding(*s);  // the receiver ends the stream as it applies this: its bytes leave the peer's count
         slots_.close(id);  // terminal-then-close is written: the index is free
       }
     }
@@ -329,7 +364,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   bool staged = false;
   for (const proto::SlotId id : ready_) {
     const Slot* s = slots_.find(id);
-    staged |= s != nullptr && has_data(*s) && s->credit != 0;
+    staged |= s != nullptr && may_send(*s);
   }
   staged_since_ns_ = staged ? now_ns : 0;
   kicked_ = kicked_ && staged;  // a flush_batch() covers what was staged before it

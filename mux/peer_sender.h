@@ -64,8 +64,16 @@ class PeerSender {
   PeerSender(const MuxConfig& config, uint64_t epoch);
 
   // open a slot for the consumer's (anchor, session), holding `credit`
-  // frames (> 0). nullopt when max_streams_per_peer are live.
-  std::optional<proto::SlotId> open(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns);
+  // frames (> 0) and at most `byte_budget` data bytes outstanding (the
+  // receiver's answer; 0: the config's slot_byte_budget). nullopt when
+  // max_streams_per_peer are live.
+  std::optional<proto::SlotId> open(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns,
+                                    uint32_t byte_budget = 0);
+  // set_peer_budget: the receiver's peer_byte_budget (its ATTACH answer):
+  // the data bytes all open slots may have outstanding together.
+  void set_peer_budget(uint32_t bytes) { peer_budget_ = bytes != 0 ? bytes : config_.peer_byte_budget; }
+  // outstanding_bytes: what the open slots have sent and not had credited back.
+  uint64_t outstanding_bytes() const { return out_bytes_total_; }
   SendStatus send(proto::SlotId slot, proto::ConstBytes record, uint64_t now_ns);
   // finish: the terminal; later sends are kClosed. false if not live.
   bool finish(proto::SlotId slot);
@@ -118,6 +126,12 @@ class PeerSender {
     uint32_t credit = 0;         // data frames it may still send
     uint32_t window = 0;         // the credit it opened with: grants past it are ignored
     uint32_t outstanding = 0;    // data frames sent, not yet credited back
+    uint32_t byte_budget = 0;    // data bytes it may have outstanding (the receiver's answer)
+    uint64_t out_bytes = 0;      // data bytes sent, not yet credited back
+    // sent_lens: the outstanding records' lengths, oldest first from
+    // sent_head (a ring of `window`): credit returns records in order.
+    std::vector<uint32_t> sent_lens;
+    uint32_t sent_head = 0;
     bool open_pending = false;   // its OpenSlot is not yet written
     bool close_pending = false;  // its terminal (or a kill) is not yet written
     proto::CloseReason close_reason = proto::CloseReason::kTerminalSent;
@@ -130,6 +144,12 @@ class PeerSender {
     uint64_t last_send_ns = 0;
   };
   static bool has_data(const Slot& s) { return s.withheld_records != 0; }
+  static uint32_t head_len(const Slot& s);
+  // may_send: the slot's head record may go now: a credit, and room in
+  // both byte budgets for it.
+  bool may_send(const Slot& s) const;
+  // forget_outstanding: the slot closes; its outstanding bytes no longer count.
+  void forget_outstanding(Slot& s);
   bool sendable(const Slot& s) const;
   void enqueue(proto::SlotId id, Slot& s);
   void discard(Slot& s);  // drop what it withholds
@@ -151,6 +171,8 @@ class PeerSender {
   uint64_t next_tick_ns_;               // the per-peer heartbeat tick
   uint32_t beat_from_ = 0;              // this tick's beats go on from this index (a full batch)
   size_t withheld_total_ = 0;           // bytes withheld over all slots (the peer budget)
+  uint64_t out_bytes_total_ = 0;        // data bytes the open slots have outstanding
+  uint64_t peer_budget_ = 0;            // ... at most this (the receiver's peer_byte_budget)
   uint32_t liveness_pending_ = 0;       // OpenSlots and closes not yet written
   PeerSenderStats stats_;
 };

@@ -95,7 +95,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->listening = control::socket_local(*fd);
   impl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // see accept_all
   impl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl->wake_fd < 0) return absl::InternalError("node: eventfd failed");
+  impl->ready.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake_fd < 0 || impl->ready.fd < 0) return absl::InternalError("node: eventfd failed");
   if (absl::Status st = impl->engine->watch(impl->listen_fd); !st.ok()) return st;
   if (absl::Status st = impl->engine->watch(impl->wake_fd); !st.ok()) return st;
   NodeImpl* raw = impl.get();
@@ -121,6 +122,8 @@ NodeImpl::~NodeImpl() {
   if (listen_fd >= 0) close(listen_fd);
   if (wake_fd >= 0) close(wake_fd);
   if (spare_fd >= 0) close(spare_fd);
+  engine.reset();  // its sessions signal `ready`: gone before its descriptor
+  if (ready.fd >= 0) close(ready.fd);
 }
 
 dataplane::Endpoint Node::control_address() const { return impl_->listening; }
@@ -140,20 +143,27 @@ void NodeImpl::loop() {
     wake_pending.store(false, std::memory_order_release);
     const uint64_t now = monotonic_ns();
     accept_all(now);
-    std::vector<std::thread> to_join;
+    // A channel's ingress ring, once its mirror made it (in the engine's
+    // turn above): opened outside mu (it maps a file). Only this thread
+    // changes `in`, so it reads it without mu.
+    for (auto& p : in) {
+      if (p->receiver && !p->ingress && !p->dead) open_ingress(*p);
+    }
     {
       std::lock_guard l(mu);
       step(now);
       for (auto& p : in) {
-        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : "gone", &to_join);
+        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : "gone");
       }
       std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
       wait = next_wait(monotonic_ns());
     }
-    for (std::thread& t : to_join) t.join();
+    if (ready_owed) {  // items this pass made ready: a reader waiting on the descriptor looks
+      ready_owed = false;
+      ready.signal();
+    }
   }
   // Stopping: every peer is lost.
-  std::vector<std::thread> to_join;
   {
     std::lock_guard l(mu);
     for (auto& [w, p] : out) end_out(*p, "the node stops");
@@ -169,10 +179,10 @@ void NodeImpl::loop() {
     }
     tcp_out.clear();
     attach_cv.notify_all();
-    for (auto& p : in) end_in(*p, "the node stops", &to_join);
+    for (auto& p : in) end_in(*p, "the node stops");
     in.clear();
   }
-  for (std::thread& t : to_join) t.join();
+  ready.signal();
   engine->stop_all();
 }
 
@@ -194,6 +204,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
     if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
     if (p->receiver && p->applied != p->reported) until = std::min(until, p->reported_ns + kPositionEveryNs);
+    if (p->receiver) until = std::min(until, std::max(p->receiver->next_expiry_ns(), p->watchdog_next_ns));
   }
   return until > now ? until - now : 0;
 }
@@ -344,6 +355,30 @@ void Node::flush_batch() {
   if (left) m.wake();
 }
 
+size_t Node::send_many(std::span<SendOne> sends) {
+  NodeImpl& m = *impl_;
+  size_t sent = 0;
+  bool liveness = false;
+  {
+    std::lock_guard l(m.mu);
+    const uint64_t now = monotonic_ns();
+    for (SendOne& one : sends) {
+      Sender& s = *one.sender;
+      if (s.tcp_) {
+        one.status = s.send_tcp_locked(one.record);
+      } else if (s.peer_->dead || s.done_) {
+        one.status = mux::SendStatus::kClosed;
+      } else {
+        one.status = s.peer_->sender->send(s.slot_, one.record, now);
+      }
+      sent += one.status == mux::SendStatus::kSent;
+      liveness |= one.status == mux::SendStatus::kSent;
+    }
+  }
+  if (liveness && m.mux.flush.kind == mux::FlushPolicy::Kind::kAuto) m.wake();
+  return sent;
+}
+
 bool Node::drain(uint64_t timeout_ns) {
   NodeImpl& m = *impl_;
   const uint64_t until = monotonic_ns() + timeout_ns;
@@ -379,23 +414,28 @@ NodeStats Node::stats() const {
   // The engine is the node thread's, but its counters are single-writer
   // atomics any thread may read; the session list changes only under mu.
   for (const auto& m : impl_->engine->mirrors()) impl_->add_channel_counters(*m, &s);
+  s.ready_wakeups += impl_->counters.ready_wakeups;
   return s;
+}
+
+mux::SendStatus Sender::send_tcp_locked(proto::ConstBytes record) {
+  if (done_ || tcp_->closed || tcp_->conn == nullptr) return mux::SendStatus::kClosed;
+  if (record.size() > tcp_->byte_budget) return mux::SendStatus::kTooLarge;
+  if (tcp_->conn->pending() + record.size() > tcp_->byte_budget) return mux::SendStatus::kFull;
+  if (!send_frame(*tcp_->conn, FrameKind::kStream, tcp_->frame_seq, record)) {
+    tcp_->closed = true;
+    return mux::SendStatus::kClosed;
+  }
+  ++tcp_->frame_seq;
+  ++node_->counters.tcp_records_out;
+  return mux::SendStatus::kSent;
 }
 
 mux::SendStatus Sender::send(proto::ConstBytes record) {
   mux::SendStatus st;
   if (tcp_) {  // the per-stream path: one STREAM frame per record, written now
     std::lock_guard l(node_->mu);
-    if (done_ || tcp_->closed || tcp_->conn == nullptr) return mux::SendStatus::kClosed;
-    if (record.size() > tcp_->byte_budget) return mux::SendStatus::kTooLarge;
-    if (tcp_->conn->pending() + record.size() > tcp_->byte_budget) return mux::SendStatus::kFull;
-    if (!send_frame(*tcp_->conn, FrameKind::kStream, tcp_->frame_seq, record)) {
-      tcp_->closed = true;
-      return mux::SendStatus::kClosed;
-    }
-    ++tcp_->frame_seq;
-    ++node_->counters.tcp_records_out;
-    return mux::SendStatus::kSent;
+    return send_tcp_locked(record);
   }
   {
     std::lock_guard l(node_->mu);
@@ -451,135 +491,6 @@ Sender::~Sender() {
     if (done_ || peer_->dead || !peer_->sender->abort(slot_)) return;
   }
   node_->wake();
-}
-
-bool Anchor::recv(Item* out, uint64_t timeout_ns) {
-  NodeImpl& m = *node_;
-  std::unique_lock l(m.mu);
-  wake_ = false;
-  auto take = [&]() {
-    AnchorState& a = *state_;
-    for (size_t i = 0; i < a.streams.size(); ++i) {
-      const size_t k = (a.next + i) % a.streams.size();
-      AnchorStream& s = a.streams[k];
-      if (s.tcp) {  // the per-stream path
-        if (s.tcp->items.empty()) continue;
-        wake_ = s.tcp->items.size() >= s.tcp->window;  // the node thread stopped reading it
-        *out = std::move(s.tcp->items.front());
-        s.tcp->items.pop_front();
-        out->session = s.session;
-        if (out->kind != Item::Kind::kData) {
-          a.streams.erase(a.streams.begin() + static_cast<std::ptrdiff_t>(k));
-          a.next = 0;
-        } else {
-          a.next = k + 1;
-        }
-        return true;
-      }
-      mux::StreamItem it;
-      if (!s.peer->receiver->pop(s.stream, &it)) continue;
-      wake_ = it.kind != mux::StreamItem::Kind::kData || s.peer->receiver->grant_due(s.stream);
-      out->session = s.session;
-      out->kind = it.kind == mux::StreamItem::Kind::kData       ? Item::Kind::kData
-                  : it.kind == mux::StreamItem::Kind::kFinished ? Item::Kind::kFinished
-                                                                : Item::Kind::kDropped;
-      out->bytes = std::move(it.bytes);
-      if (it.kind != mux::StreamItem::Kind::kData) {
-        a.streams.erase(a.streams.begin() + static_cast<std::ptrdiff_t>(k));  // its end: the stream is freed
-        a.next = 0;
-      } else {
-        a.next = k + 1;
-      }
-      return true;
-    }
-    return false;
-  };
-  // The channels feeding this anchor are applied here, by the reader, so
-  // an item needs no hand-off from the applier; what they deliver to other
-  // anchors wakes those anchors' readers.
-  bool wake_node = false;
-  auto apply = [&]() {
-    InPeer* last = nullptr;
-    size_t n = 0;
-    for (const AnchorStream& s : state_->streams) {
-      if (s.peer == nullptr || s.peer.get() == last) continue;
-      last = s.peer.get();
-      n += m.apply_ingress(*s.peer, kApplyBudget, true, &wake_node);
-    }
-    if (n != 0) m.items_cv.notify_all();
-  };
-  // watchable: the one channel every stream of this anchor rides, when no
-  // other reader watches it — this reader may park on its ring's futex and
-  // be woken by the mirror's write itself.
-  auto watchable = [&]() -> std::shared_ptr<InPeer> {
-    const auto& st = state_->streams;
-    if (st.empty() || st.front().peer == nullptr) return nullptr;
-    const std::shared_ptr<InPeer>& p = st.front().peer;
-    if (!p->ingress || p->dead || p->failed || p->watched) return nullptr;
-    for (const AnchorStream& s : st) {
-      if (s.peer != p) return nullptr;
-    }
-    return p;
-  };
-  const uint64_t start = monotonic_ns();
-  const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
-  bool got = false;
-  for (;;) {
-    apply();
-    if ((got = take())) break;
-    const uint64_t now = monotonic_ns();
-    if (timeout_ns == 0 || now >= deadline) break;
-    if (std::shared_ptr<InPeer> w = watchable()) {
-      w->watched = true;
-      ring::RingHeader& h = w->ingress->file().header();  // mapped while w lives
-      const uint64_t seen = w->ingress->cursor();
-      l.unlock();
-      if (wake_node) m.wake();
-      wake_node = false;
-      // Bounded: a new stream, a cancel or an end elsewhere is seen within a slice.
-      ring::wait_for_write(h, seen, std::min(deadline - now, kWatchSliceNs));
-      l.lock();
-      w->watched = false;
-      w->watched_ns = monotonic_ns();
-    } else {
-      // A zero timeout never gets here: a timed wait that has already
-      // expired still sleeps for the timer slack (~50 us).
-      m.items_cv.wait_for(l, std::chrono::nanoseconds(std::min<uint64_t>(deadline - now, uint64_t{1} << 62)));
-    }
-  }
-  l.unlock();
-  // A grant is due, a stream's connection may be read again, an end freed,
-  // a position or a close is owed.
-  if (wake_node || (got && wake_)) m.wake();
-  return got;
-}
-
-void Anchor::cancel() {
-  NodeImpl& m = *node_;
-  {
-    std::lock_guard l(m.mu);
-    state_->cancelled = true;
-    for (AnchorStream& s : state_->streams) {
-      if (s.tcp) {
-        s.tcp->cancelled = true;  // the node thread closes its connection
-      } else {
-        s.peer->receiver->cancel(s.stream);
-      }
-    }
-    state_->streams.clear();
-  }
-  m.wake();
-}
-
-uint32_t Anchor::live_streams() const {
-  std::lock_guard l(node_->mu);
-  return static_cast<uint32_t>(state_->streams.size());
-}
-
-Anchor::~Anchor() {
-  cancel();
-  std::lock_guard l(node_->mu);
-  node_->anchors.erase(state_->id);
 }
 
 }  // namespace ringfire::node

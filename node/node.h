@@ -17,9 +17,16 @@
 //   flush_batch     no argument, never an error, non-blocking: whatever is
 //                   staged goes in the next batches (Manual policy).
 //   Anchor::recv    items of each stream in order, then exactly one end:
-//                   finished, or dropped (the producer went away, the peer's
-//                   channel died). Anchor::cancel reaches the producer as a
-//                   closed sender.
+//                   finished, or dropped with its reason (the producer went
+//                   away, the peer's channel died, never claimed, ...).
+//                   Anchor::cancel reaches the producer as a closed sender.
+//   fd / poll       consumer, many anchors at once: one descriptor for an
+//                   event loop (readable when some anchor has an item), and
+//                   a call that returns the items of every ready anchor —
+//                   its cost is the items ready, never the anchors open.
+//                   A node is read either this way or by blocking recv()
+//                   calls, not both at once (they share the descriptor).
+//   send_many       producer: a decode step's records in one call.
 //
 // Per peer, one channel each way a node produces: an egress blob ring of
 // `_stream_batch` records that this node's engine serves, which the peer's
@@ -32,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,6 +101,27 @@ struct Item {
   enum class Kind : uint8_t { kData, kFinished, kDropped } kind = Kind::kData;
   uint64_t session = 0;          // which producer's stream (multi-sender anchors have many)
   std::vector<std::byte> bytes;  // kData
+  mux::EndReason reason = mux::EndReason::kNone;  // kDropped: why
+  uint32_t frames = 0;           // an end's: the data frames the stream delivered before it
+};
+
+// Polled: one item from Node::poll; its bytes are in the poll's buffer.
+struct Polled {
+  uint64_t anchor = 0;   // whose (Anchor::id())
+  uint64_t session = 0;
+  Item::Kind kind = Item::Kind::kData;
+  mux::EndReason reason = mux::EndReason::kNone;
+  uint32_t frames = 0;
+  uint32_t offset = 0;   // kData: the bytes [offset, offset + len) of the buffer
+  uint32_t len = 0;
+};
+
+class Sender;
+// SendOne: one record of a Node::send_many call, and what became of it.
+struct SendOne {
+  Sender* sender = nullptr;
+  proto::ConstBytes record;
+  mux::SendStatus status = mux::SendStatus::kSent;
 };
 
 // NodeStats: every counter, summed over the node's peers.
@@ -120,16 +149,20 @@ struct NodeStats {
   uint64_t channel_tcp_frames = 0;
   uint64_t channel_naks = 0;
   uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
-  // Ingress channel records applied, by whom: a reader in Anchor::recv (its
-  // items taken without a hand-off) or the peer's applier thread.
+  // Ingress channel records applied, by whom: a reader in poll() or
+  // Anchor::recv (its items taken without a hand-off), or the node thread.
   uint64_t applied_by_readers = 0;
-  uint64_t applied_by_applier = 0;
+  uint64_t applied_by_node = 0;  // by the node thread, before it judged liveness (a reader was slow)
   // The egress channels' serves (the engine's counters): the datagrams that
   // carried batches (heartbeats apart) and the tx_burst calls that sent them —
   // records_sent / channel_datagrams_out is tokens per datagram, bursts per
   // flush_batch() the doorbells a forward pass costs.
   uint64_t channel_datagrams_out = 0;
   uint64_t channel_tx_bursts = 0;
+  // Readiness: poll() calls, and the descriptor's wake-ups (writes: by a
+  // channel's worker, the node thread or a poll that left items).
+  uint64_t polls = 0;
+  uint64_t ready_wakeups = 0;
 };
 
 class Node;
@@ -157,6 +190,7 @@ class Sender {
  private:
   friend class Node;
   friend struct NodeImpl;
+  mux::SendStatus send_tcp_locked(proto::ConstBytes record);  // under the node's mu
   Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<OutPeer> peer, proto::SlotId slot, uint64_t session)
       : node_(std::move(node)), peer_(std::move(peer)), slot_(slot), session_(session) {}
   Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<TcpStreamOut> tcp, uint64_t session)
@@ -177,6 +211,8 @@ class Anchor {
   Anchor& operator=(const Anchor&) = delete;
 
   const mux::AnchorHandle& handle() const { return handle_; }
+  // id: what Node::poll's items name this anchor by (the handle's anchor id).
+  uint64_t id() const { return handle_.anchor; }
   // recv: the next item of any of its streams, waiting up to timeout_ns;
   // false when none came.
   bool recv(Item* out, uint64_t timeout_ns);
@@ -207,6 +243,22 @@ class Node {
   absl::StatusOr<std::unique_ptr<Sender>> attach(const mux::AnchorHandle& handle,
                                                  const dataplane::Endpoint& peer_control);
   void flush_batch();
+  // send_many: each record on its sender, in order, under one lock (a
+  // decode step in one call); each SendOne's status says what became of
+  // it. Returns the number sent. Never blocks on I/O.
+  size_t send_many(std::span<SendOne> sends);
+
+  // fd: readable when some anchor of this node has an item (an edge once
+  // poll() took everything, level while it left items). For epoll and
+  // asyncio's add_reader; never read it yourself.
+  int fd() const;
+  // poll: up to `max` items of any anchors, appended to *items, their bytes
+  // to *bytes; returns how many. Never waits. Applies what the channels
+  // delivered on this thread (no hand-off).
+  size_t poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, size_t max);
+  // wait: until fd() is readable or timeout_ns passed; true if readable.
+  bool wait(uint64_t timeout_ns) const;
+
   // drain waits (at most timeout_ns) until everything sent has been applied
   // by its peers: staged records sent, terminals written, channels caught
   // up, per-stream connections written out. What a producer calls before

@@ -4,9 +4,13 @@
 // (channels served out, the per-stream path's producer side) share.
 // Threads and what they hold:
 //   node thread   engine (only it), every TcpConn, OutPeer/InPeer set-up
-//                 and teardown; builds batches under mu
-//   applier (one per InPeer)  reads its ingress ring, applies under mu;
-//                 stands back while a reader watches the ring itself
+//                 and teardown; builds batches under mu; opens each
+//                 ingress ring, and applies what waits in them before it
+//                 judges the streams' liveness
+//   readers       poll() / recv(): apply the ingress rings under mu on
+//                 their own thread (no applier thread, no hand-off), then
+//                 take items from the ready anchors; wait on `ready` (the
+//                 channels' mirror workers signal it)
 //   callers       Sender/Anchor/Node calls: under mu, never blocking on I/O
 //                 (attach waits on a condition variable for its answer;
 //                 flush_batch builds batches on its own thread)
@@ -29,6 +33,7 @@
 
 #include "control/auth.h"
 #include "control/tcp_conn.h"
+#include "dataplane/reader_wake.h"
 #include "engine/engine.h"
 #include "node/node.h"
 #include "node/node_peers.h"
@@ -45,8 +50,8 @@ constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channe
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
 constexpr uint64_t kPositionEveryNs = 1'000'000;  // a moved channel position is reported this often at most
-constexpr size_t kApplyBudget = 256;              // ingress records applied per turn (then others get mu)
-constexpr uint64_t kWatchSliceNs = 1'000'000;     // a reader parked on an ingress ring looks around this often
+constexpr size_t kApplyBudget = 256;              // ingress records applied per channel per turn (then others get mu)
+constexpr uint64_t kWatchSliceNs = 10'000'000;    // a reader blocked in recv looks around at least this often
 
 inline control::FrameLimits mux_limits() {
   control::FrameLimits l;
@@ -160,6 +165,10 @@ Stats sum(Stats a, const Stats& b) {
 }
 
 struct NodeImpl {
+  // ready: the consumer's descriptor (Node::fd); the channels' mirror
+  // workers and the node thread signal it. Declared before the engine,
+  // whose sessions point at it, so it outlives them.
+  dataplane::ReaderWake ready;
   NodeOptions opt;
   uint64_t worker = 0;
   uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
@@ -177,7 +186,7 @@ struct NodeImpl {
   control::FrameLimits limits = mux_limits();
 
   mutable std::mutex mu;  // guards everything below (and the peers' fields)
-  std::condition_variable items_cv;   // an item may be ready for some anchor
+  std::condition_variable items_cv;   // an item may be ready for some anchor (readers blocked in recv)
   std::condition_variable attach_cv;  // an attach was answered
   std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
   std::vector<std::shared_ptr<InPeer>> in;
@@ -188,6 +197,10 @@ struct NodeImpl {
   mux::PeerReceiverStats in_ended;
   NodeStats counters;            // the node's own (peers, refusals, ...); ended channels' serve counters too
   std::vector<std::byte> buf;    // the node thread's batch buffer
+  // The anchors with an item, each once (AnchorState::listed), oldest first.
+  std::deque<std::shared_ptr<AnchorState>> ready_anchors;
+  bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
+  bool ready_owed = false;       // the node thread made items ready: it signals once it let go of mu
 
   // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
   void wake() {
@@ -220,15 +233,34 @@ struct NodeImpl {
   void step_tcp_out(TcpStreamOut& t);
   void send_stream_attach(TcpStreamOut& t);
   void on_stream_frame(InPeer& p, const proto::Frame& f);
+  // tcp_item: an item of a per-stream connection's stream (its anchor's
+  // ready list, the readers told); tcp_end: its end, dropped for `why`.
+  void tcp_item(TcpStreamIn& t, Item item);
+  void tcp_end(TcpStreamIn& t, mux::EndReason why);
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
-  void end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join);
-  void applier(std::shared_ptr<InPeer> p);
+  void end_in(InPeer& p, const std::string& why);
+  // open_ingress: the node thread opens a channel's ingress ring once its
+  // mirror created it (outside mu: it maps a file); true when open.
+  bool open_ingress(InPeer& p);
   // apply_ingress (under mu) applies up to `max` records of the peer's
-  // ingress ring (counted as a reader's or the applier's); returns how many. *wake_node: the node thread has
+  // ingress ring (counted as a reader's or the node thread's); returns how many. *wake_node: the node thread has
   // something to send back (a position to report, closes owed) — the
   // caller wakes it once it let go of mu. A lost record fails the channel.
   size_t apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node);
+  // apply_all: apply_ingress on every live channel (a reader's turn).
+  size_t apply_all(bool by_reader, bool* wake_node);
+  // channels_pending: some ingress ring holds records nobody applied yet.
+  bool channels_pending() const;
+  // The readiness lists (under mu). stream_readable: the stream has an
+  // item (PeerReceiver's hook, or the per-stream path's). take_item: the
+  // next item of one of the anchor's ready streams; false if none.
+  void stream_readable(AnchorStream* s);
+  static void on_readable(void* self, void* stream) { static_cast<NodeImpl*>(self)->stream_readable(static_cast<AnchorStream*>(stream)); }
+  bool take_item(AnchorState& a, Item* item, Polled* polled, std::vector<std::byte>* bytes, bool* wake_node);
+  // remove_stream: the anchor lets the stream go (its end was read, or cancel).
+  void remove_stream(AnchorStream* s);
+  AnchorStream* add_stream(AnchorState& a, uint64_t session);
   uint64_t next_wait(uint64_t now) const;
   // channel_arena: a channel ring's arena — the configured size, and room
   // for a fenced batch (the ring's largest blob is a quarter of the arena).
@@ -241,6 +273,12 @@ struct NodeImpl {
   static void add_serve_counters(const dataplane::ServeLink& l, NodeStats* s) {
     s->channel_datagrams_out += l.stats.data_datagrams.get();
     s->channel_tx_bursts += l.stats.data_bursts.get();
+  }
+  // items_ready: the node thread made items ready (under mu); the
+  // descriptor is signalled once it let go of mu.
+  void items_ready() {
+    ready_owed = true;
+    items_cv.notify_all();
   }
   // add_channel_counters adds a channel mirror's counters (the same kind) to s.
   static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {

@@ -2,8 +2,9 @@
 // per peer this node produces to (its control connection, its PeerSender,
 // the egress blob ring its engine serves), an InPeer per peer producing to
 // it (the accepted connection, its PeerReceiver, the ingress ring its
-// engine mirrors and the applier thread that reads it), and the anchors.
-// Every field is guarded by Node::Impl::mu unless it says otherwise.
+// engine mirrors, applied by whoever reads), and the anchors with their
+// ready lists. Every field is guarded by NodeImpl::mu unless it says
+// otherwise.
 #pragma once
 
 #include <atomic>
@@ -61,7 +62,9 @@ struct OutPeer {
 // TcpStreamIn: a stream on the per-stream TCP path, consumer side: its
 // own connection, read only while fewer than `window` items wait (TCP's
 // flow control is its credit).
+struct AnchorStream;
 struct TcpStreamIn {
+  AnchorStream* owner = nullptr;  // its anchor's entry (null once the anchor let it go)
   std::deque<Item> items;
   uint32_t window = 0;
   uint32_t next_frame = 0;   // the STREAM seq expected next
@@ -101,38 +104,43 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::unique_ptr<mux::PeerReceiver> receiver;
   std::string ring_path;
   std::string mirror_name;          // the engine session mirroring its channel ("" until NODE)
-  std::thread applier;              // joined by the node thread, outside mu
-  std::atomic<bool> stop{false};    // applier: leave (node thread sets it)
-  // The ingress ring, once the mirror created it (the applier opens it, then
-  // never replaces it). Whoever holds mu applies it: the applier, or a
-  // reader in Anchor::recv, which so takes its items without a hand-off.
+  // The ingress ring, once the mirror created it (the node thread opens it,
+  // then never replaces it). Whoever holds mu applies it: a reader in
+  // poll() or recv() (its items so need no hand-off), or the node thread
+  // before it judges the streams' liveness.
   std::optional<ring::BlobConsumer> ingress;
   std::vector<std::byte> record;    // ingress scratch (max_blob bytes)
-  bool watched = false;             // a reader is parked on the ingress ring's futex (the applier stands back)
-  uint64_t watched_ns = 0;          // when a reader last left it
   uint64_t applied = 0;             // channel records applied
   uint64_t reported = 0;            // the last position sent back
   uint64_t reported_ns = 0;         // ... and when
   uint64_t watchdog_next_ns = 0;    // when the receiver's watchdog runs next
-  bool failed = false;              // the applier found the channel broken (a lost record)
+  bool failed = false;              // a reader found the channel broken (a lost record)
   bool dead = false;                // ended: its streams got their Dropped
 };
 
+struct AnchorState;
+
 // AnchorStream: one producer's stream into an anchor.
 struct AnchorStream {
+  AnchorState* anchor = nullptr;
   uint64_t session = 0;
   std::shared_ptr<InPeer> peer;            // keeps the receiver (and the stream) alive
   mux::PeerReceiver::Stream* stream = nullptr;
   std::shared_ptr<TcpStreamIn> tcp;        // instead, on the per-stream path
+  size_t at = 0;                           // its index in anchor->streams
+  bool queued = false;                     // in anchor->ready
 };
 
-struct AnchorState {
+// AnchorState: an anchor's streams, and which of them have items (a FIFO:
+// a reader's cost is the streams ready, never the streams open).
+struct AnchorState : std::enable_shared_from_this<AnchorState> {
   uint64_t id = 0;
   AnchorKind kind = AnchorKind::kSingleSender;
   bool cancelled = false;
   bool attached_once = false;               // single-sender: a second attach is refused
-  std::vector<AnchorStream> streams;        // live, in attach order
-  size_t next = 0;                          // round-robin over streams in recv
+  std::vector<std::unique_ptr<AnchorStream>> streams;  // live (swap-removed: AnchorStream::at)
+  std::deque<AnchorStream*> ready;          // streams with an item, each once
+  bool listed = false;                      // in NodeImpl::ready_anchors
 };
 
 }  // namespace ringfire::node

@@ -222,7 +222,9 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
       a->status = choice.status();
     } else if (choice->kind != mux::PathChoice::Kind::kMux) {
       a->tcp_chosen = true;  // the caller attaches again on the stream's own connection
-    } else if (auto slot = p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns()); !slot) {
+    } else if (auto slot = (p.sender->set_peer_budget(choice->peer_byte_budget),
+                            p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns(), choice->slot_byte_budget));
+               !slot) {
       a->status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
     } else {
       a->slot = *slot;

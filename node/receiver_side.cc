@@ -1,7 +1,8 @@
 // receiver_side.cc — the consumer's side of the Node: accepted control
 // connections (NODE, ATTACH answers, MUXCTL back), the channels mirrored in
-// and the applier thread that reads each, the per-stream path's streams.
-// Node thread (and the appliers, under mu).
+// and their ingress rings (applied by readers: readiness.cc), the
+// per-stream path's streams. Node thread, under mu (apply_ingress: any
+// thread under mu).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,11 +65,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     }
     if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
       ++counters.frames_rejected;
-      if (p.stream && !p.stream->ended) {
-        p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
-        p.stream->ended = true;
-        items_cv.notify_all();
-      }
+      if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
       p.conn.reset();
       return;
     }
@@ -89,11 +86,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   }
   if (p.eof && drained) {
     if (p.auth_pending) ++counters.unauthenticated;  // it left without proving the key (another key)
-    if (p.stream && !p.stream->ended) {  // closed without its terminal
-      p.stream->items.push_back(Item{Item::Kind::kDropped, 0, {}});
-      p.stream->ended = true;
-      items_cv.notify_all();
-    }
+    if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProducerGone);  // closed without its terminal
     p.conn.reset();
     return;
   }
@@ -102,10 +95,19 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     // resolution enough (it judges in whole intervals), not every step.
     if (now >= p.watchdog_next_ns) {
       p.watchdog_next_ns = now + mux.heartbeat_interval_ns / 10;
-      const uint64_t dead_before = p.receiver->stats().watchdog_dead;
+      // What waits in the ingress ring is applied first: a consumer slow to
+      // read must not make its streams look silent (it costs nothing when
+      // readers keep up, and the node thread looks here at most every tenth
+      // of a heartbeat interval).
+      bool owed = false;
+      if (apply_ingress(p, SIZE_MAX, false, &owed) != 0) items_ready();
+      const mux::PeerReceiverStats before = p.receiver->stats();
       p.receiver->watchdog(now);
       // A stream it ended has its Dropped to read: wake the readers (only then).
-      if (p.receiver->stats().watchdog_dead != dead_before) items_cv.notify_all();
+      if (p.receiver->stats().watchdog_dead != before.watchdog_dead ||
+          p.receiver->stats().never_opened != before.never_opened) {
+        items_ready();
+      }
     }
     for (;;) {
       // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
@@ -213,6 +215,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.expected_schema = kChannelSchema;
   spec.options.local_ip = opt.port.ip;
   spec.options.psk = opt.psk;  // set: the source must prove the key, and so must we
+  spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
   const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
   auto placed = engine->add_mirror(std::move(spec));
@@ -223,7 +226,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     return;
   }
   ++counters.peers_in;
-  p.applier = std::thread([this, self = p.shared_from_this()] { applier(self); });
+  p.receiver->set_readable_hook(&NodeImpl::on_readable, this);
   if (!answered) send_node(*p.conn, answer);
 }
 
@@ -231,22 +234,34 @@ void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
   TcpStreamIn& t = *p.stream;
   if (t.ended || f.header.seq != t.next_frame || f.body.size() > mux.slot_byte_budget) {
     ++counters.frames_rejected;  // out of order, after its end, or larger than a slot may hold
-    if (!t.ended) {
-      t.items.push_back(Item{Item::Kind::kDropped, 0, {}});
-      t.ended = true;
-    }
-    items_cv.notify_all();
+    if (!t.ended) tcp_end(t, mux::EndReason::kProtocolError);
     return;
   }
   ++t.next_frame;
   if ((f.header.flags & proto::kStreamTerminal) != 0) {
-    t.items.push_back(Item{Item::Kind::kFinished, 0, {}});
+    Item end{Item::Kind::kFinished, 0, {}};
+    end.frames = t.next_frame - 1;
+    tcp_item(t, std::move(end));
     t.ended = true;
   } else {
-    t.items.push_back(Item{Item::Kind::kData, 0, std::vector<std::byte>(f.body.begin(), f.body.end())});
+    tcp_item(t, Item{Item::Kind::kData, 0, std::vector<std::byte>(f.body.begin(), f.body.end())});
     ++counters.tcp_records_in;
   }
-  items_cv.notify_all();
+}
+
+void NodeImpl::tcp_item(TcpStreamIn& t, Item item) {
+  const bool was_empty = t.items.empty();
+  t.items.push_back(std::move(item));
+  if (was_empty && t.owner != nullptr) stream_readable(t.owner);
+  items_ready();
+}
+
+void NodeImpl::tcp_end(TcpStreamIn& t, mux::EndReason why) {
+  Item end{Item::Kind::kDropped, 0, {}};
+  end.reason = why;
+  end.frames = t.next_frame;
+  tcp_item(t, std::move(end));
+  t.ended = true;
 }
 
 void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
@@ -276,7 +291,9 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       p.stream = std::make_shared<TcpStreamIn>();
       p.stream->window = mux.initial_credit;
       a->attached_once = true;
-      a->streams.push_back(AnchorStream{req.session_id, nullptr, nullptr, p.stream});
+      AnchorStream* s = add_stream(*a, req.session_id);
+      s->tcp = p.stream;
+      p.stream->owner = s;
       ++counters.tcp_streams_in;
     }
     ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
@@ -291,12 +308,15 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   // A tcp answer here registers nothing: the producer attaches again on
   // the stream's own connection (§5.5).
   if (resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportMux) {
-    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit);
+    AnchorStream* as = add_stream(*a, req.session_id);
+    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit, monotonic_ns(), as);
     if (s == nullptr) {
       resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
+      remove_stream(as);
     } else {
       a->attached_once = true;
-      a->streams.push_back(AnchorStream{req.session_id, p.shared_from_this(), s, nullptr});
+      as->peer = p.shared_from_this();
+      as->stream = s;
     }
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
@@ -321,7 +341,7 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
     p.receiver->apply({p.record.data(), len}, now, nullptr);
     p.applied = r.seq + 1;
   }
-  (by_reader ? counters.applied_by_readers : counters.applied_by_applier) += n;
+  (by_reader ? counters.applied_by_readers : counters.applied_by_node) += n;
   // The position becomes owed (the node thread then reports it within
   // kPositionEveryNs, or at once past 1/16 of the ring); closes are owed.
   if (n != 0 && (before == p.reported || p.applied - p.reported >= opt.channel_records / 16)) *wake_node = true;
@@ -329,62 +349,28 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
   return n;
 }
 
-void NodeImpl::applier(std::shared_ptr<InPeer> p) {
-  // The mirror creates the ring once the source's GEOMETRY is in.
-  while (!p->stop.load()) {
-    if (access(p->ring_path.c_str(), F_OK) == 0) {
-      ring::RingExpectation want;
-      want.blob = true;
-      want.schema_signature = kChannelSchema;
-      auto f = ring::RingFile::open(p->ring_path, want);
-      if (f.ok()) {
-        auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-applier");
-        if (cons.ok()) {
-          std::lock_guard l(mu);
-          p->record.resize(cons->max_blob());
-          p->ingress.emplace(std::move(*cons));
-          break;
-        }
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  while (!p->stop.load()) {
-    bool wake_node = false;
-    size_t n = 0;
-    bool stand_back = false;
-    uint64_t seen = 0;
-    {
-      std::lock_guard l(mu);
-      if (p->dead || p->failed || !p->ingress) return;
-      n = apply_ingress(*p, kApplyBudget, false, &wake_node);
-      seen = p->ingress->cursor();
-      // A reader watching the ring applies it the moment it moves: two
-      // threads woken per record would only compete for the cores.
-      stand_back = p->watched || monotonic_ns() - p->watched_ns < 2 * kWatchSliceNs;
-    }
-    if (wake_node) wake();
-    if (n != 0) {
-      items_cv.notify_all();
-      continue;
-    }
-    if (stand_back) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(kWatchSliceNs));
-    } else {
-      // The header stays mapped while p (and so its ingress) lives; the
-      // cursor was read under mu.
-      ring::wait_for_write(p->ingress->file().header(), seen, 1'000'000);
-    }
-  }
+bool NodeImpl::open_ingress(InPeer& p) {
+  // The mirror creates the ring once the source's GEOMETRY is in (on this
+  // thread, in the engine's turn): until then there is nothing to open.
+  if (access(p.ring_path.c_str(), F_OK) != 0) return false;
+  ring::RingExpectation want;
+  want.blob = true;
+  want.schema_signature = kChannelSchema;
+  auto f = ring::RingFile::open(p.ring_path, want);
+  if (!f.ok()) return false;
+  auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-reader");
+  if (!cons.ok()) return false;
+  std::vector<std::byte> record(cons->max_blob());
+  std::lock_guard l(mu);
+  p.record = std::move(record);
+  p.ingress.emplace(std::move(*cons));
+  return true;
 }
 
-void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread>* to_join) {
+void NodeImpl::end_in(InPeer& p, const std::string& why) {
   p.dead = true;
-  p.stop.store(true);
-  if (p.ingress && p.watched) ring::wake_readers(p.ingress->file().header());  // its watcher: the streams end now
-  if (p.applier.joinable()) to_join->push_back(std::move(p.applier));
   if (p.receiver) {
-    p.receiver->peer_lost();  // every live stream: exactly one Dropped
+    p.receiver->peer_lost();  // every registered stream: exactly one Dropped
     const mux::PeerReceiverStats& s = p.receiver->stats();
     in_ended = sum(in_ended, s);
   }
@@ -399,8 +385,9 @@ void NodeImpl::end_in(InPeer& p, const std::string& why, std::vector<std::thread
     p.mirror_name.clear();
   }
   ++counters.peers_lost;
-  if (p.receiver) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
-  items_cv.notify_all();
+  // An orderly close is not news; a channel that failed is.
+  if (p.receiver && why != "gone" && why != "the node stops") log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  items_ready();
 }
 
 

@@ -93,6 +93,7 @@ size_t encode_attach_response(const AttachResponse& m, MutableBytes out) {
   put_key(w, static_cast<TransportKey>(m.transport_key));
   put_u32(w, kTagInitialCredit, m.initial_credit);
   put_u32(w, kTagSlotByteBudget, m.slot_byte_budget);
+  if (m.peer_byte_budget != 0) put_u32(w, kTagPeerByteBudget, m.peer_byte_budget);
   return w.ok() ? w.size() : 0;
 }
 
@@ -144,6 +145,7 @@ DecodeError decode_attach_response(ConstBytes body, AttachResponse* out) {
         return DecodeError::kOk;
       case kTagInitialCredit: return read_fixed(v, &out->initial_credit);
       case kTagSlotByteBudget: return read_fixed(v, &out->slot_byte_budget);
+      case kTagPeerByteBudget: return read_fixed(v, &out->peer_byte_budget);
       default: return DecodeError::kOk;
     }
   });

@@ -47,6 +47,7 @@ struct AttachResponse {
   uint32_t transport_key = kTransportTcp;  // exactly one TransportKey bit
   uint32_t initial_credit = 0;    // 0 = legacy peer; the mux is unusable
   uint32_t slot_byte_budget = 0;  // 0 = use the default
+  uint32_t peer_byte_budget = 0;  // 0 = not given (an older receiver): the owner assumes its own
 };
 
 // Field tags (u16). Tag values are never reused.
@@ -57,6 +58,7 @@ enum AttachTag : uint16_t {
   kTagStatus = 4,          // u8
   kTagInitialCredit = 5,   // u32
   kTagSlotByteBudget = 6,  // u32
+  kTagPeerByteBudget = 7,  // u32
 };
 inline constexpr size_t kMaxTransportKeyBytes = 64;
 

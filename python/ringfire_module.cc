@@ -67,7 +67,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["channel_failures"] = s.channel_failures;
   d["applied_by_readers"] = s.applied_by_readers;
   d["unauthenticated"] = s.unauthenticated;
-  d["applied_by_applier"] = s.applied_by_applier;
+  d["applied_by_node"] = s.applied_by_node;
   d["peers_out"] = s.peers_out;
   d["peers_in"] = s.peers_in;
   d["per_stream_out"] = s.tcp_streams_out;

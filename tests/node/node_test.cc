@@ -117,7 +117,7 @@ void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool pe
       Item it;
       ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " stalled at token " << next;
       if (it.kind == Item::Kind::kFinished) break;
-      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next;
+      ASSERT_EQ(it.kind, Item::Kind::kData) << "stream " << i << " dropped at " << next << ": " << mux::end_reason_name(it.reason);
       ASSERT_EQ(text(it.bytes), absl::StrCat("s", i, "t", next));
       ++next;
     }
