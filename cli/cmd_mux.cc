@@ -16,6 +16,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <unordered_map>
 #include <fstream>
 #include <thread>
 
@@ -268,51 +270,74 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   const uint64_t deadline = now_ns() + c->timeout_s * 1'000'000'000;
   uint64_t live = c->streams;
   uint64_t rounds = 0, peak_fds = open_fds();
-  // One reader for all anchors (as an API server's event loop would be):
-  // round-robin, then a 50 us pause when none had anything. With one
-  // anchor, the reader blocks in recv instead (woken by the item itself).
-  const uint64_t wait_ns = c->streams == 1 ? 1'000'000 : 0;
+  // One reader for all anchors, as an API server's event loop is: it
+  // waits on the node's descriptor and takes every ready item of every
+  // anchor in one poll() (the cost is the items ready, not the anchors).
+  std::unordered_map<uint64_t, uint64_t> index_of;  // anchor id -> stream
+  for (uint64_t i = 0; i < c->streams; ++i) index_of[anchors[i]->id()] = i;
   auto slow_ms = args->count("slow-stream", 0);
   if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
   uint64_t slow_next_ns = 0, finished_before_slow = 0;
-  while (live != 0 && now_ns() < deadline) {
-    bool any = false;
-    for (uint64_t i = 0; i < c->streams; ++i) {
-      if (ended[i]) continue;
-      const bool slow = i == 0 && *slow_ms != 0;
-      if (slow && now_ns() < slow_next_ns) continue;
-      node::Item it;
-      while (anchors[i]->recv(&it, wait_ns)) {
-        any = true;
-        const uint64_t now = now_ns();
-        if (slow) slow_next_ns = now + *slow_ms * 1'000'000;
-        if (it.kind != node::Item::Kind::kData) {
-          ended[i] = true;
-          --live;
-          (it.kind == node::Item::Kind::kFinished ? finished : dropped) += 1;
-          if (*slow_ms != 0 && i != 0 && !ended[0]) ++finished_before_slow;
-          break;
-        }
-        uint32_t stream, token;
-        uint64_t sent;
-        if (it.bytes.size() != c->size) {
-          ++wrong;
-          continue;
-        }
-        std::memcpy(&stream, it.bytes.data(), 4);
-        std::memcpy(&token, it.bytes.data() + 4, 4);
-        std::memcpy(&sent, it.bytes.data() + 8, 8);
-        if (stream != i || token != next[i]) ++wrong;
-        next[i] = token + 1;
-        ++items;
-        if (first_ns == 0) first_ns = now;
-        last_ns = now;
-        if (slow) break;  // one item per turn; its latency is its reader's, not the path's (left out)
-        latency.push_back(now > sent ? now - sent : 0);
-        if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
-      }
+  std::deque<node::Item> slow_items;  // stream 0's, when it is read slowly: one every --slow-stream ms
+  std::vector<node::Polled> polled;
+  std::vector<std::byte> bytes;
+  // take: one item of stream i (its bytes at `data`); `timed`: its latency counts.
+  auto take = [&](uint64_t i, node::Item::Kind kind, proto::ConstBytes data, uint64_t now, bool timed) {
+    if (kind != node::Item::Kind::kData) {
+      ended[i] = true;
+      --live;
+      (kind == node::Item::Kind::kFinished ? finished : dropped) += 1;
+      if (*slow_ms != 0 && i != 0 && !ended[0]) ++finished_before_slow;
+      return;
     }
-    if (!any && wait_ns == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    uint32_t stream, token;
+    uint64_t sent;
+    if (data.size() != c->size) {
+      ++wrong;
+      return;
+    }
+    std::memcpy(&stream, data.data(), 4);
+    std::memcpy(&token, data.data() + 4, 4);
+    std::memcpy(&sent, data.data() + 8, 8);
+    if (stream != i || token != next[i]) ++wrong;
+    next[i] = token + 1;
+    ++items;
+    if (first_ns == 0) first_ns = now;
+    last_ns = now;
+    if (!timed) return;  // a slow reader's latency is its own, not the path's (left out)
+    latency.push_back(now > sent ? now - sent : 0);
+    if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
+  };
+  while (live != 0 && now_ns() < deadline) {
+    polled.clear();
+    bytes.clear();
+    const size_t got = (*n)->poll(&polled, &bytes, 65536);
+    const uint64_t now = now_ns();
+    for (const node::Polled& p : polled) {
+      const auto it = index_of.find(p.anchor);
+      if (it == index_of.end()) continue;
+      const uint64_t i = it->second;
+      const proto::ConstBytes data(bytes.data() + p.offset, p.len);
+      if (i == 0 && *slow_ms != 0) {  // held back, and the anchor paused: its credit stops
+        node::Item held{p.kind, p.session, std::vector<std::byte>(data.begin(), data.end())};
+        slow_items.push_back(std::move(held));
+        anchors[0]->pause();
+        continue;
+      }
+      take(i, p.kind, data, now, true);
+    }
+    if (!slow_items.empty() && now >= slow_next_ns) {
+      const node::Item& it = slow_items.front();
+      take(0, it.kind, it.bytes, now, false);
+      slow_items.pop_front();
+      slow_next_ns = now + *slow_ms * 1'000'000;
+      if (slow_items.empty() && !ended[0]) anchors[0]->resume();
+    }
+    if (got == 0) {
+      uint64_t wait_ns = 100'000'000;
+      if (!slow_items.empty()) wait_ns = slow_next_ns > now ? slow_next_ns - now : 0;
+      (*n)->wait(wait_ns);
+    }
     if (++rounds % 256 == 0) peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
     if (rounds % 64 == 0) {
       metrics->poll(**n);

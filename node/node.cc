@@ -81,6 +81,9 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->limits.max_body[static_cast<uint8_t>(FrameKind::kStream)] = o.mux.slot_byte_budget;
 
   impl->engine = std::make_unique<engine::Engine>([raw = impl.get()](const std::string& s, const std::string& line) {
+    // A channel's session starting (" -> RING from seq N over ...") is the
+    // node's business, not news; everything else its engine says is.
+    if (line.find(" from seq ") != std::string::npos && line.find(" -> ") != std::string::npos) return;
     raw->log(absl::StrCat(s, ": ", line));
   });
   std::string path;
@@ -153,7 +156,7 @@ void NodeImpl::loop() {
       std::lock_guard l(mu);
       step(now);
       for (auto& p : in) {
-        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : "gone");
+        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
       }
       std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
       wait = next_wait(monotonic_ns());
@@ -166,7 +169,7 @@ void NodeImpl::loop() {
   // Stopping: every peer is lost.
   {
     std::lock_guard l(mu);
-    for (auto& [w, p] : out) end_out(*p, "the node stops");
+    for (auto& [w, p] : out) end_out(*p, kNodeStops);
     out.clear();
     for (auto& t : tcp_out) {
       t->closed = true;
@@ -179,7 +182,7 @@ void NodeImpl::loop() {
     }
     tcp_out.clear();
     attach_cv.notify_all();
-    for (auto& p : in) end_in(*p, "the node stops");
+    for (auto& p : in) end_in(*p, kNodeStops);
     in.clear();
   }
   ready.signal();

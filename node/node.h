@@ -221,6 +221,11 @@ class Anchor {
   void cancel();
   // live_streams: attached and not yet ended (as read).
   uint32_t live_streams() const;
+  // pause: Node::poll() passes this anchor by (its items wait, and so its
+  // streams' credit: the producers slow down) until resume(). For a reader
+  // whose own consumer stopped (an HTTP client that does not read).
+  void pause();
+  void resume();
 
  private:
   friend class Node;

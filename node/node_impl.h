@@ -50,6 +50,9 @@ constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channe
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
 constexpr uint64_t kPositionEveryNs = 1'000'000;  // a moved channel position is reported this often at most
+// The two ends of a channel that are nobody's fault (not logged).
+inline constexpr const char* kClosedByPeer = "its control connection closed";
+inline constexpr const char* kNodeStops = "the node stops";
 constexpr size_t kApplyBudget = 256;              // ingress records applied per channel per turn (then others get mu)
 constexpr uint64_t kWatchSliceNs = 10'000'000;    // a reader blocked in recv looks around at least this often
 

@@ -141,6 +141,7 @@ struct AnchorState : std::enable_shared_from_this<AnchorState> {
   std::vector<std::unique_ptr<AnchorStream>> streams;  // live (swap-removed: AnchorStream::at)
   std::deque<AnchorStream*> ready;          // streams with an item, each once
   bool listed = false;                      // in NodeImpl::ready_anchors
+  bool paused = false;                      // poll() passes it by (it is never listed while paused)
 };
 
 }  // namespace ringfire::node

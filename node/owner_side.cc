@@ -122,7 +122,7 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     p.conn->consume(size);
   }
   if (!open) {
-    end_out(p, "its control connection closed");
+    end_out(p, kClosedByPeer);
     return;
   }
   // Ready once the peer's mirror streams the channel by UDP: the first
@@ -268,7 +268,8 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
   if (!p.ring_path.empty()) unlink(p.ring_path.c_str());
   p.egress.reset();
   ++counters.peers_lost;
-  log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  // An orderly close is not news (the consumer's node went, or this one stops); a failure is.
+  if (why != kClosedByPeer && why != kNodeStops) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
 }
 
 // ---- the per-stream TCP path, producer side ------------------------------

@@ -43,7 +43,7 @@ void NodeImpl::stream_readable(AnchorStream* s) {
   s->queued = true;
   AnchorState& a = *s->anchor;
   a.ready.push_back(s);
-  if (!a.listed) {
+  if (!a.listed && !a.paused) {
     a.listed = true;
     ready_anchors.push_back(a.shared_from_this());
   }
@@ -153,11 +153,11 @@ size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, siz
       while (n < max && !m.ready_anchors.empty()) {
         AnchorState& a = *m.ready_anchors.front();
         Polled p;
-        while (n < max && m.take_item(a, nullptr, &p, bytes, &wake_node)) {
+        while (n < max && !a.paused && m.take_item(a, nullptr, &p, bytes, &wake_node)) {
           items->push_back(p);
           ++n;
         }
-        if (a.ready.empty()) {
+        if (a.ready.empty() || a.paused) {
           a.listed = false;
           m.ready_anchors.pop_front();
         }
@@ -242,6 +242,27 @@ void Anchor::cancel() {
     }
   }
   m.wake();
+}
+
+void Anchor::pause() {
+  std::lock_guard l(node_->mu);
+  state_->paused = true;  // poll() drops it from the ready list when it meets it
+}
+
+void Anchor::resume() {
+  NodeImpl& m = *node_;
+  bool kick = false;
+  {
+    std::lock_guard l(m.mu);
+    AnchorState& a = *state_;
+    a.paused = false;
+    if (!a.ready.empty() && !a.listed) {
+      a.listed = true;
+      m.ready_anchors.push_back(a.shared_from_this());
+      kick = true;
+    }
+  }
+  if (kick) m.ready.kick();  // its items are ready again: the descriptor says so
 }
 
 uint32_t Anchor::live_streams() const {

@@ -386,7 +386,7 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
   }
   ++counters.peers_lost;
   // An orderly close is not news; a channel that failed is.
-  if (p.receiver && why != "gone" && why != "the node stops") log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  if (p.receiver && why != kClosedByPeer && why != kNodeStops) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
   items_ready();
 }
 

@@ -1,8 +1,12 @@
-// ringfire_module.cc — the Python module `ringfire` (pybind11): the stream
-// multiplexer's Node, Anchor and Sender, the same API as node/node.h. Calls
-// that wait (attach, recv with a timeout) release the GIL; send, finish and
-// flush_batch never wait. Errors are ValueError (bad arguments, refused
-// configs: the message says what to change) or ConnectionError (attach).
+// _ringfire.cc — the extension behind the Python package `ringfire`
+// (pybind11): the stream multiplexer's Node, Anchor and Sender, the same
+// API as node/node.h, and the calls that take a whole decode step at once
+// (Node.send_many, Node.poll). Every call that takes the node's lock
+// releases the GIL while it holds it (another thread of the process may
+// hold the lock: the GIL must never wait on it). Errors are ValueError (bad
+// arguments, refused configs: the message says what to change) or
+// ConnectionError (attach).
+#include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -23,6 +27,8 @@ using ringfire::node::AnchorKind;
 using ringfire::node::Item;
 using ringfire::node::Node;
 using ringfire::node::NodeOptions;
+using ringfire::node::Polled;
+using ringfire::node::SendOne;
 using ringfire::node::Sender;
 
 namespace {
@@ -53,6 +59,42 @@ const char* status_name(ringfire::mux::SendStatus s) {
   return "unknown";
 }
 
+const char* kind_name(Item::Kind k) {
+  return k == Item::Kind::kData ? "data" : k == Item::Kind::kFinished ? "finished" : "dropped";
+}
+
+// Poller: what Node.poll fills on the C++ side (kept per node: no
+// allocation per call once it has grown).
+struct Poller {
+  std::vector<Polled> items;
+  std::vector<std::byte> bytes;
+};
+
+// poll_items: the items as a list of (anchor_id, kind, session, payload)
+// tuples: payload is the token's bytes, or an end's reason ('finished',
+// 'producer_gone', 'channel_lost', ...). Built with the C API directly: the
+// one call per decode step must cost little per token.
+py::list poll_items(const Poller& p) {
+  static PyObject* kinds[3] = {PyUnicode_InternFromString("data"), PyUnicode_InternFromString("finished"),
+                               PyUnicode_InternFromString("dropped")};
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(p.items.size()));
+  if (list == nullptr) throw py::error_already_set();
+  const char* base = reinterpret_cast<const char*>(p.bytes.data());
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const Polled& it = p.items[i];
+    PyObject* t = PyTuple_New(4);
+    PyObject* kind = kinds[static_cast<int>(it.kind)];
+    Py_INCREF(kind);
+    PyTuple_SET_ITEM(t, 0, PyLong_FromUnsignedLongLong(it.anchor));
+    PyTuple_SET_ITEM(t, 1, kind);
+    PyTuple_SET_ITEM(t, 2, PyLong_FromUnsignedLongLong(it.session));
+    PyTuple_SET_ITEM(t, 3, it.kind == Item::Kind::kData ? PyBytes_FromStringAndSize(base + it.offset, it.len)
+                                                        : PyUnicode_FromString(ringfire::mux::end_reason_name(it.reason)));
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), t);
+  }
+  return py::reinterpret_steal<py::list>(list);
+}
+
 py::dict stats_dict(const ringfire::node::NodeStats& s) {
   py::dict d;
   d["records_sent"] = s.out.records + s.tcp_records_out;
@@ -78,12 +120,16 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["channel_tcp_frames"] = s.channel_tcp_frames;
   d["channel_datagrams_out"] = s.channel_datagrams_out;
   d["channel_tx_bursts"] = s.channel_tx_bursts;
+  d["over_budget"] = s.in.over_budget;
+  d["never_opened"] = s.in.never_opened;
+  d["polls"] = s.polls;
+  d["ready_wakeups"] = s.ready_wakeups;
   return d;
 }
 
 }  // namespace
 
-PYBIND11_MODULE(ringfire, m) {
+PYBIND11_MODULE(_ringfire, m) {
   m.doc() = "ringfire's stream multiplexer: thousands of token streams per peer in batched messages";
   m.attr("has_dpdk") = static_cast<bool>(RINGFIRE_HAVE_DPDK);
   m.def(
@@ -102,12 +148,19 @@ PYBIND11_MODULE(ringfire, m) {
           "send",
           [](Sender& s, py::bytes b) {
             const std::string_view v = b;
-            return status_name(s.send({reinterpret_cast<const std::byte*>(v.data()), v.size()}));
+            ringfire::mux::SendStatus st;
+            {
+              py::gil_scoped_release nogil;  // the bytes object is held by the caller's frame
+              st = s.send({reinterpret_cast<const std::byte*>(v.data()), v.size()});
+            }
+            return status_name(st);
           },
           py::arg("record"),
           "stage one record; never blocks. 'sent', or 'full' (retry after credit), 'closed', 'too_large'")
-      .def("finish", &Sender::finish, "send the terminal; False if the stream was already closed")
-      .def_property_readonly("closed", &Sender::closed, "finished, cancelled by the consumer, or its peer is gone")
+      .def("finish", &Sender::finish, py::call_guard<py::gil_scoped_release>(),
+           "send the terminal; False if the stream was already closed")
+      .def_property_readonly("closed", py::cpp_function(&Sender::closed, py::call_guard<py::gil_scoped_release>()),
+                             "finished, cancelled by the consumer, or its peer is gone")
       .def_property_readonly("per_stream", &Sender::per_stream, "the stream took the per-stream TCP path")
       .def_property_readonly("session", &Sender::session);
 
@@ -125,16 +178,23 @@ PYBIND11_MODULE(ringfire, m) {
               got = a.recv(&it, static_cast<uint64_t>(timeout * 1e9));
             }
             if (!got) return py::none();
-            const char* kind = it.kind == Item::Kind::kData       ? "data"
-                               : it.kind == Item::Kind::kFinished ? "finished"
-                                                                  : "dropped";
-            return py::make_tuple(kind, it.session,
+            if (it.kind != Item::Kind::kData) {
+              return py::make_tuple(kind_name(it.kind), it.session, py::str(ringfire::mux::end_reason_name(it.reason)));
+            }
+            return py::make_tuple(kind_name(it.kind), it.session,
                                   py::bytes(reinterpret_cast<const char*>(it.bytes.data()), it.bytes.size()));
           },
           py::arg("timeout") = 0.0,
-          "the next item: (kind, session, bytes) with kind 'data', 'finished' or 'dropped'; None if none came")
-      .def("cancel", &Anchor::cancel, "end every stream (producers see closed senders); refuse later attaches")
-      .def_property_readonly("live_streams", &Anchor::live_streams);
+          "the next item: (kind, session, payload) with kind 'data' (payload: its bytes), 'finished' or 'dropped' "
+          "(payload: the reason, e.g. 'producer_gone', 'channel_lost', 'never_opened'); None if none came")
+      .def("cancel", &Anchor::cancel, py::call_guard<py::gil_scoped_release>(),
+           "end every stream (producers see closed senders); refuse later attaches")
+      .def_property_readonly("id", &Anchor::id, "what Node.poll's items name this anchor by")
+      .def("pause", &Anchor::pause, py::call_guard<py::gil_scoped_release>(),
+           "Node.poll passes this anchor by until resume(): its items wait, and its producers slow down (credit)")
+      .def("resume", &Anchor::resume, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("live_streams",
+                             py::cpp_function(&Anchor::live_streams, py::call_guard<py::gil_scoped_release>()));
 
   py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
@@ -199,7 +259,73 @@ PYBIND11_MODULE(ringfire, m) {
             return std::move(*s);
           },
           py::arg("handle"), py::arg("peer"), "attach to a handle on the node at peer ('ip:port'); returns a Sender")
-      .def("flush_batch", &Node::flush_batch, "whatever is staged goes now; never blocks, never fails")
+      .def("flush_batch", &Node::flush_batch, py::call_guard<py::gil_scoped_release>(),
+           "whatever is staged goes now; never blocks, never fails")
+      .def(
+          "send_many",
+          [](Node& n, py::object items, bool flush) -> py::object {
+            // One decode step: every (sender, bytes) pair under one lock. The
+            // list is held by the caller (and so are its bytes) while the GIL is let go.
+            py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(items.ptr(), "send_many takes a list of (sender, bytes)"));
+            if (!seq) throw py::error_already_set();
+            const auto count = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
+            PyObject** elems = PySequence_Fast_ITEMS(seq.ptr());
+            static thread_local std::vector<SendOne> sends;
+            sends.resize(count);
+            for (size_t i = 0; i < count; ++i) {
+              PyObject* h = elems[i];
+              if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 2) {
+                throw py::value_error(absl::StrCat("send_many: item ", i, " is not a (sender, bytes) pair"));
+              }
+              PyObject* rec = PyTuple_GET_ITEM(h, 1);
+              if (!PyBytes_Check(rec)) throw py::value_error(absl::StrCat("send_many: item ", i, "'s record is not bytes"));
+              sends[i].sender = py::cast<Sender*>(py::handle(PyTuple_GET_ITEM(h, 0)));
+              sends[i].record = {reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(rec)),
+                                 static_cast<size_t>(PyBytes_GET_SIZE(rec))};
+            }
+            size_t sent;
+            {
+              py::gil_scoped_release nogil;
+              sent = n.send_many(sends);
+              if (flush) n.flush_batch();
+            }
+            if (sent == count) return py::none();
+            py::list not_sent;
+            for (size_t i = 0; i < count; ++i) {
+              if (sends[i].status != ringfire::mux::SendStatus::kSent) {
+                not_sent.append(py::make_tuple(i, status_name(sends[i].status)));
+              }
+            }
+            return not_sent;
+          },
+          py::arg("items"), py::arg("flush") = false,
+          "a decode step in one call: each (sender, bytes) in order, then flush_batch() if flush. None when every "
+          "record was taken, else a list of (index, status) for those that were not ('full', 'closed', 'too_large')")
+      .def("fd", &Node::fd,
+           "a descriptor that is readable when some anchor has an item: for asyncio's add_reader or select; "
+           "then call poll() (never read it yourself)")
+      .def(
+          "poll",
+          [](Node& n, size_t max) {
+            static thread_local Poller p;  // per thread: its buffers grow once
+            p.items.clear();
+            p.bytes.clear();
+            {
+              py::gil_scoped_release nogil;
+              n.poll(&p.items, &p.bytes, max);
+            }
+            return poll_items(p);
+          },
+          py::arg("max") = 65536,
+          "every ready item of every anchor (at most max): a list of (anchor_id, kind, session, payload), kind "
+          "'data' (payload: the bytes) or 'finished' / 'dropped' (payload: the reason). Never waits.")
+      .def(
+          "wait",
+          [](const Node& n, double timeout) {
+            py::gil_scoped_release nogil;
+            return n.wait(static_cast<uint64_t>(timeout * 1e9));
+          },
+          py::arg("timeout"), "block until fd() is readable or timeout seconds passed; True if readable")
       .def(
           "drain",
           [](Node& n, double timeout) {
