@@ -269,7 +269,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   const double cpu0 = cpu_seconds();
   const uint64_t deadline = now_ns() + c->timeout_s * 1'000'000'000;
   uint64_t live = c->streams;
-  uint64_t rounds = 0, peak_fds = open_fds();
+  uint64_t next_tick_ns = 0, peak_fds = open_fds();
   // One reader for all anchors, as an API server's event loop is: it
   // waits on the node's descriptor and takes every ready item of every
   // anchor in one poll() (the cost is the items ready, not the anchors).
@@ -334,12 +334,13 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       if (slow_items.empty() && !ended[0]) anchors[0]->resume();
     }
     if (got == 0) {
-      uint64_t wait_ns = 100'000'000;
-      if (!slow_items.empty()) wait_ns = slow_next_ns > now ? slow_next_ns - now : 0;
+      uint64_t wait_ns = next_tick_ns > now ? next_tick_ns - now : 0;
+      if (!slow_items.empty()) wait_ns = std::min(wait_ns, slow_next_ns > now ? slow_next_ns - now : 0);
       (*n)->wait(wait_ns);
     }
-    if (++rounds % 256 == 0) peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
-    if (rounds % 64 == 0) {
+    if (now >= next_tick_ns) {  // the counters file and /metrics, ten times a second
+      next_tick_ns = now + 100'000'000;
+      peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
       metrics->poll(**n);
       counters->tick(**n, true);
     }
