@@ -25,6 +25,8 @@ packages=(
   iproute2 nftables procps util-linux python3
   iputils-ping                             # the exception-port lab pings a DPDK address
   pybind11-dev python3-dev                 # the `ringfire` Python module (python/), tested from Python
+  python3-aiohttp curl                     # the SSE frontend (ringfire.frontend) and its real HTTP clients
+  python3-zmq python3-msgpack              # perf/py_mux_bench: the ZeroMQ batch-per-step baseline
 )
 
 missing=()

@@ -26,13 +26,6 @@ PeerSender::PeerSender(const MuxConfig& config, uint64_t epoch)
       next_tick_ns_(config.heartbeat_interval_ns),
       peer_budget_(config.peer_byte_budget) {}
 
-uint32_t PeerSender::head_len(const Slot& s) { return load_len(s.withheld.data() + s.head); }
-
-bool PeerSender::may_send(const Slot& s) const {
-  if (!has_data(s) || s.credit == 0) return false;
-  const uint32_t len = head_len(s);
-  return s.out_bytes + len <= s.byte_budget && out_bytes_total_ + len <= peer_budget_;
-}
 
 void PeerSender::forget_outstanding(Slot& s) {
   out_bytes_total_ -= s.out_bytes;
@@ -53,7 +46,7 @@ std::optional<proto::SlotId> PeerSender::open(uint64_t anchor_id, uint64_t sessi
   auto id = slots_.open(std::move(s));
   if (!id) return std::nullopt;
   ++liveness_pending_;
-  enqueue(*id, *slots_.find(*id));
+  opening_.push_back(*id);  // its OpenSlot leads the next batch
   return id;
 }
 
@@ -82,6 +75,7 @@ SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t
   if (len != 0) std::memcpy(s->withheld.data() + at + kLenPrefix, record.data(), len);
   ++s->withheld_records;
   withheld_total_ += kLenPrefix + len;
+  if (len > record_cap_) ++big_withheld_;
   s->last_send_ns = now_ns;  // the slot is active: no heartbeat for it this interval
   if (s->credit != 0) {
     if (staged_since_ns_ == 0) staged_since_ns_ = now_ns;
@@ -127,7 +121,7 @@ void PeerSender::on_credit(uint32_t raw, uint32_t delta) {
   if (n < delta) ++stats_.credit_overflow;  // more than was sent: never past the window
   for (uint32_t i = 0; i < n; ++i) {  // the oldest n records were read: their bytes are free
     const uint32_t len = s->sent_lens[s->sent_head];
-    s->sent_head = (s->sent_head + 1) % s->window;
+    if (++s->sent_head == s->window) s->sent_head = 0;
     s->out_bytes -= len;
     out_bytes_total_ -= len;
   }
@@ -161,16 +155,19 @@ void PeerSender::peer_lost() {
     slots_.close(id);
   }
   ready_.clear();
+  opening_.clear();
   stalling_.clear();
   liveness_pending_ = 0;
   staged_since_ns_ = 0;
   withheld_total_ = 0;
   out_bytes_total_ = 0;
+  big_withheld_ = 0;
 }
 
 void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
   s.head += kLenPrefix + len;
   withheld_total_ -= kLenPrefix + len;
+  if (len > record_cap_) --big_withheld_;
   --s.withheld_records;
   ++s.frame_seq;
   --s.credit;
@@ -185,6 +182,9 @@ void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
 }
 
 void PeerSender::discard(Slot& s) {
+  for (size_t at = s.head; at < s.withheld.size(); at += kLenPrefix + load_len(s.withheld.data() + at)) {
+    if (load_len(s.withheld.data() + at) > record_cap_) --big_withheld_;
+  }
   withheld_total_ -= s.withheld.size() - s.head;
   s.withheld.clear();
   s.head = 0;
@@ -198,7 +198,7 @@ void PeerSender::enqueue(proto::SlotId id, Slot& s) {
 }
 
 bool PeerSender::sendable(const Slot& s) const {
-  return s.open_pending || (has_data(s) && s.credit != 0) || (s.close_pending && !has_data(s));
+  return (has_data(s) && s.credit != 0) || (s.close_pending && !has_data(s));
 }
 
 bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
@@ -206,19 +206,21 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
     *why = FlushReason::kLiveness;
     return true;
   }
+  // Manual: nothing but liveness moves before flush_batch(), a full batch
+  // included (a forward pass is then one tx_burst); what may be staged
+  // meanwhile is bounded by credit and the byte budgets, as always.
+  if (ready_.empty() || (config_.flush.kind == FlushPolicy::Kind::kManual && !kicked_)) return false;
+  // Whether anything may go, and whether a batch's worth may: the scan
+  // stops at a full batch (its cost is a batch, never every slot).
   size_t bytes = 0;
   bool any = false;
-  for (const proto::SlotId id : ready_) {
-    const Slot* s = slots_.find(id);
+  for (size_t i = 0; i < ready_.size() && bytes < record_cap_; ++i) {
+    const Slot* s = slots_.find(ready_[i]);
     if (s == nullptr || !may_send(*s)) continue;
     any = true;
     bytes += s->withheld.size() - s->head;  // an upper bound of what goes
   }
   if (!any) return false;
-  // Manual: nothing but liveness moves before flush_batch(), a full batch
-  // included (a forward pass is then one tx_burst); what may be staged
-  // meanwhile is bounded by credit and the byte budgets, as always.
-  if (config_.flush.kind == FlushPolicy::Kind::kManual && !kicked_) return false;
   if (bytes >= record_cap_) {
     *why = FlushReason::kClamp;
   } else if (kicked_) {
@@ -232,6 +234,23 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
     return false;
   }
   return true;
+}
+
+uint64_t PeerSender::staged_records() const {
+  uint64_t n = 0;
+  for (const proto::SlotId id : ready_) {
+    const Slot* s = slots_.find(id);
+    if (s != nullptr) n += std::min<uint64_t>(s->withheld_records, s->credit);
+  }
+  return n;
+}
+
+bool PeerSender::has_staged() const {
+  for (size_t i = 0; i < ready_.size(); ++i) {
+    const Slot* s = slots_.find(ready_[i]);
+    if (s != nullptr && may_send(*s)) return true;
+  }
+  return false;
 }
 
 size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* why) {
@@ -260,8 +279,10 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   if (!due(now_ns, &reason)) return 0;
   // A fenced record (larger than the record cap) goes alone in its batch,
   // as soon as it is at its slot's head with credit: the slot's later
-  // records wait behind it in its FIFO, the other slots do not.
-  for (const proto::SlotId id : ready_) {
+  // records wait behind it in its FIFO, the other slots do not. (Looked
+  // for only while some slot withholds one.)
+  for (size_t i = 0; big_withheld_ != 0 && i < ready_.size(); ++i) {
+    const proto::SlotId id = ready_[i];
     Slot* s = slots_.find(id);
     if (s == nullptr || !may_send(*s) || s->open_pending) continue;
     const uint32_t len = head_len(*s);
@@ -283,14 +304,18 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   // Liveness first: OpenSlots, then heartbeats for the slots idle this
   // interval (one per-peer tick; they spend no credit and never wait
   // behind data).
-  for (const proto::SlotId id : ready_) {
+  size_t opened = 0;
+  for (; opened < opening_.size(); ++opened) {
+    const proto::SlotId id = opening_[opened];
     Slot* s = slots_.find(id);
     if (s == nullptr || !s->open_pending) continue;
     if (!w.add_open_slot(id.pack(), 0, proto::OpenSlotBody{s->anchor_id, s->session_id})) break;
     s->open_pending = false;
     s->state = s->state == State::kOpening ? State::kOpen : s->state;
     --liveness_pending_;
+    if (sendable(*s)) enqueue(id, *s);  // its records staged meanwhile may go now
   }
+  opening_.erase(opening_.begin(), opening_.begin() + static_cast<std::ptrdiff_t>(opened));
   if (now_ns >= next_tick_ns_) {
     // The tick at next_tick_ns_ covers the interval before it: a slot that
     // sent (or was sent to) since its start needs no beat.
@@ -316,56 +341,51 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
       beat_from_ = 0;
     }
   }
-  // Data, a record per slot per pass (no slot monopolises a batch), then
-  // each finishing slot's terminal after its last record.
-  bool full = false;
-  for (bool moved = true; moved && !full;) {
-    moved = false;
-    for (const proto::SlotId id : ready_) {
-      Slot* s = slots_.find(id);
-      if (s == nullptr) continue;
-      if (may_send(*s) && head_len(*s) <= record_cap_) {
-        const uint32_t len = head_len(*s);
-        const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
-        if (!w.add_data(id.pack(), s->frame_seq, body)) {
-          full = true;
-          break;
-        }
-        took(*s, len, now_ns);
-        if (s->credit == 0 && has_data(*s)) ++stats_.credit_exhausted;  // the rest waits for credit
-        moved = true;
-      }
-      if (s->close_pending && !has_data(*s)) {
-        if (!w.add_close_slot(id.pack(), s->frame_seq, s->close_reason)) {
-          full = true;
-          break;
-        }
-        s->close_pending = false;
-        --liveness_pending_;
-        s->state = State::kClosed;
-        forget_outstanding(*s);  // the receiver ends the stream as it applies this: its bytes leave the peer's count
-        slots_.close(id);  // terminal-then-close is written: the index is free
-      }
-    }
-  }
-  if (w.record_count() == 0) return 0;
-  // Keep in ready_ only what still has something to write.
-  size_t keep = 0;
-  for (const proto::SlotId id : ready_) {
+  // Data, a record per slot per turn (no slot monopolises a batch: the
+  // ready FIFO is a round robin), then each finishing slot's terminal
+  // after its last record. Each record costs O(1): a slot leaves the FIFO
+  // when it has nothing more that may go, and a slot held back only by the
+  // byte budgets goes to the back once per batch.
+  size_t idle_turns = 0;  // turns since the last record or terminal went: a whole lap of them ends the batch
+  while (!ready_.empty() && idle_turns < ready_.size()) {
+    const proto::SlotId id = ready_.front();
     Slot* s = slots_.find(id);
-    if (s == nullptr) continue;
-    if (sendable(*s)) {
-      ready_[keep++] = id;
+    if (s == nullptr) {
+      ready_.pop_front();
+      continue;
+    }
+    bool wrote = false;
+    // A slot whose OpenSlot has not gone yet (the batch was full of them) waits for it.
+    if (!s->open_pending && may_send(*s) && head_len(*s) <= record_cap_) {
+      const uint32_t len = head_len(*s);
+      const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
+      if (!w.add_data(id.pack(), s->frame_seq, body)) break;  // full: the slot stays at the front
+      took(*s, len, now_ns);
+      if (s->credit == 0 && has_data(*s)) ++stats_.credit_exhausted;  // the rest waits for credit
+      wrote = true;
+    }
+    if (!s->open_pending && s->close_pending && !has_data(*s)) {
+      if (!w.add_close_slot(id.pack(), s->frame_seq, s->close_reason)) break;  // the terminal leads the next batch
+      s->close_pending = false;
+      --liveness_pending_;
+      s->state = State::kClosed;
+      forget_outstanding(*s);  // the receiver ends the stream as it applies this: its bytes leave the peer's count
+      ready_.pop_front();
+      s->queued = false;
+      slots_.close(id);  // terminal-then-close is written: the index is free
+      idle_turns = 0;
+      continue;
+    }
+    ready_.pop_front();
+    if (s->open_pending || sendable(*s)) {
+      ready_.push_back(id);  // more to write: its next turn after the others'
     } else {
       s->queued = false;
     }
+    idle_turns = wrote ? 0 : idle_turns + 1;
   }
-  ready_.resize(keep);
-  bool staged = false;
-  for (const proto::SlotId id : ready_) {
-    const Slot* s = slots_.find(id);
-    staged |= s != nullptr && may_send(*s);
-  }
+  if (w.record_count() == 0) return 0;
+  const bool staged = has_staged();
   staged_since_ns_ = staged ? now_ns : 0;
   kicked_ = kicked_ && staged;  // a flush_batch() covers what was staged before it
   ++batch_seq_;
@@ -387,14 +407,6 @@ uint64_t PeerSender::next_deadline_ns() const {
   return t;
 }
 
-uint64_t PeerSender::staged_records() const {
-  uint64_t n = 0;
-  for (const proto::SlotId id : ready_) {
-    const Slot* s = slots_.find(id);
-    if (s != nullptr) n += std::min<uint64_t>(s->withheld_records, s->credit);
-  }
-  return n;
-}
 
 void PeerSender::apply_control(proto::ConstBytes batch) {
   proto::BatchReader r;

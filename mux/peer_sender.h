@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <deque>
 #include <vector>
 
 #include "mux/mux_config.h"
@@ -112,7 +114,9 @@ class PeerSender {
   // idle: nothing staged, withheld or owed (opens, closes) is left to write.
   bool idle() const { return withheld_total_ == 0 && liveness_pending_ == 0; }
   uint64_t epoch() const { return epoch_; }
-  // staged_records: records that may go now (withheld, with credit).
+  // has_staged: some record may go now (withheld, with credit and byte room).
+  bool has_staged() const;
+  // staged_records: how many records may go now, at most (a walk of every ready slot: tests, not the hot path).
   uint64_t staged_records() const;
   const PeerSenderStats& stats() const { return stats_; }
 
@@ -144,10 +148,18 @@ class PeerSender {
     uint64_t last_send_ns = 0;
   };
   static bool has_data(const Slot& s) { return s.withheld_records != 0; }
-  static uint32_t head_len(const Slot& s);
+  static uint32_t head_len(const Slot& s) {
+    uint32_t v;
+    std::memcpy(&v, s.withheld.data() + s.head, sizeof(v));
+    return v;
+  }
   // may_send: the slot's head record may go now: a credit, and room in
   // both byte budgets for it.
-  bool may_send(const Slot& s) const;
+  bool may_send(const Slot& s) const {
+    if (!has_data(s) || s.credit == 0) return false;
+    const uint32_t len = head_len(s);
+    return s.out_bytes + len <= s.byte_budget && out_bytes_total_ + len <= peer_budget_;
+  }
   // forget_outstanding: the slot closes; its outstanding bytes no longer count.
   void forget_outstanding(Slot& s);
   bool sendable(const Slot& s) const;
@@ -164,7 +176,9 @@ class PeerSender {
   uint32_t batch_seq_ = 0;
   uint32_t record_cap_ = 0;  // the largest record body a batch carries
   SlotTable<Slot> slots_;
-  std::vector<proto::SlotId> ready_;   // slots with something to write, in arrival order
+  std::deque<proto::SlotId> ready_;    // slots with records or a terminal to write: a round robin
+  std::vector<proto::SlotId> opening_; // slots whose OpenSlot is not yet written, in order
+  uint32_t big_withheld_ = 0;          // withheld records over the record cap (fenced): looked for only then
   std::vector<proto::SlotId> stalling_;  // slots refused at their budget without credit
   bool kicked_ = false;
   uint64_t staged_since_ns_ = 0;        // the oldest staged data record (0: none)

@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   impl->ready.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->wake_fd < 0 || impl->ready.fd < 0) return absl::InternalError("node: eventfd failed");
+  impl->ready.arm();  // a reader may wait on the descriptor before its first poll()
   if (absl::Status st = impl->engine->watch(impl->listen_fd); !st.ok()) return st;
   if (absl::Status st = impl->engine->watch(impl->wake_fd); !st.ok()) return st;
   NodeImpl* raw = impl.get();
@@ -206,8 +207,12 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
     if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
-    if (p->receiver && p->applied != p->reported) until = std::min(until, p->reported_ns + kPositionEveryNs);
-    if (p->receiver) until = std::min(until, std::max(p->receiver->next_expiry_ns(), p->watchdog_next_ns));
+    // A moved position goes within kPositionEveryNs; one look follows each
+    // report (what was applied meanwhile woke nobody).
+    if (p->receiver && (p->applied != p->reported || now - p->reported_ns < kPositionEveryNs)) {
+      until = std::min(until, p->reported_ns + kPositionEveryNs);
+    }
+    if (p->receiver) until = std::min(until, p->receiver->next_expiry_ns());
   }
   return until > now ? until - now : 0;
 }
@@ -349,7 +354,7 @@ void Node::flush_batch() {
       // set up yet, the node thread does.
       if (m.opt.build_on_flush && p->serve_link != nullptr && !p->broken) {
         p->broken = !m.pump_out(*p, now);
-        left |= p->broken || p->sender->staged_records() != 0;
+        left |= p->broken || p->sender->has_staged();
       } else {
         left = true;
       }

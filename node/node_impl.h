@@ -49,7 +49,12 @@ using proto::FrameKind;
 constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
-constexpr uint64_t kPositionEveryNs = 1'000'000;  // a moved channel position is reported this often at most
+// kPositionEveryNs: a moved channel position (MUXCTL with no body) is
+// reported this often at most, or at once past 1/16 of the ring: the owner
+// needs it only for admission (half the ring may be ahead) and drain(), so
+// a decode step's batches cost no report, and no wake-up of either node
+// thread, of their own.
+constexpr uint64_t kPositionEveryNs = 50'000'000;
 // The two ends of a channel that are nobody's fault (not logged).
 inline constexpr const char* kClosedByPeer = "its control connection closed";
 inline constexpr const char* kNodeStops = "the node stops";

@@ -342,9 +342,13 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
     p.applied = r.seq + 1;
   }
   (by_reader ? counters.applied_by_readers : counters.applied_by_node) += n;
-  // The position becomes owed (the node thread then reports it within
-  // kPositionEveryNs, or at once past 1/16 of the ring); closes are owed.
-  if (n != 0 && (before == p.reported || p.applied - p.reported >= opt.channel_records / 16)) *wake_node = true;
+  // The position becomes owed: the node thread reports it at once past
+  // 1/16 of the ring, or when none went for kPositionEveryNs (else the look
+  // it planned after its last report takes it); closes are owed.
+  if (n != 0 && (p.applied - p.reported >= opt.channel_records / 16 ||
+                 (before == p.reported && now - p.reported_ns >= kPositionEveryNs))) {
+    *wake_node = true;
+  }
   if (p.receiver->closes_owed()) *wake_node = true;
   return n;
 }

@@ -63,6 +63,18 @@ const char* kind_name(Item::Kind k) {
   return k == Item::Kind::kData ? "data" : k == Item::Kind::kFinished ? "finished" : "dropped";
 }
 
+// sender_of: the Sender a Python object wraps (a TypeError if it is none).
+// The exact type is checked against pybind's own record once looked up:
+// send_many casts a decode step's worth of senders per call.
+Sender* sender_of(PyObject* o) {
+  static const py::detail::type_info* info = py::detail::get_type_info(typeid(Sender));
+  if (Py_TYPE(o) == info->type) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(o);
+    return static_cast<Sender*>(inst->get_value_and_holder(info).value_ptr());
+  }
+  return py::cast<Sender*>(py::handle(o));  // a subclass, or not a Sender at all (raises)
+}
+
 // Poller: what Node.poll fills on the C++ side (kept per node: no
 // allocation per call once it has grown).
 struct Poller {
@@ -279,7 +291,7 @@ PYBIND11_MODULE(_ringfire, m) {
               }
               PyObject* rec = PyTuple_GET_ITEM(h, 1);
               if (!PyBytes_Check(rec)) throw py::value_error(absl::StrCat("send_many: item ", i, "'s record is not bytes"));
-              sends[i].sender = py::cast<Sender*>(py::handle(PyTuple_GET_ITEM(h, 0)));
+              sends[i].sender = sender_of(PyTuple_GET_ITEM(h, 0));
               sends[i].record = {reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(rec)),
                                  static_cast<size_t>(PyBytes_GET_SIZE(rec))};
             }

@@ -34,10 +34,13 @@ class AsyncAnchor:
     items as Anchor.recv does; iterating yields a single-sender stream's
     tokens until it finishes (StreamDropped if it is dropped)."""
 
+    __slots__ = ("_anode", "anchor", "_items", "_waiter", "_buffer", "_paused", "_loop")
+
     def __init__(self, anode, anchor, buffer):
         self._anode = anode
+        self._loop = anode.loop
         self.anchor = anchor
-        self._items = collections.deque()
+        self._items = collections.deque()  # node.poll() tuples: (anchor_id, kind, session, payload)
         self._waiter = None
         self._buffer = buffer
         self._paused = False
@@ -50,43 +53,58 @@ class AsyncAnchor:
     def id(self):
         return self.anchor.id
 
-    def _push(self, kind, session, payload):
-        self._items.append((kind, session, payload))
-        if not self._paused and len(self._items) >= self._buffer:
-            self._paused = True
-            self.anchor.pause()
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
     def ready(self):
         """the number of items waiting here (taken from the node already)."""
         return len(self._items)
 
-    async def recv(self):
-        """the next item: (kind, session, payload); waits for it."""
-        while not self._items:
-            self._waiter = self._anode.loop.create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+    def _pause(self):
+        self._paused = True
+        self.anchor.pause()
+
+    async def _wait(self):
+        w = self._waiter = self._loop.create_future()
+        try:
+            await w
+        finally:
+            self._waiter = None
+
+    def _take(self):
         item = self._items.popleft()
         if self._paused and len(self._items) <= self._buffer // 2:
             self._paused = False
             self.anchor.resume()
         return item
 
+    async def recv(self):
+        """the next item: (kind, session, payload); waits for it."""
+        while not self._items:
+            await self._wait()
+        _, kind, session, payload = self._take()
+        return kind, session, payload
+
     def __aiter__(self):
         return self
 
     async def __anext__(self):
-        kind, session, payload = await self.recv()
+        # The hot path of a frontend: one token per call, one future per
+        # wait (no coroutine in between).
+        items = self._items
+        while not items:
+            w = self._waiter = self._loop.create_future()
+            try:
+                await w
+            finally:
+                self._waiter = None
+        item = items.popleft()
+        if self._paused and len(items) <= self._buffer // 2:
+            self._paused = False
+            self.anchor.resume()
+        kind = item[1]
         if kind == "data":
-            return payload
+            return item[3]
         if kind == "finished":
             raise StopAsyncIteration
-        raise StreamDropped(payload, session)
+        raise StreamDropped(item[3], item[2])
 
     def cancel(self):
         """end every stream of the anchor (its producers see closed senders)."""
@@ -115,11 +133,22 @@ class AsyncNode:
         return a
 
     def _on_ready(self):
-        anchors = self._anchors
-        for anchor_id, kind, session, payload in self.node.poll():
-            a = anchors.get(anchor_id)
-            if a is not None:
-                a._push(kind, session, payload)
+        # Every ready item of every anchor in one call, handed to its anchor
+        # (inline: this loop runs once per token).
+        get = self._anchors.get
+        for item in self.node.poll():
+            a = get(item[0])
+            if a is None:
+                continue
+            items = a._items
+            items.append(item)
+            w = a._waiter
+            if w is not None:
+                a._waiter = None
+                if not w.done():
+                    w.set_result(None)
+            elif not a._paused and len(items) >= a._buffer:
+                a._pause()
 
     def close(self):
         """stop reading (the anchors stay; call again from a loop to read them)."""

@@ -1,0 +1,304 @@
+"""py_mux_bench.py — token streaming from Python, two ways, the same shape:
+an engine (producer) emitting one 16-byte token per stream per decode step
+and a frontend (consumer, asyncio) with one coroutine per request reading
+its stream in order. Run by perf/py_mux_bench.sh on two lab hosts.
+
+  zmq  what inference servers use today: one PUSH/PULL socket, one msgpack
+       message per decode step holding every stream's token; the frontend
+       demultiplexes into per-request asyncio queues.
+  mux  ringfire's Python API: one anchor per request (ringfire.aio), the
+       producer's step in one send_many(..., flush=True).
+
+Every token is checked (stream, index, order); the end is checked (T
+tokens, then one end per stream). The report is one JSON line: CPU per
+token (os.times: user + system of this process), per-token latency
+percentiles (the token carries its send time; both hosts share the
+clock), peak RSS.
+
+  consumer: --role consumer --path zmq|mux --listen IP:PORT --streams N --tokens T --handles FILE
+  producer: --role producer --path zmq|mux --peer IP:PORT --tokens T --rate STEPS --handles FILE
+Options: --stall K (consumer: K requests stop reading after their first
+token: a client that stopped; they are not checked for completion, and
+the report gives the others' latency and this process's peak memory),
+--cancel K (consumer: K requests cancel after 10 tokens; the producer
+reports the step at which it stopped producing for each).
+"""
+import argparse
+import asyncio
+import json
+import os
+import resource
+import struct
+import sys
+import time
+
+TOKEN = struct.Struct("<IIQ")  # stream, index, send time (ns): 16 bytes
+
+
+def cpu_s():
+    t = os.times()
+    return t.user + t.system
+
+
+def pct(xs, q):
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] / 1000.0
+
+
+def report(d):
+    print(json.dumps(d), flush=True)
+
+
+# ---- the consumer (frontend) ----------------------------------------------
+
+
+class Tally:
+    """what every request checks and what the report says."""
+
+    def __init__(self, n, tokens, stall, cancel):
+        self.n, self.tokens = n, tokens
+        self.stall = set(range(stall))                 # the first `stall` requests stop reading
+        self.cancel = set(range(stall, stall + cancel))  # the next `cancel` ones cancel after 10 tokens
+        self.lat = []
+        self.items = 0
+        self.bad = 0
+        self.finished = 0
+        self.dropped = 0
+        self.cancelled = 0
+        self.first = None
+        self.last = None
+
+    def token(self, i, want, data):
+        s, k, sent = TOKEN.unpack(data)
+        now = time.monotonic_ns()
+        if s != i or k != want:
+            self.bad += 1
+        self.items += 1
+        self.lat.append(now - sent)
+        if self.first is None:
+            self.first = now
+        self.last = now
+        return k + 1
+
+
+async def consume_mux(args, tally):
+    import ringfire
+    import ringfire.aio
+
+    node = ringfire.Node(instance_id=f"front-{os.getpid()}", control=args.listen, initial_credit=args.credit)
+    anode = ringfire.aio.AsyncNode(node)
+    anchors = [anode.create_anchor() for _ in range(args.streams)]
+    with open(args.handles + ".tmp", "w") as f:
+        f.write("\n".join(a.handle for a in anchors) + "\n")
+    os.rename(args.handles + ".tmp", args.handles)
+
+    async def request(i, a):
+        want = 0
+        if i in tally.stall:  # a client that stopped reading after its first token
+            _, _, data = await a.recv()
+            tally.token(i, 0, data)
+            await asyncio.sleep(3600)
+        try:
+            async for data in a:
+                want = tally.token(i, want, data)
+                if i in tally.cancel and want == 10:
+                    a.cancel()
+                    tally.cancelled += 1
+                    return
+        except ringfire.aio.StreamDropped:
+            tally.dropped += 1
+            return
+        if want == tally.tokens:
+            tally.finished += 1
+        else:
+            tally.bad += 1
+
+    cpu0 = cpu_s()
+    tasks = [asyncio.create_task(request(i, a)) for i, a in enumerate(anchors)]
+    checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
+    await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
+    cpu = cpu_s() - cpu0
+    for t in tasks:
+        t.cancel()
+    st = node.stats()
+    return cpu, {"batches": st["batches_received"], "polls": st["polls"], "over_budget": st["over_budget"]}
+
+
+async def consume_zmq(args, tally):
+    import msgpack
+    import zmq
+    import zmq.asyncio
+
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, args.hwm)
+    sock.bind(f"tcp://{args.listen}")
+    queues = [asyncio.Queue() for _ in range(args.streams)]
+    with open(args.handles + ".tmp", "w") as f:
+        f.write("\n".join(str(i) for i in range(args.streams)) + "\n")
+    os.rename(args.handles + ".tmp", args.handles)
+    cancelled = set()
+
+    async def pump():  # the frontend's output handler: one message per step, demultiplexed
+        while True:
+            step = msgpack.unpackb(await sock.recv(), use_list=False)
+            for i, data in step:
+                if i not in cancelled:
+                    queues[i].put_nowait(data)
+
+    async def request(i, q):
+        want = 0
+        if i in tally.stall:
+            tally.token(i, 0, await q.get())
+            await asyncio.sleep(3600)
+        while True:
+            data = await q.get()
+            if data is None:
+                break
+            want = tally.token(i, want, data)
+            if i in tally.cancel and want == 10:
+                cancelled.add(i)  # the engine is told on its own channel (not measured here)
+                tally.cancelled += 1
+                return
+        if want == tally.tokens:
+            tally.finished += 1
+        else:
+            tally.bad += 1
+
+    cpu0 = cpu_s()
+    p = asyncio.create_task(pump())
+    tasks = [asyncio.create_task(request(i, q)) for i, q in enumerate(queues)]
+    checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
+    await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
+    cpu = cpu_s() - cpu0
+    queued = sum(q.qsize() for q in queues)
+    p.cancel()
+    for t in tasks:
+        t.cancel()
+    sock.close(0)
+    return cpu, {"queued_at_end": queued}
+
+
+def consumer(args):
+    tally = Tally(args.streams, args.tokens, args.stall, args.cancel)
+    run = consume_mux if args.path == "mux" else consume_zmq
+    cpu, extra = asyncio.run(run(args, tally))
+    checked = args.streams - len(tally.stall)
+    ok = tally.bad == 0 and tally.finished + tally.cancelled == checked
+    report({"role": "consumer", "path": args.path, "streams": args.streams, "tokens": tally.items,
+            "finished": tally.finished, "cancelled": tally.cancelled, "dropped": tally.dropped, "bad": tally.bad,
+            "ok": ok, "cpu_ns_per_token": cpu * 1e9 / max(1, tally.items),
+            "tokens_per_s": tally.items / max(1e-9, (tally.last - tally.first) / 1e9) if tally.first else 0,
+            "latency_us": {"p50": pct(tally.lat, 0.5), "p99": pct(tally.lat, 0.99), "p999": pct(tally.lat, 0.999)},
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **extra})
+    return 0 if ok else 3
+
+
+# ---- the producer (engine) -------------------------------------------------
+
+
+def pace(start, step, rate):
+    if rate:
+        due = start + step / rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def produce_mux(args, handles):
+    import ringfire
+
+    node = ringfire.Node(instance_id=f"engine-{os.getpid()}", control=args.listen, flush="manual",
+                         initial_credit=args.credit)
+    senders = [node.attach(h, args.peer) for h in handles]
+    n = len(senders)
+    live = list(range(n))
+    stopped_at = {}
+    full = 0
+    cpu0, start = cpu_s(), time.monotonic()
+    for k in range(args.tokens):
+        pace(start, k, args.rate)
+        now = time.monotonic_ns()
+        step = [(senders[i], TOKEN.pack(i, k, now)) for i in live]
+        not_sent = node.send_many(step, flush=True)
+        if not_sent:
+            gone = set()
+            for idx, status in not_sent:
+                i = live[idx]
+                if status == "closed":
+                    stopped_at[i] = k  # the consumer cancelled: this decode slot is free from this step
+                    gone.add(i)
+                elif status == "full":  # no credit: wait for it, in order (the stalled client's stream)
+                    full += 1
+                    gone.add(i)  # a stalled stream is left behind (its client stopped)
+            live = [i for i in live if i not in gone]
+    for i in live:
+        senders[i].finish()
+    node.flush_batch()
+    cpu = cpu_s() - cpu0
+    node.drain(10.0)
+    st = node.stats()
+    return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full}
+
+
+def produce_zmq(args, handles):
+    import msgpack
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, args.hwm)
+    sock.connect(f"tcp://{args.peer}")
+    ids = [int(h) for h in handles]
+    cpu0, start = cpu_s(), time.monotonic()
+    sent = 0
+    for k in range(args.tokens):
+        pace(start, k, args.rate)
+        now = time.monotonic_ns()
+        sock.send(msgpack.packb([(i, TOKEN.pack(i, k, now)) for i in ids]))
+        sent += len(ids)
+    sock.send(msgpack.packb([(i, None) for i in ids]))
+    cpu = cpu_s() - cpu0
+    sock.close(linger=10_000)
+    ctx.term()
+    return cpu, sent, {}
+
+
+def producer(args):
+    deadline = time.monotonic() + 30
+    while not os.path.exists(args.handles) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    handles = [l.strip() for l in open(args.handles) if l.strip()]
+    run = produce_mux if args.path == "mux" else produce_zmq
+    cpu, sent, extra = run(args, handles)
+    report({"role": "producer", "path": args.path, "streams": len(handles), "records": sent,
+            "cpu_ns_per_token": cpu * 1e9 / max(1, sent),
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **extra})
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--role", choices=["consumer", "producer"], required=True)
+    p.add_argument("--path", choices=["zmq", "mux"], required=True)
+    p.add_argument("--listen", help="consumer: where it listens; producer (mux): its node's control address")
+    p.add_argument("--peer", help="producer: the consumer's address")
+    p.add_argument("--streams", type=int, default=300)
+    p.add_argument("--tokens", type=int, default=200)
+    p.add_argument("--rate", type=float, default=50.0, help="decode steps per second (0: flat out)")
+    p.add_argument("--credit", type=int, default=256)
+    p.add_argument("--hwm", type=int, default=1000, help="zmq: the sockets' high-water mark (messages)")
+    p.add_argument("--handles", required=True)
+    p.add_argument("--stall", type=int, default=0)
+    p.add_argument("--cancel", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=120.0)
+    args = p.parse_args()
+    if args.streams < 1 or args.tokens < 1 or args.rate < 0:
+        p.error("--streams and --tokens must be at least 1, --rate at least 0")
+    return consumer(args) if args.role == "consumer" else producer(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
