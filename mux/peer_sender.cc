@@ -7,7 +7,8 @@
 namespace ringfire::mux {
 namespace {
 
-constexpr size_t kLenPrefix = 4;
+// A withheld record: [u32 len][u32 stage seq][body] (the seq: what a Manual flush covers).
+constexpr size_t kLenPrefix = PeerSender::kEntryHeader;
 
 uint32_t load_len(const std::byte* p) {
   uint32_t v;
@@ -71,7 +72,9 @@ SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t
   const auto len = static_cast<uint32_t>(record.size());
   const size_t at = s->withheld.size();
   s->withheld.resize(at + kLenPrefix + len);
-  std::memcpy(s->withheld.data() + at, &len, kLenPrefix);
+  const uint32_t seq = stage_seq_++;
+  std::memcpy(s->withheld.data() + at, &len, 4);
+  std::memcpy(s->withheld.data() + at + 4, &seq, 4);
   if (len != 0) std::memcpy(s->withheld.data() + at + kLenPrefix, record.data(), len);
   ++s->withheld_records;
   withheld_total_ += kLenPrefix + len;
@@ -209,21 +212,21 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
   // Manual: nothing but liveness moves before flush_batch(), a full batch
   // included (a forward pass is then one tx_burst); what may be staged
   // meanwhile is bounded by credit and the byte budgets, as always.
-  if (ready_.empty() || (config_.flush.kind == FlushPolicy::Kind::kManual && !kicked_)) return false;
+  if (ready_.empty()) return false;
   // Whether anything may go, and whether a batch's worth may: the scan
   // stops at a full batch (its cost is a batch, never every slot).
   size_t bytes = 0;
   bool any = false;
   for (size_t i = 0; i < ready_.size() && bytes < record_cap_; ++i) {
     const Slot* s = slots_.find(ready_[i]);
-    if (s == nullptr || !may_send(*s)) continue;
+    if (s == nullptr || !may_go(*s)) continue;
     any = true;
     bytes += s->withheld.size() - s->head;  // an upper bound of what goes
   }
   if (!any) return false;
   if (bytes >= record_cap_) {
     *why = FlushReason::kClamp;
-  } else if (kicked_) {
+  } else if (kicked_ || config_.flush.kind == FlushPolicy::Kind::kManual) {
     *why = FlushReason::kManual;
   } else if (config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.on_admission) {
     *why = FlushReason::kOnAdmission;
@@ -248,7 +251,7 @@ uint64_t PeerSender::staged_records() const {
 bool PeerSender::has_staged() const {
   for (size_t i = 0; i < ready_.size(); ++i) {
     const Slot* s = slots_.find(ready_[i]);
-    if (s != nullptr && may_send(*s)) return true;
+    if (s != nullptr && may_go(*s)) return true;
   }
   return false;
 }
@@ -284,7 +287,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   for (size_t i = 0; big_withheld_ != 0 && i < ready_.size(); ++i) {
     const proto::SlotId id = ready_[i];
     Slot* s = slots_.find(id);
-    if (s == nullptr || !may_send(*s) || s->open_pending) continue;
+    if (s == nullptr || !may_go(*s) || s->open_pending) continue;
     const uint32_t len = head_len(*s);
     if (len <= record_cap_) continue;
     const size_t need = proto::kBatchHeaderBytes + proto::kRecordHeaderBytes + len;
@@ -356,7 +359,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     }
     bool wrote = false;
     // A slot whose OpenSlot has not gone yet (the batch was full of them) waits for it.
-    if (!s->open_pending && may_send(*s) && head_len(*s) <= record_cap_) {
+    if (!s->open_pending && may_go(*s) && head_len(*s) <= record_cap_) {
       const uint32_t len = head_len(*s);
       const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
       if (!w.add_data(id.pack(), s->frame_seq, body)) break;  // full: the slot stays at the front
@@ -387,7 +390,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   if (w.record_count() == 0) return 0;
   const bool staged = has_staged();
   staged_since_ns_ = staged ? now_ns : 0;
-  kicked_ = kicked_ && staged;  // a flush_batch() covers what was staged before it
+  kicked_ = kicked_ && staged;  // Auto: a flush_batch() makes what is staged go now
   ++batch_seq_;
   ++stats_.batches;
   ++stats_.by_reason[static_cast<size_t>(reason)];

@@ -99,8 +99,14 @@ class PeerSender {
   // is counted and changes nothing; records up to a malformed one apply.
   void apply_control(proto::ConstBytes batch);
 
-  // kick: flush_batch() — the next build() writes whatever is staged.
-  void kick() { kicked_ = true; }
+  // kick: flush_batch() — whatever is staged goes in the next build()s:
+  // under Manual, every record staged before it goes as credit allows
+  // (those that wait for credit need no second flush); under Auto, the
+  // next build() writes at once (no linger).
+  void kick() {
+    kicked_ = true;
+    flushed_seq_ = stage_seq_;
+  }
   // build writes the next batch into `out` and returns its size, or 0 when
   // nothing is due. Call until 0. `out` must hold max_batch_bytes, and
   // max_record_bytes + 29 for fenced records (a smaller buffer leaves them
@@ -148,10 +154,22 @@ class PeerSender {
     uint64_t last_send_ns = 0;
   };
   static bool has_data(const Slot& s) { return s.withheld_records != 0; }
+ public:
+  static constexpr size_t kEntryHeader = 8;  // a withheld record's [u32 len][u32 stage seq]
+
+ private:
   static uint32_t head_len(const Slot& s) {
     uint32_t v;
     std::memcpy(&v, s.withheld.data() + s.head, sizeof(v));
     return v;
+  }
+  // may_go: may_send, and (Manual) its head record was staged before the last flush_batch().
+  bool may_go(const Slot& s) const {
+    if (!may_send(s)) return false;
+    if (config_.flush.kind != FlushPolicy::Kind::kManual) return true;
+    uint32_t seq;
+    std::memcpy(&seq, s.withheld.data() + s.head + 4, sizeof(seq));
+    return static_cast<int32_t>(seq - flushed_seq_) < 0;  // modular: a flush covers what was staged before it
   }
   // may_send: the slot's head record may go now: a credit, and room in
   // both byte budgets for it.
@@ -181,6 +199,8 @@ class PeerSender {
   uint32_t big_withheld_ = 0;          // withheld records over the record cap (fenced): looked for only then
   std::vector<proto::SlotId> stalling_;  // slots refused at their budget without credit
   bool kicked_ = false;
+  uint32_t stage_seq_ = 0;    // the next staged record's
+  uint32_t flushed_seq_ = 0;  // Manual: records staged before this (the last flush_batch()) may go
   uint64_t staged_since_ns_ = 0;        // the oldest staged data record (0: none)
   uint64_t next_tick_ns_;               // the per-peer heartbeat tick
   uint32_t beat_from_ = 0;              // this tick's beats go on from this index (a full batch)

@@ -254,8 +254,11 @@ class Node {
   size_t send_many(std::span<SendOne> sends);
 
   // fd: readable when some anchor of this node has an item (an edge once
-  // poll() took everything, level while it left items). For epoll and
-  // asyncio's add_reader; never read it yourself.
+  // poll() took everything, level while it left items) — or when a
+  // channel delivered only liveness records (an idle slot's heartbeat,
+  // once a heartbeat interval at most, or an OpenSlot): poll() then
+  // returns nothing. For epoll and asyncio's add_reader; never read it
+  // yourself.
   int fd() const;
   // poll: up to `max` items of any anchors, appended to *items, their bytes
   // to *bytes; returns how many. Never waits. Applies what the channels

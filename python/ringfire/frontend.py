@@ -1,0 +1,151 @@
+"""ringfire.frontend — an OpenAI-style streaming completions server fed by
+the mux: POST /v1/completions with {"prompt": ..., "max_tokens": N,
+"stream": true} answers Server-Sent Events, one per token, then
+`data: [DONE]`. Each request makes an anchor (ringfire.aio), hands its
+handle to the engine (ringfire.engine_sim's POST /generate), and relays
+every token the anchor delivers. A client that disconnects cancels its
+stream: the engine's next send answers 'closed' and its decode slot is
+free. A client that stops reading holds back its own stream only (its
+anchor pauses, its credit stops), never the others.
+
+  python3 -m ringfire.frontend --control 198.18.0.1:7600 --http 198.18.0.1:8000 --engine http://198.18.0.2:8100
+
+Without "stream": true the answer is one JSON object with the whole text.
+GET /stats: the frontend's counters and its node's.
+"""
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+import aiohttp
+from aiohttp import web
+
+import ringfire
+import ringfire.aio
+
+
+class Frontend:
+    def __init__(self, args):
+        self.node = ringfire.Node(instance_id=f"frontend-{os.getpid()}-{args.control}", control=args.control,
+                                  mux=not args.no_mux, initial_credit=args.credit, psk_file=args.psk_file or "")
+        self.engine = args.engine.rstrip("/")
+        self.buffer = args.buffer
+        self.anode = None
+        self.session = None
+        # cancel_ns: when each disconnected request's stream was cancelled
+        # (the first 10,000, by the engine's request id): with the engine's
+        # cancelled_ns, how long a cancel takes to free its decode slot.
+        self.stats = {"requests": 0, "completed": 0, "disconnected": 0, "dropped": 0, "engine_errors": 0, "tokens": 0,
+                      "cancel_ns": {}}
+
+    async def start(self, app):
+        self.anode = ringfire.aio.AsyncNode(self.node, buffer=self.buffer)
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def stop(self, app):
+        await self.session.close()
+        self.anode.close()
+
+    async def completions(self, request):
+        try:
+            body = await request.json()
+            max_tokens = int(body.get("max_tokens", 16))
+            stream = bool(body.get("stream", False))
+        except (ValueError, TypeError, AttributeError) as e:
+            return web.json_response({"error": {"message": f"bad request: {e}"}}, status=400)
+        if not 1 <= max_tokens <= 100_000:
+            return web.json_response({"error": {"message": "max_tokens must be between 1 and 100000"}}, status=400)
+        self.stats["requests"] += 1
+        anchor = self.anode.create_anchor()
+        rid = None
+        try:
+            try:
+                async with self.session.post(f"{self.engine}/generate",
+                                             json={"handle": anchor.handle, "peer": self.node.control_address,
+                                                   "max_tokens": max_tokens}) as r:
+                    answer = await r.json()
+                    if r.status != 200:
+                        raise RuntimeError(answer.get("error", r.status))
+            except (aiohttp.ClientError, RuntimeError, ValueError) as e:
+                self.stats["engine_errors"] += 1
+                return web.json_response({"error": {"message": f"the engine refused: {e}"}}, status=502)
+            rid = answer.get("id")
+            if not stream:
+                text = []
+                try:
+                    async for tok in anchor:
+                        text.append(json.loads(tok)["text"])
+                except ringfire.aio.StreamDropped as e:
+                    self.stats["dropped"] += 1
+                    return web.json_response({"error": {"message": f"stream dropped: {e.reason}"}}, status=502)
+                self.stats["completed"] += 1
+                self.stats["tokens"] += len(text)
+                return web.json_response({"id": f"cmpl-{rid}", "object": "text_completion",
+                                          "choices": [{"index": 0, "text": "".join(text), "finish_reason": "length"}]})
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            await resp.prepare(request)
+            head = ('data: {"id":"cmpl-' + str(rid) + '","object":"text_completion","choices":[{"index":0,"token":').encode()
+            try:
+                async for tok in anchor:
+                    # The engine's token (index, send time, text) as the choice's token: no re-encoding.
+                    await resp.write(head + tok + b"}]}\n\n")
+                    self.stats["tokens"] += 1
+                await resp.write(b"data: [DONE]\n\n")
+                self.stats["completed"] += 1
+            except ringfire.aio.StreamDropped as e:
+                self.stats["dropped"] += 1
+                await resp.write(f'data: {{"error":{{"message":"stream dropped: {e.reason}"}}}}\n\n'.encode())
+            except (ConnectionResetError, aiohttp.ClientConnectionError):
+                self.stats["disconnected"] += 1  # the client went away: the finally below cancels the stream
+                return resp
+            await resp.write_eof()
+            return resp
+        except asyncio.CancelledError:
+            self.stats["disconnected"] += 1  # aiohttp cancels the handler when its client goes
+            raise
+        finally:
+            if anchor.anchor.live_streams and rid is not None and len(self.stats["cancel_ns"]) < 10_000:
+                self.stats["cancel_ns"][rid] = time.monotonic_ns()
+            anchor.close()  # a live stream is cancelled: its producer learns it on its next send
+
+    async def get_stats(self, request):
+        return web.json_response({**self.stats, "node": self.node.stats()})
+
+
+def make_app(args):
+    fe = Frontend(args)
+    app = web.Application()
+    app.router.add_post("/v1/completions", fe.completions)
+    app.router.add_get("/stats", fe.get_stats)
+    app.on_startup.append(fe.start)
+    app.on_cleanup.append(fe.stop)
+    return app, fe
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m ringfire.frontend", description=__doc__.split("\n")[0])
+    p.add_argument("--control", required=True, help="this frontend's mux node, IP:PORT (the engine reaches it)")
+    p.add_argument("--http", required=True, help="where clients connect, IP:PORT")
+    p.add_argument("--engine", required=True, help="the engine's request endpoint, http://IP:PORT")
+    p.add_argument("--credit", type=int, default=256, help="frames a stream may have in flight (its window)")
+    p.add_argument("--buffer", type=int, default=64, help="tokens a stream may wait in the frontend before it pauses")
+    p.add_argument("--no-mux", action="store_true", help="every stream on its own TCP connection (the per-stream path)")
+    p.add_argument("--psk-file", help="a pre-shared key file: channels authenticated both ways")
+    args = p.parse_args(argv)
+    host, _, port = args.http.rpartition(":")
+    if not host or not port.isdigit():
+        p.error(f"--http {args.http}: give IP:PORT")
+    if not args.engine.startswith("http://"):
+        p.error(f"--engine {args.engine}: give http://IP:PORT")
+    app, fe = make_app(args)
+    print(f"frontend: http://{args.http}/v1/completions, node {fe.node.control_address} "
+          f"({'per-stream' if args.no_mux else 'mux'}), engine {args.engine}", flush=True)
+    web.run_app(app, host=host, port=int(port), access_log=None, print=None, backlog=4096)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

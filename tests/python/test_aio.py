@@ -1,0 +1,170 @@
+"""test_aio.py — ringfire.aio and the calls under it (Node.fd, Node.poll,
+Node.send_many, Anchor.pause/resume) from Python, two nodes on loopback:
+one event loop reads many anchors through one descriptor, every token in
+order; the descriptor is readable exactly when something waits; a paused
+anchor holds back its own stream only; a dropped stream says why. Run
+with PYTHONPATH at the built package (meson does)."""
+import asyncio
+import os
+import select
+import struct
+import threading
+import time
+import unittest
+
+import ringfire
+import ringfire.aio
+
+
+def node(name, **kw):
+    return ringfire.Node(instance_id=f"{name}-{os.getpid()}-{time.monotonic_ns()}", control="127.0.0.1:0", **kw)
+
+
+def readable(fd, timeout):
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
+class Aio(unittest.TestCase):
+    def test_one_loop_reads_many_anchors_in_order(self):
+        consumer, producer = node("c"), node("p", flush="manual", initial_credit=16)
+        streams, tokens = 200, 60
+        threads_before = threading.active_count()
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            anchors = [anode.create_anchor() for _ in range(streams)]
+            loop = asyncio.get_running_loop()
+            senders = await loop.run_in_executor(
+                None, lambda: [producer.attach(a.handle, consumer.control_address) for a in anchors])
+
+            def produce():  # a decode loop: one step, one call
+                for k in range(tokens):
+                    step = [(s, struct.pack("<II", i, k)) for i, s in enumerate(senders)]
+                    while True:
+                        not_sent = producer.send_many(step, flush=True)
+                        if not not_sent:
+                            break
+                        self.assertTrue(all(st == "full" for _, st in not_sent), not_sent)
+                        step = [step[i] for i, _ in not_sent]  # retried in order: credit comes back
+                        time.sleep(0.001)
+                    time.sleep(0.002)
+                for s in senders:
+                    self.assertTrue(s.finish())
+                producer.flush_batch()
+
+            async def read(i, a):
+                got = []
+                async for data in a:
+                    got.append(struct.unpack("<II", data))
+                return got
+
+            t = threading.Thread(target=produce)
+            t.start()
+            results = await asyncio.wait_for(asyncio.gather(*(read(i, a) for i, a in enumerate(anchors))), 60)
+            await loop.run_in_executor(None, t.join)
+            return results
+
+        results = asyncio.run(main())
+        for i, got in enumerate(results):
+            self.assertEqual(got, [(i, k) for k in range(tokens)], f"stream {i}")
+        st = consumer.stats()
+        self.assertEqual(st["finished"], streams)
+        self.assertEqual(st["records_received"], streams * tokens)
+        # One descriptor for all of them: far fewer polls than tokens (a step's
+        # tokens come in one), and no thread per anchor or per peer.
+        self.assertLess(st["polls"], streams * tokens // 20, st)
+        self.assertLessEqual(threading.active_count(), threads_before + 1)
+        self.assertEqual(st["reader_stall"], 0)
+
+    def test_the_descriptor_is_readable_exactly_when_an_item_waits(self):
+        consumer, producer = node("c"), node("p", flush="manual")
+        anchors = [consumer.create_anchor() for _ in range(50)]
+        senders = [producer.attach(a.handle, consumer.control_address) for a in anchors]
+        fd = consumer.fd()
+        # The streams' OpenSlots come just after the attaches: once they are
+        # in, nothing else arrives for a second (an idle slot's first
+        # heartbeat waits two intervals), and this test is done by then.
+        time.sleep(0.3)
+        consumer.poll()
+        self.assertFalse(readable(fd, 0.2), "readable with nothing sent")
+        senders[7].send(b"one")
+        self.assertFalse(readable(fd, 0.2), "readable before the flush (Manual: nothing moved)")
+        producer.flush_batch()
+        self.assertTrue(readable(fd, 5.0), "not readable once a token came")
+        items = consumer.poll()
+        self.assertEqual(items, [(anchors[7].id, "data", senders[7].session, b"one")])
+        self.assertFalse(readable(fd, 0.2), "still readable after poll() took everything")
+        # More than one poll() takes: the descriptor stays readable for the rest.
+        for s in senders:
+            s.send(b"x")
+        producer.flush_batch()
+        self.assertTrue(readable(fd, 5.0))
+        deadline = time.monotonic() + 5
+        got = []
+        while len(got) < 50 and time.monotonic() < deadline:
+            if readable(fd, 1.0):
+                got += consumer.poll(max=7)
+        self.assertEqual(sorted(a for a, _, _, _ in got), sorted(a.id for a in anchors))
+        self.assertFalse(readable(fd, 0.2))
+
+    def test_a_paused_anchor_holds_back_its_own_stream_only(self):
+        consumer, producer = node("c", initial_credit=8), node("p", flush="manual")
+        slow, fast = consumer.create_anchor(), consumer.create_anchor()
+        s_slow = producer.attach(slow.handle, consumer.control_address)
+        s_fast = producer.attach(fast.handle, consumer.control_address)
+        slow.pause()
+        n = 100
+        for k in range(n):
+            self.assertEqual(s_slow.send(b"s%d" % k), "sent")
+            self.assertEqual(s_fast.send(b"f%d" % k), "sent")
+            producer.flush_batch()
+        got = {slow.id: [], fast.id: []}
+        deadline = time.monotonic() + 10
+        while len(got[fast.id]) < n and time.monotonic() < deadline:
+            consumer.wait(0.5)
+            for a, kind, _, data in consumer.poll():
+                got[a].append(data)
+        self.assertEqual(got[fast.id], [b"f%d" % k for k in range(n)])
+        self.assertEqual(got[slow.id], [], "a paused anchor's items came out")
+        # Resumed: its stream arrives whole, in order (credit held it back).
+        slow.resume()
+        deadline = time.monotonic() + 10
+        while len(got[slow.id]) < n and time.monotonic() < deadline:
+            consumer.wait(0.5)
+            for a, kind, _, data in consumer.poll():
+                got[a].append(data)
+        self.assertEqual(got[slow.id], [b"s%d" % k for k in range(n)])
+
+    def test_a_dropped_stream_says_why_and_send_many_reports_each_record(self):
+        consumer, producer = node("c"), node("p", flush="manual")
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            a, b = anode.create_anchor(), anode.create_anchor()
+            loop = asyncio.get_running_loop()
+            sa = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
+            sb = await loop.run_in_executor(None, producer.attach, b.handle, consumer.control_address)
+            self.assertIsNone(producer.send_many([(sa, b"a0"), (sb, b"b0")], flush=True))
+            self.assertEqual(await a.recv(), ("data", sa.session, b"a0"))
+            self.assertEqual(await anext(b), b"b0")
+            b.cancel()
+            deadline = time.monotonic() + 5
+            while not sb.closed and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            self.assertTrue(sb.closed, "the cancel did not reach the producer")
+            self.assertEqual(producer.send_many([(sa, b"a1"), (sb, b"b1")], flush=True), [(1, "closed")])
+            self.assertEqual(await a.recv(), ("data", sa.session, b"a1"))
+            del sa, sb  # the producer's senders go without finish(): the stream ends dropped
+            with self.assertRaises(ringfire.aio.StreamDropped) as e:
+                await asyncio.wait_for(anext(a), 10)
+            self.assertEqual(e.exception.reason, "producer_gone")
+
+        asyncio.run(main())
+        with self.assertRaises(ValueError):
+            producer.send_many([("not", "a sender pair", 3)])
+        with self.assertRaises(ValueError):
+            producer.send_many([(None, "text, not bytes")])
+
+
+if __name__ == "__main__":
+    unittest.main()
