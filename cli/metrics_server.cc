@@ -311,7 +311,16 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
            {"protocol_error", s.in.protocol_errors},
            {"stale_epoch", s.in.stale_epoch},
            {"malformed_batch", s.in.malformed},
-           {"out_of_fds", s.out_of_fds}}) {
+           {"out_of_fds", s.out_of_fds},
+           {"by_source", s.refused_by_source},
+           {"over_budget", s.in.over_budget},
+           {"never_opened", s.in.never_opened},
+           {"channel_wrong_sender", s.channel_wrong_sender},
+           {"channel_bad_mac", s.channel_bad_mac},
+           {"channel_wrong_kind", s.channel_wrong_kind},
+           {"channel_wrong_session", s.channel_wrong_session},
+           {"channel_implausible", s.channel_implausible},
+           {"channel_malformed", s.channel_malformed}}) {
     x.sample("ringfire_mux_rejected_total", L{{"reason", reason}}, static_cast<double>(v));
   }
   gauge("ringfire_mux_peers_out", "Channels this node serves to peers.", s.peers_out);

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -219,7 +221,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
 
 void NodeImpl::accept_all(uint64_t now) {
   for (;;) {
-    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t from_len = sizeof(from);
+    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
       // Out of descriptors: the pending connection would keep the listener
       // readable and the loop spinning. The spare makes room to take it and
@@ -244,12 +248,27 @@ void NodeImpl::accept_all(uint64_t now) {
       ++counters.refused;
       continue;
     }
+    // One address may hold only so many connections that have not proved
+    // useful yet, and all of them together only so many: a stranger that
+    // opens connections and says nothing (or names channels nobody serves)
+    // cannot keep honest producers out.
+    const uint32_t source = ntohl(from.sin_addr.s_addr);
+    if (pending_total >= opt.max_pending || pending_by_source[source] >= opt.max_pending_per_source) {
+      close(fd);
+      ++counters.refused;
+      ++counters.refused_by_source;
+      continue;
+    }
     control::detect_silent_peer(fd, opt.silent_peer_ms);
     auto p = std::make_shared<InPeer>();
     p->conn = std::make_unique<TcpConn>(fd);
     p->accepted_ns = now;
+    p->source = source;
+    ++pending_by_source[source];
+    ++pending_total;
     if (!engine->watch(fd).ok()) {
       ++counters.refused;
+      settle(*p);  // never counted after all (its connection closes with it)
       continue;
     }
     in.push_back(std::move(p));

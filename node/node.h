@@ -93,6 +93,13 @@ struct NodeOptions {
   uint64_t channel_arena_bytes = 8u << 20;
   uint32_t max_connections = 4096;  // accepted connections (channels and per-stream ones); more are refused
   uint32_t max_channels = 64;        // producing peers mirrored at once (each a mirror session and a ring)
+  // Per source address, so that one address cannot take the node: the
+  // channels it may have, and the connections it may hold before they
+  // prove useful (no NODE yet, a per-stream connection not yet attached, a
+  // channel not yet up); max_pending bounds those over every source.
+  uint32_t max_channels_per_source = 8;
+  uint32_t max_pending_per_source = 32;
+  uint32_t max_pending = 512;
   uint32_t max_anchors = 1u << 20;
 };
 
@@ -133,6 +140,7 @@ struct NodeStats {
   uint64_t channel_failures = 0;  // a channel that lost a record (lapped, GAP): ended as peer loss
   uint64_t peers_lost = 0;     // control connections that ended
   uint64_t refused = 0;        // connections refused (cap, no NODE in time, bad NODE, junk)
+  uint64_t refused_by_source = 0;  // ... of them: past a source's (or every source's) pending or channel cap
   uint64_t unauthenticated = 0;  // keyed nodes: a peer without the key, or with another one (refused or left)
   uint64_t frames_rejected = 0;  // frames that did not decode or had no business here
   uint64_t attaches_answered = 0;
@@ -149,6 +157,15 @@ struct NodeStats {
   uint64_t channel_tcp_frames = 0;
   uint64_t channel_naks = 0;
   uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
+  // Channel datagrams refused before they moved anything, by reason (not
+  // the channel's peer, a bad MAC, a kind or session not the channel's,
+  // implausible sequences, malformed).
+  uint64_t channel_wrong_sender = 0;
+  uint64_t channel_bad_mac = 0;
+  uint64_t channel_wrong_kind = 0;
+  uint64_t channel_wrong_session = 0;
+  uint64_t channel_implausible = 0;
+  uint64_t channel_malformed = 0;
   // Ingress channel records applied, by whom: a reader in poll() or
   // Anchor::recv (its items taken without a hand-off), or the node thread.
   uint64_t applied_by_readers = 0;

@@ -208,6 +208,10 @@ struct NodeImpl {
   // The anchors with an item, each once (AnchorState::listed), oldest first.
   std::deque<std::shared_ptr<AnchorState>> ready_anchors;
   bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
+  // Per source address (the accepted connection's IP): connections not yet
+  // useful (InPeer::pending), and channels. Node thread (under mu).
+  std::map<uint32_t, uint32_t> pending_by_source, channels_by_source;
+  uint32_t pending_total = 0;
   bool ready_owed = false;       // the node thread made items ready: it signals once it let go of mu
 
   // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
@@ -248,6 +252,10 @@ struct NodeImpl {
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why);
+  // settle: an accepted connection proved useful (its NODE came, its
+  // per-stream connection attached, its channel is up): it no longer
+  // counts against its source's pending cap. Idempotent.
+  void settle(InPeer& p);
   // open_ingress: the node thread opens a channel's ingress ring once its
   // mirror created it (outside mu: it maps a file); true when open.
   bool open_ingress(InPeer& p);
@@ -295,6 +303,12 @@ struct NodeImpl {
       s->channel_tcp_frames += w->tcp_frames.get();
       s->channel_naks += w->naks.get();
       s->channel_held += w->held.get();
+      s->channel_wrong_sender += w->wrong_sender.get();
+      s->channel_bad_mac += w->bad_mac.get();
+      s->channel_wrong_kind += w->wrong_kind.get();
+      s->channel_wrong_session += w->wrong_session.get();
+      s->channel_implausible += w->implausible.get();
+      s->channel_malformed += w->malformed.get();
     }
   }
 };

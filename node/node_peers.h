@@ -93,6 +93,9 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
+  uint32_t source = 0;              // the connection's IP (the per-source caps)
+  bool pending = true;              // counted in its source's pending connections (NodeImpl::settle)
+  bool channel_counted = false;     // counted in its source's channels
   bool node_seen = false;           // its NODE arrived (keyed: and its proof; before, nothing else is accepted)
   // The keyed exchange (§5.1): the peer's NODE and our answer as they went,
   // until its AUTH step 3 proves the key.

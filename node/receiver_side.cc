@@ -188,6 +188,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     // One stream's own connection (the per-stream path), or a channel this
     // node does not take (its mux is off: every ATTACH is answered tcp).
     p.per_stream = (m.flags & proto::kNodeChannel) == 0;
+    if (!p.per_stream) settle(p);  // a control connection for per-stream attaches: useful now
     if (!answered) send_node(*p.conn, answer);
     return;
   }
@@ -197,6 +198,14 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     p.conn.reset();
     return;
   }
+  if (channels_by_source[p.source] >= opt.max_channels_per_source) {
+    ++counters.refused;  // one address holds only so many of them
+    ++counters.refused_by_source;
+    p.conn.reset();
+    return;
+  }
+  ++channels_by_source[p.source];
+  p.channel_counted = true;
   p.epoch = m.channel_epoch;
   p.receiver = std::make_unique<mux::PeerReceiver>(mux);
   // Mirror its channel: the serve on the connection's own address (never
@@ -290,6 +299,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
     } else {
       p.stream = std::make_shared<TcpStreamIn>();
       p.stream->window = mux.initial_credit;
+      settle(p);  // an attached stream: useful
       a->attached_once = true;
       AnchorStream* s = add_stream(*a, req.session_id);
       s->tcp = p.stream;
@@ -368,11 +378,26 @@ bool NodeImpl::open_ingress(InPeer& p) {
   std::lock_guard l(mu);
   p.record = std::move(record);
   p.ingress.emplace(std::move(*cons));
+  settle(p);  // its channel is up
   return true;
+}
+
+void NodeImpl::settle(InPeer& p) {
+  if (!p.pending) return;
+  p.pending = false;
+  --pending_total;
+  if (auto it = pending_by_source.find(p.source); it != pending_by_source.end() && --it->second == 0) pending_by_source.erase(it);
 }
 
 void NodeImpl::end_in(InPeer& p, const std::string& why) {
   p.dead = true;
+  settle(p);
+  if (p.channel_counted) {
+    p.channel_counted = false;
+    if (auto it = channels_by_source.find(p.source); it != channels_by_source.end() && --it->second == 0) {
+      channels_by_source.erase(it);
+    }
+  }
   if (p.receiver) {
     p.receiver->peer_lost();  // every registered stream: exactly one Dropped
     const mux::PeerReceiverStats& s = p.receiver->stats();

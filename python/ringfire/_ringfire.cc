@@ -133,6 +133,8 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["channel_datagrams_out"] = s.channel_datagrams_out;
   d["channel_tx_bursts"] = s.channel_tx_bursts;
   d["over_budget"] = s.in.over_budget;
+  d["refused_by_source"] = s.refused_by_source;
+  d["channel_wrong_sender"] = s.channel_wrong_sender;
   d["never_opened"] = s.in.never_opened;
   d["polls"] = s.polls;
   d["ready_wakeups"] = s.ready_wakeups;

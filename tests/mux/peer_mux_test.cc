@@ -6,6 +6,7 @@
 // without a flush; a stale generation is never delivered; byte accounting
 // back to zero; a starved slot never delays another; backpressure before
 // the kill. A seeded simulation checks them after every step.
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -382,6 +383,174 @@ TEST(PeerMux, TheWatchdogTellsAStarvedStreamFromADeadOne) {
   auto b = p.drain(silent);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].kind, Kind::kDropped);
+}
+
+// A finishing slot whose last records wait for credit (its consumer reads
+// slowly) keeps beating: the receiver never takes it for a dead owner.
+TEST(PeerMux, AFinishingSlotWaitingForCreditKeepsBeating) {
+  MuxConfig c = small(2);
+  c.heartbeat_interval_ns = 100 * kMs;
+  Pair p(c);
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 2);
+  auto id = p.tx.open(1, 1, 2, 0);
+  p.pump(0);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(p.tx.send(*id, bytes_of("r" + std::to_string(i)), 1), SendStatus::kSent);
+  ASSERT_TRUE(p.tx.finish(*id));
+  p.pump(1);  // two go; three and the terminal wait for credit nobody returns
+  for (uint64_t t = 100 * kMs; t <= 1000 * kMs; t += 100 * kMs) {
+    p.pump(t + 1);
+    p.rx.watchdog(t + 2);
+  }
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 0u) << "a finishing slot went silent";
+  std::vector<std::string> got;
+  for (int round = 0; round < 10 && got.size() < 6; ++round) {
+    for (auto& i : p.drain(s)) got.push_back(i.kind == Kind::kData ? text(i) : "<end>");
+    p.pump(1100 * kMs + round);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"r0", "r1", "r2", "r3", "r4", "<end>"}));
+}
+
+// An owner keeps what a slot has outstanding within the slot's byte
+// budget, and all its slots within the peer's: records wait for credit
+// in bytes as they do in frames, and the receiver never finds a slot over.
+TEST(PeerMux, TheOwnerKeepsOutstandingBytesWithinBothBudgets) {
+  MuxConfig c = small(64);  // frames are plenty: bytes are the limit
+  c.slot_byte_budget = 4096;
+  c.peer_byte_budget = 16000;  // what either side holds withheld or buffered in all
+  c.max_record_bytes = 1000;
+  c.max_batch_bytes = 2048;
+  Pair p(c);
+  PeerReceiver::Stream* s1 = p.rx.expect(1, 1, 64);
+  PeerReceiver::Stream* s2 = p.rx.expect(2, 1, 64);
+  auto a = p.tx.open(1, 1, 64, 0, 4096);
+  auto b = p.tx.open(2, 1, 64, 0, 4096);
+  p.tx.set_peer_budget(6000);  // the receiver's answer: its peer budget
+  p.pump(0);
+  const std::string rec(900, 'x');
+  int staged = 0;
+  for (int i = 0; i < 5; ++i) {
+    staged += p.tx.send(*a, bytes_of(rec), 1) == SendStatus::kSent;
+    staged += p.tx.send(*b, bytes_of(rec), 1) == SendStatus::kSent;
+  }
+  ASSERT_EQ(staged, 8) << "a slot withholds four of 900 B within its 4096";
+  p.pump(1);
+  EXPECT_EQ(p.rx.stats().records, 6u) << "6 x 900 B fit the peer's 6000 outstanding, a 7th would not";
+  EXPECT_LE(p.tx.outstanding_bytes(), 6000u);
+  EXPECT_LE(p.rx.buffered_bytes(), 6000u);
+  EXPECT_LE(p.tx.outstanding_bytes(), 6000u);
+  // Reading frees bytes; the rest follows, nothing is refused.
+  size_t got = 0;
+  for (int round = 0; round < 20 && got < 8; ++round) {
+    got += p.drain(s1).size() + p.drain(s2).size();
+    p.pump(2 + round);
+  }
+  EXPECT_EQ(got, 8u);
+  EXPECT_EQ(p.rx.stats().over_budget, 0u);
+  EXPECT_EQ(p.rx.stats().protocol_errors, 0u);
+  EXPECT_EQ(p.tx.outstanding_bytes(), 0u) << "credit for every record read came back";
+}
+
+// A peer that sends past the byte budget (within its frame credit) ends
+// that slot only, dropped as over_budget and answered with a close; the
+// receiver holds no more than the budget for it, and other slots go on.
+TEST(PeerMux, ARecordPastTheSlotsByteBudgetEndsThatSlotOnly) {
+  MuxConfig c = small(256);
+  c.slot_byte_budget = 64 * 1024;
+  c.max_record_bytes = 1000;
+  c.max_batch_bytes = 1024;
+  Pair p(c);
+  PeerReceiver::Stream* victim = p.rx.expect(1, 1, 256);
+  PeerReceiver::Stream* other = p.rx.expect(2, 1, 256);
+  auto victim_slot = p.tx.open(1, 1, 256, 0);
+  auto b = p.tx.open(2, 1, 256, 0);
+  ASSERT_TRUE(victim_slot && b);
+  p.pump(0);
+  // The hostile batches: the victim's slot gets 100 records of 1000 B with
+  // consecutive frame_seqs, within its 256 credits, unread.
+  const std::vector<std::byte> body(1000, std::byte{7});
+  uint32_t seq = 0;
+  for (int batch = 0; batch < 100; ++batch) {
+    std::vector<std::byte> out(2048);
+    proto::BatchWriter w(out, 7, static_cast<uint32_t>(2 + batch));
+    ASSERT_TRUE(w.add_data(victim_slot->pack(), seq++, body));
+    out.resize(w.finish());
+    p.rx.apply(out, 1);
+  }
+  EXPECT_EQ(p.rx.stats().over_budget, 1u);
+  EXPECT_LE(p.rx.buffered_bytes(), c.slot_byte_budget) << "held past the budget";
+  auto v = p.drain(victim);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.back().kind, Kind::kDropped);
+  EXPECT_EQ(v.back().reason, EndReason::kOverBudget);
+  EXPECT_EQ(v.size(), 66u) << "65 records of 1000 B fit 64 KiB (65,536), then the end";
+  EXPECT_EQ(p.rx.buffered_bytes(), 0u);
+  // The other slot is untouched (its own batches keep their order: a new
+  // batch_seq gap is counted, not fatal).
+  ASSERT_EQ(p.tx.send(*b, bytes_of("fine"), 2), SendStatus::kSent);
+  p.pump(2);
+  auto o = p.drain(other);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(text(o[0]), "fine");
+}
+
+// A stream registered at attach that no OpenSlot claims ends, once, at the
+// accept timeout — or when the peer is lost first — as never_opened.
+TEST(PeerMux, AnUnclaimedStreamEndsAtTheAcceptTimeoutOrOnPeerLoss) {
+  MuxConfig c = small(4);
+  c.accept_timeout_ns = 500 * kMs;
+  {
+    Pair p(c);
+    PeerReceiver::Stream* s = p.rx.expect(1, 1, 4, 100 * kMs);
+    EXPECT_EQ(p.rx.next_expiry_ns(), 600 * kMs);
+    p.rx.watchdog(599 * kMs);
+    EXPECT_TRUE(p.drain(s).empty());
+    p.rx.watchdog(600 * kMs);
+    auto items = p.drain(s);
+    ASSERT_EQ(items.size(), 1u);
+    EXPECT_EQ(items[0].kind, Kind::kDropped);
+    EXPECT_EQ(items[0].reason, EndReason::kNeverOpened);
+    EXPECT_EQ(p.rx.live_streams(), 0u);
+    EXPECT_EQ(p.rx.stats().never_opened, 1u);
+    // A late OpenSlot for it is unknown now.
+    p.tx.open(1, 1, 4, 700 * kMs);
+    p.pump(700 * kMs);
+    EXPECT_EQ(p.rx.stats().unknown_anchor, 1u);
+  }
+  {
+    Pair p(c);
+    PeerReceiver::Stream* s = p.rx.expect(1, 1, 4, 0);
+    p.rx.peer_lost();
+    auto items = p.drain(s);
+    ASSERT_EQ(items.size(), 1u);
+    EXPECT_EQ(items[0].reason, EndReason::kNeverOpened);
+    EXPECT_EQ(p.rx.live_streams(), 0u);
+  }
+}
+
+// The readable hook: once per stream when its buffer goes from empty to
+// holding something (data, or its end), never per record.
+TEST(PeerMux, TheReadableHookFiresOnEachEdgeFromEmpty) {
+  Pair p(small(16));
+  std::vector<int> fired;
+  p.rx.set_readable_hook([](void* ctx, void* user) {
+    static_cast<std::vector<int>*>(ctx)->push_back(static_cast<int>(reinterpret_cast<intptr_t>(user)));
+  }, &fired);
+  PeerReceiver::Stream* s1 = p.rx.expect(1, 1, 16, 0, reinterpret_cast<void*>(intptr_t{1}));
+  p.rx.expect(2, 1, 16, 0, reinterpret_cast<void*>(intptr_t{2}));
+  auto a = p.tx.open(1, 1, 16, 0);
+  auto b = p.tx.open(2, 1, 16, 0);
+  p.pump(0);
+  EXPECT_TRUE(fired.empty()) << "an OpenSlot is no item";
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(p.tx.send(*a, bytes_of("x"), 1), SendStatus::kSent);
+  ASSERT_EQ(p.tx.send(*b, bytes_of("y"), 1), SendStatus::kSent);
+  p.pump(1);
+  std::sort(fired.begin(), fired.end());
+  EXPECT_EQ(fired, (std::vector<int>{1, 2})) << "once per stream, not per record";
+  fired.clear();
+  ASSERT_EQ(p.drain(s1).size(), 5u);
+  ASSERT_TRUE(p.tx.finish(*a));
+  p.pump(2);
+  EXPECT_EQ(fired, (std::vector<int>{1})) << "its end, after it was read empty";
 }
 
 // The simulation: random opens, sends, finishes, reads, cancels and peer

@@ -719,6 +719,196 @@ TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
 // ---- the per-stream TCP path: negotiation picks it when either side has
 // the mux off; the same API, one connection per stream.
 
+// raw_connect_from: a stranger's connection from another loopback address
+// (the node's per-source caps tell it from the honest 127.0.0.1).
+int raw_connect_from(uint32_t from_ip, const dataplane::Endpoint& at) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_addr.s_addr = htonl(from_ip);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(at.port);
+  a.sin_addr.s_addr = htonl(at.ip);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;  // refused at once (the kernel's backlog): the node would have cut it anyway
+  }
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// stranger_channel: a NODE naming a channel nobody serves (port 1), then
+// (anchor != 0) an ATTACH for that anchor; returns the socket.
+int stranger_channel(uint32_t from_ip, const dataplane::Endpoint& at, uint64_t worker, uint64_t anchor) {
+  const int fd = raw_connect_from(from_ip, at);
+  if (fd < 0) return fd;
+  proto::Node m;
+  m.flags = proto::kNodeChannel;
+  m.worker_id = worker;
+  m.channel_epoch = worker + 1;
+  m.channel_port = 1;
+  std::byte b[512];
+  size_t n = proto::encode_node(m, {b, sizeof(b)});
+  if (anchor != 0) {
+    std::byte body[256];
+    const size_t len = proto::encode_attach_request(proto::AttachRequest{anchor, 77, proto::kTransportMux | proto::kTransportTcp},
+                                                    {body, sizeof(body)});
+    proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(len), 0}, b + n);
+    std::memcpy(b + n + proto::kFrameHeaderBytes, body, len);
+    n += proto::kFrameHeaderBytes + len;
+  }
+  EXPECT_EQ(write(fd, b, n), static_cast<ssize_t>(n));
+  return fd;
+}
+
+// A stranger that attaches to a real anchor (the mux answers ok: its
+// stream is registered) and never opens it holds nothing for good: when
+// its connection ends the stream ends once, dropped as never_opened, and
+// the single-sender anchor takes an honest producer, whose tokens arrive.
+TEST(Node, AnAttachAnsweredButNeverClaimedEndsOnceAndFreesItsAnchor) {
+  NodeOptions o = options("c");
+  o.hello_timeout_ns = 1'000'000'000;  // its channel never comes up: cut after this
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  const int fd = stranger_channel(0x7F000002, consumer->control_address(), 500, anchor->id());
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 200 && anchor->live_streams() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(anchor->live_streams(), 1u) << "the stranger's attach was not registered";
+  auto producer = make("p");
+  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok()) << "a single-sender anchor took two";
+  // The stranger's channel never comes up: it is cut, its stream ends once.
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << "the unclaimed stream never ended";
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.reason, mux::EndReason::kNeverOpened) << mux::end_reason_name(it.reason);
+  EXPECT_EQ(it.session, 77u);
+  EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a second end";
+  EXPECT_EQ(anchor->live_streams(), 0u);
+  close(fd);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "honest");
+  EXPECT_GE(consumer->stats().in.never_opened, 1u);
+}
+
+// One address opening connections that say nothing, and naming channels
+// nobody serves, takes only its own share: past its caps it is refused
+// (counted by source), and an honest producer from another address gets
+// a channel and streams while the stranger still holds everything it was given.
+TEST(Node, OneSourceCannotTakeTheNodesConnectionsOrChannels) {
+  NodeOptions o = options("c");
+  o.max_pending_per_source = 4;
+  o.max_channels_per_source = 2;
+  o.hello_timeout_ns = 20 * kSecond;  // the stranger's places outlive the test: only the caps help
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  std::vector<int> held;
+  for (int i = 0; i < 12; ++i) held.push_back(raw_connect_from(0x7F000002, consumer->control_address()));  // silent
+  for (uint64_t i = 0; i < 6; ++i) held.push_back(stranger_channel(0x7F000003, consumer->control_address(), 900 + i, 0));
+  for (int i = 0; i < 200 && consumer->stats().refused_by_source < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const NodeStats st = consumer->stats();
+  // 127.0.0.2: 4 held, 8 refused; 127.0.0.3: its NODEs settle nothing while
+  // their channels are down: 4 pending at most, and 2 channels among them.
+  EXPECT_GE(st.refused_by_source, 8u + 2u) << "a source took more than its share";
+  EXPECT_LE(st.peers_in, 2u) << "one source took more channels than its cap";
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << "an honest producer was kept out: " << s.status();
+  expect_through(**s, *anchor, "through");
+  for (int fd : held) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+// Datagrams at a channel's UDP port from anyone but the channel's source
+// move nothing: counted by reason, and the stream arrives whole.
+TEST(Node, ChannelDatagramsFromStrangersAreCountedByReasonAndMoveNothing) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "before");
+  // Every UDP socket of this process on loopback (both nodes' data planes):
+  // junk and a forged-looking DATA header from 127.0.0.2 to each.
+  const int out = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  me.sin_addr.s_addr = htonl(0x7F000002);
+  ASSERT_EQ(bind(out, reinterpret_cast<sockaddr*>(&me), sizeof(me)), 0);
+  int targets = 0;
+  for (int fd = 3; fd < 4096; ++fd) {
+    int type = 0;
+    socklen_t tl = sizeof(type);
+    sockaddr_in a{};
+    socklen_t al = sizeof(a);
+    if (fd == out || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_DGRAM) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) != 0 || a.sin_family != AF_INET || a.sin_port == 0) continue;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::byte data[64] = {};
+    proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kData, 0, 1, 8, 1000}, data);
+    for (int k = 0; k < 20; ++k) {
+      sendto(out, data, sizeof(data), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+      sendto(out, "junk", 4, 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    }
+    ++targets;
+  }
+  close(out);
+  ASSERT_GE(targets, 2) << "no data-plane sockets found";
+  for (int i = 0; i < 100 && consumer->stats().channel_wrong_sender == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const NodeStats st = consumer->stats();
+  EXPECT_GT(st.channel_wrong_sender, 0u) << "a stranger's datagrams were not refused as such";
+  expect_through(**s, *anchor, "after");
+  EXPECT_EQ(consumer->stats().channel_failures, 0u);
+}
+
+// poll() returns exactly what is ready, across many anchors, each
+// stream's items in order: three anchors of a thousand have items.
+TEST(Node, PollReturnsOnlyTheReadyAnchorsItemsInOrder) {
+  auto consumer = make("c");
+  auto producer = make("p", mux::FlushPolicy::manual());
+  ASSERT_TRUE(consumer && producer);
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 1000, &anchors, &senders));
+  std::vector<Polled> items;
+  std::vector<std::byte> buf;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the OpenSlots are in
+  consumer->poll(&items, &buf, 100000);
+  ASSERT_TRUE(items.empty()) << "items before anything was sent";
+  const int ready[] = {3, 500, 999};
+  for (int i : ready) {
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(senders[i]->send(bytes(absl::StrCat(i, ":", k))), mux::SendStatus::kSent);
+  }
+  producer->flush_batch();
+  std::map<uint64_t, std::vector<std::string>> got;
+  for (int tries = 0; tries < 100 && items.size() < 9; ++tries) {
+    ASSERT_TRUE(consumer->wait(5 * kSecond)) << "the descriptor never became readable";
+    consumer->poll(&items, &buf, 100000);
+  }
+  for (const Polled& p : items) {
+    EXPECT_EQ(p.kind, Item::Kind::kData);
+    got[p.anchor].push_back(std::string(reinterpret_cast<const char*>(buf.data() + p.offset), p.len));
+  }
+  ASSERT_EQ(items.size(), 9u);
+  for (int i : ready) {
+    EXPECT_EQ(got[anchors[i]->id()], (std::vector<std::string>{absl::StrCat(i, ":0"), absl::StrCat(i, ":1"), absl::StrCat(i, ":2")}));
+  }
+  EXPECT_FALSE(consumer->wait(200'000'000)) << "readable with nothing left";
+}
+
 TEST(PerStreamPath, BothSidesWithoutTheMux) {
   auto consumer = make_with("c", false);
   auto producer = make_with("p", false);
