@@ -7,14 +7,18 @@
 # ringfire's XDP program; the kernel keeps the control TCP), and a local
 # reader on h1. Publishes for a few seconds, shows the
 # live stats, then proves every mirror holds the source's records byte for
-# byte. Removes namespaces, rings and processes on every exit path.
+# byte. Then the stream multiplexer: 300 token streams checked end to end,
+# and an OpenAI-style SSE frontend (python3 -m ringfire.frontend) on h1
+# fed by a decode loop on h2, answering `curl -N` from h3. Removes
+# namespaces, rings and processes on every exit path.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 bash deploy/setup.sh
 if [[ ! -d build ]]; then meson setup build >/dev/null; fi
-ninja -C build cli/ringfire >/dev/null
+# The command and the Python package (build/python: PYTHONPATH=build/python).
+ninja -C build cli/ringfire "python/ringfire/_ringfire$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" >/dev/null
 rf=$top/build/cli/ringfire
 
 set +e
@@ -85,6 +89,16 @@ print(f"-- {c['tokens']} tokens, every stream in order and finished: {c['finishe
       f"{c['records_per_batch']:.0f} tokens per batch; per-token latency p50 {c['latency_us']['p50']:.0f} us, "
       f"p99 {c['latency_us']['p99']:.0f} us at 50 decode steps/s")
 PY
+
+echo "== an SSE token server: python3 -m ringfire.frontend on h1, fed over the mux by a decode loop on h2"
+export PYTHONPATH=$top/build/python
+bg 2 "$logs/engine" /usr/bin/python3 -m ringfire.engine_sim --control 198.18.0.2:7610 --http 198.18.0.2:8100 --rate 20
+bg 1 "$logs/frontend" /usr/bin/python3 -m ringfire.frontend --control 198.18.0.1:7610 --http 198.18.0.1:8000 \
+  --engine http://198.18.0.2:8100
+wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.2:8100/stats || echo "demo: the engine did not start: $(tail -n 3 "$logs/engine")"
+wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.1:8000/stats || echo "demo: the frontend did not start: $(tail -n 3 "$logs/frontend")"
+echo "-- from h3: curl -N -X POST http://198.18.0.1:8000/v1/completions -d '{\"prompt\": \"hi\", \"max_tokens\": 6, \"stream\": true}'"
+on 3 curl -sN -X POST http://198.18.0.1:8000/v1/completions -d '{"prompt": "hi", "max_tokens": 6, "stream": true}' | grep -v '^$'
 
 echo "== done: every mirror holds every record under its source sequence, byte for byte."
 echo "   Live: \`ringfire top\` (every session on the host); a daemon's Prometheus endpoint:"

@@ -12,8 +12,8 @@ counted. GET /stats says what it did.
 
   python3 -m ringfire.engine_sim --control 198.18.0.2:7600 --http 198.18.0.2:8100 [--rate 50] [--no-mux]
 
-A token is `{"i": K, "t": SEND_NS, "text": "..."}` (JSON, UTF-8): its index
-in the stream, when the engine sent it (CLOCK_MONOTONIC, ns), and its text.
+A token is `{"text": "...", "i": K, "t": SEND_NS}` (JSON, UTF-8): its text,
+its index in the stream, and when the engine sent it (CLOCK_MONOTONIC, ns).
 """
 import argparse
 import asyncio
@@ -30,7 +30,7 @@ WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "a
 
 
 def token(i, request_id):
-    return json.dumps({"i": i, "t": time.monotonic_ns(), "text": WORDS[(i + request_id) % len(WORDS)] + " "},
+    return json.dumps({"text": WORDS[(i + request_id) % len(WORDS)] + " ", "i": i, "t": time.monotonic_ns()},
                       separators=(",", ":")).encode()
 
 

@@ -87,11 +87,12 @@ class Frontend:
                                           "choices": [{"index": 0, "text": "".join(text), "finish_reason": "length"}]})
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
-            head = ('data: {"id":"cmpl-' + str(rid) + '","object":"text_completion","choices":[{"index":0,"token":').encode()
+            head = ('data: {"id":"cmpl-' + str(rid) + '","object":"text_completion","choices":[{"index":0,').encode()
             try:
                 async for tok in anchor:
-                    # The engine's token (index, send time, text) as the choice's token: no re-encoding.
-                    await resp.write(head + tok + b"}]}\n\n")
+                    # The engine's token is a JSON object ({"text": ..., "i": ..., "t": ...}): its
+                    # fields become the choice's (OpenAI's "text" among them), with no re-encoding.
+                    await resp.write(head + tok[1:] + b"]}\n\n")
                     self.stats["tokens"] += 1
                 await resp.write(b"data: [DONE]\n\n")
                 self.stats["completed"] += 1

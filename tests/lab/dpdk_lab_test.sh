@@ -78,7 +78,10 @@ grep -q "mirror: port: .* not ours, 0 malformed," "$logs/m2" ||
   fail "m2 counted frames of a clean lab as malformed: $(grep 'port:' "$logs/m2")"
 if [[ $pmd == af_xdp ]]; then
   for h in 2 3; do
-    on "$h" ip link show eth0 | grep -q "xdp" && fail "h$h: the stopped mirror left its XDP program on eth0"
+    link=$(on "$h" ip link show eth0)
+    # The link is there (an empty answer would pass an absence check), and it carries no XDP program.
+    [[ $link == *"eth0"* ]] || fail "h$h: no eth0 to look at: '$link'"
+    [[ $link == *xdp* ]] && fail "h$h: the stopped mirror left its XDP program on eth0"
   done
 fi
 

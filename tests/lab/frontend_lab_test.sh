@@ -45,8 +45,8 @@ got=$(grep -c '^data: {' "$logs/curl.sse")
 [[ $(grep -c '^data: \[DONE\]' "$logs/curl.sse") == 1 ]] || fail "curl: no single [DONE]: $(tail -c 200 "$logs/curl.sse")"
 $py - "$logs/curl.sse" <<'PY' || fail "curl: tokens out of order: $(head -c 300 "$logs/curl.sse")"
 import json, sys
-idx = [json.loads(l[6:])["choices"][0]["token"]["i"] for l in open(sys.argv[1]) if l.startswith("data: {")]
-sys.exit(0 if idx == list(range(12)) else 1)
+choices = [json.loads(l[6:])["choices"][0] for l in open(sys.argv[1]) if l.startswith("data: {")]
+sys.exit(0 if [c["i"] for c in choices] == list(range(12)) and all(c["text"].strip() for c in choices) else 1)
 PY
 
 log "mux: 1,000 concurrent streaming clients (aiohttp), 50 disconnecting after 5 tokens"

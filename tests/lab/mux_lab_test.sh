@@ -127,6 +127,9 @@ cpid=${LAB_PIDS[-1]}
 wait_for 20 test -s "$logs/met.handles" || fail "met: no handles"
 bg 2 "$logs/met.p" "$rf" mux-produce 198.18.0.2:7600 198.18.0.1:7600 "$logs/met.handles" --tokens 150 --rate 50 --json
 sleep 1.2  # early in the 3 s run
+# The channel rings are where the leftover check at the end looks (both nodes' are in /dev/shm now).
+ls /dev/shm | grep -q "mux-in-" && ls /dev/shm | grep -q "mux-out-" ||
+  fail "met: no channel rings in /dev/shm mid-run (the leftover check would see nothing): $(ls /dev/shm | head)"
 on 2 python3 -c "import urllib.request; print(urllib.request.urlopen('http://198.18.0.1:9470/metrics', timeout=5).read().decode(), end='')" \
   >"$logs/met.prom" 2>&1 || fail "met: no scrape: $(head -n 3 "$logs/met.prom")"
 # ringfire top sees both nodes (their counters files), the consumer's records moving.
@@ -154,7 +157,9 @@ wait_for 20 grep -q "streams attached" "$logs/kill.p" || fail "kill: the produce
 sleep 1
 kill -KILL "$ppid"
 wait "$ppid" 2>/dev/null
-rm -f /dev/shm/rf"$ppid"-mux-*  # its egress ring: a killed process cleans nothing
+# Its egress ring: a killed process cleans nothing (seen here, as the check at the end would), so the test does.
+ls /dev/shm/rf"$ppid"-mux-out-* >/dev/null 2>&1 || fail "kill: the killed producer's egress ring is not where the leftover check looks"
+rm -f /dev/shm/rf"$ppid"-mux-*
 wait "$cpid"
 grep '^{' "$logs/kill.c" | tail -n 1 >"$logs/kill.json"
 if [[ -s $logs/kill.json ]]; then

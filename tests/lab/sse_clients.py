@@ -34,7 +34,7 @@ async def one(session, url, tokens, disconnect_after, tally):
                     tally["bad"] += 1
                     tally["errors"].append(f"[DONE] after {want} of {tokens}")
                 return
-            tok = json.loads(data)["choices"][0]["token"]
+            tok = json.loads(data)["choices"][0]  # OpenAI's "text", and the engine's index and send time
             now = time.monotonic_ns()
             if tok["i"] != want:
                 tally["bad"] += 1

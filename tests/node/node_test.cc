@@ -451,7 +451,7 @@ TEST(Node, BlockedReadersOfOneChannelApplyItThemselves) {
   std::vector<std::unique_ptr<Sender>> senders;
   ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, kStreams, &anchors, &senders));
   std::vector<int> got(kStreams, 0);
-  std::vector<bool> finished(kStreams, false);
+  std::vector<char> finished(kStreams, 0);  // a byte each: its own reader writes it (vector<bool> packs them in a word)
   {
     std::vector<Joined> readers(kStreams);
     for (int i = 0; i < kStreams; ++i) {
