@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # run.sh — the whole test suite, from a fresh machine: installs what it needs
 # (deploy/setup.sh), builds with -Werror, runs the unit, integration and CLI
-# tests, then builds the decoders under clang + libFuzzer + ASan/UBSan and
-# fuzzes each briefly. Leaves no mounts, hugepages or processes behind.
+# tests, then the threaded unit tests again under ThreadSanitizer (ring,
+# worker, control, mux, node: no suppressions), then builds the decoders
+# under clang + libFuzzer + ASan/UBSan and fuzzes each briefly. Leaves no
+# mounts, hugepages or processes behind.
 # Ends with one line: "tests: N passed, N failed, N skipped".
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,6 +80,27 @@ run_suite() {
 }
 
 run_suite main build-test meson setup -Dwerror=true -Dtests=enabled -Dbenchmarks=enabled
+
+# The threaded unit tests under ThreadSanitizer: only their targets are
+# built (the labs and tools would add minutes and no threads of their own).
+tsan_tests=(consumer multiprocess idle worker serve_control mirror_control node peer_mux)
+tsan_targets=(tests/ring_consumer_test tests/ring_multiprocess_test tests/ring_idle_test tests/dataplane_worker_test
+              tests/control_serve_control_test tests/control_mirror_control_test tests/node_test tests/mux_peer_mux_test)
+if [[ ! -d build-tsan ]] && ! meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dtests=enabled \
+     -Dbenchmarks=disabled -Ddpdk=disabled -Dxdp=disabled >/tmp/rf-setup-tsan.log 2>&1; then
+  cat /tmp/rf-setup-tsan.log
+  echo "run.sh: tsan: meson setup failed"
+  failed=$((failed + 1))
+elif ! ninja -C build-tsan "${tsan_targets[@]}"; then
+  echo "run.sh: tsan: build failed"
+  failed=$((failed + 1))
+else
+  # halt_on_error: a race fails its test (exit 66) rather than scrolling by.
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66" meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 \
+    "${tsan_tests[@]}"
+  tally build-tsan
+fi
+
 run_suite fuzz build-fuzz env CXX=clang++ meson setup -Dfuzz=true
 
 echo "tests: $passed passed, $failed failed, $skipped skipped"
