@@ -79,7 +79,9 @@ SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t
   ++s->withheld_records;
   withheld_total_ += kLenPrefix + len;
   if (len > record_cap_) ++big_withheld_;
-  s->last_send_ns = now_ns;  // the slot is active: no heartbeat for it this interval
+  // (last_send_ns moves when a record leaves, in took(): a slot whose
+  // records wait for credit is heard from by its heartbeats, or its
+  // receiver would take a starved stream for a dead one.)
   if (s->credit != 0) {
     if (staged_since_ns_ == 0) staged_since_ns_ = now_ns;
     enqueue(id, *s);

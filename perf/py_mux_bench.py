@@ -123,7 +123,11 @@ async def consume_mux(args, tally):
     for t in tasks:
         t.cancel()
     st = node.stats()
-    return cpu, {"batches": st["batches_received"], "polls": st["polls"], "over_budget": st["over_budget"]}
+    # What the stalled requests' streams hold in this process (the rest waits
+    # at the producer, held back by credit).
+    held = sum(anchors[i].ready() for i in tally.stall)
+    return cpu, {"batches": st["batches_received"], "polls": st["polls"], "over_budget": st["over_budget"],
+                 "stalled_held": held}
 
 
 async def consume_zmq(args, tally):
@@ -173,12 +177,12 @@ async def consume_zmq(args, tally):
     checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
     await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
     cpu = cpu_s() - cpu0
-    queued = sum(q.qsize() for q in queues)
+    queued = sum(queues[i].qsize() for i in tally.stall)  # the stalled requests' queues: nothing holds them back
     p.cancel()
     for t in tasks:
         t.cancel()
     sock.close(0)
-    return cpu, {"queued_at_end": queued}
+    return cpu, {"stalled_held": queued}
 
 
 def consumer(args):

@@ -66,7 +66,7 @@ $py - "$results" "$tokens" "$rate" "$stall" "$cancel" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f"tokens {sys.argv[2]} a stream, {sys.argv[3]} decode steps/s; stalled clients {sys.argv[4]}, cancelled {sys.argv[5]}")
-print(f"{'X':>5} {'path':5} {'ok':3} {'tokens':>8} {'cpu ns/tok c':>12} {'p':>7} {'p50 us':>8} {'p99 us':>8} {'rss MiB c':>9} {'stopped at':>10}")
+print(f"{'X':>5} {'path':5} {'ok':3} {'tokens':>8} {'cpu ns/tok c':>12} {'p':>7} {'p50 us':>8} {'p99 us':>8} {'rss MiB c':>9} {'stalled held':>12} {'stopped at':>10}")
 by = {}
 for r in rows:
     c, p = r["consumer"], r["producer"]
@@ -76,7 +76,8 @@ for r in rows:
     by[(r["streams"], r["path"])] = (c, p)
     stop = p.get("stopped_at") or []
     print(f"{r['streams']:5} {r['path']:5} {'yes' if c['ok'] else 'NO':3} {c['tokens']:8} {c['cpu_ns_per_token']:12.0f} {p['cpu_ns_per_token']:7.0f} "
-          f"{c['latency_us']['p50']:8.0f} {c['latency_us']['p99']:8.0f} {c['peak_rss_kib']/1024:9.1f} {max(stop) if stop else '':>10}")
+          f"{c['latency_us']['p50']:8.0f} {c['latency_us']['p99']:8.0f} {c['peak_rss_kib']/1024:9.1f} {c.get('stalled_held', 0):12} "
+          f"{(max(stop) if stop else '-') if r['path'] == 'mux' else 'never':>10}")
 for x in sorted({k[0] for k in by}):
     if (x, "zmq") in by and (x, "mux") in by:
         (zc, zp), (mc, mp) = by[(x, "zmq")], by[(x, "mux")]

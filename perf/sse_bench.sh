@@ -43,15 +43,15 @@ one() {
   local fpid=${LAB_PIDS[-1]}
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.2:8100/stats || echo "$name: no engine"
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.1:8000/stats || echo "$name: no frontend"
-  # bg/on run `ip netns exec`, whose child is the process: its CPU is read through it.
+  # `ip netns exec` and taskset exec the program: the PIDs are the Python processes'.
   local fcpu0 ecpu0
-  fcpu0=$(cpu_ms "$(pgrep -P "$fpid" | head -n 1 || echo "$fpid")")
-  ecpu0=$(cpu_ms "$(pgrep -P "$epid" | head -n 1 || echo "$epid")")
+  fcpu0=$(cpu_ms "$fpid")
+  ecpu0=$(cpu_ms "$epid")
   on 3 $py "$top/tests/lab/sse_clients.py" http://198.18.0.1:8000/v1/completions --requests "$clients" --tokens "$tokens" \
     --timeout 300 >"$logs/$name.clients" 2>&1
   local fcpu1 ecpu1
-  fcpu1=$(cpu_ms "$(pgrep -P "$fpid" | head -n 1 || echo "$fpid")")
-  ecpu1=$(cpu_ms "$(pgrep -P "$epid" | head -n 1 || echo "$epid")")
+  fcpu1=$(cpu_ms "$fpid")
+  ecpu1=$(cpu_ms "$epid")
   on 3 curl -s http://198.18.0.1:8000/stats >"$logs/$name.fstats"
   $py - "$name" "$logs/$name.clients" "$logs/$name.fstats" "$fcpu0" "$fcpu1" "$ecpu0" "$ecpu1" >>"$results" <<'PY'
 import json, sys

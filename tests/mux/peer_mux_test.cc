@@ -410,6 +410,26 @@ TEST(PeerMux, AFinishingSlotWaitingForCreditKeepsBeating) {
   EXPECT_EQ(got, (std::vector<std::string>{"r0", "r1", "r2", "r3", "r4", "<end>"}));
 }
 
+// A slot that stages a record every step but has no credit (its reader
+// stopped) keeps beating: staging is not sending, and the receiver must
+// see a starved stream, not a dead one.
+TEST(PeerMux, ASlotStagingWithoutCreditKeepsBeating) {
+  MuxConfig c = small(2);
+  c.heartbeat_interval_ns = 100 * kMs;
+  Pair p(c);
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 2);
+  auto id = p.tx.open(1, 1, 2, 0);
+  p.pump(0);
+  for (uint64_t t = 10 * kMs; t <= 1000 * kMs; t += 10 * kMs) {  // a decode step every 10 ms, nobody reads
+    ASSERT_EQ(p.tx.send(*id, bytes_of("t"), t), SendStatus::kSent);
+    p.pump(t);
+    p.rx.watchdog(t + 1);
+  }
+  EXPECT_EQ(p.rx.stats().watchdog_dead, 0u) << "a credit-starved stream was taken for a dead one";
+  EXPECT_EQ(p.rx.liveness(s, 1000 * kMs), PeerReceiver::Liveness::kStarved);
+  EXPECT_GT(p.tx.stats().heartbeats, 5u);
+}
+
 // An owner keeps what a slot has outstanding within the slot's byte
 // budget, and all its slots within the peer's: records wait for credit
 // in bytes as they do in frames, and the receiver never finds a slot over.
