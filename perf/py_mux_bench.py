@@ -83,6 +83,19 @@ class Tally:
         return k + 1
 
 
+async def run_requests(args, tally, coros):
+    """runs one coroutine per request until every checked one is done; the
+    CPU it took (the stalled requests are then cancelled)."""
+    cpu0 = cpu_s()
+    tasks = [asyncio.create_task(c) for c in coros]
+    checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
+    await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
+    cpu = cpu_s() - cpu0
+    for t in tasks:
+        t.cancel()
+    return cpu
+
+
 async def consume_mux(args, tally):
     import ringfire
     import ringfire.aio
@@ -115,13 +128,7 @@ async def consume_mux(args, tally):
         else:
             tally.bad += 1
 
-    cpu0 = cpu_s()
-    tasks = [asyncio.create_task(request(i, a)) for i, a in enumerate(anchors)]
-    checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
-    await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
-    cpu = cpu_s() - cpu0
-    for t in tasks:
-        t.cancel()
+    cpu = await run_requests(args, tally, [request(i, a) for i, a in enumerate(anchors)])
     st = node.stats()
     # What the stalled requests' streams hold in this process (the rest waits
     # at the producer, held back by credit).
@@ -171,16 +178,10 @@ async def consume_zmq(args, tally):
         else:
             tally.bad += 1
 
-    cpu0 = cpu_s()
     p = asyncio.create_task(pump())
-    tasks = [asyncio.create_task(request(i, q)) for i, q in enumerate(queues)]
-    checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
-    await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
-    cpu = cpu_s() - cpu0
+    cpu = await run_requests(args, tally, [request(i, q) for i, q in enumerate(queues)])
     queued = sum(queues[i].qsize() for i in tally.stall)  # the stalled requests' queues: nothing holds them back
     p.cancel()
-    for t in tasks:
-        t.cancel()
     sock.close(0)
     return cpu, {"stalled_held": queued}
 

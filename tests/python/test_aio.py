@@ -119,20 +119,20 @@ class Aio(unittest.TestCase):
             self.assertEqual(s_fast.send(b"f%d" % k), "sent")
             producer.flush_batch()
         got = {slow.id: [], fast.id: []}
-        deadline = time.monotonic() + 10
-        while len(got[fast.id]) < n and time.monotonic() < deadline:
-            consumer.wait(0.5)
-            for a, kind, _, data in consumer.poll():
-                got[a].append(data)
+
+        def read_until(anchor_id):  # poll until that anchor's n items are in (10 s at most)
+            deadline = time.monotonic() + 10
+            while len(got[anchor_id]) < n and time.monotonic() < deadline:
+                consumer.wait(0.5)
+                for a, kind, _, data in consumer.poll():
+                    got[a].append(data)
+
+        read_until(fast.id)
         self.assertEqual(got[fast.id], [b"f%d" % k for k in range(n)])
         self.assertEqual(got[slow.id], [], "a paused anchor's items came out")
         # Resumed: its stream arrives whole, in order (credit held it back).
         slow.resume()
-        deadline = time.monotonic() + 10
-        while len(got[slow.id]) < n and time.monotonic() < deadline:
-            consumer.wait(0.5)
-            for a, kind, _, data in consumer.poll():
-                got[a].append(data)
+        read_until(slow.id)
         self.assertEqual(got[slow.id], [b"s%d" % k for k in range(n)])
 
     def test_a_dropped_stream_says_why_and_send_many_reports_each_record(self):
