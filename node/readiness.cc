@@ -194,7 +194,15 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
     // The channels are applied here, by the reader, so an item needs no
     // hand-off; what they deliver to other anchors wakes those anchors' readers.
     if (m.apply_all(true, &wake_node) != 0) m.items_cv.notify_all();
-    if ((got = m.take_item(*state_, out, nullptr, nullptr, &wake_node))) break;
+    if ((got = m.take_item(*state_, out, nullptr, nullptr, &wake_node))) {
+      // A node read by recv() alone never poll()s its ready list: what it
+      // emptied leaves from the front here (a few a call: amortised O(1)).
+      for (int k = 0; k < 4 && !m.ready_anchors.empty() && m.ready_anchors.front()->ready.empty(); ++k) {
+        m.ready_anchors.front()->listed = false;
+        m.ready_anchors.pop_front();
+      }
+      break;
+    }
     const uint64_t now = monotonic_ns();
     if (timeout_ns == 0 || now >= deadline) break;
     const uint64_t slice = std::min(deadline - now, kWatchSliceNs);
@@ -273,7 +281,11 @@ uint32_t Anchor::live_streams() const {
 Anchor::~Anchor() {
   cancel();
   std::lock_guard l(node_->mu);
-  node_->anchors.erase(state_->id);  // a ready-list entry keeps it until poll() passes it
+  node_->anchors.erase(state_->id);
+  if (state_->listed) {  // gone: off the ready list (for a node poll() never reads, nothing else would take it)
+    std::erase_if(node_->ready_anchors, [&](const std::shared_ptr<AnchorState>& a) { return a == state_; });
+    state_->listed = false;
+  }
 }
 
 }  // namespace ringfire::node
