@@ -84,12 +84,7 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
     out->reason = EndReason::kNone;
     out->frames = 0;
     out->bytes = proto::ConstBytes(s->fifo.data() + s->head + kLenPrefix, len);
-    s->head += kLenPrefix + len;
-    // Emptied: start over at the front (the view stays valid: nothing moves until the next push).
-    if (s->head == s->fifo.size()) {
-      s->fifo.resize(0);  // keeps its capacity; the bytes stay where they are
-      s->head = 0;
-    }
+    s->head += kLenPrefix + len;  // an emptied buffer starts over at the front in push_data (the view stays valid)
     --s->data_items;
     s->bytes -= len;
     peer_bytes_ -= len;
@@ -168,7 +163,10 @@ void PeerReceiver::end(Stream* s, StreamItem::Kind kind, EndReason reason) {
 
 void PeerReceiver::push_data(Stream* s, proto::ConstBytes body) {
   const bool was_empty = s->empty();
-  if (s->head != 0 && s->head * 2 >= s->fifo.size()) {  // compact the read prefix (amortised O(1))
+  if (s->head == s->fifo.size()) {  // emptied: start over at the front (keeps its capacity)
+    s->fifo.resize(0);
+    s->head = 0;
+  } else if (s->head != 0 && s->head * 2 >= s->fifo.size()) {  // compact the read prefix (amortised O(1))
     s->fifo.erase(s->fifo.begin(), s->fifo.begin() + static_cast<std::ptrdiff_t>(s->head));
     s->head = 0;
   }
@@ -387,7 +385,7 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {
   bool full = false;
   for (Stream* s : credit_owed_) {
     if (s == nullptr) continue;  // freed since it was owed
-    const bool over = s->bytes >= config_.slot_byte_budget || peer_bytes_ >= config_.peer_byte_budget;
+    const bool over = s->bytes >= config_.slot_byte_budget || live_bytes_ >= config_.peer_byte_budget;
     if (full || over || !s->bound || s->owed == 0) {
       if (over) ++stats_.credit_held;
       if (s->bound && s->owed != 0) {

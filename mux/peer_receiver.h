@@ -12,7 +12,9 @@
 // a slot past its byte budget, or all of the peer's slots past the peer's,
 // ends that slot (an owner keeps what it has outstanding under both, so
 // only a broken or hostile one meets this): what a peer can make this
-// side hold is the budgets, whatever it sends. Exactly one end per
+// side hold is the peer budget over its streams not yet ended, plus at
+// most a slot budget for each ended stream whose consumer has not read it
+// yet (the owner forgets a slot once its close is written). Exactly one end per
 // registered stream, with its reason: finished (the owner's terminal), or
 // dropped (the owner went away, the channel died, a protocol error, the
 // budget, silence, or never claimed within the accept timeout). A record

@@ -54,9 +54,12 @@ std::optional<proto::SlotId> PeerSender::open(uint64_t anchor_id, uint64_t sessi
 SendStatus PeerSender::send(proto::SlotId id, proto::ConstBytes record, uint64_t now_ns) {
   Slot* s = slots_.find(id);
   if (s == nullptr || s->state == State::kFinishing || s->state == State::kClosed) return SendStatus::kClosed;
-  if (record.size() > config_.max_record_bytes) return SendStatus::kTooLarge;
+  // Larger than the receiver's budgets (its answer) can ever take: it could never go.
+  if (record.size() > config_.max_record_bytes || record.size() > s->byte_budget || record.size() > peer_budget_) {
+    return SendStatus::kTooLarge;
+  }
   const size_t held = s->withheld.size() - s->head;
-  if (held + kLenPrefix + record.size() > config_.slot_byte_budget ||
+  if (held + kLenPrefix + record.size() > s->byte_budget ||
       withheld_total_ + kLenPrefix + record.size() > config_.peer_byte_budget) {
     ++stats_.refused_full;
     if (s->full_since_ns == 0 && !may_send(*s)) {  // no credit, or no byte room, to make any
@@ -406,7 +409,10 @@ uint64_t PeerSender::next_deadline_ns() const {
     const Slot* s = slots_.find(id);
     if (s != nullptr && s->full_since_ns != 0) t = std::min(t, s->full_since_ns + config_.stall_deadline_ns);
   }
-  if (staged_since_ns_ != 0 && config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.max_linger_ns != 0) {
+  // Linger only while something may go (records held back by credit or the
+  // byte budgets wait for it: their deadline would be in the past, a spin).
+  if (staged_since_ns_ != 0 && config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.max_linger_ns != 0 &&
+      has_staged()) {
     t = std::min(t, staged_since_ns_ + config_.flush.max_linger_ns);
   }
   return t;

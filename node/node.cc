@@ -214,7 +214,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->receiver && (p->applied != p->reported || now - p->reported_ns < kPositionEveryNs)) {
       until = std::min(until, p->reported_ns + kPositionEveryNs);
     }
-    if (p->receiver) until = std::min(until, p->receiver->next_expiry_ns());
+    // An accept timeout is judged by the watchdog, which runs at most every
+    // tenth of a heartbeat interval: its next turn, not the expiry itself.
+    if (p->receiver) until = std::min(until, std::max(p->receiver->next_expiry_ns(), p->watchdog_next_ns));
   }
   return until > now ? until - now : 0;
 }
@@ -385,22 +387,27 @@ void Node::flush_batch() {
 size_t Node::send_many(std::span<SendOne> sends) {
   NodeImpl& m = *impl_;
   size_t sent = 0;
-  bool liveness = false;
+  bool liveness = false, foreign = false;
   {
     std::lock_guard l(m.mu);
     const uint64_t now = monotonic_ns();
     for (SendOne& one : sends) {
       Sender& s = *one.sender;
-      if (s.tcp_) {
+      if (s.node_ != impl_) {
+        foreign = true;  // another node's sender: sent below, under its own lock
+      } else if (s.tcp_) {
         one.status = s.send_tcp_locked(one.record);
       } else if (s.peer_->dead || s.done_) {
         one.status = mux::SendStatus::kClosed;
       } else {
         one.status = s.peer_->sender->send(s.slot_, one.record, now);
       }
-      sent += one.status == mux::SendStatus::kSent;
-      liveness |= one.status == mux::SendStatus::kSent;
+      sent += s.node_ == impl_ && one.status == mux::SendStatus::kSent;
+      liveness |= s.node_ == impl_ && one.status == mux::SendStatus::kSent;
     }
+  }
+  for (SendOne& one : sends) {
+    if (foreign && one.sender->node_ != impl_) sent += (one.status = one.sender->send(one.record)) == mux::SendStatus::kSent;
   }
   if (liveness && m.mux.flush.kind == mux::FlushPolicy::Kind::kAuto) m.wake();
   return sent;
@@ -441,7 +448,6 @@ NodeStats Node::stats() const {
   // The engine is the node thread's, but its counters are single-writer
   // atomics any thread may read; the session list changes only under mu.
   for (const auto& m : impl_->engine->mirrors()) impl_->add_channel_counters(*m, &s);
-  s.ready_wakeups += impl_->counters.ready_wakeups;
   return s;
 }
 

@@ -148,7 +148,9 @@ size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, siz
   {
     std::lock_guard l(m.mu);
     ++m.counters.polls;
-    for (;;) {
+    // Bounded rounds: a peer whose records make no items (heartbeats, stale
+    // slots) must not keep a reader here, holding mu, for as long as it sends.
+    for (int round = 0;; ++round) {
       m.apply_all(true, &wake_node);
       while (n < max && !m.ready_anchors.empty()) {
         AnchorState& a = *m.ready_anchors.front();
@@ -162,21 +164,20 @@ size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, siz
           m.ready_anchors.pop_front();
         }
       }
-      if (n >= max) {
-        left = !m.ready_anchors.empty() || m.channels_pending();
+      // Arm, then look once more: a commit between the apply and the arm
+      // would otherwise be missed (and so would one after a full take: the
+      // signal that woke this reader disarmed it).
+      m.ready.arm();
+      if (m.ready_anchors.empty() && !m.channels_pending()) break;
+      m.ready.disarm();
+      if (n >= max || round >= 2) {
+        left = true;  // the caller comes back for the rest
         break;
       }
-      // Everything taken: arm, then look once more (a commit between the
-      // apply and the arm would otherwise be missed).
-      m.ready.arm();
-      if (!m.channels_pending()) break;
-      m.ready.disarm();
     }
+    if (left) ++m.counters.ready_wakeups;
   }
-  if (left) {  // the caller comes back for the rest: the descriptor stays readable
-    m.ready.kick();
-    ++m.counters.ready_wakeups;
-  }
+  if (left) m.ready.kick();  // the descriptor stays readable
   if (wake_node) m.wake();
   return n;
 }

@@ -390,6 +390,10 @@ void NodeImpl::settle(InPeer& p) {
 }
 
 void NodeImpl::end_in(InPeer& p, const std::string& why) {
+  // What the channel delivered before it ended is the streams' (a producer
+  // that finished and closed is finished, not dropped): applied first.
+  bool owed = false;
+  if (apply_ingress(p, SIZE_MAX, false, &owed) != 0) items_ready();
   p.dead = true;
   settle(p);
   if (p.channel_counted) {

@@ -278,12 +278,15 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "send_many",
           [](Node& n, py::object items, bool flush) -> py::object {
-            // One decode step: every (sender, bytes) pair under one lock. The
-            // list is held by the caller (and so are its bytes) while the GIL is let go.
-            py::object seq = py::reinterpret_steal<py::object>(PySequence_Fast(items.ptr(), "send_many takes a list of (sender, bytes)"));
+            // One decode step: every (sender, bytes) pair under one lock. A
+            // tuple of the items (a copy: it holds each pair, and so its
+            // bytes, while the GIL is let go, whatever another thread does to
+            // the caller's list).
+            if (!PySequence_Check(items.ptr())) throw py::value_error("send_many takes a list of (sender, bytes)");
+            py::object seq = py::reinterpret_steal<py::object>(PySequence_Tuple(items.ptr()));
             if (!seq) throw py::error_already_set();
-            const auto count = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
-            PyObject** elems = PySequence_Fast_ITEMS(seq.ptr());
+            const auto count = static_cast<size_t>(PyTuple_GET_SIZE(seq.ptr()));
+            PyObject** elems = &PyTuple_GET_ITEM(seq.ptr(), 0);
             static thread_local std::vector<SendOne> sends;
             sends.resize(count);
             for (size_t i = 0; i < count; ++i) {

@@ -470,6 +470,30 @@ TEST(PeerMux, TheOwnerKeepsOutstandingBytesWithinBothBudgets) {
   EXPECT_EQ(p.tx.outstanding_bytes(), 0u) << "credit for every record read came back";
 }
 
+// A record the receiver's answered budget can never take is refused at
+// send (too large), not staged to wait forever; and records held back by
+// the byte budgets leave no linger deadline in the past (the node thread
+// would spin on it until credit came).
+TEST(PeerMux, TheReceiversBudgetsBoundWhatASendTakesAndWhatALingerWaitsFor) {
+  MuxConfig c = small(64);
+  c.flush = FlushPolicy::linger(2 * kMs);
+  c.max_record_bytes = 1000;
+  Pair p(c);
+  p.rx.expect(1, 1, 64);
+  auto id = p.tx.open(1, 1, 64, 0, 1500);  // the receiver answered 1500 bytes for this slot
+  p.pump(0);
+  EXPECT_EQ(p.tx.send(*id, bytes_of(std::string(900, 'a')), 1), SendStatus::kSent);
+  p.pump(3 * kMs);  // the first goes after its linger
+  EXPECT_EQ(p.rx.stats().records, 1u);
+  EXPECT_EQ(p.tx.send(*id, bytes_of(std::string(900, 'b')), 4 * kMs), SendStatus::kSent);  // 1800 outstanding: waits
+  p.pump(10 * kMs);
+  EXPECT_EQ(p.rx.stats().records, 1u);
+  EXPECT_GT(p.tx.next_deadline_ns(), 10 * kMs) << "a linger deadline in the past for a record that cannot go";
+  Pair q(c);
+  auto small_slot = q.tx.open(1, 1, 64, 0, 500);
+  EXPECT_EQ(q.tx.send(*small_slot, bytes_of(std::string(600, 'c')), 1), SendStatus::kTooLarge);
+}
+
 // A peer that sends past the byte budget (within its frame credit) ends
 // that slot only, dropped as over_budget and answered with a close; the
 // receiver holds no more than the budget for it, and other slots go on.

@@ -909,6 +909,34 @@ TEST(Node, PollReturnsOnlyTheReadyAnchorsItemsInOrder) {
   EXPECT_FALSE(consumer->wait(200'000'000)) << "readable with nothing left";
 }
 
+// A poll() that takes exactly what was ready leaves the descriptor armed:
+// the next token makes it readable (the signal that woke the reader had
+// disarmed it, and a full take must arm it again).
+TEST(Node, APollThatTakesExactlyMaxLeavesTheDescriptorArmed) {
+  auto consumer = make("c");
+  auto producer = make("p", mux::FlushPolicy::manual());
+  ASSERT_TRUE(consumer && producer);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<Polled> items;
+  std::vector<std::byte> buf;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the OpenSlot is in
+  consumer->poll(&items, &buf, 100);
+  for (int round = 0; round < 3; ++round) {
+    items.clear();
+    for (int k = 0; k < 3; ++k) ASSERT_EQ((*s)->send(bytes(absl::StrCat(round, ":", k))), mux::SendStatus::kSent);
+    producer->flush_batch();
+    ASSERT_TRUE(consumer->wait(5 * kSecond)) << "round " << round << ": not readable";
+    size_t got = 0;
+    for (int tries = 0; tries < 50 && got < 3; ++tries) {
+      got += consumer->poll(&items, &buf, 3 - got);  // exactly what is there, no more
+      if (got < 3) consumer->wait(100'000'000);
+    }
+    ASSERT_EQ(got, 3u) << "round " << round;
+  }
+}
+
 TEST(PerStreamPath, BothSidesWithoutTheMux) {
   auto consumer = make_with("c", false);
   auto producer = make_with("p", false);
