@@ -62,9 +62,10 @@ else
 fi
 sleep 1  # the last cancels reach the engine on its next steps
 stats mux
-# Every disconnect cancelled its stream at the engine within a step or two
-# (50 ms each here) of the frontend's cancel — the decode slot is free —
-# and nothing runs on.
+# Every disconnect cancelled its stream at the engine, which stopped
+# making its tokens long before the stream's 30 (its decode slot is free),
+# and nothing runs on. How long a cancel took is printed, not asserted (a
+# time: perf/README.md has it).
 $py - "$logs/mux.engine.json" "$logs/mux.frontend.json" <<'PY' || fail "mux: $(cat "$logs/mux.engine.json" | head -c 600)"
 import json, sys
 e, f = (json.load(open(p)) for p in sys.argv[1:])
@@ -72,9 +73,9 @@ errs = []
 if e["cancelled"] != 50: errs.append(f"engine cancelled {e['cancelled']}, want 50")
 late = sorted((e["cancelled_ns"][r] - f["cancel_ns"][r]) / 1e6 for r in f["cancel_ns"] if r in e["cancelled_ns"])
 if len(late) != 50: errs.append(f"{len(late)} cancels seen at both ends, want 50")
-elif late[-1] > 150: errs.append(f"cancels reached the engine late (ms): {late[-5:]}")
 else: print(f"cancel to the engine: p50 {late[len(late) // 2]:.1f} ms, max {late[-1]:.1f} ms (a step is 50 ms)", file=sys.stderr)
-if any(k < 5 for k in e["cancelled_at"]): errs.append(f"a stream cancelled before its 5th token: {sorted(e['cancelled_at'])[:5]}")
+if any(not 5 <= k < 30 for k in e["cancelled_at"]):
+    errs.append(f"a cancelled stream ran to its end, or ended before its 5th token: {sorted(e['cancelled_at'])}")
 if e["finished"] != 951: errs.append(f"engine finished {e['finished']}, want 951")
 if e["running"] != 0: errs.append(f"{e['running']} requests still running")
 if f["disconnected"] != 50 or f["completed"] != 951: errs.append(f"frontend: {f['completed']} completed, {f['disconnected']} disconnected")
