@@ -70,6 +70,13 @@ class Tally:
         self.first = None
         self.last = None
 
+    def ended(self, got):
+        """a stream's end after `got` tokens: finished whole, or short."""
+        if got == self.tokens:
+            self.finished += 1
+        else:
+            self.bad += 1
+
     def token(self, i, want, data):
         s, k, sent = TOKEN.unpack(data)
         now = time.monotonic_ns()
@@ -123,10 +130,7 @@ async def consume_mux(args, tally):
         except ringfire.aio.StreamDropped:
             tally.dropped += 1
             return
-        if want == tally.tokens:
-            tally.finished += 1
-        else:
-            tally.bad += 1
+        tally.ended(want)
 
     cpu = await run_requests(args, tally, [request(i, a) for i, a in enumerate(anchors)])
     st = node.stats()
@@ -173,10 +177,7 @@ async def consume_zmq(args, tally):
                 cancelled.add(i)  # the engine is told on its own channel (not measured here)
                 tally.cancelled += 1
                 return
-        if want == tally.tokens:
-            tally.finished += 1
-        else:
-            tally.bad += 1
+        tally.ended(want)
 
     p = asyncio.create_task(pump())
     cpu = await run_requests(args, tally, [request(i, q) for i, q in enumerate(queues)])

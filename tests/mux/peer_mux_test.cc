@@ -67,6 +67,14 @@ struct Pair {
     }
     return out;
   }
+  // expect_through: one record sent on `slot` arrives, alone and whole, in `s`.
+  void expect_through(proto::SlotId slot, PeerReceiver::Stream* s, const std::string& record, uint64_t now) {
+    ASSERT_EQ(tx.send(slot, bytes_of(record), now), SendStatus::kSent);
+    pump(now);
+    auto items = drain(s);
+    ASSERT_EQ(items.size(), 1u);
+    EXPECT_EQ(text(items[0]), record);
+  }
   MuxConfig config;
   PeerSender tx;
   PeerReceiver rx;
@@ -227,11 +235,7 @@ TEST(PeerMux, AnOpenSlotForAnUnknownAnchorIsClosedBackWithoutFailingThePeer) {
   p.pump(0);
   EXPECT_EQ(p.rx.stats().unknown_anchor, 1u);
   EXPECT_TRUE(p.tx.closed(*stray));  // the owner learned it: a closed sender
-  ASSERT_EQ(p.tx.send(*good, bytes_of("ok"), 1), SendStatus::kSent);
-  p.pump(1);
-  auto items = p.drain(known);
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(text(items[0]), "ok");
+  p.expect_through(*good, known, "ok", 1);
 }
 
 TEST(PeerMux, ARecordForARecycledSlotIsNeverDeliveredToItsNewOccupant) {
@@ -530,11 +534,7 @@ TEST(PeerMux, ARecordPastTheSlotsByteBudgetEndsThatSlotOnly) {
   EXPECT_EQ(p.rx.buffered_bytes(), 0u);
   // The other slot is untouched (its own batches keep their order: a new
   // batch_seq gap is counted, not fatal).
-  ASSERT_EQ(p.tx.send(*b, bytes_of("fine"), 2), SendStatus::kSent);
-  p.pump(2);
-  auto o = p.drain(other);
-  ASSERT_EQ(o.size(), 1u);
-  EXPECT_EQ(text(o[0]), "fine");
+  p.expect_through(*b, other, "fine", 2);
 }
 
 // A stream registered at attach that no OpenSlot claims ends, once, at the
