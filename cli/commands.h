@@ -7,6 +7,7 @@ namespace ringfire::cli {
 
 int cmd_create(int argc, char** argv, int first);
 int cmd_remove(int argc, char** argv, int first);
+int cmd_keygen(int argc, char** argv, int first);
 int cmd_publish(int argc, char** argv, int first);
 int cmd_tail(int argc, char** argv, int first);
 int cmd_stat(int argc, char** argv, int first);

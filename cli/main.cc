@@ -26,6 +26,7 @@ constexpr Subcommand kSubcommands[] = {
     {"mux-produce", ringfire::cli::cmd_mux_produce, "stream-mux producer: attach to handles and send tokens"},
     {"compare", ringfire::cli::cmd_compare, "compare a mirror with its source, byte for byte"},
     {"remove", ringfire::cli::cmd_remove, "remove a ring file"},
+    {"keygen", ringfire::cli::cmd_keygen, "write a new pre-shared key file (--psk-file)"},
 };
 
 int print_help(FILE* out) {

@@ -210,6 +210,17 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const Serve& s) { return s.control->stats().naks; });
   serve_metric("ringfire_serve_refused_tcp_total", "counter", "TCP connections and frames refused.",
                [](const Serve& s) { return s.control->stats().refused(); });
+  x.family("ringfire_session_unkeyed", "gauge",
+           "1 for a session that crosses networks without a pre-shared key (a unicast serve or mirror): make "
+           "one with `ringfire keygen` and set psk-file.");
+  for (const auto& s : eng.serves()) {
+    x.sample("ringfire_session_unkeyed", L{{"session", s->spec.name}, {"role", "serve"}},
+             s->spec.unicast && !s->spec.control.psk ? 1 : 0);
+  }
+  for (const auto& m : eng.mirrors()) {
+    x.sample("ringfire_session_unkeyed", L{{"session", m->spec.name}, {"role", "mirror"}},
+             m->spec.options.unicast && !m->spec.options.psk ? 1 : 0);
+  }
   x.family("ringfire_serve_refused_punches_total", "counter", "PUNCH datagrams refused, by reason.");
   for (const auto& s : eng.serves()) {
     const dataplane::ServeStats& w = s->link->stats;
@@ -251,6 +262,7 @@ std::string engine_metrics(const engine::Engine& eng) {
     if (st == nullptr) continue;
     const std::pair<const char*, uint64_t> reasons[] = {
         {"wrong_sender", st->wrong_sender.get()}, {"bad_mac", st->bad_mac.get()},
+        {"bad_tag", st->bad_tag.get()},
         {"wrong_kind", st->wrong_kind.get()},     {"wrong_session", st->wrong_session.get()},
         {"implausible", st->implausible.get()},   {"malformed", st->malformed.get()}};
     for (const auto& [reason, n] : reasons) {
@@ -317,6 +329,7 @@ std::string node_metrics(const node::NodeStats& s, const std::string& data_path)
            {"never_opened", s.in.never_opened},
            {"channel_wrong_sender", s.channel_wrong_sender},
            {"channel_bad_mac", s.channel_bad_mac},
+           {"channel_bad_tag", s.channel_bad_tag},
            {"channel_wrong_kind", s.channel_wrong_kind},
            {"channel_wrong_session", s.channel_wrong_session},
            {"channel_implausible", s.channel_implausible},

@@ -101,6 +101,7 @@ void publish_mirror_counters(telemetry::CountersFile& f, const control::MirrorCo
   f.set("mirror.sessions", c.control_stats().sessions);
   f.set("rejected.udp.wrong_sender", st.wrong_sender.get());
   f.set("rejected.udp.bad_mac", st.bad_mac.get());
+  f.set("rejected.udp.bad_tag", st.bad_tag.get());
   f.set("rejected.udp.wrong_kind", st.wrong_kind.get());
   f.set("rejected.udp.wrong_session", st.wrong_session.get());
   f.set("rejected.udp.implausible", st.implausible.get());
@@ -128,11 +129,12 @@ void print_mirror_stats(const std::string& prefix, const control::MirrorControl&
 }
 
 void print_rejected(const std::string& prefix, const dataplane::MirrorWorkerStats& st) {
-  std::printf("%s: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, wrong-kind %llu, "
+  std::printf("%s: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, bad-tag %llu, wrong-kind %llu, "
               "wrong-session %llu, implausible %llu, malformed %llu)\n",
               prefix.c_str(), static_cast<unsigned long long>(st.rejected()),
               static_cast<unsigned long long>(st.wrong_sender.get()),
               static_cast<unsigned long long>(st.bad_mac.get()),
+              static_cast<unsigned long long>(st.bad_tag.get()),
               static_cast<unsigned long long>(st.wrong_kind.get()),
               static_cast<unsigned long long>(st.wrong_session.get()),
               static_cast<unsigned long long>(st.implausible.get()),

@@ -1,6 +1,7 @@
 // session_setup.cc — see session_setup.h.
 #include "cli/session_setup.h"
 
+#include <cstdio>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -154,6 +155,22 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     cc.salt = control::random_nonce();
     spec.worker.data_key = control::data_key(*psk, cc.salt);
     cc.psk = std::move(psk);
+  } else {
+    if (spec.unicast) {
+      std::fprintf(stderr,
+                   "warning: serve: %s is served by unicast without a key: anyone who can reach this host can "
+                   "mirror it, and only a datagram tag stands between its mirrors and a spoofer. Across sites, "
+                   "make a key (ringfire keygen KEYFILE) and pass --psk-file KEYFILE here and on every mirror\n",
+                   ring.c_str());
+    }
+  }
+  if (!cc.psk && group) {
+    // Unkeyed: one random tag per serve process ends every datagram to the
+    // group, announced to each mirror on its connection only; a blind
+    // spoofer of the source's address must guess 64 bits, not the
+    // session byte's 8 (unicast mirrors get tags of their own).
+    cc.multicast_tag = control::random_tag();
+    spec.worker.tag = cc.multicast_tag;
   }
 
   return spec;
@@ -250,6 +267,13 @@ absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, co
   o.multi_range_naks = !args.has("single-range-naks");
   o.worker.rx_faults = *faults;
   o.reconnect = !args.has("once");
+  if (o.unicast && !o.psk) {
+    std::fprintf(stderr,
+                 "warning: mirror: a unicast mirror of %s without a key: the source is not proven, and only a "
+                 "datagram tag stands between this mirror and a spoofer. Across sites, pass --psk-file KEYFILE "
+                 "(the source's; make one with ringfire keygen KEYFILE)\n",
+                 source_text.c_str());
+  }
   return o;
 }
 

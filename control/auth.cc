@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -72,15 +73,50 @@ absl::StatusOr<Psk> load_psk(const std::string& path) {
   if (psk.key.size() < 32) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--psk-file ", path, " holds ", psk.key.size(),
-        " bytes; a key needs at least 32 (make one with: openssl rand -hex 32 > ", path, ")"));
+        " bytes; a key needs at least 32 (make one with: ringfire keygen ", path, ")"));
   }
   return psk;
+}
+
+absl::Status write_new_psk(const std::string& path, bool replace) {
+  if (sodium_init() < 0) return absl::InternalError("libsodium did not initialise");
+  std::array<unsigned char, 32> raw{};
+  randombytes_buf(raw.data(), raw.size());
+  std::array<char, 2 * raw.size() + 1> text{};
+  sodium_bin2hex(text.data(), text.size(), raw.data(), raw.size());
+  sodium_memzero(raw.data(), raw.size());
+  text.back() = '\n';  // bin2hex's terminator: the file ends in a newline (not part of the key)
+  const std::string tmp = replace ? absl::StrCat(path, ".new-", getpid()) : path;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    return e == EEXIST ? absl::AlreadyExistsError(absl::StrCat(
+                             path, " exists: keep it, or replace it with --force (every peer needs the new key)"))
+                       : absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(e)));
+  }
+  const bool ok = ::fchmod(fd, 0600) == 0 &&
+                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int e = errno;
+  ::close(fd);
+  sodium_memzero(text.data(), text.size());
+  if (!ok || (replace && ::rename(tmp.c_str(), path.c_str()) != 0)) {
+    const int e2 = ok ? errno : e;
+    ::unlink(tmp.c_str());
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", std::strerror(e2)));
+  }
+  return absl::OkStatus();
 }
 
 Nonce random_nonce() {
   Nonce n;
   randombytes_buf(n.data(), n.size());
   return n;
+}
+
+uint64_t random_tag() {
+  uint64_t t = 0;
+  while (t == 0) randombytes_buf(&t, sizeof(t));
+  return t;
 }
 
 Proof source_proof(const Psk& psk, proto::ConstBytes hello_frame, const Nonce& source_nonce,

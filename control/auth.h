@@ -22,12 +22,20 @@ struct Psk {
 
 // load_psk reads a key file: at least 32 bytes, readable by its owner only.
 absl::StatusOr<Psk> load_psk(const std::string& path);
+// write_new_psk writes a fresh key file load_psk accepts: 32 bytes from the
+// kernel's CSPRNG as 64 hex digits and a newline, mode 600, synced. An
+// existing file is an error unless `replace` (then the new key takes its
+// place by rename: no moment with a half-written key).
+absl::Status write_new_psk(const std::string& path, bool replace);
 
 using Nonce = std::array<std::byte, proto::kNonceBytes>;
 using Proof = std::array<std::byte, proto::kProofBytes>;
 
 // random_nonce: 32 bytes from the kernel's CSPRNG.
 Nonce random_nonce();
+// random_tag: a non-zero 64-bit datagram tag from the same CSPRNG (an
+// unkeyed session's TAG frame, PROTOCOL.md §1.8.1).
+uint64_t random_tag();
 
 // source_proof proves to the mirror that the source holds the key and saw
 // exactly `hello_frame` (its 16-byte header and body).

@@ -267,6 +267,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   if (o_.multi_range_naks) hello_.flags |= proto::kHelloMultiNak;
   if (o_.unicast) hello_.flags |= proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
   if (o_.tcp_only) hello_.flags |= proto::kHelloTcpOnly;
+  hello_.flags |= proto::kHelloTag;  // unkeyed, every datagram must bear the tag MULTICAST gives
   if (o_.psk) {
     hello_.flags |= proto::kHelloAuth;
     hello_.nonce = random_nonce();
@@ -406,6 +407,10 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
     if (wc.trust.relay_count < wc.trust.relays.size()) wc.trust.relays[wc.trust.relay_count++] = ip;
   }
   wc.trust.mac = data_key_;
+  wc.trust.tag.reset();
+  if (!data_key_ && (mc.features & proto::kFeatureTag) != 0) wc.trust.tag = dataplane::TagFrame::of(mc.session, mc.tag);
+  const bool tagged = wc.trust.tag.has_value();
+  const bool untagged = !data_key_ && mc.port != 0 && !tagged;
   wc.protocol.nak_ranges = (mc.features & proto::kFeatureMultiNak) != 0 ? proto::kMaxNakRanges : 1;
   wc.protocol.plausible_window = std::max<uint64_t>(g.capacity, 4096);
   if (mc.group == 0 && mc.port != 0) {
@@ -436,7 +441,15 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
   description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))
                  : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
                                 : std::string("TCP");
-  if (authenticated_) description_ += ", authenticated";
+  if (authenticated_) {
+    description_ += ", authenticated";
+  } else if (tagged) {
+    description_ += ", tagged";
+  } else if (untagged) {
+    // An older source: its datagrams carry no tag, so the session byte is
+    // all a spoofer of its address must guess.
+    description_ += ", UNTAGGED (an older source: a spoofer of its address guesses 8 bits; use --psk-file)";
+  }
   const std::string where = plane_->describe();
   if (!where.empty()) absl::StrAppend(&description_, " (", where, ")");
   state_ = State::kStreaming;

@@ -296,10 +296,19 @@ bool ServeControl::start_streaming(Mirror& m) {
   // Flag precedence: TCP-only wins; then unicast if asked for (or if it is
   // all the source offers); else multicast; a source with neither UDP path
   // streams over TCP.
-  const bool tcp_mode = (hello.flags & proto::kHelloTcpOnly) != 0 ||
+  bool tcp_mode = (hello.flags & proto::kHelloTcpOnly) != 0 ||
                         (!config_.multicast && config_.unicast_port == 0);
   const bool unicast = !tcp_mode && config_.unicast_port != 0 &&
                        (!config_.multicast || (hello.flags & proto::kHelloPrefersUnicast) != 0);
+  // Unkeyed, a mirror that checks tags gets one (its own on unicast, the
+  // group's on multicast). The group's datagrams all carry the group's
+  // tag, which a mirror that checks none would drop as an unknown kind:
+  // that mirror is served over TCP instead.
+  const bool tagged = !config_.psk && (hello.flags & proto::kHelloTag) != 0;
+  if (!tcp_mode && !unicast && config_.multicast_tag != 0 && !tagged) {
+    tcp_mode = true;
+    ++stats_.untagged_to_tcp;
+  }
   // The first sequence this mirror will be sent. A resume beyond what the
   // ring has ever held is answered with the ring's end, which the mirror
   // reads as "this is not the ring you were mirroring".
@@ -335,6 +344,11 @@ bool ServeControl::start_streaming(Mirror& m) {
     m.token = random_token();
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kAllowToken, m.token};
     c.peer_ip = m.peer.ip;
+    if (tagged) {
+      c.tag = random_tag();
+      mc.tag = c.tag;
+      mc.features |= proto::kFeatureTag;
+    }
     if (config_.psk) {
       c.keyed = true;
       c.punch_key = punch_key(*config_.psk, hello.nonce, m.source_nonce);
@@ -352,7 +366,13 @@ bool ServeControl::start_streaming(Mirror& m) {
     m.multicast = true;
     mc.group = config_.multicast->ip;
     mc.port = config_.multicast->port;
+    if (tagged && config_.multicast_tag != 0) {
+      mc.tag = config_.multicast_tag;
+      mc.features |= proto::kFeatureTag;
+    }
   }
+  if ((mc.features & proto::kFeatureTag) != 0) ++stats_.tagged;
+  m.features = mc.features;
   // Group 0 and port 0: DATA comes on this connection (TCP mode).
   m.conn.send(proto::ConstBytes(buf, proto::encode_multicast(mc, buf)));
   m.tokens_seq = sending;

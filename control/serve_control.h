@@ -45,6 +45,10 @@ struct ServeControlConfig {
   uint8_t session = 1;
   std::optional<Psk> psk;  // set: mirrors must authenticate (and salt keys the datagrams)
   Nonce salt{};
+  // multicast_tag: unkeyed, the group's datagrams end with a TAG frame
+  // carrying it (the worker's ServeConfig::tag): announced to mirrors that
+  // check tags; a mirror that does not is served over TCP instead. 0: untagged.
+  uint64_t multicast_tag = 0;
   size_t tcp_frame_bytes = 64u << 10;
   uint32_t tcp_chunk_records = 1024;  // records per turn of one mirror's TCP answers
   size_t out_watermark_bytes = 256u << 10;  // produce more only below this
@@ -80,6 +84,8 @@ struct ServeControlStats {
   uint64_t gaps = 0;
   uint64_t tcp_records = 0;     // records streamed to TCP-mode mirrors
   uint64_t big_records = 0;     // records too large for a datagram, sent over TCP
+  uint64_t untagged_to_tcp = 0; // multicast mirrors that check no tag, served over TCP instead
+  uint64_t tagged = 0;          // mirrors whose datagrams carry a tag (unkeyed)
   uint64_t slow_warnings = 0;
   // Refusals and cuts, by reason.
   uint64_t conn_cap = 0;            // over max_connections

@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "dataplane/kernel_udp.h"
+#include "proto/frame.h"
 #include "proto/net/packet.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_XDP_STEER
@@ -820,7 +821,7 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (o_.share_duplicates && ready != 0 && i != 0 && in[i].payload.data() == in[i - 1].payload.data() &&
         in[i].payload.size() == in[i - 1].payload.size() && in[i].to == in[i - 1].to &&
-        in[i].binding == in[i - 1].binding && last_built == i - 1) {
+        in[i].binding == in[i - 1].binding && in[i].trailer == in[i - 1].trailer && last_built == i - 1) {
       // The same datagram again (dup N): the same frame, one more reference
       // (each transmission releases one).
       rte_mbuf* m = mbufs[ready - 1];
@@ -842,7 +843,9 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       ++stats_.tx_no_neighbor;
       continue;
     }
-    const size_t len = proto::net::kUdpFrameOverhead + in[i].payload.size();
+    // The payload, then this destination's trailer (its TAG frame), if any.
+    const size_t body = in[i].payload.size() + (in[i].trailer != nullptr ? proto::kTagFrameBytes : 0);
+    const size_t len = proto::net::kUdpFrameOverhead + body;
     if (auto* lent = static_cast<rte_mbuf*>(in[i].lease);
         lent != nullptr && lent->data_len == 0 &&
         in[i].payload.data() == rte_pktmbuf_mtod(lent, std::byte*) + proto::net::kUdpFrameOverhead) {
@@ -854,7 +857,10 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
         ++stats_.tx_too_big;
         continue;
       }
-      stamp_frame(lent, b, *header, in[i].payload.size());
+      if (in[i].trailer != nullptr) {
+        std::memcpy(b + proto::net::kUdpFrameOverhead + in[i].payload.size(), in[i].trailer, proto::kTagFrameBytes);
+      }
+      stamp_frame(lent, b, *header, body);
       rte_mbuf_refcnt_update(lent, 1);
       mbufs[ready++] = lent;
       last_built = i;
@@ -873,7 +879,10 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
       continue;
     }
     std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
-    stamp_frame(m, b, *header, in[i].payload.size());
+    if (in[i].trailer != nullptr) {
+      std::memcpy(b + proto::net::kUdpFrameOverhead + in[i].payload.size(), in[i].trailer, proto::kTagFrameBytes);
+    }
+    stamp_frame(m, b, *header, body);
     mbufs[ready++] = m;
     last_built = i;
   }

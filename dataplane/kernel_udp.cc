@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/frame.h"
 #include "absl/strings/str_split.h"
 
 namespace ringfire::dataplane {
@@ -97,7 +98,7 @@ KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram)
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
     rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];
-    tx_msgs_[i].msg_hdr.msg_iov = &tx_iov_[i];
+    tx_msgs_[i].msg_hdr.msg_iov = &tx_iov_[2 * i];
     tx_msgs_[i].msg_hdr.msg_iovlen = 1;
     tx_msgs_[i].msg_hdr.msg_name = &tx_addr_[i];
     tx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
@@ -185,7 +186,13 @@ size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
 
 size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    tx_iov_[i] = iovec{const_cast<std::byte*>(in[i].payload.data()), in[i].payload.size()};
+    tx_iov_[2 * i] = iovec{const_cast<std::byte*>(in[i].payload.data()), in[i].payload.size()};
+    if (in[i].trailer != nullptr) {
+      tx_iov_[2 * i + 1] = iovec{const_cast<std::byte*>(in[i].trailer), proto::kTagFrameBytes};
+      tx_msgs_[i].msg_hdr.msg_iovlen = 2;
+    } else {
+      tx_msgs_[i].msg_hdr.msg_iovlen = 1;
+    }
     tx_addr_[i] = to_sockaddr(in[i].to);
   }
   size_t sent = 0;

@@ -80,7 +80,7 @@ class KernelUdp {
   std::array<iovec, kBurst> rx_iov_{};
   std::array<sockaddr_in, kBurst> rx_addr_{};
   std::array<mmsghdr, kBurst> tx_msgs_{};
-  std::array<iovec, kBurst> tx_iov_{};
+  std::array<iovec, 2 * kBurst> tx_iov_{};  // per message: the payload, then its trailer
   std::array<sockaddr_in, kBurst> tx_addr_{};
 };
 

@@ -49,6 +49,13 @@ void MirrorReceiver::on_datagram(ConstBytes payload, const Endpoint& from, uint6
       return;
     }
     payload = inner;
+  } else if (trust_.tag) {
+    ConstBytes inner;
+    if (!strip_tag(*trust_.tag, payload, &inner)) {
+      ++stats_.bad_tag;
+      return;
+    }
+    payload = inner;
   }
   for (uint32_t i = 0; i < config_.max_datagram_frames && !payload.empty(); ++i) {
     Frame f;

@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "dataplane/datagram_mac.h"
+#include "dataplane/datagram_tag.h"
 #include "dataplane/hold_back.h"
 #include "dataplane/mirror_writer.h"
 #include "dataplane/packet_port.h"
@@ -53,6 +54,7 @@ struct UdpTrust {
   std::array<uint32_t, 8> relays{};  // other senders the operator declared
   uint32_t relay_count = 0;
   std::optional<MacKey> mac;  // authenticated session: every datagram carries a MAC
+  std::optional<TagFrame> tag;  // unkeyed, tagged: every datagram ends with exactly this TAG frame
 };
 
 // MirrorStats are counters for the once-a-second stats line and tests.
@@ -78,12 +80,13 @@ struct MirrorStats {
   // frames for the rest).
   uint64_t wrong_sender = 0;    // not from the source (nor a declared relay)
   uint64_t bad_mac = 0;         // no MAC, or a wrong one, on an authenticated session
+  uint64_t bad_tag = 0;         // no TAG frame, or another tag, on a tagged session
   uint64_t wrong_kind = 0;      // a frame kind UDP never carries to a mirror (GAP, ...)
   uint64_t wrong_session = 0;   // another session's byte
   uint64_t implausible = 0;     // a sequence beyond the plausibility window
   uint64_t malformed = 0;       // failed to decode
   uint64_t udp_rejected() const {
-    return wrong_sender + bad_mac + wrong_kind + wrong_session + implausible + malformed;
+    return wrong_sender + bad_mac + bad_tag + wrong_kind + wrong_session + implausible + malformed;
   }
 };
 

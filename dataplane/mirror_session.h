@@ -64,12 +64,13 @@ struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker write
   // Rejected UDP input by reason (MirrorStats).
   Counter wrong_sender;
   Counter bad_mac;
+  Counter bad_tag;
   Counter wrong_kind;
   Counter wrong_session;
   Counter implausible;
   Counter malformed;
   uint64_t rejected() const {
-    return wrong_sender.get() + bad_mac.get() + wrong_kind.get() + wrong_session.get() +
+    return wrong_sender.get() + bad_mac.get() + bad_tag.get() + wrong_kind.get() + wrong_session.get() +
            implausible.get() + malformed.get();
   }
 };

@@ -141,6 +141,7 @@ void MirrorSession<Port>::publish_stats() {
   o.nak_repeats.set(s.nak_repeats);
   o.wrong_sender.set(s.wrong_sender);
   o.bad_mac.set(s.bad_mac);
+  o.bad_tag.set(s.bad_tag);
   o.wrong_kind.set(s.wrong_kind);
   o.wrong_session.set(s.wrong_session);
   o.implausible.set(s.implausible);

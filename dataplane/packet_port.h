@@ -68,6 +68,11 @@ struct TxDatagram {
   // so the port may send it from there, uncopied; nullptr: a buffer of the
   // caller's.
   void* lease = nullptr;
+  // trailer: 16 bytes (an unkeyed session's TAG frame, datagram_tag.h) the
+  // port sends after `payload`, so one payload leaves to several
+  // destinations each with its own tag; nullptr: none. The caller leaves
+  // proto::kTagFrameBytes of room in the datagram's size budget for it.
+  const std::byte* trailer = nullptr;
 };
 
 // TxLease is a TX buffer a port lends (a DPDK port: an mbuf's data room,

@@ -31,6 +31,7 @@
 #include "dataplane/counter.h"
 #include "dataplane/data_framer.h"
 #include "dataplane/datagram_mac.h"
+#include "dataplane/datagram_tag.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/spsc_queue.h"
@@ -52,6 +53,10 @@ struct ServeConfig {
   uint64_t heartbeat_max_ns = 100'000'000; // ... then growing while idle, up to this
   uint32_t heartbeat_growth = 2;           // each idle heartbeat waits this many times the last (at least 2)
   std::optional<MacKey> data_key;  // authenticated: seal every datagram
+  // tag: unkeyed, the group's datagrams end with a TAG frame carrying it
+  // (random per incarnation; 0: untagged). Unicast mirrors get their own
+  // with kAllowToken.
+  uint64_t tag = 0;
   uint32_t dup = 1;                // sends of each datagram
   uint32_t burst_records = 32;     // records read per step
   std::optional<Endpoint> multicast;
@@ -71,6 +76,7 @@ struct ServeCommand {
   uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address
   bool keyed = false;    // kAllowToken: PUNCHes must carry a MAC under punch_key
   MacKey punch_key{};
+  uint64_t tag = 0;      // kAllowToken: this mirror's datagrams end with a TAG frame carrying it; 0: untagged
 };
 
 struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
@@ -211,9 +217,11 @@ class alignas(64) ServeSession {
     std::optional<Endpoint> probing;  // another address, PROBEd, not yet echoed
     uint64_t challenge = 0;
     uint64_t probed_ns = 0;
+    std::optional<TagFrame> tag;  // unkeyed: what ends every datagram sent to it
   };
   struct Repair {
     Endpoint to;
+    std::optional<TagFrame> tag;  // the destination's (a copy: the mirror may go while it runs)
     uint64_t next = 0;
     uint64_t last = 0;
   };
@@ -225,7 +233,14 @@ class alignas(64) ServeSession {
   size_t seal_in_place(std::byte* buf, size_t n) const {
     return config_.data_key ? seal(*config_.data_key, buf, n, config_.session) : n;
   }
-  size_t frame_limit() const { return config_.mtu - (config_.data_key ? proto::kMacFrameBytes : 0); }
+  // frame_limit leaves room for the MAC frame (keyed) or a TAG frame (a
+  // destination may be tagged: TxDatagram::trailer): the same 16 bytes.
+  static_assert(proto::kMacFrameBytes == proto::kTagFrameBytes);
+  size_t frame_limit() const { return config_.mtu - proto::kMacFrameBytes; }
+  // trailer: what the port appends to a datagram for `tag`'s destination.
+  static const std::byte* trailer(const std::optional<TagFrame>& tag) {
+    return tag ? tag->bytes.data() : nullptr;
+  }
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
   // queue_to_all adds a data frame's datagrams (one per destination and
@@ -251,6 +266,7 @@ class alignas(64) ServeSession {
   Port* port_ = nullptr;
   BindingId binding_ = 0;
   ServeConfig config_;
+  std::optional<TagFrame> group_tag_;  // unkeyed: what ends every datagram sent to the group
   DataFramer framer_;
   Pacer pacer_;
   FaultShaper faults_;

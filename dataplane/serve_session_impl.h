@@ -26,6 +26,9 @@ ServeSession<Port>::ServeSession(ring::RawReader reader, const ServeConfig& conf
       repair_framer_(reader_.fixed_size(), config.session),
       repair_buf_(config.mtu) {
   heartbeat_wait_ns_ = config_.heartbeat_ns;
+  if (config_.tag != 0 && !config_.data_key) group_tag_ = TagFrame::of(config_.session, config_.tag);
+  // Reserved once: a Unicast never moves, so a TxDatagram may point at its
+  // TAG frame (erase_if runs between steps, when no burst is pending).
   unicast_.reserve(kMaxUnicast);
   randombytes_buf(probe_secret_.bytes.data(), probe_secret_.bytes.size());
   link_.stats.next_to_send.store(reader_.cursor(), std::memory_order_relaxed);  // before install
@@ -86,6 +89,7 @@ void ServeSession<Port>::take_commands() {
         u.token = c.token;
         u.peer_ip = c.peer_ip;
         if (c.keyed) u.key = c.punch_key;
+        if (c.tag != 0 && !c.keyed) u.tag = TagFrame::of(config_.session, c.tag);
         unicast_.push_back(u);
       }
     } else {
@@ -111,7 +115,9 @@ void ServeSession<Port>::probe(Unicast& u, const Endpoint& at, uint64_t now_ns) 
   std::byte buf[proto::kFrameHeaderBytes + proto::kMacFrameBytes];
   const size_t n = seal_in_place(
       buf, proto::encode_probe(u.challenge, config_.session, proto::MutableBytes(buf, proto::kFrameHeaderBytes)));
-  const TxDatagram tx{proto::ConstBytes(buf, n), at, binding_};
+  // Tagged as the mirror's datagrams are: the address a PUNCH bearing its
+  // token came from (a stranger who holds the token saw its traffic anyway).
+  const TxDatagram tx{proto::ConstBytes(buf, n), at, binding_, nullptr, trailer(u.tag)};
   if (send(&tx, 1) == 1) link_.stats.probes += 1;
 }
 
@@ -180,9 +186,9 @@ template <PacketPort Port>
 void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
   TxDatagram tx[kBurst];
   size_t n = 0;
-  auto push = [&](const Endpoint& to) {
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag) {
     for (uint32_t d = 0; d < config_.dup; ++d) {
-      tx[n++] = TxDatagram{datagram, to, binding_};
+      tx[n++] = TxDatagram{datagram, to, binding_, nullptr, trailer(tag)};
       if (n == kBurst) {
         const size_t sent = send(tx, n);
         link_.stats.send_failures += n - sent;
@@ -191,9 +197,9 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
       }
     }
   };
-  if (config_.multicast) push(*config_.multicast);
+  if (config_.multicast) push(*config_.multicast, group_tag_);
   for (const Unicast& u : unicast_) {
-    if (u.to) push(*u.to);
+    if (u.to) push(*u.to, u.tag);
   }
   if (n != 0) {
     const size_t sent = send(tx, n);
@@ -205,16 +211,16 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
 template <PacketPort Port>
 void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
   bool queued = false;
-  auto push = [&](const Endpoint& to) {
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag) {
     for (uint32_t d = 0; d < config_.dup; ++d) {
       if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
-      pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_};
+      pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_, trailer(tag)};
       queued = true;
     }
   };
-  if (config_.multicast) push(*config_.multicast);
+  if (config_.multicast) push(*config_.multicast, group_tag_);
   for (const Unicast& u : unicast_) {
-    if (u.to) push(*u.to);
+    if (u.to) push(*u.to, u.tag);
   }
   if (queued) ++pending_frames_;
 }
@@ -269,18 +275,20 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
 template <PacketPort Port>
 void ServeSession<Port>::queue_repair(const ServeCommand& c) {
   std::optional<Endpoint> to;
+  std::optional<TagFrame> tag;
   if (c.token == 0) {
     to = config_.multicast;
+    tag = group_tag_;
   } else {
     for (const Unicast& u : unicast_) {
-      if (u.token == c.token) to = u.to;
+      if (u.token == c.token) to = u.to, tag = u.tag;
     }
   }
   if (!to || !repair_reader_ || repair_count_ == kMaxRepairs || c.last < c.first) {
     link_.stats.repairs_cut += 1;
     return;
   }
-  repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, c.first, c.last};
+  repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, tag, c.first, c.last};
   link_.stats.repairs += 1;
 }
 
@@ -296,7 +304,7 @@ bool ServeSession<Port>::repair_step() {
   auto send_frame = [&] {
     if (size_t n = repair_framer_.finish()) {
       n = seal_in_place(repair_buf_.data(), n);
-      const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to, binding_};
+      const TxDatagram tx{proto::ConstBytes(repair_buf_.data(), n), job.to, binding_, nullptr, trailer(job.tag)};
       const size_t sent = send(&tx, 1);
       link_.stats.datagrams += sent;
       link_.stats.send_failures += 1 - sent;

@@ -158,10 +158,11 @@ struct NodeStats {
   uint64_t channel_naks = 0;
   uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
   // Channel datagrams refused before they moved anything, by reason (not
-  // the channel's peer, a bad MAC, a kind or session not the channel's,
+  // the channel's peer, a bad MAC or tag, a kind or session not the channel's,
   // implausible sequences, malformed).
   uint64_t channel_wrong_sender = 0;
   uint64_t channel_bad_mac = 0;
+  uint64_t channel_bad_tag = 0;
   uint64_t channel_wrong_kind = 0;
   uint64_t channel_wrong_session = 0;
   uint64_t channel_implausible = 0;

@@ -305,6 +305,7 @@ struct NodeImpl {
       s->channel_held += w->held.get();
       s->channel_wrong_sender += w->wrong_sender.get();
       s->channel_bad_mac += w->bad_mac.get();
+      s->channel_bad_tag += w->bad_tag.get();
       s->channel_wrong_kind += w->wrong_kind.get();
       s->channel_wrong_session += w->wrong_session.get();
       s->channel_implausible += w->implausible.get();

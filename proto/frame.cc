@@ -40,6 +40,7 @@ const char* frame_kind_name(FrameKind k) {
     case FrameKind::kNode: return "NODE";
     case FrameKind::kMuxControl: return "MUXCTL";
     case FrameKind::kStream: return "STREAM";
+    case FrameKind::kTag: return "TAG";
   }
   return "unknown";
 }
@@ -217,6 +218,7 @@ size_t encode_multicast(const Multicast& m, MutableBytes out) {
   w.le16(m.features);
   w.le64(m.token);
   w.be32(m.data_ip);
+  w.le64(m.tag);
   return finish(w);
 }
 
@@ -231,9 +233,16 @@ DecodeError decode_multicast(const Frame& f, Multicast* out) {
   out->session = r.u8();
   out->features = r.le16();
   out->token = r.le64();
-  out->data_ip = f.body.size() >= kMulticastBody ? r.be32() : 0;
+  out->data_ip = f.body.size() >= kMulticastBodyNoTag ? r.be32() : 0;
+  out->tag = f.body.size() >= kMulticastBody ? r.le64() : 0;
+  // A granted tag is one: a zero would be a tag anyone guesses.
+  if ((out->features & kFeatureTag) != 0 && out->tag == 0) return DecodeError::kBadValue;
   if (out->port == 0 && out->group != 0) return DecodeError::kBadValue;  // a group needs a port
   return DecodeError::kOk;
+}
+
+void encode_tag_frame(uint8_t session, uint64_t tag, std::byte* out) {
+  encode_frame_header(FrameHeader{FrameKind::kTag, session, 0, 0, tag}, out);
 }
 
 size_t encode_gap(uint64_t next_seq, MutableBytes out) {

@@ -33,13 +33,14 @@ enum class FrameKind : uint8_t {
   kNode = 15,      // either way, TCP: a stream-mux node introduces itself and its channel
   kMuxControl = 16,  // receiver -> owner, TCP: `_stream_batch` credit and closes; seq = channel position
   kStream = 17,    // owner -> receiver, TCP: one record of a stream on its own connection (the per-stream path)
+  kTag = 18,       // UDP: the last 16 bytes of an unkeyed datagram: the session's tag, announced on TCP
 };
 // STREAM flags: the terminal (no body; the stream finished).
 inline constexpr uint8_t kStreamTerminal = 1u << 0;
 // kMaxFrameKind is the highest kind this build knows. Higher kinds decode
 // (a later version's frames): a TCP receiver skips them, a UDP receiver
 // drops the datagram. Kind 0 is always malformed.
-inline constexpr uint8_t kMaxFrameKind = 17;
+inline constexpr uint8_t kMaxFrameKind = 18;
 inline bool known_kind(FrameKind k) {
   return static_cast<uint8_t>(k) >= 1 && static_cast<uint8_t>(k) <= kMaxFrameKind;
 }
@@ -87,6 +88,7 @@ enum HelloFlags : uint16_t {
   kHelloHealth = 1u << 3,          // the mirror sends HEALTH every 100 ms
   kHelloMultiNak = 1u << 4,        // the mirror's NAKs may name several ranges
   kHelloAuth = 1u << 5,            // a 32-byte challenge follows: authenticate
+  kHelloTag = 1u << 6,             // the mirror checks a datagram tag (TAG frame) when unkeyed
 };
 inline constexpr size_t kNonceBytes = 32;
 struct Hello {
@@ -120,6 +122,7 @@ enum MulticastFeatures : uint16_t {
   kFeatureMac = 1u << 2,       // every UDP datagram (and PUNCH) carries a MAC frame
   kFeatureProbe = 1u << 3,     // unicast: a PUNCH from another address than the TCP peer's is
                                // answered with a PROBE to echo over TCP before DATA goes there
+  kFeatureTag = 1u << 4,       // unkeyed: every UDP datagram to this mirror ends with a TAG frame
 };
 struct Multicast {
   uint32_t group = 0;     // IPv4, host order; 0 = unicast (punch `port`)
@@ -130,9 +133,11 @@ struct Multicast {
   uint16_t features = 0;  // MulticastFeatures the source grants this mirror
   uint64_t token = 0;     // a PUNCH must carry it
   uint32_t data_ip = 0;   // where UDP comes from and PUNCHes go; 0 = the TCP peer
+  uint64_t tag = 0;       // kFeatureTag: what every datagram's TAG frame carries
 };
-inline constexpr size_t kMulticastBody = 24;
+inline constexpr size_t kMulticastBody = 32;
 inline constexpr size_t kMulticastBodyMin = 20;  // sources before data_ip
+inline constexpr size_t kMulticastBodyNoTag = 24;  // sources before the tag
 
 // ---- DATA: source -> mirror. seq = first record's sequence, count records
 // of consecutive sequences, flags = session byte.
@@ -224,6 +229,15 @@ inline constexpr size_t kAuthMirrorBody = 8 + kProofBytes;                    //
 // flags = session byte (0 on a PUNCH), seq = the tag over every byte of the
 // datagram before the tag (SipHash-2-4, PROTOCOL.md §1.8).
 inline constexpr size_t kMacFrameBytes = kFrameHeaderBytes;
+
+// ---- TAG: UDP, the last frame of every datagram of an unkeyed session that
+// granted kFeatureTag: 16 bytes, flags = session byte, count 0, len 0, seq =
+// the 64-bit tag announced in MULTICAST (random per mirror on unicast, per
+// source incarnation on a group; PROTOCOL.md §1.8.1). Not a MAC: it proves
+// only that the sender learned the tag, which a blind spoofer cannot.
+inline constexpr size_t kTagFrameBytes = kFrameHeaderBytes;
+// encode_tag_frame writes the 16-byte TAG frame.
+void encode_tag_frame(uint8_t session, uint64_t tag, std::byte* out);
 
 // ---- PROBE: path validation for unicast. seq = a challenge. By UDP from
 // the source to a PUNCH's address (flags = session byte) when that is not

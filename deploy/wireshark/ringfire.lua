@@ -13,7 +13,7 @@ local rf = Proto("ringfire", "ringfire")
 local kinds = {
   [1] = "HELLO", [2] = "GEOMETRY", [3] = "DATA", [4] = "GAP", [5] = "HEARTBEAT", [6] = "NAK",
   [7] = "MULTICAST", [8] = "PUNCH", [9] = "ATTACH", [10] = "HEALTH", [11] = "AUTH", [12] = "MAC",
-  [13] = "REFUSE", [14] = "PROBE", [15] = "NODE", [16] = "MUXCTL", [17] = "STREAM",
+  [13] = "REFUSE", [14] = "PROBE", [15] = "NODE", [16] = "MUXCTL", [17] = "STREAM", [18] = "TAG",
 }
 local refusals = {
   [1] = "malformed HELLO", [2] = "unsupported version", [3] = "schema mismatch",
@@ -55,6 +55,7 @@ f.ttl = ProtoField.uint8("ringfire.multicast.ttl", "TTL", base.DEC)
 f.features = ProtoField.uint16("ringfire.multicast.features", "Features", base.HEX)
 f.token = ProtoField.uint64("ringfire.multicast.token", "Token", base.HEX)
 f.data_ip = ProtoField.ipv4("ringfire.multicast.data_ip", "Data address")
+f.mc_tag = ProtoField.uint64("ringfire.multicast.tag", "Datagram tag", base.HEX)
 f.record = ProtoField.bytes("ringfire.data.record", "Record")
 f.record_seq = ProtoField.uint64("ringfire.data.record_seq", "Record seq", base.DEC)
 f.record_len = ProtoField.uint32("ringfire.data.record_len", "Record length", base.DEC)
@@ -232,6 +233,7 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.features, body(10, 2))
     t:add_le(f.token, body(12, 8))
     if len >= 24 then t:add(f.data_ip, body(20, 4)) end
+    if len >= 32 then t:add_le(f.mc_tag, body(24, 8)) end
   elseif kind == 8 and len >= 8 then
     t:add_le(f.punch_counter, body(0, 8))
   elseif kind == 9 and need(1) then
@@ -282,7 +284,7 @@ end
 local function valid_header(buf, offset, remaining, udp)
   if remaining < 16 then return false end
   local kind = buf(offset, 1):uint()
-  if kind < 1 or kind > 17 then return false end
+  if kind < 1 or kind > 18 then return false end
   local len = buf(offset + 4, 4):le_uint()
   if udp then return 16 + len <= remaining end
   return len <= 64 * 1024 * 1024 + 16

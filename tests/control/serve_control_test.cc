@@ -453,6 +453,54 @@ TEST_F(ServeControlTest, AUnicastTokenIsBoundToTheMirrorsAddress) {
   EXPECT_FALSE(cmds[0].keyed);
 }
 
+// Unkeyed, each unicast mirror that checks tags is given a tag of its own
+// (in MULTICAST, and to the worker with its token); one that checks none
+// gets none, and its datagrams stay as they were.
+TEST_F(ServeControlTest, EachUnicastMirrorThatChecksTagsGetsATagOfItsOwn) {
+  ServeControlConfig cfg;
+  cfg.unicast_port = 7402;
+  auto ctl = start(cfg);
+  Client a(ctl->listening()), b(ctl->listening()), old(ctl->listening());
+  const uint16_t unicast = proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast;
+  const proto::Multicast ma = handshake(a, *ctl, unicast | proto::kHelloTag);
+  const proto::Multicast mb = handshake(b, *ctl, unicast | proto::kHelloTag);
+  const proto::Multicast mold = handshake(old, *ctl, unicast);
+  EXPECT_NE(ma.features & proto::kFeatureTag, 0);
+  EXPECT_NE(mb.features & proto::kFeatureTag, 0);
+  EXPECT_NE(ma.tag, 0u);
+  EXPECT_NE(ma.tag, mb.tag);
+  EXPECT_EQ(mold.features & proto::kFeatureTag, 0);
+  EXPECT_EQ(mold.tag, 0u);
+  auto cmds = commands();
+  ASSERT_EQ(cmds.size(), 3u);
+  EXPECT_EQ(cmds[0].token, ma.token);
+  EXPECT_EQ(cmds[0].tag, ma.tag);
+  EXPECT_EQ(cmds[1].tag, mb.tag);
+  EXPECT_EQ(cmds[2].tag, 0u);
+  EXPECT_EQ(ctl->stats().tagged, 2u);
+}
+
+// The group's datagrams carry the group's tag: a mirror that checks tags
+// learns it; one that does not would drop every datagram as an unknown
+// kind, so it is served over TCP (and counted), never left unserved.
+TEST_F(ServeControlTest, OnATaggedGroupAMirrorThatChecksNoTagIsServedOverTcp) {
+  ServeControlConfig cfg;
+  cfg.multicast = Endpoint{0xEFFF0001, 7401};
+  cfg.multicast_tag = 0x0123456789abcdef;
+  auto ctl = start(cfg);
+  Client n(ctl->listening()), old(ctl->listening());
+  const proto::Multicast mn = handshake(n, *ctl, proto::kHelloHealth | proto::kHelloTag);
+  EXPECT_EQ(mn.group, 0xEFFF0001u);
+  EXPECT_NE(mn.features & proto::kFeatureTag, 0);
+  EXPECT_EQ(mn.tag, cfg.multicast_tag);
+  const proto::Multicast mold = handshake(old, *ctl, proto::kHelloHealth);
+  EXPECT_EQ(mold.group, 0u);
+  EXPECT_EQ(mold.port, 0u);  // TCP mode
+  EXPECT_EQ(mold.features & proto::kFeatureTag, 0);
+  EXPECT_EQ(ctl->stats().untagged_to_tcp, 1u);
+  EXPECT_EQ(ctl->stats().tagged, 1u);
+}
+
 // ---- the PSK handshake
 
 class ServeControlAuthTest : public ServeControlTest {

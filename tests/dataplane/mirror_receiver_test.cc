@@ -419,6 +419,47 @@ TEST_F(TrustTest, OnAnAuthenticatedSessionOnlyDatagramsWithTheRightMacCount) {
   EXPECT_EQ(ring_seqs_of(ring_), range(0, 2));
 }
 
+TEST_F(TrustTest, OnATaggedSessionOnlyDatagramsEndingInItsTagCountAndASpoofersGuessesMoveNothing) {
+  UdpTrust t = from_source();
+  t.tag = TagFrame::of(kSession, 0x8badf00ddeadbeefull);
+  MirrorReceiver rx = make(t);
+  auto tagged = [](std::vector<std::byte> d, uint8_t session, uint64_t tag) {
+    const TagFrame f = TagFrame::of(session, tag);
+    d.insert(d.end(), f.bytes.begin(), f.bytes.end());
+    return d;
+  };
+  // From the source's own address with its session byte, as a spoofer
+  // who read the byte off the group would send: untagged, another tag,
+  // the tag under another session byte, a tag one bit off, a MAC-shaped
+  // trailer, and the tag in front of the frames instead of after them.
+  rx.on_datagram(data_frame(0, 2), kSource, 0);
+  rx.on_datagram(tagged(data_frame(0, 2), kSession, 0x8badf00ddeadbeeeull), kSource, 0);
+  rx.on_datagram(tagged(data_frame(0, 2), kSession ^ 1, 0x8badf00ddeadbeefull), kSource, 0);
+  rx.on_datagram(tagged(heartbeat(1000), kSession, 0x8badf00ddeadbeefull ^ (1ull << 63)), kSource, 0);
+  std::vector<std::byte> mac_shaped = data_frame(0, 2);
+  mac_shaped.resize(mac_shaped.size() + proto::kMacFrameBytes);
+  (void)seal(MacKey{}, mac_shaped.data(), mac_shaped.size() - proto::kMacFrameBytes, kSession);
+  rx.on_datagram(mac_shaped, kSource, 0);
+  std::vector<std::byte> in_front(t.tag->bytes.begin(), t.tag->bytes.end());
+  const std::vector<std::byte> frame = data_frame(0, 2);
+  in_front.insert(in_front.end(), frame.begin(), frame.end());
+  rx.on_datagram(in_front, kSource, 0);
+  EXPECT_EQ(rx.stats().bad_tag, 6u);
+  EXPECT_EQ(rx.stats().udp_rejected(), 6u);
+  EXPECT_EQ(rx.next_seq(), 0u);
+  EXPECT_EQ(rx.known_end(), 0u);
+  EXPECT_TRUE(ring_seqs_of(ring_).empty());
+  // The source's own datagrams, tagged: applied, the tag not taken for a frame.
+  rx.on_datagram(tagged(data_frame(0, 2), kSession, 0x8badf00ddeadbeefull), kSource, 0);
+  rx.on_datagram(tagged(heartbeat(3), kSession, 0x8badf00ddeadbeefull), kSource, 0);
+  EXPECT_EQ(rx.stats().bad_tag, 6u);
+  EXPECT_EQ(rx.stats().malformed, 0u);
+  EXPECT_EQ(rx.stats().wrong_kind, 0u);
+  EXPECT_EQ(rx.next_seq(), 2u);
+  EXPECT_EQ(rx.known_end(), 3u);
+  EXPECT_EQ(ring_seqs_of(ring_), range(0, 2));
+}
+
 TEST_F(TrustTest, UnknownKindsByUdpAreDroppedAndCounted) {
   MirrorReceiver rx = make(from_source());
   std::vector<std::byte> later(16);

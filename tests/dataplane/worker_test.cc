@@ -65,7 +65,10 @@ struct FakePort {
     ++state->bursts;
     const size_t take = std::min(n, state->tx_room);
     for (size_t i = 0; i < take; ++i) {
-      state->sent.push_back({{in[i].payload.begin(), in[i].payload.end()}, in[i].to, in[i].binding});
+      // What a real port puts on the wire: the payload, then its trailer.
+      std::vector<std::byte> bytes(in[i].payload.begin(), in[i].payload.end());
+      if (in[i].trailer != nullptr) bytes.insert(bytes.end(), in[i].trailer, in[i].trailer + proto::kTagFrameBytes);
+      state->sent.push_back({std::move(bytes), in[i].to, in[i].binding});
     }
     if (state->tx_room != SIZE_MAX) state->tx_room -= take;
     return take;
@@ -361,6 +364,60 @@ ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nul
   return c;
 }
 
+// Unkeyed, every datagram ends with its destination's TAG frame: the
+// group's tag on the group, each unicast mirror's own on its datagrams,
+// none for a mirror given no tag (an older peer); data, heartbeats and
+// repairs alike, and one payload to all of them.
+TEST_F(ServeWorkerTest, EachDestinationsDatagramsEndWithItsOwnTag) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.session = 9;
+  c.tag = 0x1111111111111111;
+  c.mtu = 4 * 64 + proto::kFrameHeaderBytes + proto::kTagFrameBytes;
+  auto w = worker(c);
+  const Endpoint a{0xC6120003, 6666}, b{0xC6120004, 7777}, old{0xC6120005, 8888};
+  ServeCommand ca = allow(77, a), cb = allow(78, b), cold = allow(79, old);
+  ca.tag = 0xAAAAAAAAAAAAAAAA;
+  cb.tag = 0xBBBBBBBBBBBBBBBB;
+  for (const ServeCommand& cmd : {ca, cb, cold}) ASSERT_TRUE(w->link().commands.try_push(cmd));
+  port_.state->inbox.push_back({punch(77), a});
+  port_.state->inbox.push_back({punch(78), b});
+  port_.state->inbox.push_back({punch(79), old});
+  w->step(1000 * kMs);  // the punches: each mirror's address learned
+  sent().clear();
+  publish(4);
+  w->step(1001 * kMs);
+  w->step(1003 * kMs);  // and a heartbeat after it
+  ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 78, 1, 2}));
+  w->step(1004 * kMs);
+  auto tail_of = [](const FakePort::Datagram& s) {
+    return std::vector<std::byte>(s.bytes.end() - proto::kTagFrameBytes, s.bytes.end());
+  };
+  auto tag_bytes = [](uint64_t tag) {
+    const TagFrame f = TagFrame::of(9, tag);
+    return std::vector<std::byte>(f.bytes.begin(), f.bytes.end());
+  };
+  std::map<uint64_t, std::vector<std::string>> kinds;  // by destination's IP: each datagram's kind
+  for (const FakePort::Datagram& s : sent()) {
+    const proto::Frame f = decode(s);
+    kinds[s.peer.ip].push_back(proto::frame_kind_name(f.header.kind));
+    if (s.peer == kGroup) {
+      EXPECT_EQ(tail_of(s), tag_bytes(c.tag)) << "to the group";
+    } else if (s.peer == a) {
+      EXPECT_EQ(tail_of(s), tag_bytes(ca.tag)) << "to a";
+    } else if (s.peer == b) {
+      EXPECT_EQ(tail_of(s), tag_bytes(cb.tag)) << "to b";
+    } else {
+      ASSERT_EQ(s.peer, old);
+      EXPECT_EQ(s.bytes.size(), proto::kFrameHeaderBytes + f.header.len) << "an untagged mirror's datagram has a trailer";
+    }
+  }
+  EXPECT_EQ(kinds[kGroup.ip], (std::vector<std::string>{"DATA", "HEARTBEAT"}));
+  EXPECT_EQ(kinds[a.ip], (std::vector<std::string>{"DATA", "HEARTBEAT"}));
+  EXPECT_EQ(kinds[b.ip], (std::vector<std::string>{"DATA", "HEARTBEAT", "DATA"}));  // the repair too
+  EXPECT_EQ(kinds[old.ip], (std::vector<std::string>{"DATA", "HEARTBEAT"}));
+}
+
 TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
   auto w = worker(ServeConfig{});  // unicast only
   const Endpoint attacker{0xC6120002, 5555}, mirror{0xC6120003, 6666};
@@ -382,7 +439,7 @@ TEST_F(ServeWorkerTest, APunchWithAWrongTokenIsRefusedAndSendsNothingThere) {
 TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorThatAsked) {
   ServeConfig c;
   c.multicast = kGroup;
-  c.mtu = 64 * 4 + proto::kFrameHeaderBytes;  // four records a datagram
+  c.mtu = 64 * 4 + proto::kFrameHeaderBytes + proto::kTagFrameBytes;  // four records a datagram, and room for a tag
   auto w = worker(c);
   publish(10);
   w->step(1000 * kMs);
@@ -668,7 +725,7 @@ TEST(MirrorWorkerTest, AUnicastMirrorPunchesUntilDataFlows) {
 TEST_F(ServeWorkerTest, DatagramsThePortRefusesAreCountedAsSendFailures) {
   ServeConfig c;
   c.multicast = kGroup;
-  c.mtu = 64 + proto::kFrameHeaderBytes;  // one record a datagram
+  c.mtu = 64 + proto::kFrameHeaderBytes + proto::kTagFrameBytes;  // one record a datagram, and room for a tag
   port_.state->tx_room = 2;
   auto w = worker(c);
   publish(5);
@@ -742,7 +799,7 @@ TEST(ServeLendingTest, FramesAreBuiltInTheBuffersThePortLendsAndEachIsGivenBackO
   ServeConfig c;
   c.multicast = kGroup;
   c.dup = 2;  // both copies name the same lease
-  c.mtu = 16 + 4 * 64;  // four records a frame
+  c.mtu = 16 + 4 * 64 + proto::kTagFrameBytes;  // four records a frame, and room for a tag
   c.pace_ns = 0;
   {
     auto s = std::make_unique<ServeSession<LendingFakePort>>(

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """capture_udp.py — the wire-format check of the lab: prints, as JSON, the
 headers of the first DATA datagram (kind 3) to DST_IP:DST_PORT seen on
-IFACE, and its UDP payload with the session byte (the one field a source
-draws at random) zeroed, for tests that compare what two sources send.
+IFACE, and its UDP payload with what a source draws at random zeroed (the
+session byte; a trailing TAG frame's session byte and tag, which are
+reported apart as "tag": its kind and zero count and length, or null), for
+tests that compare what two sources send.
 
     capture_udp.py IFACE DST_IP DST_PORT TIMEOUT_S
 
@@ -44,6 +46,13 @@ def main():
         if not payload or payload[0] != 3:
             continue  # not DATA (a heartbeat)
         payload[1] = 0
+        tag = None
+        if len(payload) >= 32 and payload[-16] == 18:  # a TAG frame last (PROTOCOL.md §1.8.1)
+            tail = payload[-16:]
+            tag = {"count_len_zero": tail[2:8] == bytes(6), "session_matches": tail[1] == udp[8 + 1],
+                   "nonzero": tail[8:16] != bytes(8)}
+            payload[-15] = 0
+            payload[-8:] = bytes(8)
         pseudo = ip[12:20] + struct.pack("!BBH", 0, 17, ulen)
         field = struct.unpack("!H", udp[6:8])[0]
         if field == 0:
@@ -58,7 +67,7 @@ def main():
             "eth_dst": f[0:6].hex(), "ethertype": f[12:14].hex(), "ip_version_ihl": ip[0], "ip_tos": ip[1],
             "ip_total_length_ok": total == ihl + ulen, "ip_flags_fragment": struct.unpack("!H", ip[6:8])[0],
             "ip_ttl": ip[8], "ip_checksum_ok": fold(ip) == 0xFFFF, "udp_checksum": check,
-            "payload": bytes(payload).hex()}, sort_keys=True))
+            "payload": bytes(payload).hex(), "tag": tag}, sort_keys=True))
         return 0
 
 

@@ -119,6 +119,8 @@ d, k = (json.load(open(f)) for f in sys.argv[1:3])
 assert d.pop("eth_dst") == "01005e7f0002" and k.pop("eth_dst") == "01005e7f0003", "group MACs"
 assert d.pop("udp_checksum") == "ok", "the DPDK checksum"
 assert k.pop("udp_checksum") in ("ok", "partial"), "the kernel checksum"
+want_tag = {"count_len_zero": True, "session_matches": True, "nonzero": True}
+assert d["tag"] == want_tag and k["tag"] == want_tag, "each group datagram ends with a TAG frame"
 assert d == k, "headers or payload"
 PY
 stop_pid "${LAB_PIDS[-1]}"

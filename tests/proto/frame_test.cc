@@ -73,10 +73,12 @@ TEST(FrameGolden, Multicast) {
   m.session = 7;
   m.token = 0x0123456789ABCDEF;
   m.data_ip = 0xC6120165;  // 198.18.1.101
+  m.features = kFeatureTag;
+  m.tag = 0x1122334455667788;
   std::vector<std::byte> buf(64);
   buf.resize(encode_multicast(m, buf));
-  EXPECT_EQ(to_hex(buf), to_hex(hex("07 00 0000 18000000 0000000000000000 |"
-                                    "efff0001 e81c c005 01 07 0000 efcdab8967452301 c6120165")));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("07 00 0000 20000000 0000000000000000 |"
+                                    "efff0001 e81c c005 01 07 1000 efcdab8967452301 c6120165 8877665544332211")));
   Multicast back;
   ASSERT_EQ(decode_multicast(decode(buf), &back), DecodeError::kOk);
   EXPECT_EQ(back.group, m.group);
@@ -85,6 +87,34 @@ TEST(FrameGolden, Multicast) {
   EXPECT_EQ(back.session, 7);
   EXPECT_EQ(back.token, m.token);
   EXPECT_EQ(back.data_ip, m.data_ip);
+  EXPECT_EQ(back.features, kFeatureTag);
+  EXPECT_EQ(back.tag, m.tag);
+}
+
+TEST(FrameGolden, MulticastFromASourceBeforeTagsHasNone) {
+  // The 24-byte body of sources before the datagram tag.
+  const auto old = hex("07 00 0000 18000000 0000000000000000 |"
+                       "efff0001 e81c c005 01 07 0000 efcdab8967452301 c6120165");
+  Multicast back;
+  back.tag = 1;
+  ASSERT_EQ(decode_multicast(decode(old), &back), DecodeError::kOk);
+  EXPECT_EQ(back.data_ip, 0xC6120165u);
+  EXPECT_EQ(back.tag, 0u);
+}
+
+TEST(FrameGolden, AGrantedTagOfZeroIsRefused) {
+  // Feature bit 4 with a zero tag: a tag anyone would guess.
+  const auto zero = hex("07 00 0000 20000000 0000000000000000 |"
+                        "efff0001 e81c c005 01 07 1000 efcdab8967452301 c6120165 0000000000000000");
+  Multicast back;
+  EXPECT_EQ(decode_multicast(decode(zero), &back), DecodeError::kBadValue);
+}
+
+TEST(FrameGolden, TagFrame) {
+  std::array<std::byte, kTagFrameBytes> buf{};
+  encode_tag_frame(9, 0x0102030405060708, buf.data());
+  EXPECT_EQ(to_hex(buf), to_hex(hex("12 09 0000 00000000 0807060504030201")));
+  EXPECT_STREQ(frame_kind_name(FrameKind::kTag), "TAG");
 }
 
 TEST(FrameGolden, MulticastFromAnOlderSourceHasNoDataAddress) {
