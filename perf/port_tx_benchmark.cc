@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/datagram_tag.h"
 #include "dataplane/kernel_udp.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
@@ -29,12 +30,25 @@ using dataplane::TxDatagram;
 constexpr uint32_t kSelf = 0xC612C801;  // 198.18.200.1: the namespace's veth
 uint32_t peer(int i) { return 0xC612C802 + static_cast<uint32_t>(i); }  // 198.18.200.2...
 
-// burst: a serve's transmit of one DATA frame to `dests` mirrors, `dup` each.
-std::vector<TxDatagram> burst(const std::vector<std::byte>& payload, int dests, int dup) {
+// kTags: each destination's TAG frame (an unkeyed session's datagram tag,
+// PROTOCOL.md §1.8.1), appended by the port as TxDatagram::trailer.
+const std::vector<dataplane::TagFrame>& tags() {
+  static const std::vector<dataplane::TagFrame> t = [] {
+    std::vector<dataplane::TagFrame> v;
+    for (int d = 0; d < 16; ++d) v.push_back(dataplane::TagFrame::of(7, 0x1000 + static_cast<uint64_t>(d)));
+    return v;
+  }();
+  return t;
+}
+
+// burst: a serve's transmit of one DATA frame to `dests` mirrors, `dup`
+// each, each destination's datagrams tagged if `tagged`.
+std::vector<TxDatagram> burst(const std::vector<std::byte>& payload, int dests, int dup, bool tagged = false) {
   std::vector<TxDatagram> tx;
   for (int d = 0; d < dests; ++d) {
     for (int k = 0; k < dup; ++k) {
-      tx.push_back(TxDatagram{proto::ConstBytes(payload.data(), payload.size()), Endpoint{peer(d), 7500}, 0});
+      tx.push_back(TxDatagram{proto::ConstBytes(payload.data(), payload.size()), Endpoint{peer(d), 7500}, 0,
+                              nullptr, tagged ? tags()[static_cast<size_t>(d)].bytes.data() : nullptr});
     }
   }
   return tx;
@@ -45,8 +59,11 @@ void run(benchmark::State& state, SendFn send) {
   const auto size = static_cast<size_t>(state.range(0));
   const int dests = static_cast<int>(state.range(1));
   const int dup = static_cast<int>(state.range(2));
-  std::vector<std::byte> payload(size, std::byte{0x5a});
-  const std::vector<TxDatagram> tx = burst(payload, dests, dup);
+  const bool tagged = state.range(3) != 0;
+  // A tagged datagram is the same size on the wire: 16 bytes of payload
+  // fewer, then the TAG frame.
+  std::vector<std::byte> payload(tagged ? size - proto::kTagFrameBytes : size, std::byte{0x5a});
+  const std::vector<TxDatagram> tx = burst(payload, dests, dup, tagged);
   uint64_t sent = 0;
   for (auto _ : state) {
     for (size_t i = 0; i < tx.size(); i += dataplane::kBurst) {
@@ -137,7 +154,7 @@ void DpdkFramed(benchmark::State& state, bool in_place) {
   const int dup = static_cast<int>(state.range(2));
   const std::vector<std::byte> records(size, std::byte{0x5a});
   std::vector<std::byte> staging(size);
-  std::vector<TxDatagram> tx = burst(staging, dests, dup);
+  std::vector<TxDatagram> tx = burst(staging, dests, dup, state.range(3) != 0);
   uint64_t sent = 0, want = 0;
   for (auto _ : state) {
     dataplane::TxLease lease;
@@ -149,9 +166,10 @@ void DpdkFramed(benchmark::State& state, bool in_place) {
       }
       room = lease.room;
     }
-    std::memcpy(room, records.data(), size);  // the framer's writes
+    const size_t body = state.range(3) != 0 ? size - proto::kTagFrameBytes : size;
+    std::memcpy(room, records.data(), body);  // the framer's writes
     for (TxDatagram& t : tx) {
-      t.payload = proto::ConstBytes(room, size);
+      t.payload = proto::ConstBytes(room, body);
       t.lease = lease.handle;
     }
     for (size_t i = 0; i < tx.size(); i += dataplane::kBurst) {
@@ -169,12 +187,17 @@ void DpdkStaged(benchmark::State& state) { DpdkFramed(state, false); }
 void DpdkInPlace(benchmark::State& state) { DpdkFramed(state, true); }
 #endif
 
-// Args: UDP payload bytes, destinations, datagrams per destination (dup).
+// Args: UDP payload bytes, destinations, datagrams per destination (dup),
+// tagged (each destination's TAG frame as the port's trailer; the same
+// bytes on the wire).
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t size : {64, 1472}) {
-    for (int64_t dests : {1, 4, 16}) b->Args({size, dests, 1});
-    b->Args({size, 1, 2});
-    b->Args({size, 1, 4});
+    for (int64_t dests : {1, 4, 16}) {
+      b->Args({size, dests, 1, 0});
+      b->Args({size, dests, 1, 1});
+    }
+    b->Args({size, 1, 2, 0});
+    b->Args({size, 1, 4, 0});
   }
 }
 

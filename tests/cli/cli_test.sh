@@ -103,9 +103,23 @@ fi
 key=/tmp/rf-cli-$$.key
 expect_fail 2 "psk-file /nonexistent" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file /nonexistent
 printf 'short' >"$key"; chmod 600 "$key"
-expect_fail 2 "openssl rand -hex 32" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file "$key"
+expect_fail 2 "ringfire keygen" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file "$key"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$key"; chmod 644 "$key"
 expect_fail 2 "chmod 600" "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file "$key"
+# keygen: a key file the peers take (mode 600, 64 hex digits), never an
+# existing one overwritten unless asked, and a new key each time.
+gen=/tmp/rf-cli-$$.gen
+expect_ok "$rf" keygen "$gen"
+[[ $(stat -c %a "$gen" 2>/dev/null) == 600 ]] || { echo "FAIL: keygen's file is mode $(stat -c %a "$gen")"; fails=$((fails + 1)); }
+grep -Eqx '[0-9a-f]{64}' "$gen" || { echo "FAIL: keygen wrote $(wc -c <"$gen") bytes, not 64 hex digits"; fails=$((fails + 1)); }
+first_key=$(cat "$gen")
+expect_fail 2 "exists: keep it, or replace it with --force" "$rf" keygen "$gen"
+[[ $(cat "$gen") == "$first_key" ]] || { echo "FAIL: a refused keygen changed the key"; fails=$((fails + 1)); }
+expect_ok "$rf" keygen "$gen" --force
+[[ $(cat "$gen") != "$first_key" && $(stat -c %a "$gen") == 600 ]] || { echo "FAIL: keygen --force kept the key or its mode"; fails=$((fails + 1)); }
+ls /tmp/rf-cli-$$.gen.new-* >/dev/null 2>&1 && { echo "FAIL: keygen --force left its temporary file"; fails=$((fails + 1)); }
+expect_fail 2 "cannot create" "$rf" keygen /nonexistent-dir/k
+rm -f "$gen"
 expect_fail 2 "max-connections: between 1 and 4096" "$rf" serve "$ring" --listen 198.18.0.1:1 --max-connections 0
 expect_fail 2 "slow-mirror-pct: between 1 and 100" "$rf" serve "$ring" --listen 198.18.0.1:1 --slow-mirror-pct 0
 expect_fail 2 "at least 500ms" "$rf" serve "$ring" --listen 198.18.0.1:1 --peer-timeout 10ms

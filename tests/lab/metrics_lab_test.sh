@@ -115,6 +115,8 @@ wait_for 10 [ "$(query 'count(ringfire_mirror_records_total == 20000)')" == "=2"
 [[ $(query 'max(ringfire_mirror_lag_records)') == "=0" ]] || fail "Prometheus: lag: $(query ringfire_mirror_lag_records)"
 [[ $(query 'count(ringfire_port_info{path="kernel"})') == "=3" ]] || fail "Prometheus: port paths: $(query ringfire_port_info)"
 [[ $(query 'sum(ringfire_mirror_streaming)') == "=2" ]] || fail "Prometheus: streaming: $(query ringfire_mirror_streaming)"
+# A multicast serve and LAN mirrors need no key: each session says so (0), none warns.
+[[ $(query 'count(ringfire_session_unkeyed == 0)') == "=3" ]] || fail "Prometheus: unkeyed: $(query ringfire_session_unkeyed)"
 [[ $(query 'sum(ringfire_mirror_rejected_total)') == "=0" ]] || fail "Prometheus: rejections: $(query ringfire_mirror_rejected_total)"
 check_copy "$src" "$(ring_name m2)" 20000
 check_copy "$src" "$(ring_name m3)" 20000
