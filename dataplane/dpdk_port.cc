@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <span>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -110,9 +111,25 @@ void clear_stale_memif_sockets(const std::vector<std::string>& words) {
 // that exits removes its own (see eal_init), one killed (kill -9, a crash)
 // cannot. Only flat directories of a dead pid are touched: a live
 // process's, or anything not named so, is left alone.
-void clear_stale_runtime_dirs() {
+// runtime_base: where the EAL keeps its runtime directories (DPDK 22.11's rule).
+std::string runtime_base() {
   const char* xdg = getenv("XDG_RUNTIME_DIR");
-  const std::string base = getuid() == 0 ? "/var/run/dpdk" : absl::StrCat(xdg != nullptr ? xdg : "/tmp", "/dpdk");
+  return getuid() == 0 ? "/var/run/dpdk" : absl::StrCat(xdg != nullptr ? xdg : "/tmp", "/dpdk");
+}
+
+// runtime_dir_of: the runtime directory an EAL started with these words
+// makes: its --file-prefix, or DPDK's default "rte".
+std::string runtime_dir_of(const std::vector<std::string>& words) {
+  std::string prefix = "rte";
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--file-prefix" && i + 1 < words.size()) prefix = words[i + 1];
+    if (absl::StartsWith(words[i], "--file-prefix=")) prefix = words[i].substr(14);
+  }
+  return absl::StrCat(runtime_base(), "/", prefix);
+}
+
+void clear_stale_runtime_dirs() {
+  const std::string base = runtime_base();
   DIR* d = opendir(base.c_str());
   if (d == nullptr) return;
   while (const dirent* e = readdir(d)) {
@@ -163,7 +180,16 @@ absl::Status eal_init(const std::string& given, bool devices_later) {
   clear_stale_runtime_dirs();
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
+  // An EAL that fails after making its runtime directory (no hugepages,
+  // say) leaves it behind: remove it then, if it was not there before (a
+  // live process's, sharing the prefix, is left alone).
+  const std::string dir = runtime_dir_of(words);
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(dir, ec);
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    const int err = rte_errno;
+    if (!existed) std::filesystem::remove_all(dir, ec);
+    rte_errno = err;
     return absl::FailedPreconditionError(absl::StrCat(
         "DPDK EAL did not start with '", given, "': ", rte_strerror(rte_errno),
         " (check --eal: lcores with -l, --no-huge or hugepages, a --vdev or a bound NIC)"));
@@ -189,8 +215,8 @@ absl::Status eal_init(const std::string& given, bool devices_later) {
       }
     }
     if (!memif) rte_eal_cleanup();
-    std::error_code ec;
-    if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec);
+    std::error_code ec2;
+    if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec2);
   });
   if (rte_eth_dev_count_avail() == 0 && !devices_later) {
     return absl::FailedPreconditionError(

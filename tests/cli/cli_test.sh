@@ -94,7 +94,10 @@ out=$("$rf" tail "$ring-blob" --from oldest --idle-exit 200ms --quiet)
 # Backend options: EAL arguments after -- go to DPDK, only with --backend dpdk.
 expect_fail 2 "need --backend dpdk" "$rf" mirror 198.18.0.1:1 "$ring-m" -- -l 0
 expect_fail 2 "with --eal or after --, not both" "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk --eal "-l 0" -- -l 0
+rte_before=$([[ -e /var/run/dpdk/rte ]] && echo yes)
 if ! "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk --eal x 2>&1 | grep -q "no DPDK backend"; then
+  # The EAL failed (no hugepages) after making its runtime directory: gone again.
+  [[ -n $rte_before || ! -e /var/run/dpdk/rte ]] || { echo "FAIL: a failed EAL start left /var/run/dpdk/rte"; fails=$((fails + 1)); }
   expect_fail 2 "EAL did not start with '-l 0 --no-such-flag'" "$rf" mirror 198.18.0.1:1 "$ring-m" --backend dpdk -- -l 0 --no-such-flag
 fi
 
