@@ -407,7 +407,6 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
     if (wc.trust.relay_count < wc.trust.relays.size()) wc.trust.relays[wc.trust.relay_count++] = ip;
   }
   wc.trust.mac = data_key_;
-  wc.trust.tag.reset();
   if (!data_key_ && (mc.features & proto::kFeatureTag) != 0) wc.trust.tag = dataplane::TagFrame::of(mc.session, mc.tag);
   const bool tagged = wc.trust.tag.has_value();
   const bool untagged = !data_key_ && mc.port != 0 && !tagged;

@@ -4,7 +4,6 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,15 +25,6 @@ using proto::FrameKind;
 using proto::RefuseReason;
 
 namespace {
-
-
-uint64_t random_token() {
-  uint64_t t = 0;
-  while (t == 0) {
-    if (getrandom(&t, sizeof(t), 0) != sizeof(t)) t = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(getpid());
-  }
-  return t;
-}
 
 uint64_t range_size(const proto::Nak& n) { return n.last - n.first + 1; }
 
@@ -333,7 +323,6 @@ bool ServeControl::start_streaming(Mirror& m) {
   if ((hello.flags & proto::kHelloMultiNak) != 0) mc.features |= proto::kFeatureMultiNak;
   if ((hello.flags & proto::kHelloHealth) != 0) mc.features |= proto::kFeatureHealth;
   if (config_.psk) mc.features |= proto::kFeatureMac;
-  m.features = mc.features;
   m.udp = !tcp_mode;
   m.tcp_mode = tcp_mode;
   if (tcp_mode) {
@@ -341,7 +330,7 @@ bool ServeControl::start_streaming(Mirror& m) {
     mc.data_ip = 0;
     m.tcp_cursor = first;
   } else if (unicast) {
-    m.token = random_token();
+    m.token = random_tag();  // a PUNCH's token: unguessable, never 0, as a tag
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kAllowToken, m.token};
     c.peer_ip = m.peer.ip;
     if (tagged) {

@@ -594,7 +594,7 @@ TEST(PskFile, AShortOrWorldReadableKeyFileIsRefusedWithWhatToDo) {
   chmod(path.c_str(), 0600);
   auto k = load_psk(path);
   ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find("openssl rand -hex 32"), std::string::npos);
+  EXPECT_NE(k.status().message().find("ringfire keygen"), std::string::npos);
   {
     std::ofstream(path) << std::string(64, 'a') << "\n";
   }

@@ -29,8 +29,6 @@ rss_mb() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status" 2>/dev/null |
 counter() { grep -Eo "$2 [0-9]+" "$1" | tail -n 1 | awk '{print $NF}'; }
 # stat_counter RING LABEL: a counter from `ringfire stat` (the counters files).
 stat_counter() { "$rf" stat "$1" | awk -v l="$2" '$1 == l {v = $2} END {print v + 0}'; }
-# udp_port HOST: the UDP port the ringfire mirror on HOST receives unicast on.
-udp_port() { on "$1" ss -Huanp | grep ringfire | awk '{print $4}' | grep -Eo '[0-9]+$' | head -n 1; }
 
 run_phase() {
   local phase=$1 first=${#LAB_PIDS[@]} psk_opt=() p0=$2

@@ -203,6 +203,8 @@ by_udp() {
   now=$(mirror_stat "$1" "TCP frames")
   (( ${now:-999} - ${2:-0} < 50 ))
 }
+# udp_port HOST: the UDP port the ringfire mirror on HOST receives unicast on.
+udp_port() { on "$1" ss -Huanp | grep ringfire | awk '{print $4}' | grep -Eo '[0-9]+$' | head -n 1; }
 # mirror_at LOGFILE SEQ: the mirror's last stats line reports next seq >= SEQ.
 mirror_at() {
   grep -Eo 'next seq [0-9]+' "$1" | tail -n 1 | awk -v s="$2" '{ok = $3 >= s} END {exit !ok}'

@@ -29,8 +29,7 @@ per_session=20
 sweep=$((255 * per_session))
 
 # counter LOG NAME: the last value of "NAME N" in a log (0 if none).
-counter() { grep -Eo "$2 [0-9]+" "$1" | tail -n 1 | awk '{v = $NF} END {print v + 0}'; }
-udp_port() { on "$1" ss -Huanp | grep ringfire | awk '{print $4}' | grep -Eo '[0-9]+$' | head -n 1; }
+counter() { local v; v=$(mirror_stat "$1" "$2"); echo "${v:-0}"; }
 
 run_phase() {
   local phase=$1 p0=$2 first=${#LAB_PIDS[@]} psk_opt=()
