@@ -106,11 +106,6 @@ void clear_stale_memif_sockets(const std::vector<std::string>& words) {
   }
 }
 
-// clear_stale_runtime_dirs removes the EAL runtime directories ringfire's
-// default file prefix names ("rf<pid>") whose process is gone: a process
-// that exits removes its own (see eal_init), one killed (kill -9, a crash)
-// cannot. Only flat directories of a dead pid are touched: a live
-// process's, or anything not named so, is left alone.
 // runtime_base: where the EAL keeps its runtime directories (DPDK 22.11's rule).
 std::string runtime_base() {
   const char* xdg = getenv("XDG_RUNTIME_DIR");
@@ -118,16 +113,23 @@ std::string runtime_base() {
 }
 
 // runtime_dir_of: the runtime directory an EAL started with these words
-// makes: its --file-prefix, or DPDK's default "rte".
+// makes: its --file-prefix, or DPDK's default "rte"; "" for a prefix that
+// is not one plain name (nothing is ever removed outside its own).
 std::string runtime_dir_of(const std::vector<std::string>& words) {
   std::string prefix = "rte";
   for (size_t i = 0; i < words.size(); ++i) {
     if (words[i] == "--file-prefix" && i + 1 < words.size()) prefix = words[i + 1];
     if (absl::StartsWith(words[i], "--file-prefix=")) prefix = words[i].substr(14);
   }
+  if (prefix.empty() || prefix == "." || prefix == ".." || prefix.find('/') != std::string::npos) return "";
   return absl::StrCat(runtime_base(), "/", prefix);
 }
 
+// clear_stale_runtime_dirs removes the EAL runtime directories ringfire's
+// default file prefix names ("rf<pid>") whose process is gone: a process
+// that exits removes its own (see eal_init), one killed (kill -9, a crash)
+// cannot. Only flat directories of a dead pid are touched: a live
+// process's, or anything not named so, is left alone.
 void clear_stale_runtime_dirs() {
   const std::string base = runtime_base();
   DIR* d = opendir(base.c_str());
@@ -185,7 +187,7 @@ absl::Status eal_init(const std::string& given, bool devices_later) {
   // live process's, sharing the prefix, is left alone).
   const std::string dir = runtime_dir_of(words);
   std::error_code ec;
-  const bool existed = std::filesystem::exists(dir, ec);
+  const bool existed = dir.empty() || std::filesystem::exists(dir, ec);
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
     const int err = rte_errno;
     if (!existed) std::filesystem::remove_all(dir, ec);
