@@ -12,8 +12,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "proto/frame.h"
 #include "absl/strings/str_split.h"
+#include "proto/frame.h"
 
 namespace ringfire::dataplane {
 namespace {
