@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,9 +29,11 @@
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/daemon.h"
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
 #include "cli/metrics_server.h"
+#include "cli/session_report.h"
 #include "dataplane/kernel_udp.h"
 #include "node/node.h"
 #include "telemetry/counters_file.h"
@@ -51,6 +55,8 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"silent-peer-ms", "MS", "end a connection whose peer went silent (no FIN) within about MS (default 6000; 0: TCP's defaults)"});
   o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield, backoff (default) or hot (yield for 50 ms after the last work, then back off: no wake-up on a streaming path)"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
+  o.push_back({"config", "FILE", "run inside FILE's engine (`ringfire run FILE`: its ports, serves, mirrors, ctl and "
+                                 "/metrics) on its [[node]] listening at CONTROL_ADDR:PORT; the node options are the config's"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
 }
 
@@ -99,16 +105,9 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   if (!credit.ok()) return credit.status();
   c.node.mux.initial_credit = static_cast<uint32_t>(*credit);
   c.node.mux.max_streams_per_peer = static_cast<uint32_t>(std::max<uint64_t>(c.streams, 4096));
-  const std::string flush = args.str("flush", "manual");
-  if (flush == "manual") {
-    c.node.mux.flush = mux::FlushPolicy::manual();
-  } else if (flush == "auto") {
-    c.node.mux.flush = mux::FlushPolicy{};
-  } else if (uint64_t us = 0; flush.rfind("linger:", 0) == 0 && absl::SimpleAtoi(flush.substr(7), &us) && us > 0) {
-    c.node.mux.flush = mux::FlushPolicy::linger(us * 1000);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--flush ", flush, ": use auto, manual or linger:MICROSECONDS"));
-  }
+  auto flush = parse_flush(args.str("flush", "manual"));
+  if (!flush.ok()) return flush.status();
+  c.node.mux.flush = *flush;
   if (absl::Status st = mux::validate(c.node.mux); !st.ok()) return st;
   c.json = args.has("json");
   if (args.has("psk-file")) {
@@ -175,43 +174,6 @@ double percentile(std::vector<uint64_t>& v, double p) {
   return static_cast<double>(v[k]) / 1000.0;
 }
 
-// NodeCounters: the node's counters file (`ringfire top`, `ringfire stat`),
-// published once a second from the command's loop: role "mux", the control
-// address as its "ring", the data path as its detail.
-class NodeCounters {
- public:
-  static absl::StatusOr<NodeCounters> start(node::Node& n, const char* what) {
-    std::string rung = n.data_path();
-    if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9, rung.find(' ', 9) - 9);
-    auto f = telemetry::CountersFile::create("/dev/shm", "mux", dataplane::to_string(n.control_address()),
-                                             absl::StrCat(what, " ", rung));
-    if (!f.ok()) return f.status();
-    return NodeCounters(std::move(*f));
-  }
-  void tick(node::Node& n, bool consumer) {
-    const uint64_t now = now_ns();
-    if (now < next_ns_) return;
-    next_ns_ = now + 1'000'000'000;
-    const node::NodeStats s = n.stats();
-    f_.set("mux.records", consumer ? s.in.records + s.tcp_records_in : s.out.records + s.tcp_records_out);
-    f_.set("mux.batches", consumer ? s.in.batches : s.out.batches);
-    f_.set("mux.streams_finished", s.in.finished);
-    f_.set("mux.streams_dropped", s.in.dropped);
-    f_.set("mux.naks", s.channel_naks);
-    f_.set("mux.peers", s.peers_in + s.peers_out);
-    f_.set("rejected.mux.connections", s.refused);
-    f_.set("rejected.mux.frames", s.frames_rejected);
-    f_.set("rejected.mux.generation_mismatch", s.in.generation_mismatch);
-    f_.set("rejected.mux.protocol_errors", s.in.protocol_errors);
-    f_.sweep();
-  }
-
- private:
-  explicit NodeCounters(telemetry::CountersFile f) : f_(std::move(f)) {}
-  telemetry::CountersFile f_;
-  uint64_t next_ns_ = 0;
-};
-
 // Metrics: the node's /metrics, answered from the command's own loop.
 struct Metrics {
   std::unique_ptr<MetricsServer> server;
@@ -230,53 +192,83 @@ absl::StatusOr<Metrics> start_node_metrics(const Common& c, const char* command)
   return m;
 }
 
+// Target: one stream a producer attaches to: its frontend, its handle,
+// and its index in that frontend's file (what the consumer checks).
+struct Target {
+  dataplane::Endpoint peer;
+  mux::AnchorHandle handle;
+  uint32_t index;
+};
+
+// in_daemon runs `run` on the [[node]] of --config's engine that listens at
+// the command's CONTROL_ADDR:PORT, on a thread of its own, while this
+// thread is the daemon's conductor (its ports, serves, mirrors and nodes:
+// `ringfire run CONFIG`, ctl and /metrics included). The daemon stops
+// when `run` returns; its exit status is run's.
+int in_daemon(const char* command, const Args& args, const Common& c, const std::function<int(node::Node&)>& run) {
+  node::Node* mine = nullptr;
+  std::atomic<bool> done{false};
+  int rc = 1;
+  std::thread harness;
+  DaemonHooks hooks;
+  hooks.node_up = [&](const std::string&, node::Node& n) {
+    if (n.control_address().ip == c.node.control.ip && n.control_address().port == c.node.control.port) mine = &n;
+  };
+  hooks.started = [&](engine::Engine&) -> absl::Status {
+    if (mine == nullptr) {
+      return absl::NotFoundError(absl::StrCat(args.str("config"), ": no [[node]] listens at ",
+                                              dataplane::to_string(c.node.control), ": give its listen address"));
+    }
+    harness = std::thread([&] {
+      rc = run(*mine);
+      done.store(true);
+    });
+    return absl::OkStatus();
+  };
+  hooks.tick = [&](engine::Engine&, uint64_t) { return !done.load(); };
+  hooks.stopping = [&](engine::Engine&) {
+    if (harness.joinable()) harness.join();  // a stop signal ends its loop too (stop_requested)
+  };
+  const int daemon_rc = run_daemon(args.str("config"), false, hooks);
+  if (harness.joinable()) harness.join();
+  std::fflush(stdout);
+  (void)command;
+  return daemon_rc != 0 ? daemon_rc : rc;
+}
+
 }  // namespace
 
-int cmd_mux_consume(int argc, char** argv, int first) {
-  auto args = Args::parse(kConsume, argc, argv, first);
-  if (!args.ok()) return fail("mux-consume", args.status());
-  if (args->help()) {
-    std::fputs(usage(kConsume).c_str(), stdout);
-    return 0;
-  }
-  auto c = parse_common(*args, args->positionals()[0]);
-  if (!c.ok()) return fail("mux-consume", c.status());
-  auto n = node::Node::create(c->node);
-  if (!n.ok()) return fail("mux-consume", n.status());
-  auto metrics = start_node_metrics(*c, "mux-consume");
-  if (!metrics.ok()) return fail("mux-consume", metrics.status());
-  auto counters = NodeCounters::start(**n, "consumer");
-  if (!counters.ok()) return fail("mux-consume", counters.status());
+// consume: the consumer's run on node `n` (its own, or a daemon's): the
+// anchors, their handles in HANDLES_FILE, every stream checked, the report.
+static int consume(node::Node& n, const Common& c, const Args& args, uint64_t slow_ms, Metrics* metrics, NodeReport* counters) {
   std::vector<std::unique_ptr<node::Anchor>> anchors;
-  const std::string file = args->positionals()[1];
+  const std::string file = args.positionals()[1];
   {
     std::ofstream f(file + ".tmp");
-    for (uint64_t i = 0; i < c->streams; ++i) {
-      anchors.push_back((*n)->create_anchor(node::AnchorKind::kSingleSender));
+    for (uint64_t i = 0; i < c.streams; ++i) {
+      anchors.push_back(n.create_anchor(node::AnchorKind::kSingleSender));
       f << anchors.back()->handle().to_string() << "\n";
     }
     if (!f.good()) return fail("mux-consume", absl::InternalError(absl::StrCat("cannot write ", file)));
   }
   std::rename((file + ".tmp").c_str(), file.c_str());  // whole, or not there
-  std::printf("mux-consume: %lu anchors on %s (data path %s); handles in %s\n", static_cast<unsigned long>(c->streams),
-              dataplane::to_string((*n)->control_address()).c_str(), (*n)->data_path().c_str(), file.c_str());
+  std::printf("mux-consume: %lu anchors on %s (data path %s); handles in %s\n", static_cast<unsigned long>(c.streams),
+              dataplane::to_string(n.control_address()).c_str(), n.data_path().c_str(), file.c_str());
   std::fflush(stdout);
 
-  std::vector<uint64_t> next(c->streams, 0), latency, ttft;
-  latency.reserve(c->streams * c->tokens);
+  std::vector<uint64_t> next(c.streams, 0), latency, ttft;
+  latency.reserve(c.streams * c.tokens);
   uint64_t finished = 0, dropped = 0, wrong = 0, items = 0, first_ns = 0, last_ns = 0;
-  std::vector<bool> ended(c->streams, false);
+  std::vector<bool> ended(c.streams, false);
   const double cpu0 = cpu_seconds();
-  const uint64_t deadline = now_ns() + c->timeout_s * 1'000'000'000;
-  uint64_t live = c->streams;
+  const uint64_t deadline = now_ns() + c.timeout_s * 1'000'000'000;
+  uint64_t live = c.streams;
   uint64_t next_tick_ns = 0, peak_fds = open_fds();
   // One reader for all anchors, as an API server's event loop is: it
   // waits on the node's descriptor and takes every ready item of every
   // anchor in one poll() (the cost is the items ready, not the anchors).
   std::unordered_map<uint64_t, uint64_t> index_of;  // anchor id -> stream
-  for (uint64_t i = 0; i < c->streams; ++i) index_of[anchors[i]->id()] = i;
-  auto slow_ms = args->count("slow-stream", 0);
-  if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
+  for (uint64_t i = 0; i < c.streams; ++i) index_of[anchors[i]->id()] = i;
   uint64_t slow_next_ns = 0, finished_before_slow = 0;
   std::deque<node::Item> slow_items;  // stream 0's, when it is read slowly: one every --slow-stream ms
   std::vector<node::Polled> polled;
@@ -287,12 +279,12 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       ended[i] = true;
       --live;
       (kind == node::Item::Kind::kFinished ? finished : dropped) += 1;
-      if (*slow_ms != 0 && i != 0 && !ended[0]) ++finished_before_slow;
+      if (slow_ms != 0 && i != 0 && !ended[0]) ++finished_before_slow;
       return;
     }
     uint32_t stream, token;
     uint64_t sent;
-    if (data.size() != c->size) {
+    if (data.size() != c.size) {
       ++wrong;
       return;
     }
@@ -308,17 +300,17 @@ int cmd_mux_consume(int argc, char** argv, int first) {
     latency.push_back(now > sent ? now - sent : 0);
     if (token == 0) ttft.push_back(now > sent ? now - sent : 0);
   };
-  while (live != 0 && now_ns() < deadline) {
+  while (live != 0 && now_ns() < deadline && !stop_requested()) {
     polled.clear();
     bytes.clear();
-    const size_t got = (*n)->poll(&polled, &bytes, 65536);
+    const size_t got = n.poll(&polled, &bytes, 65536);
     const uint64_t now = now_ns();
     for (const node::Polled& p : polled) {
       const auto it = index_of.find(p.anchor);
       if (it == index_of.end()) continue;
       const uint64_t i = it->second;
       const proto::ConstBytes data(bytes.data() + p.offset, p.len);
-      if (i == 0 && *slow_ms != 0) {  // held back, and the anchor paused: its credit stops
+      if (i == 0 && slow_ms != 0) {  // held back, and the anchor paused: its credit stops
         node::Item held{p.kind, p.session, std::vector<std::byte>(data.begin(), data.end())};
         slow_items.push_back(std::move(held));
         anchors[0]->pause();
@@ -330,30 +322,30 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       const node::Item& it = slow_items.front();
       take(0, it.kind, it.bytes, now, false);
       slow_items.pop_front();
-      slow_next_ns = now + *slow_ms * 1'000'000;
+      slow_next_ns = now + slow_ms * 1'000'000;
       if (slow_items.empty() && !ended[0]) anchors[0]->resume();
     }
     if (got == 0) {
       uint64_t wait_ns = next_tick_ns > now ? next_tick_ns - now : 0;
       if (!slow_items.empty()) wait_ns = std::min(wait_ns, slow_next_ns > now ? slow_next_ns - now : 0);
-      (*n)->wait(wait_ns);
+      n.wait(wait_ns);
     }
     if (now >= next_tick_ns) {  // the counters file and /metrics, ten times a second
       next_tick_ns = now + 100'000'000;
       peak_fds = std::max(peak_fds, open_fds());  // the peak, not the end's
-      metrics->poll(**n);
-      counters->tick(**n, true);
+      if (metrics != nullptr) metrics->poll(n);
+      if (counters != nullptr) counters->tick(n, now);
     }
   }
   const double cpu = cpu_seconds() - cpu0;
   uint64_t short_streams = 0;
-  for (uint64_t i = 0; i < c->streams; ++i) short_streams += next[i] != c->tokens;
-  const node::NodeStats s = (*n)->stats();
+  for (uint64_t i = 0; i < c.streams; ++i) short_streams += next[i] != c.tokens;
+  const node::NodeStats s = n.stats();
   const double secs = static_cast<double>(last_ns - first_ns) / 1e9;
   nlohmann::json j = {
-      {"streams", c->streams},
+      {"streams", c.streams},
       {"tokens", items},
-      {"expected_tokens", c->streams * c->tokens},
+      {"expected_tokens", c.streams * c.tokens},
       {"finished", finished},
       {"dropped", dropped},
       {"out_of_order", wrong},
@@ -376,7 +368,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"applied_by_node", s.applied_by_node},
       {"unauthenticated", s.unauthenticated},
       {"cpu_ns_per_token", items ? cpu * 1e9 / static_cast<double>(items) : 0},
-      {"data_path", (*n)->data_path()},
+      {"data_path", n.data_path()},
       {"finished_before_slow", finished_before_slow},
       {"per_stream_streams", s.tcp_streams_in},
       {"peak_rss_kib", peak_rss_kib()},
@@ -384,82 +376,69 @@ int cmd_mux_consume(int argc, char** argv, int first) {
       {"out_of_fds", s.out_of_fds},
       {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
-  if (c->json) {
+  if (c.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("mux-consume: %s\n", j.dump(1).c_str());
   }
   std::fflush(stdout);
   anchors.clear();
-  const bool ok = items == c->streams * c->tokens && finished == c->streams && wrong == 0 && short_streams == 0;
+  const bool ok = items == c.streams * c.tokens && finished == c.streams && wrong == 0 && short_streams == 0;
   return ok ? 0 : 3;
 }
 
-int cmd_mux_produce(int argc, char** argv, int first) {
-  auto args = Args::parse(kProduce, argc, argv, first);
-  if (!args.ok()) return fail("mux-produce", args.status());
+
+int cmd_mux_consume(int argc, char** argv, int first) {
+  auto args = Args::parse(kConsume, argc, argv, first);
+  if (!args.ok()) return fail("mux-consume", args.status());
   if (args->help()) {
-    std::fputs(usage(kProduce).c_str(), stdout);
+    std::fputs(usage(kConsume).c_str(), stdout);
     return 0;
   }
   auto c = parse_common(*args, args->positionals()[0]);
-  if (!c.ok()) return fail("mux-produce", c.status());
-  auto rate = args->count("rate", 0);
-  if (!rate.ok()) return fail("mux-produce", rate.status());
-  const std::vector<std::string>& pos = args->positionals();
-  if (pos.size() % 2 != 1) {
-    return fail("mux-produce", absl::InvalidArgumentError("give each PEER_ADDR:PORT its HANDLES_FILE"));
-  }
-  // Each stream: its frontend, its handle, and its index in that frontend's file (what the consumer checks).
-  struct Target {
-    dataplane::Endpoint peer;
-    mux::AnchorHandle handle;
-    uint32_t index;
-  };
-  std::vector<Target> targets;
-  for (size_t k = 1; k + 1 < pos.size(); k += 2) {
-    auto peer = dataplane::parse_endpoint(pos[k]);
-    if (!peer.ok()) return fail("mux-produce", peer.status());
-    std::ifstream f(pos[k + 1]);
-    uint32_t index = 0;
-    for (std::string line; std::getline(f, line);) {
-      auto h = mux::AnchorHandle::parse(line);
-      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
-      targets.push_back(Target{*peer, *h, index++});
-    }
-    if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));
+  if (!c.ok()) return fail("mux-consume", c.status());
+  auto slow_ms = args->count("slow-stream", 0);
+  if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
+  install_stop_handlers();
+  if (args->has("config")) {
+    return in_daemon("mux-consume", *args, *c, [&](node::Node& n) { return consume(n, *c, *args, *slow_ms, nullptr, nullptr); });
   }
   auto n = node::Node::create(c->node);
-  if (!n.ok()) return fail("mux-produce", n.status());
-  auto metrics = start_node_metrics(*c, "mux-produce");
-  if (!metrics.ok()) return fail("mux-produce", metrics.status());
-  auto counters = NodeCounters::start(**n, "producer");
-  if (!counters.ok()) return fail("mux-produce", counters.status());
-  install_stop_handlers();
+  if (!n.ok()) return fail("mux-consume", n.status());
+  auto metrics = start_node_metrics(*c, "mux-consume");
+  if (!metrics.ok()) return fail("mux-consume", metrics.status());
+  auto counters = NodeReport::start(**n, "consumer", "/dev/shm", true);
+  if (!counters.ok()) return fail("mux-consume", counters.status());
+  return consume(**n, *c, *args, *slow_ms, &*metrics, counters->get());
+}
+
+// produce: the producer's run on node `n`: attach to every target, then the decode loop and the report.
+static int produce(node::Node& n, const Common& c, const std::vector<Target>& targets, size_t frontends, const std::string& first_peer,
+            uint64_t rate, Metrics* metrics, NodeReport* counters) {
   std::vector<std::unique_ptr<node::Sender>> senders;
   for (const Target& t : targets) {
-    auto s = (*n)->attach(t.handle, t.peer);
+    auto s = n.attach(t.handle, t.peer);
     if (!s.ok()) return fail("mux-produce", s.status());
     senders.push_back(std::move(*s));
   }
   const uint64_t fds_attached = open_fds();
   std::printf("mux-produce: %zu streams attached to %zu frontend(s), first %s (data path %s)\n", senders.size(),
-              pos.size() / 2, pos[1].c_str(), (*n)->data_path().c_str());
+              frontends, first_peer.c_str(), n.data_path().c_str());
   std::fflush(stdout);
-  const bool manual = c->node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
-  std::vector<std::byte> tok(c->size);
+  const bool manual = c.node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
+  std::vector<std::byte> tok(c.size);
   uint64_t full_waits = 0, closed = 0;
   std::vector<uint64_t> step_ns;  // one decode step's sends and flush
   uint64_t flushes = 0;           // flush_batch() calls, one per decode step (Manual)
   const uint64_t start = now_ns();
   const double cpu0 = cpu_seconds();
-  const node::NodeStats before = (*n)->stats();  // the decode loop's own bursts and datagrams (attach's OpenSlots apart)
+  const node::NodeStats before = n.stats();  // the decode loop's own bursts and datagrams (attach's OpenSlots apart)
   node::NodeStats loop_end = before;
-  for (uint64_t t = 0; t < c->tokens && !stop_requested(); ++t) {
-    if (*rate != 0) {  // pace the decode steps
+  for (uint64_t t = 0; t < c.tokens && !stop_requested(); ++t) {
+    if (rate != 0) {  // pace the decode steps
       // One sleep to the step's time (a poll every few microseconds would
       // be the harness's CPU, charged to every token of either path).
-      const uint64_t due = start + t * 1'000'000'000 / *rate;
+      const uint64_t due = start + t * 1'000'000'000 / rate;
       if (now_ns() < due) {
         const timespec at{static_cast<time_t>(due / 1'000'000'000), static_cast<long>(due % 1'000'000'000)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR && !stop_requested()) {
@@ -477,27 +456,27 @@ int cmd_mux_produce(int argc, char** argv, int first) {
           break;
         }
         ++full_waits;
-        if (manual) (*n)->flush_batch();  // what is staged must go for credit to come back
+        if (manual) n.flush_batch();  // what is staged must go for credit to come back
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
     }
     if (manual) {
-      (*n)->flush_batch();
+      n.flush_batch();
       ++flushes;
     }
     step_ns.push_back(now_ns() - step_start);
-    metrics->poll(**n);
-    counters->tick(**n, false);
+    if (metrics != nullptr) metrics->poll(n);
+    if (counters != nullptr) counters->tick(n, now_ns());
   }
   // The serve sends a flush's last burst within microseconds: let it, then look.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  loop_end = (*n)->stats();
+  loop_end = n.stats();
   for (auto& s : senders) s->finish();
-  if (manual) (*n)->flush_batch();
+  if (manual) n.flush_batch();
   const double cpu = cpu_seconds() - cpu0;
   // Everything sent must be applied by the peer before the node goes.
-  if (!(*n)->drain(c->timeout_s * 1'000'000'000)) std::printf("mux-produce: not drained within --timeout\n");
-  const node::NodeStats s = (*n)->stats();
+  if (!n.drain(c.timeout_s * 1'000'000'000)) std::printf("mux-produce: not drained within --timeout\n");
+  const node::NodeStats s = n.stats();
   const uint64_t sent = s.out.records + s.tcp_records_out;  // the mux's and the per-stream path's
   nlohmann::json j = {{"streams", senders.size()},
                       {"records", sent},
@@ -520,10 +499,54 @@ int cmd_mux_produce(int argc, char** argv, int first) {
                       {"credit_exhausted", s.out.credit_exhausted},
                       {"cpu_ns_per_token", sent ? cpu * 1e9 / static_cast<double>(sent) : 0},
                       {"seconds", static_cast<double>(now_ns() - start) / 1e9}};
-  std::printf(c->json ? "%s\n" : "mux-produce: %s\n", j.dump().c_str());
+  std::printf(c.json ? "%s\n" : "mux-produce: %s\n", j.dump().c_str());
   std::fflush(stdout);
   senders.clear();
   return closed == 0 ? 0 : 3;
+}
+
+
+int cmd_mux_produce(int argc, char** argv, int first) {
+  auto args = Args::parse(kProduce, argc, argv, first);
+  if (!args.ok()) return fail("mux-produce", args.status());
+  if (args->help()) {
+    std::fputs(usage(kProduce).c_str(), stdout);
+    return 0;
+  }
+  auto c = parse_common(*args, args->positionals()[0]);
+  if (!c.ok()) return fail("mux-produce", c.status());
+  auto rate = args->count("rate", 0);
+  if (!rate.ok()) return fail("mux-produce", rate.status());
+  const std::vector<std::string>& pos = args->positionals();
+  if (pos.size() % 2 != 1) {
+    return fail("mux-produce", absl::InvalidArgumentError("give each PEER_ADDR:PORT its HANDLES_FILE"));
+  }
+  std::vector<Target> targets;
+  for (size_t k = 1; k + 1 < pos.size(); k += 2) {
+    auto peer = dataplane::parse_endpoint(pos[k]);
+    if (!peer.ok()) return fail("mux-produce", peer.status());
+    std::ifstream f(pos[k + 1]);
+    uint32_t index = 0;
+    for (std::string line; std::getline(f, line);) {
+      auto h = mux::AnchorHandle::parse(line);
+      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
+      targets.push_back(Target{*peer, *h, index++});
+    }
+    if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));
+  }
+  install_stop_handlers();
+  if (args->has("config")) {
+    return in_daemon("mux-produce", *args, *c, [&](node::Node& n) {
+      return produce(n, *c, targets, pos.size() / 2, pos[1], *rate, nullptr, nullptr);
+    });
+  }
+  auto n = node::Node::create(c->node);
+  if (!n.ok()) return fail("mux-produce", n.status());
+  auto metrics = start_node_metrics(*c, "mux-produce");
+  if (!metrics.ok()) return fail("mux-produce", metrics.status());
+  auto counters = NodeReport::start(**n, "producer", "/dev/shm", false);
+  if (!counters.ok()) return fail("mux-produce", counters.status());
+  return produce(**n, *c, targets, pos.size() / 2, pos[1], *rate, &*metrics, counters->get());
 }
 
 }  // namespace ringfire::cli

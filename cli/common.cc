@@ -53,6 +53,15 @@ absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text) {
       absl::StrCat("--idle ", text, ": expected spin, yield, backoff or hot"));
 }
 
+absl::StatusOr<mux::FlushPolicy> parse_flush(const std::string& text) {
+  if (text == "manual") return mux::FlushPolicy::manual();
+  if (text == "auto") return mux::FlushPolicy{};
+  if (uint64_t us = 0; text.rfind("linger:", 0) == 0 && absl::SimpleAtoi(text.substr(7), &us) && us > 0) {
+    return mux::FlushPolicy::linger(us * 1000);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--flush ", text, ": use auto, manual or linger:MICROSECONDS"));
+}
+
 std::vector<OptionSpec> with_fault_options(std::vector<OptionSpec> options) {
   options.push_back({"loss", "PERMILLE", "test: drop this many datagrams per thousand (seeded)"});
   options.push_back({"dup-rate", "PERMILLE", "test: duplicate datagrams per thousand"});

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "cli/args.h"
 #include "dataplane/fault_injector.h"
+#include "mux/mux_config.h"
 #include "ring/consumer.h"
 #include "ring/idle.h"
 #include "ring/monotonic.h"
@@ -33,6 +34,9 @@ absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
 absl::StatusOr<uint64_t> parse_schema(const std::string& text);
 // parse_idle reads "spin", "yield", "backoff" or "hot".
 absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text);
+// parse_flush reads a stream mux flush policy: "auto", "manual" (flush_batch
+// after each decode step) or "linger:MICROSECONDS".
+absl::StatusOr<mux::FlushPolicy> parse_flush(const std::string& text);
 
 // with_fault_options appends the test fault-injection options (--loss,
 // --dup-rate, --reorder, --delay, --delay-us, --seed) to a command's options.

@@ -22,7 +22,7 @@ struct ConfigValue {
 };
 
 struct ConfigTable {
-  std::string kind;   // "port", "serve", "mirror"; "" for the top level
+  std::string kind;   // "port", "serve", "mirror", "node"; "" for the top level
   int line = 0;       // where it starts
   std::map<std::string, ConfigValue> values;
   // name: its `name` key, or "<kind> #N".
@@ -32,7 +32,7 @@ struct ConfigTable {
 struct ConfigFile {
   std::string path;
   ConfigTable top;
-  std::vector<ConfigTable> ports, serves, mirrors;
+  std::vector<ConfigTable> ports, serves, mirrors, nodes;
   // where: "PATH:LINE" of `key` in `t` (of the table when it has no such key).
   std::string where(const ConfigTable& t, const std::string& key = "") const;
 };

@@ -73,7 +73,34 @@ class Daemon {
     return absl::OkStatus();
   }
 
+  // add_node starts a [[node]] on the engine (this is its conductor).
+  absl::Status add_node(NodeSpec spec) {
+    spec.options.host = &engine_;
+    auto n = node::Node::create(spec.options);
+    if (!n.ok()) return absl::Status(n.status().code(), absl::StrCat("node ", spec.name, ": ", n.status().message()));
+    std::printf("run: node %s on %s, channels on port %s (%s)\n", spec.name.c_str(),
+                dataplane::to_string((*n)->control_address()).c_str(), spec.options.port.name.c_str(),
+                (*n)->data_path().c_str());
+    auto r = NodeReport::start(**n, absl::StrCat("node ", spec.name), d_.counters_dir, true);
+    if (!r.ok()) return r.status();
+    nodes_.push_back(Node{spec.name, spec.options.port.name, std::move(*n), std::move(*r)});
+    return absl::OkStatus();
+  }
+  // nodes: the config's nodes, by name (for the hooks).
+  std::vector<std::pair<std::string, node::Node*>> nodes() const {
+    std::vector<std::pair<std::string, node::Node*>> out;
+    for (const Node& n : nodes_) out.emplace_back(n.name, n.node.get());
+    return out;
+  }
+
   absl::Status remove(const std::string& name) {
+    // A node's channels are its own: they end with their peer.
+    for (const auto& s : engine_.serves()) {
+      if (s->spec.name == name && !s->spec.owner.empty()) return owned(name, s->spec.owner);
+    }
+    for (const auto& m : engine_.mirrors()) {
+      if (m->spec.name == name && !m->spec.owner.empty()) return owned(name, m->spec.owner);
+    }
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
       if (it->serve->name == name) {
         pending_.erase(it);
@@ -88,7 +115,13 @@ class Daemon {
     return engine_.remove(name);
   }
 
+  static absl::Status owned(const std::string& name, const std::string& owner) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, " is a channel of the stream mux node ", owner, ": it ends with its peer, not by ctl"));
+  }
+
   void tick(uint64_t now) {
+    for (Node& n : nodes_) n.report->tick(*n.node, now);
     // A hub's serve starts once its mirror has created the ring (the file
     // appears whole: the ring is built under another name and linked).
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -111,6 +144,7 @@ class Daemon {
   }
 
   void stop() {
+    nodes_.clear();  // each node's channels leave the engine (on this thread: its conductor)
     for (auto& [name, r] : mirror_reports_) r->finish();
     mirror_reports_.clear();
     serve_reports_.clear();
@@ -202,6 +236,19 @@ class Daemon {
       }
       j["sessions"].push_back(e);
     }
+    j["nodes"] = json::array();
+    for (const Node& n : nodes_) {
+      const node::NodeStats st = n.node->stats();
+      j["nodes"].push_back({{"name", n.name}, {"kind", "node"}, {"port", n.port},
+                            {"listen", dataplane::to_string(n.node->control_address())},
+                            {"path", n.node->data_path()}, {"peers_in", st.peers_in}, {"peers_out", st.peers_out},
+                            {"records_in", st.in.records + st.tcp_records_in},
+                            {"records_out", st.out.records + st.tcp_records_out},
+                            {"batches_in", st.in.batches}, {"batches_out", st.out.batches},
+                            {"streams_finished", st.in.finished}, {"streams_dropped", st.in.dropped},
+                            {"refused", st.refused}, {"frames_rejected", st.frames_rejected},
+                            {"channel_failures", st.channel_failures}});
+    }
     return j;
   }
 
@@ -228,8 +275,16 @@ class Daemon {
     return t;
   }
 
-  // metrics: every port and session in the Prometheus text format.
-  std::string metrics() const { return engine_metrics(engine_); }
+  // metrics: every port, session and node in the Prometheus text format.
+  std::string metrics() const {
+    std::string text = engine_metrics(engine_);
+    if (!nodes_.empty()) {
+      std::vector<NodeSample> samples;
+      for (const Node& n : nodes_) samples.push_back(NodeSample{n.name, n.node->stats(), n.node->data_path()});
+      text += node_metrics(samples);
+    }
+    return text;
+  }
 
  private:
   static const char* state_name(control::MirrorControl::State s) {
@@ -251,7 +306,16 @@ class Daemon {
   std::map<std::string, std::unique_ptr<ServeReport>> serve_reports_;
   std::map<std::string, std::unique_ptr<MirrorReport>> mirror_reports_;
   std::vector<SessionSpec> pending_;  // serves waiting for their ring (follows)
+  struct Node {
+    std::string name, port;
+    std::unique_ptr<node::Node> node;
+    std::unique_ptr<NodeReport> report;
+  };
+  std::vector<Node> nodes_;  // destroyed first (stop, or last here): they are the engine's agents
 };
+
+// nodes_said: ", N nodes" for a config with stream mux nodes ("" without).
+std::string nodes_said(size_t n) { return n == 0 ? "" : absl::StrCat(", ", n, n == 1 ? " node" : " nodes"); }
 
 }  // namespace
 
@@ -302,8 +366,26 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       sessions.push_back(std::move(*s));
     }
   }
+  std::vector<NodeSpec> nodes;
+  for (const ConfigTable& t : file->nodes) {
+    auto n = node_spec(*file, t, ports);
+    if (!n.ok()) return fail("run", n.status());
+    if (!session_names.insert(t.name).second) {
+      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second session or node named ",
+                                                                 t.name, ": give each its own name")));
+    }
+    for (const NodeSpec& other : nodes) {
+      if (other.options.control.port != 0 && other.options.control.ip == n->options.control.ip &&
+          other.options.control.port == n->options.control.port) {
+        return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "listen"), ": node ", other.name,
+                                                                   " listens there already")));
+      }
+    }
+    nodes.push_back(std::move(*n));
+  }
   if (check_only) {
-    std::printf("run: %s: %zu ports, %zu sessions: ok\n", file->path.c_str(), ports.size(), sessions.size());
+    std::printf("run: %s: %zu ports, %zu sessions%s: ok\n", file->path.c_str(), ports.size(), sessions.size(),
+                nodes_said(nodes.size()).c_str());
     return 0;
   }
   install_stop_handlers();
@@ -330,10 +412,14 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
   for (SessionSpec& s : sessions) {
     if (absl::Status st = daemon->add(std::move(s)); !st.ok()) return fail("run", st);
   }
+  for (NodeSpec& n : nodes) {
+    if (absl::Status st = daemon->add_node(std::move(n)); !st.ok()) return fail("run", st);
+  }
   auto ctl = CtlServer::listen(d->ctl);
   if (!ctl.ok()) return fail("run", ctl.status());
   if (absl::Status st = eng.watch((*ctl)->fd()); !st.ok()) return fail("run", st);
-  std::printf("run: %zu ports, %zu sessions; ctl %s\n", ports.size(), session_names.size(), (*ctl)->path().c_str());
+  std::printf("run: %zu ports, %zu sessions%s; ctl %s\n", ports.size(), session_names.size() - nodes.size(),
+              nodes_said(nodes.size()).c_str(), (*ctl)->path().c_str());
   std::fflush(stdout);
   // Under a Type=notify unit: ready now, and the watchdog pinged from this
   // loop (a conductor that stops turning stops pinging).
@@ -348,9 +434,13 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
   const bool telemetry = dpdk && telemetry_register();
   uint64_t next_snapshot_ns = 0;
   ServiceNotifier notifier;
-  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size(), " sessions"));
+  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size() - nodes.size(), " sessions",
+                              nodes_said(nodes.size())));
   const uint64_t max_wait = notifier.watchdog_enabled() ? 50'000'000 : 100'000'000;
 
+  if (hooks.node_up) {
+    for (const auto& [name, n] : daemon->nodes()) hooks.node_up(name, *n);
+  }
   if (hooks.started) {
     if (absl::Status st = hooks.started(eng); !st.ok()) {
       daemon->stop();

@@ -10,12 +10,17 @@
 
 #include "absl/status/status.h"
 #include "engine/engine.h"
+#include "node/node.h"
 
 namespace ringfire::cli {
 
 struct DaemonHooks {
-  // started: every port and session of the config is placed; an error
-  // stops the daemon (exit status 1, the message printed).
+  // node_up: a [[node]] of the config is up on the engine (before started);
+  // the node lives until after `stopping` (take its anchors and senders
+  // down there).
+  std::function<void(const std::string& name, node::Node&)> node_up;
+  // started: every port, session and node of the config is placed; an
+  // error stops the daemon (exit status 1, the message printed).
   std::function<absl::Status(engine::Engine&)> started;
   // tick: once per conductor turn; false ends the daemon.
   std::function<bool(engine::Engine&, uint64_t now_ns)> tick;

@@ -277,70 +277,84 @@ std::string engine_metrics(const engine::Engine& eng) {
   return x.text();
 }
 
-std::string node_metrics(const node::NodeStats& s, const std::string& data_path) {
+std::string node_metrics(const std::vector<NodeSample>& nodes) {
   using L = std::vector<std::pair<std::string, std::string>>;
+  using S = node::NodeStats;
   Exposition x;
+  // labels: a node's own (node="NAME" when named), then the sample's.
+  auto labels = [](const NodeSample& n, L more) {
+    if (!n.name.empty()) more.insert(more.begin(), {"node", n.name});
+    return more;
+  };
   x.family("ringfire_mux_info", "gauge", "The node's data plane: its active path.");
-  x.sample("ringfire_mux_info", L{{"path", data_path}}, 1);
-  auto counter = [&](const char* name, const char* help, L labels, uint64_t v) {
+  for (const NodeSample& n : nodes) x.sample("ringfire_mux_info", labels(n, {{"path", n.data_path}}), 1);
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t (*of)(const S&)) {
+    x.family(name, type, help);
+    for (const NodeSample& n : nodes) x.sample(name, labels(n, {}), static_cast<double>(of(n.stats)));
+  };
+  // by: one family, a sample per (node, label value).
+  auto by = [&](const char* name, const char* help, const char* key,
+                std::vector<std::pair<const char*, uint64_t (*)(const S&)>> values) {
     x.family(name, "counter", help);
-    x.sample(name, labels, static_cast<double>(v));
+    for (const NodeSample& n : nodes) {
+      for (const auto& [v, of] : values) x.sample(name, labels(n, {{key, v}}), static_cast<double>(of(n.stats)));
+    }
   };
-  auto gauge = [&](const char* name, const char* help, uint64_t v) {
-    x.family(name, "gauge", help);
-    x.sample(name, {}, static_cast<double>(v));
-  };
-  counter("ringfire_mux_records_sent_total", "Stream records sent (the mux's and the per-stream path's).", {},
-          s.out.records + s.tcp_records_out);
-  counter("ringfire_mux_batches_sent_total", "_stream_batch messages published into channels.", {}, s.out.batches);
-  counter("ringfire_mux_records_received_total", "Stream records delivered to anchors.", {},
-          s.in.records + s.tcp_records_in);
-  counter("ringfire_mux_batches_received_total", "_stream_batch messages applied.", {}, s.in.batches);
-  counter("ringfire_mux_streams_finished_total", "Streams that ended finished.", {}, s.in.finished);
-  counter("ringfire_mux_streams_dropped_total", "Streams that ended dropped (producer or peer gone).", {}, s.in.dropped);
-  counter("ringfire_mux_credit_returned_total", "Frames of credit granted back to owners.", {}, s.in.credit_returned);
-  counter("ringfire_mux_reader_stall_total", "Granted records that found their buffer full (must stay 0).", {},
-          s.in.reader_stall);
-  counter("ringfire_mux_fenced_total", "Records over the batch cap, sent alone.", {}, s.out.fenced);
-  counter("ringfire_mux_channel_failures_total", "Channels that lost a record (ended as peer loss).", {},
-          s.channel_failures);
-  counter("ringfire_mux_peers_lost_total", "Control connections that ended.", {}, s.peers_lost);
-  counter("ringfire_mux_channel_datagrams_sent_total", "Channel datagrams carrying batches the node's serves sent to peers.", {},
-          s.channel_datagrams_out);
-  counter("ringfire_mux_channel_tx_bursts_total", "tx_burst calls that carried the channels' batches (one per forward pass at best).", {},
-          s.channel_tx_bursts);
-  x.family("ringfire_mux_channel_applied_total", "counter", "Ingress channel batches applied, by the thread that applied them.");
-  x.sample("ringfire_mux_channel_applied_total", L{{"by", "reader"}}, static_cast<double>(s.applied_by_readers));
-  x.sample("ringfire_mux_channel_applied_total", L{{"by", "node"}}, static_cast<double>(s.applied_by_node));
-  x.family("ringfire_mux_rejected_total", "counter", "What the node refused or dropped, by reason.");
-  for (const auto& [reason, v] : std::vector<std::pair<const char*, uint64_t>>{
-           {"refused_connection", s.refused},
-           {"unauthenticated", s.unauthenticated},
-           {"bad_frame", s.frames_rejected},
-           {"attach_refused", s.attaches_refused},
-           {"generation_mismatch", s.in.generation_mismatch},
-           {"unknown_slot", s.in.unknown_slot},
-           {"protocol_error", s.in.protocol_errors},
-           {"stale_epoch", s.in.stale_epoch},
-           {"malformed_batch", s.in.malformed},
-           {"out_of_fds", s.out_of_fds},
-           {"by_source", s.refused_by_source},
-           {"over_budget", s.in.over_budget},
-           {"never_opened", s.in.never_opened},
-           {"channel_wrong_sender", s.channel_wrong_sender},
-           {"channel_bad_mac", s.channel_bad_mac},
-           {"channel_bad_tag", s.channel_bad_tag},
-           {"channel_wrong_kind", s.channel_wrong_kind},
-           {"channel_wrong_session", s.channel_wrong_session},
-           {"channel_implausible", s.channel_implausible},
-           {"channel_malformed", s.channel_malformed}}) {
-    x.sample("ringfire_mux_rejected_total", L{{"reason", reason}}, static_cast<double>(v));
-  }
-  gauge("ringfire_mux_peers_out", "Channels this node serves to peers.", s.peers_out);
-  gauge("ringfire_mux_peers_in", "Channels this node mirrors from peers.", s.peers_in);
-  x.family("ringfire_mux_channel_datagrams_total", "counter", "Channel DATA that came by UDP, and by TCP.");
-  x.sample("ringfire_mux_channel_datagrams_total", L{{"via", "udp"}}, static_cast<double>(s.channel_datagrams));
-  x.sample("ringfire_mux_channel_datagrams_total", L{{"via", "tcp"}}, static_cast<double>(s.channel_tcp_frames));
+  metric("ringfire_mux_records_sent_total", "counter", "Stream records sent (the mux's and the per-stream path's).",
+         [](const S& s) { return s.out.records + s.tcp_records_out; });
+  metric("ringfire_mux_batches_sent_total", "counter", "_stream_batch messages published into channels.",
+         [](const S& s) { return s.out.batches; });
+  metric("ringfire_mux_records_received_total", "counter", "Stream records delivered to anchors.",
+         [](const S& s) { return s.in.records + s.tcp_records_in; });
+  metric("ringfire_mux_batches_received_total", "counter", "_stream_batch messages applied.",
+         [](const S& s) { return s.in.batches; });
+  metric("ringfire_mux_streams_finished_total", "counter", "Streams that ended finished.",
+         [](const S& s) { return s.in.finished; });
+  metric("ringfire_mux_streams_dropped_total", "counter", "Streams that ended dropped (producer or peer gone).",
+         [](const S& s) { return s.in.dropped; });
+  metric("ringfire_mux_credit_returned_total", "counter", "Frames of credit granted back to owners.",
+         [](const S& s) { return s.in.credit_returned; });
+  metric("ringfire_mux_reader_stall_total", "counter", "Granted records that found their buffer full (must stay 0).",
+         [](const S& s) { return s.in.reader_stall; });
+  metric("ringfire_mux_fenced_total", "counter", "Records over the batch cap, sent alone.",
+         [](const S& s) { return s.out.fenced; });
+  metric("ringfire_mux_channel_failures_total", "counter", "Channels that lost a record (ended as peer loss).",
+         [](const S& s) { return s.channel_failures; });
+  metric("ringfire_mux_peers_lost_total", "counter", "Control connections that ended.",
+         [](const S& s) { return s.peers_lost; });
+  metric("ringfire_mux_channel_datagrams_sent_total", "counter",
+         "Channel datagrams carrying batches the node's serves sent to peers.",
+         [](const S& s) { return s.channel_datagrams_out; });
+  metric("ringfire_mux_channel_tx_bursts_total", "counter",
+         "tx_burst calls that carried the channels' batches (one per forward pass at best).",
+         [](const S& s) { return s.channel_tx_bursts; });
+  by("ringfire_mux_channel_applied_total", "Ingress channel batches applied, by the thread that applied them.", "by",
+     {{"reader", [](const S& s) { return s.applied_by_readers; }}, {"node", [](const S& s) { return s.applied_by_node; }}});
+  by("ringfire_mux_rejected_total", "What the node refused or dropped, by reason.", "reason",
+     {{"refused_connection", [](const S& s) { return s.refused; }},
+      {"unauthenticated", [](const S& s) { return s.unauthenticated; }},
+      {"bad_frame", [](const S& s) { return s.frames_rejected; }},
+      {"attach_refused", [](const S& s) { return s.attaches_refused; }},
+      {"generation_mismatch", [](const S& s) { return s.in.generation_mismatch; }},
+      {"unknown_slot", [](const S& s) { return s.in.unknown_slot; }},
+      {"protocol_error", [](const S& s) { return s.in.protocol_errors; }},
+      {"stale_epoch", [](const S& s) { return s.in.stale_epoch; }},
+      {"malformed_batch", [](const S& s) { return s.in.malformed; }},
+      {"out_of_fds", [](const S& s) { return s.out_of_fds; }},
+      {"by_source", [](const S& s) { return s.refused_by_source; }},
+      {"over_budget", [](const S& s) { return s.in.over_budget; }},
+      {"never_opened", [](const S& s) { return s.in.never_opened; }},
+      {"channel_wrong_sender", [](const S& s) { return s.channel_wrong_sender; }},
+      {"channel_bad_mac", [](const S& s) { return s.channel_bad_mac; }},
+      {"channel_bad_tag", [](const S& s) { return s.channel_bad_tag; }},
+      {"channel_wrong_kind", [](const S& s) { return s.channel_wrong_kind; }},
+      {"channel_wrong_session", [](const S& s) { return s.channel_wrong_session; }},
+      {"channel_implausible", [](const S& s) { return s.channel_implausible; }},
+      {"channel_malformed", [](const S& s) { return s.channel_malformed; }}});
+  metric("ringfire_mux_peers_out", "gauge", "Channels this node serves to peers.", [](const S& s) { return s.peers_out; });
+  metric("ringfire_mux_peers_in", "gauge", "Channels this node mirrors from peers.", [](const S& s) { return s.peers_in; });
+  by("ringfire_mux_channel_datagrams_total", "Channel DATA that came by UDP, and by TCP.", "via",
+     {{"udp", [](const S& s) { return s.channel_datagrams; }}, {"tcp", [](const S& s) { return s.channel_tcp_frames; }}});
   return x.text();
 }
 

@@ -75,8 +75,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng
 // engine_metrics: every port and session of `eng` in the Prometheus text
 // format (the counters `ctl list` shows). Conductor thread.
 std::string engine_metrics(const engine::Engine& eng);
-// node_metrics: a stream-multiplexer Node's counters (ringfire_mux_*), with
-// its data plane's active path.
-std::string node_metrics(const node::NodeStats& s, const std::string& data_path);
+// node_metrics: stream-multiplexer Nodes' counters (ringfire_mux_*), with
+// each one's data plane's active path; labelled node="NAME" when a daemon
+// runs named nodes (a one-node command's name is "": no label).
+struct NodeSample {
+  std::string name;
+  node::NodeStats stats;
+  std::string data_path;
+};
+std::string node_metrics(const std::vector<NodeSample>& nodes);
+inline std::string node_metrics(const node::NodeStats& s, const std::string& data_path) {
+  return node_metrics({NodeSample{"", s, data_path}});
+}
 
 }  // namespace ringfire::cli

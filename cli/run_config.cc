@@ -1,6 +1,8 @@
 // run_config.cc — see run_config.h.
 #include "cli/run_config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -271,6 +273,86 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
     out.mirror = std::move(m);
   }
   return out;
+}
+
+absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, const std::vector<engine::PortSpec>& ports) {
+  static const std::vector<Key> kKeys = {
+      {"name"},        {"port"},           {"listen"},          {"psk-file"},      {"credit"},
+      {"flush"},       {"no-mux", true},   {"silent-peer-ms"},  {"accept-timeout-ms"},
+      {"max-channels"}, {"max-channels-per-source"}, {"max-pending-per-source"}, {"channel-records"},
+      {"max-streams-per-peer"}};
+  if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
+  NodeSpec n;
+  auto name = required(f, t, "name", "\"tokens\"");
+  if (!name.ok()) return name.status();
+  if (!valid_name(*name)) return error_at(f, t, "name", "1 to 32 letters, digits, '_', '-' or '.'");
+  n.name = *name;
+  const engine::PortSpec* port = nullptr;
+  if (const ConfigValue* v = get(t, "port")) {
+    for (const engine::PortSpec& p : ports) port = p.name == v->text ? &p : port;
+    if (port == nullptr) return error_at(f, t, "port", absl::StrCat("no [[port]] named '", v->text, "'"));
+  } else if (ports.size() == 1) {
+    port = &ports[0];
+  } else {
+    std::vector<std::string> names;
+    for (const engine::PortSpec& p : ports) names.push_back(p.name);
+    return error_at(f, t, "", absl::StrCat("needs port = \"...\": one of ", absl::StrJoin(names, ", ")));
+  }
+  auto listen = required(f, t, "listen", "\"198.18.0.1:7600\" (the control address peers attach to)");
+  if (!listen.ok()) return listen.status();
+  auto at = dataplane::parse_endpoint(*listen);
+  if (!at.ok()) return error_at(f, t, "listen", std::string(at.status().message()));
+  if (at->ip == 0) return error_at(f, t, "listen", "give the address peers reach (not 0.0.0.0)");
+  node::NodeOptions& o = n.options;
+  o.control = *at;
+  // A stable name for the run: the worker id (the handles' upper half) is its hash.
+  o.instance_id = absl::StrCat(n.name, "-", getpid(), "-", *listen);
+  o.port.name = port->name;
+  o.port.ip = port->ip;  // 0: the control address
+  o.port.mtu = port->mtu;
+  const ConfigValue* no_mux = get(t, "no-mux");
+  o.mux.enabled = no_mux == nullptr || !no_mux->flag;
+  auto number = [&](const char* key, uint64_t lo, uint64_t hi, uint64_t def) -> absl::StatusOr<uint64_t> {
+    const ConfigValue* v = get(t, key);
+    if (v == nullptr) return def;
+    uint64_t x = 0;
+    if (!absl::SimpleAtoi(v->text, &x) || x < lo || x > hi) {
+      return error_at(f, t, key, absl::StrCat("an integer from ", lo, " to ", hi));
+    }
+    return x;
+  };
+  auto credit = number("credit", 1, 65535, o.mux.initial_credit);
+  auto silent = number("silent-peer-ms", 0, 3'600'000, o.silent_peer_ms);
+  auto accept = number("accept-timeout-ms", 100, 3'600'000, o.mux.accept_timeout_ns / 1'000'000);
+  auto channels = number("max-channels", 1, 4096, o.max_channels);
+  auto per_source = number("max-channels-per-source", 1, 4096, o.max_channels_per_source);
+  auto pending = number("max-pending-per-source", 1, 4096, o.max_pending_per_source);
+  auto records = number("channel-records", 64, 1u << 22, o.channel_records);
+  auto streams = number("max-streams-per-peer", 1, 1u << 20, o.mux.max_streams_per_peer);
+  for (const auto* x : {&credit, &silent, &accept, &channels, &per_source, &pending, &records, &streams}) {
+    if (!x->ok()) return x->status();
+  }
+  if ((*records & (*records - 1)) != 0) return error_at(f, t, "channel-records", "a power of two");
+  o.mux.initial_credit = static_cast<uint32_t>(*credit);
+  o.silent_peer_ms = static_cast<uint32_t>(*silent);
+  o.mux.accept_timeout_ns = *accept * 1'000'000;
+  o.max_channels = static_cast<uint32_t>(*channels);
+  o.max_channels_per_source = static_cast<uint32_t>(*per_source);
+  o.max_pending_per_source = static_cast<uint32_t>(*pending);
+  o.channel_records = static_cast<uint32_t>(*records);
+  o.mux.max_streams_per_peer = static_cast<uint32_t>(*streams);
+  if (const ConfigValue* v = get(t, "flush")) {
+    auto fl = parse_flush(v->text);
+    if (!fl.ok()) return error_at(f, t, "flush", "auto, manual or linger:MICROSECONDS");
+    o.mux.flush = *fl;
+  }
+  if (const ConfigValue* v = get(t, "psk-file")) {
+    auto k = control::load_psk(v->text);
+    if (!k.ok()) return error_at(f, t, "psk-file", std::string(k.status().message()));
+    o.psk = std::move(*k);
+  }
+  if (absl::Status st = mux::validate(o.mux); !st.ok()) return error_at(f, t, "", std::string(st.message()));
+  return n;
 }
 
 }  // namespace ringfire::cli

@@ -1,6 +1,7 @@
 // run_config.h — a config file's tables as the engine's specs: [[port]]
 // tables as PortSpecs, [[serve]] and [[mirror]] tables as sessions (their
-// keys are the shorthands' option names, checked by the same code). Every
+// keys are the shorthands' option names, checked by the same code), and
+// [[node]] tables as stream mux nodes on the same engine. Every
 // error names the file, the line, the table and the key, and says what to
 // change. Also the tables `ringfire ctl add` sends. Start-up and conductor.
 #pragma once
@@ -12,6 +13,7 @@
 #include "cli/config_file.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
+#include "node/node.h"
 
 namespace ringfire::cli {
 
@@ -39,6 +41,15 @@ struct SessionSpec {
 // the ports it may go on (with one, `port` may be left out).
 absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable& t,
                                          const std::vector<std::string>& ports);
+
+// NodeSpec: a [[node]] table — a stream mux node on the daemon's engine
+// (its channels are sessions of that engine, on the port it names).
+struct NodeSpec {
+  std::string name;
+  node::NodeOptions options;  // host is left for the daemon to set
+};
+// node_spec builds a [[node]] table's spec; `ports` are the config's own.
+absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, const std::vector<engine::PortSpec>& ports);
 
 // valid_name: 1 to 32 of [A-Za-z0-9_.-] (names become file names).
 bool valid_name(const std::string& name);

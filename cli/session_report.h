@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "node/node.h"
 #include "telemetry/counters_file.h"
 
 namespace ringfire::cli {
@@ -68,5 +69,22 @@ class MirrorReport {
 // json_line prints one second's counters as a JSON object on one line:
 // {"session": ..., "kind": ..., "rec_per_s": ..., "counters": {...}}.
 void json_line(const std::string& session, const char* kind, uint64_t per_second, const telemetry::CountersFile& f);
+
+// NodeReport: a stream mux node's counters file (`ringfire top`, `ringfire
+// stat`), written once a second: role "mux", the control address as its
+// "ring", `what` and the data path's rung as its detail. `consumer` picks
+// the records the line counts (received, else sent).
+class NodeReport {
+ public:
+  static absl::StatusOr<std::unique_ptr<NodeReport>> start(const node::Node& n, const std::string& what,
+                                                           const std::string& counters_dir, bool consumer);
+  void tick(const node::Node& n, uint64_t now_ns);
+
+ private:
+  NodeReport(telemetry::CountersFile f, bool consumer) : f_(std::move(f)), consumer_(consumer) {}
+  telemetry::CountersFile f_;
+  bool consumer_;
+  uint64_t next_ns_ = 0;
+};
 
 }  // namespace ringfire::cli

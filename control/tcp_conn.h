@@ -77,6 +77,10 @@ class TcpConn {
 
   // send queues bytes and writes what the socket takes now; false on error.
   bool send(proto::ConstBytes b);
+  // queue only appends bytes to the output (no system call): a flush()
+  // writes them. For a caller that builds frames under a lock and writes
+  // once it let go of it.
+  void queue(proto::ConstBytes b) { out_.insert(out_.end(), b.begin(), b.end()); }
   // flush writes queued bytes; false on error.
   bool flush();
   size_t pending() const { return out_.size() - out_off_; }

@@ -178,6 +178,10 @@ absl::Status Engine::remove(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("no session named ", name));
 }
 
+void Engine::add_agent(ConductorAgent* agent) { agents_.push_back(agent); }
+
+void Engine::remove_agent(ConductorAgent* agent) { std::erase(agents_, agent); }
+
 void Engine::run_once(uint64_t max_wait_ns) {
   uint64_t now = monotonic_ns();
   uint64_t until = now + max_wait_ns;
@@ -188,6 +192,9 @@ void Engine::run_once(uint64_t max_wait_ns) {
     if (s->control->has_tcp_mirrors()) until = std::min(until, now + 50'000);
   }
   for (const auto& m : mirrors_) until = std::min(until, m->control->poll(now));
+  // The agents after the sessions' turn (they may add and remove sessions).
+  // By index: an agent may remove itself.
+  for (size_t i = 0; i < agents_.size(); ++i) until = std::min(until, agents_[i]->conduct(monotonic_ns()));
   if (more) return;
   now = monotonic_ns();
   if (until <= now) return;

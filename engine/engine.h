@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "control/mirror_control.h"
 #include "control/serve_control.h"
+#include "engine/conductor_agent.h"
 #include "engine/port_handle.h"
 
 namespace ringfire::engine {
@@ -36,6 +37,7 @@ struct ServeSpec {
   dataplane::ServeConfig worker;
   bool pace_given = false;      // worker.pace_ns was asked for (else its port kind's kDefaultPaceNs)
   control::ServeControlConfig control;  // listen and the rest; ring, ports and data_ip are filled in
+  std::string owner;            // an agent's session (a mux node's channel): "" for the config's own
 };
 
 // MirrorSpec: one mirrored ring.
@@ -43,6 +45,7 @@ struct MirrorSpec {
   std::string name;
   std::string port;
   control::MirrorOptions options;
+  std::string owner;  // as ServeSpec::owner
 };
 
 class Engine {
@@ -87,8 +90,13 @@ class Engine {
   absl::Status watch(int fd);
   void unwatch(int fd);
 
-  // run_once does what every session has ready or due, waits at most
-  // `max_wait_ns` for more, and returns.
+  // add_agent: conductor work beside the sessions (a mux node), run by
+  // every run_once after the sessions' turn; remove_agent before it goes.
+  void add_agent(ConductorAgent* agent);
+  void remove_agent(ConductorAgent* agent);
+
+  // run_once does what every session and agent has ready or due, waits at
+  // most `max_wait_ns` (or until an agent's deadline) for more, and returns.
   void run_once(uint64_t max_wait_ns);
   // stop_all ends every session and stops every port's worker.
   void stop_all();
@@ -105,6 +113,7 @@ class Engine {
   std::vector<std::pair<std::string, std::unique_ptr<PortHandle>>> ports_;
   std::vector<std::unique_ptr<Serve>> serves_;
   std::vector<std::unique_ptr<Mirror>> mirrors_;
+  std::vector<ConductorAgent*> agents_;
 };
 
 }  // namespace ringfire::engine

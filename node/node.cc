@@ -82,17 +82,27 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->limits.allowed[static_cast<uint8_t>(FrameKind::kStream)] = true;
   impl->limits.max_body[static_cast<uint8_t>(FrameKind::kStream)] = o.mux.slot_byte_budget;
 
-  impl->engine = std::make_unique<engine::Engine>([raw = impl.get()](const std::string& s, const std::string& line) {
-    // A channel's session starting (" -> RING from seq N over ...") is the
-    // node's business, not news; everything else its engine says is.
-    if (line.find(" from seq ") != std::string::npos && line.find(" -> ") != std::string::npos) return;
-    raw->log(absl::StrCat(s, ": ", line));
-  });
-  std::string path;
-  auto port = engine::open_port(impl->opt.port, [&](const std::string& line) { path = line; });
-  if (!port.ok()) return absl::Status(port.status().code(), absl::StrCat("node: data port: ", port.status().message()));
-  impl->data_path = (*port)->info().path;
-  if (absl::Status st = impl->engine->add_port(impl->opt.port.name, std::move(*port)); !st.ok()) return st;
+  if (o.host != nullptr) {
+    // On the host's engine: its port carries the channels.
+    engine::PortHandle* port = o.host->port_named(impl->opt.port.name);
+    if (port == nullptr) {
+      return absl::NotFoundError(absl::StrCat("node: no port named ", impl->opt.port.name, " in the engine"));
+    }
+    impl->data_path = port->info().path;
+    impl->engine = o.host;
+  } else {
+    impl->own_engine = std::make_unique<engine::Engine>([raw = impl.get()](const std::string& s, const std::string& line) {
+      // A channel's session starting (" -> RING from seq N over ...") is the
+      // node's business, not news; everything else its engine says is.
+      if (line.find(" from seq ") != std::string::npos && line.find(" -> ") != std::string::npos) return;
+      raw->log(absl::StrCat(s, ": ", line));
+    });
+    impl->engine = impl->own_engine.get();
+    auto port = engine::open_port(impl->opt.port, {});
+    if (!port.ok()) return absl::Status(port.status().code(), absl::StrCat("node: data port: ", port.status().message()));
+    impl->data_path = (*port)->info().path;
+    if (absl::Status st = impl->engine->add_port(impl->opt.port.name, std::move(*port)); !st.ok()) return st;
+  }
 
   auto fd = control::tcp_listen(o.control);
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("node: control listener: ", fd.status().message()));
@@ -104,31 +114,42 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   if (impl->wake_fd < 0 || impl->ready.fd < 0) return absl::InternalError("node: eventfd failed");
   impl->ready.arm();  // a reader may wait on the descriptor before its first poll()
   if (absl::Status st = impl->engine->watch(impl->listen_fd); !st.ok()) return st;
-  if (absl::Status st = impl->engine->watch(impl->wake_fd); !st.ok()) return st;
-  NodeImpl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->loop(); });
+  if (absl::Status st = impl->engine->watch(impl->wake_fd); !st.ok()) {
+    impl->engine->unwatch(impl->listen_fd);
+    return st;
+  }
+  impl->engine->add_agent(impl.get());
+  if (impl->own_engine) {
+    NodeImpl* raw = impl.get();
+    impl->thread = std::thread([raw] { raw->loop(); });
+  }
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }
 
 Node::Node(std::shared_ptr<NodeImpl> impl) : impl_(std::move(impl)) {}
 
 Node::~Node() {
-  impl_->stopping.store(true);
-  impl_->wake();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  NodeImpl& m = *impl_;
+  m.stopping.store(true);
+  if (m.thread.joinable()) {  // its own conductor ends the peers and the engine
+    m.wake();
+    m.thread.join();
+    return;
+  }
+  // Hosted: this is the host's conductor (Node::create's contract).
+  m.stop_peers();
+  m.engine->remove_agent(&m);
+  m.engine->unwatch(m.listen_fd);
+  m.engine->unwatch(m.wake_fd);
+  m.engine = nullptr;  // the host's, not to be touched again (senders and anchors may outlive this)
 }
 
 NodeImpl::~NodeImpl() {
   // Senders and anchors may outlive the Node; they hold this until they go.
-  if (thread.joinable()) {  // create() failed after starting it (never: it starts last)
-    stopping.store(true);
-    wake();
-    thread.join();
-  }
   if (listen_fd >= 0) close(listen_fd);
   if (wake_fd >= 0) close(wake_fd);
   if (spare_fd >= 0) close(spare_fd);
-  engine.reset();  // its sessions signal `ready`: gone before its descriptor
+  own_engine.reset();  // its sessions signal `ready`: gone before its descriptor
   if (ready.fd >= 0) close(ready.fd);
 }
 
@@ -136,60 +157,212 @@ dataplane::Endpoint Node::control_address() const { return impl_->listening; }
 uint64_t Node::worker_id() const { return impl_->worker; }
 std::string Node::data_path() const { return impl_->data_path; }
 
-// ---- the node thread ----------------------------------------------------
+// ---- the conductor --------------------------------------------------------
 
 void NodeImpl::loop() {
-  uint64_t wait = 1'000'000;
-  while (!stopping.load()) {
-    engine->run_once(wait);
-    uint64_t v;
-    (void)!read(wake_fd, &v, sizeof(v));
-    // Release: pairs with wake()'s acq_rel exchange (node_impl.h): a waker that
-    // finds false after this has its work seen by the pass that follows.
-    wake_pending.store(false, std::memory_order_release);
-    const uint64_t now = monotonic_ns();
-    accept_all(now);
-    // A channel's ingress ring, once its mirror made it (in the engine's
-    // turn above): opened outside mu (it maps a file). Only this thread
-    // changes `in`, so it reads it without mu.
+  while (!stopping.load()) engine->run_once(100'000'000);  // conduct() plans the wait
+  stop_peers();
+  engine->remove_agent(this);
+  engine->stop_all();
+}
+
+uint64_t NodeImpl::conduct(uint64_t now) {
+  uint64_t v;
+  (void)!read(wake_fd, &v, sizeof(v));
+  // Release: pairs with wake()'s acq_rel exchange (node_impl.h): a waker that
+  // finds false after this has its work seen by the pass that follows.
+  wake_pending.store(false, std::memory_order_release);
+  if (stopped) return now + 100'000'000;
+  accept_all(now);
+  before_step(now);
+  uint64_t deadline;
+  {
+    std::lock_guard l(mu);
+    step(now);
     for (auto& p : in) {
-      if (p->receiver && !p->ingress && !p->dead) open_ingress(*p);
+      if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
     }
-    {
-      std::lock_guard l(mu);
-      step(now);
-      for (auto& p : in) {
-        if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
-      }
-      std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
-      wait = next_wait(monotonic_ns());
+    std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
+    for (auto it = out.begin(); it != out.end();) {
+      it = it->second->dead ? out.erase(it) : std::next(it);
     }
-    if (ready_owed) {  // items this pass made ready: a reader waiting on the descriptor looks
-      ready_owed = false;
-      ready.signal();
+    std::erase_if(tcp_out, [&](const std::shared_ptr<TcpStreamOut>& t) {
+      if (!t->gone.load(std::memory_order_relaxed)) return false;
+      counters.tcp_records_out += t->records_out.load(std::memory_order_relaxed);  // they outlive the stream
+      return true;
+    });
+    const uint64_t t = monotonic_ns();
+    deadline = t + next_wait(t);
+  }
+  return after_step(now, deadline);
+}
+
+// before_step: the pass's system calls before the protocol work — the
+// connections attach() opened watched, channels set up (the egress ring
+// and its serve), ingress rings opened, every connection read.
+void NodeImpl::before_step(uint64_t now) {
+  (void)now;
+  {
+    std::lock_guard l(mu);
+    pass_out.clear();
+    for (const auto& [w, p] : out) {
+      if (!p->dead) pass_out.push_back(p);
+    }
+    pass_tcp_out = tcp_out;
+    // A per-stream connection is read only while its consumer keeps up
+    // (TCP's window is its credit): decided here, where its items are.
+    for (auto& p : in) {
+      p->want_read = !p->dead && p->conn != nullptr && !p->eof &&
+                     (p->stream == nullptr || p->stream->items.size() < p->stream->window);
     }
   }
-  // Stopping: every peer is lost.
+  // A channel's ingress ring, once its mirror made it (in the engine's
+  // turn): opened outside mu (it maps a file).
+  for (auto& p : in) {
+    if (p->receiver && !p->ingress && !p->dead && p->mirror != nullptr) open_ingress(*p);
+  }
+  for (auto& p : pass_out) {
+    if (!p->watched && p->conn) {
+      p->watched = true;
+      if (!engine->watch(p->conn->fd()).ok()) p->write_failed = true;
+    }
+    if (p->serve_name.empty() && !p->setup_failed) p->setup_failed = !setup_out(*p);
+    // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
+    if (p->conn) p->open_read = p->conn->read_available(1u << 20);
+  }
+  for (auto& p : in) {
+    // At the peer's end of stream, what it sent before is still applied.
+    if (p->want_read && !p->conn->read_available(1u << 20)) p->eof_read = true;
+  }
+  for (auto& t : pass_tcp_out) step_tcp_out(*t);
+}
+
+// after_step: the pass's system calls after the protocol work — the
+// batches it published sent, channel mirrors placed, connections written
+// and the cut ones closed, ended peers' sessions and rings removed, the
+// readers and attach() callers told, log lines printed. Returns when the
+// conductor must look again.
+uint64_t NodeImpl::after_step(uint64_t now, uint64_t deadline) {
+  run_egress(conductor_runs);
+  conductor_runs.clear();
+  for (auto& p : in) {
+    if (p->mirror_wanted && !place_mirror(*p)) deadline = now;  // cut: ended at once
+  }
+  for (auto& p : in) {
+    if (p->conn && p->conn->pending() != 0 && !p->conn->flush()) {
+      p->write_failed = true;
+      deadline = now;
+    }
+  }
+  for (auto& p : pass_out) {
+    if (p->conn && p->conn->pending() != 0 && !p->conn->flush()) {
+      p->write_failed = true;
+      deadline = now;
+    }
+  }
+  pass_out.clear();
+  pass_tcp_out.clear();
+  for (auto& c : closing) {
+    (void)c->flush();  // what was queued before the cut goes first (a refusal, a keyed answer), as far as the socket takes it
+    engine->unwatch(c->fd());
+  }
+  closing.clear();  // closes them
+  teardown(false);
+  if (!retiring_out.empty()) deadline = std::min(deadline, now + 1'000'000);  // a runner still holds one
+  for (const std::string& line : logs_owed) log(line);
+  logs_owed.clear();
+  bool tell_readers, tell_attach;
+  {
+    std::lock_guard l(mu);
+    tell_readers = std::exchange(ready_owed, false);
+    tell_attach = std::exchange(attach_owed, false);
+  }
+  if (tell_readers) {  // items this pass made ready: a reader waiting on the descriptor looks
+    items_cv.notify_all();
+    ready.signal();
+  }
+  if (tell_attach) attach_cv.notify_all();
+  return deadline;
+}
+
+void NodeImpl::teardown(bool wait) {
+  for (auto& p : retiring_in) {
+    if (p->conn) {
+      engine->unwatch(p->conn->fd());
+      p->conn.reset();
+    }
+    if (!p->mirror_name.empty()) {
+      (void)engine->remove(p->mirror_name);
+      p->mirror = nullptr;
+      unlink(p->ring_path.c_str());
+      p->mirror_name.clear();
+    }
+  }
+  retiring_in.clear();
+  for (;;) {
+    std::erase_if(retiring_out, [&](const std::shared_ptr<OutPeer>& p) {
+      // Acquire: pairs with run_egress's release decrement (the runner is
+      // done with the ring and the serve's link).
+      if (p->runners.load(std::memory_order_acquire) != 0) return false;
+      if (p->conn) {
+        if (p->watched) engine->unwatch(p->conn->fd());
+        p->conn.reset();
+      }
+      if (!p->serve_name.empty()) {
+        (void)engine->remove(p->serve_name);
+        p->serve_name.clear();
+      }
+      if (!p->ring_path.empty()) unlink(p->ring_path.c_str());
+      p->egress.reset();
+      return true;
+    });
+    if (!wait || retiring_out.empty()) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // a flush_batch() caller is finishing its run
+  }
+}
+
+void NodeImpl::stop_peers() {
+  if (stopped) return;
+  stopped = true;
+  std::vector<std::shared_ptr<TcpStreamOut>> touts;
   {
     std::lock_guard l(mu);
     for (auto& [w, p] : out) end_out(*p, kNodeStops);
     out.clear();
-    for (auto& t : tcp_out) {
-      t->closed = true;
-      if (t->attach && !t->attach->done) {
-        t->attach->done = true;
-        t->attach->status = absl::UnavailableError("the node stops");
-      }
-      if (t->conn) engine->unwatch(t->conn->fd());
-      t->conn.reset();
-    }
-    tcp_out.clear();
-    attach_cv.notify_all();
     for (auto& p : in) end_in(*p, kNodeStops);
     in.clear();
+    touts = std::move(tcp_out);
+    tcp_out.clear();
   }
+  for (auto& t : touts) {
+    {
+      std::lock_guard w(t->wmu);
+      t->closed = true;
+      if (t->conn) {
+        if (t->watched) engine->unwatch(t->conn->fd());
+        t->conn.reset();
+      }
+    }
+    std::lock_guard l(mu);
+    counters.tcp_records_out += t->records_out.load(std::memory_order_relaxed);
+    if (t->attach && !t->attach->done) {
+      t->attach->done = true;
+      t->attach->status = absl::UnavailableError("the node stops");
+    }
+  }
+  for (auto& c : closing) engine->unwatch(c->fd());
+  closing.clear();
+  teardown(true);
+  for (const std::string& line : logs_owed) log(line);
+  logs_owed.clear();
+  {
+    std::lock_guard l(mu);
+    ready_owed = attach_owed = false;
+  }
+  attach_cv.notify_all();
+  items_cv.notify_all();
   ready.signal();
-  engine->stop_all();
+  ready.kick();  // a reader waiting on the descriptor sees the ends
 }
 
 uint64_t NodeImpl::next_wait(uint64_t now) const {
@@ -199,9 +372,10 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     until = std::min(until, p->sender->next_deadline_ns());
     if (!p->channel_ready) until = std::min(until, now + 1'000'000);  // watch for its mirror
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
+    if (!p->watched || p->serve_name.empty()) until = now;  // set up at once
   }
   for (const auto& t : tcp_out) {
-    if (t->conn && t->conn->pending() != 0) until = std::min(until, now + 200'000);
+    if (!t->gone.load(std::memory_order_relaxed)) until = std::min(until, now + 200'000);
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
@@ -209,6 +383,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
     if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
+    if (p->receiver && p->mirror != nullptr && !p->ingress) until = std::min(until, now + 1'000'000);  // watch for its ring
     // A moved position goes within kPositionEveryNs; one look follows each
     // report (what was applied meanwhile woke nobody).
     if (p->receiver && (p->applied != p->reported || now - p->reported_ns < kPositionEveryNs)) {
@@ -236,29 +411,37 @@ void NodeImpl::accept_all(uint64_t now) {
       if (shed >= 0) close(shed);
       spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (shed < 0) return;  // nothing was waiting
-      std::lock_guard l(mu);
-      ++counters.refused;
-      ++counters.out_of_fds;
+      {
+        std::lock_guard l(mu);
+        ++counters.refused;
+        ++counters.out_of_fds;
+      }
       if (!fds_warned) log("out of file descriptors: new connections are refused (raise ulimit -n)");
       fds_warned = true;
       continue;
     }
     if (fd < 0) return;
-    std::lock_guard l(mu);
-    if (in.size() >= opt.max_connections) {
-      close(fd);
-      ++counters.refused;
-      continue;
-    }
     // One address may hold only so many connections that have not proved
     // useful yet, and all of them together only so many: a stranger that
     // opens connections and says nothing (or names channels nobody serves)
     // cannot keep honest producers out.
     const uint32_t source = ntohl(from.sin_addr.s_addr);
-    if (pending_total >= opt.max_pending || pending_by_source[source] >= opt.max_pending_per_source) {
+    bool take = false;
+    {
+      std::lock_guard l(mu);
+      if (in.size() >= opt.max_connections) {
+        ++counters.refused;
+      } else if (pending_total >= opt.max_pending || pending_by_source[source] >= opt.max_pending_per_source) {
+        ++counters.refused;
+        ++counters.refused_by_source;
+      } else {
+        take = true;
+        ++pending_by_source[source];
+        ++pending_total;
+      }
+    }
+    if (!take) {
       close(fd);
-      ++counters.refused;
-      ++counters.refused_by_source;
       continue;
     }
     control::detect_silent_peer(fd, opt.silent_peer_ms);
@@ -266,9 +449,9 @@ void NodeImpl::accept_all(uint64_t now) {
     p->conn = std::make_unique<TcpConn>(fd);
     p->accepted_ns = now;
     p->source = source;
-    ++pending_by_source[source];
-    ++pending_total;
-    if (!engine->watch(fd).ok()) {
+    const bool watched = engine->watch(fd).ok();
+    std::lock_guard l(mu);
+    if (!watched) {
       ++counters.refused;
       settle(*p);  // never counted after all (its connection closes with it)
       continue;
@@ -281,18 +464,12 @@ void NodeImpl::step(uint64_t now) {
   for (auto& p : in) {
     if (!p->dead) step_in(*p, now);
   }
-  for (auto& t : tcp_out) {
-    if (t->conn) step_tcp_out(*t);
+  for (auto& p : pass_out) {
+    if (!p->dead) step_out(*p, now);
   }
-  std::erase_if(tcp_out, [](const std::shared_ptr<TcpStreamOut>& t) { return t->conn == nullptr; });
-  for (auto it = out.begin(); it != out.end();) {
-    OutPeer& p = *it->second;
-    if (!p.dead) step_out(p, now);
-    if (p.dead) {
-      it = out.erase(it);
-    } else {
-      ++it;
-    }
+  // The channel mirrors' counters, for stats() (which never touches the engine).
+  for (auto& p : in) {
+    if (p->mirror != nullptr && !p->dead) p->mirror_counts = mirror_counts_of(*p->mirror);
   }
 }
 
@@ -316,35 +493,43 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
     if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) p = it->second;
   }
   if (p == nullptr) {
-    // A new peer: connect here (setup may block; the node thread must not).
+    // A new peer: connect here (setup may block; the conductor must not).
+    // The conductor watches the connection and sets the channel up.
     auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000));
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
     control::detect_silent_peer(*fd, m.opt.silent_peer_ms);
-    std::lock_guard l(m.mu);
-    if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) {
-      close(*fd);  // another attach got there first
-      p = it->second;
-    } else if (m.out.size() >= m.opt.max_connections) {
-      close(*fd);
+    auto fresh = std::make_shared<OutPeer>();
+    fresh->worker = h.worker;
+    fresh->addr = peer;
+    fresh->conn = std::make_unique<TcpConn>(*fd);
+    fresh->epoch = random_u64();
+    fresh->sender.emplace(m.mux, fresh->epoch);
+    bool refused = false;
+    {
+      std::lock_guard l(m.mu);
+      if (auto it = m.out.find(h.worker); it != m.out.end() && !it->second->dead) {
+        p = it->second;  // another attach got there first (the fresh connection closes below)
+      } else if (m.out.size() >= m.opt.max_connections || m.stopping.load()) {
+        refused = true;
+      } else {
+        p = m.out[h.worker] = fresh;
+        fresh = nullptr;
+      }
+    }
+    if (refused) {
       return absl::ResourceExhaustedError(absl::StrCat("attach: max_connections (", m.opt.max_connections, ") reached"));
-    } else {
-      p = std::make_shared<OutPeer>();
-      p->worker = h.worker;
-      p->addr = peer;
-      p->conn = std::make_unique<TcpConn>(*fd);
-      p->epoch = random_u64();
-      p->sender.emplace(m.mux, p->epoch);
-      if (absl::Status st = m.engine->watch(*fd); !st.ok()) return st;
-      m.out[h.worker] = p;
     }
   }
   auto a = std::make_shared<PendingAttach>();
   a->anchor = h.anchor;
   a->session = random_u64();
-  std::unique_lock l(m.mu);
-  if (p->dead) return absl::UnavailableError("attach: the peer is gone");
-  p->attaches.push_back(a);
+  {
+    std::lock_guard l(m.mu);
+    if (p->dead) return absl::UnavailableError("attach: the peer is gone");
+    p->attaches.push_back(a);
+  }
   m.wake();
+  std::unique_lock l(m.mu);
   const auto answered = [&] { return a->done && (!a->status.ok() || a->tcp_chosen || p->channel_ready || p->dead); };
   if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(m.opt.attach_timeout_ns), answered)) {
     if (a->done && a->status.ok() && !a->tcp_chosen) p->sender->abort(a->slot);  // answered, but no channel in time
@@ -364,6 +549,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
 void Node::flush_batch() {
   NodeImpl& m = *impl_;
   bool left = false;
+  EgressRuns runs;
   {
     std::lock_guard l(m.mu);
     const uint64_t now = monotonic_ns();
@@ -372,42 +558,45 @@ void Node::flush_batch() {
       p->sender->kick();
       // Under Manual the batches are built here, on the caller's thread
       // (one hand-off fewer); what admission holds back, and a channel not
-      // set up yet, the node thread does.
+      // set up yet, the conductor does.
       if (m.opt.build_on_flush && p->serve_link != nullptr && !p->broken) {
-        p->broken = !m.pump_out(*p, now);
+        p->broken = !m.pump_out(*p, now, &runs);
         left |= p->broken || p->sender->has_staged();
       } else {
         left = true;
       }
     }
   }
+  NodeImpl::run_egress(runs);  // the batches leave: no lock held
   if (left) m.wake();
 }
 
 size_t Node::send_many(std::span<SendOne> sends) {
   NodeImpl& m = *impl_;
   size_t sent = 0;
-  bool liveness = false, foreign = false;
+  bool liveness = false, apart = false;
   {
     std::lock_guard l(m.mu);
     const uint64_t now = monotonic_ns();
     for (SendOne& one : sends) {
       Sender& s = *one.sender;
-      if (s.node_ != impl_) {
-        foreign = true;  // another node's sender: sent below, under its own lock
-      } else if (s.tcp_) {
-        one.status = s.send_tcp_locked(one.record);
-      } else if (s.peer_->dead || s.done_) {
+      if (s.node_ != impl_ || s.tcp_) {
+        apart = true;  // another node's sender, or a per-stream one: sent below, under its own lock
+        continue;
+      }
+      if (s.peer_->dead || s.done_) {
         one.status = mux::SendStatus::kClosed;
       } else {
         one.status = s.peer_->sender->send(s.slot_, one.record, now);
       }
-      sent += s.node_ == impl_ && one.status == mux::SendStatus::kSent;
-      liveness |= s.node_ == impl_ && one.status == mux::SendStatus::kSent;
+      sent += one.status == mux::SendStatus::kSent;
+      liveness |= one.status == mux::SendStatus::kSent;
     }
   }
   for (SendOne& one : sends) {
-    if (foreign && one.sender->node_ != impl_) sent += (one.status = one.sender->send(one.record)) == mux::SendStatus::kSent;
+    if (apart && (one.sender->node_ != impl_ || one.sender->tcp_)) {
+      sent += (one.status = one.sender->send(one.record)) == mux::SendStatus::kSent;
+    }
   }
   if (liveness && m.mux.flush.kind == mux::FlushPolicy::Kind::kAuto) m.wake();
   return sent;
@@ -418,13 +607,18 @@ bool Node::drain(uint64_t timeout_ns) {
   const uint64_t until = monotonic_ns() + timeout_ns;
   for (;;) {
     bool idle = true;
+    std::vector<std::shared_ptr<TcpStreamOut>> touts;
     {
       std::lock_guard l(m.mu);
       for (const auto& [w, p] : m.out) {
         if (p->dead || !p->sender || !p->egress) continue;
         idle &= p->sender->idle() && p->applied == p->egress->next_seq();
       }
-      for (const auto& t : m.tcp_out) idle &= t->conn == nullptr || t->conn->pending() == 0;
+      touts = m.tcp_out;
+    }
+    for (const auto& t : touts) {
+      std::lock_guard w(t->wmu);
+      idle &= t->conn == nullptr || t->conn->pending() == 0;
     }
     if (idle) return true;
     if (monotonic_ns() >= until) return false;
@@ -443,33 +637,37 @@ NodeStats Node::stats() const {
     if (p->serve_link && !p->dead) impl_->add_serve_counters(*p->serve_link, &s);
   }
   for (const auto& p : impl_->in) {
-    if (p->receiver && !p->dead) s.in = sum(s.in, p->receiver->stats());
+    if (p->dead) continue;
+    if (p->receiver) s.in = sum(s.in, p->receiver->stats());
+    s = sum(s, p->mirror_counts);  // the conductor's copy of its channel mirror's counters
   }
-  // The engine is the node thread's, but its counters are single-writer
-  // atomics any thread may read; the session list changes only under mu.
-  for (const auto& m : impl_->engine->mirrors()) impl_->add_channel_counters(*m, &s);
+  for (const auto& t : impl_->tcp_out) s.tcp_records_out += t->records_out.load(std::memory_order_relaxed);
   return s;
 }
 
-mux::SendStatus Sender::send_tcp_locked(proto::ConstBytes record) {
-  if (done_ || tcp_->closed || tcp_->conn == nullptr) return mux::SendStatus::kClosed;
-  if (record.size() > tcp_->byte_budget) return mux::SendStatus::kTooLarge;
-  if (tcp_->conn->pending() + record.size() > tcp_->byte_budget) return mux::SendStatus::kFull;
-  if (!send_frame(*tcp_->conn, FrameKind::kStream, tcp_->frame_seq, record)) {
-    tcp_->closed = true;
+mux::SendStatus Sender::send_tcp(proto::ConstBytes record) {
+  TcpStreamOut& t = *tcp_;
+  std::lock_guard w(t.wmu);
+  if (done_ || t.closed || t.conn == nullptr) return mux::SendStatus::kClosed;
+  if (record.size() > t.byte_budget) return mux::SendStatus::kTooLarge;
+  if (t.conn->pending() + record.size() > t.byte_budget) return mux::SendStatus::kFull;
+  std::byte h[proto::kFrameHeaderBytes];
+  proto::encode_frame_header(
+      proto::FrameHeader{FrameKind::kStream, 0, 0, static_cast<uint32_t>(record.size()), t.frame_seq}, h);
+  t.conn->queue({h, sizeof(h)});
+  t.conn->queue(record);
+  if (!t.conn->flush()) {  // written now, on this thread (the per-stream path's cost)
+    t.closed = true;
     return mux::SendStatus::kClosed;
   }
-  ++tcp_->frame_seq;
-  ++node_->counters.tcp_records_out;
+  ++t.frame_seq;
+  t.records_out.fetch_add(1, std::memory_order_relaxed);
   return mux::SendStatus::kSent;
 }
 
 mux::SendStatus Sender::send(proto::ConstBytes record) {
+  if (tcp_) return send_tcp(record);  // the per-stream path: one STREAM frame per record, written now
   mux::SendStatus st;
-  if (tcp_) {  // the per-stream path: one STREAM frame per record, written now
-    std::lock_guard l(node_->mu);
-    return send_tcp_locked(record);
-  }
   {
     std::lock_guard l(node_->mu);
     if (peer_->dead || done_) return mux::SendStatus::kClosed;
@@ -483,7 +681,7 @@ bool Sender::finish() {
   bool ok;
   if (tcp_) {
     {
-      std::lock_guard l(node_->mu);
+      std::lock_guard w(tcp_->wmu);
       if (done_ || tcp_->closed || tcp_->conn == nullptr) return false;
       std::byte h[proto::kFrameHeaderBytes];
       proto::encode_frame_header(
@@ -491,7 +689,7 @@ bool Sender::finish() {
       tcp_->conn->send({h, sizeof(h)});
       tcp_->finished = done_ = true;
     }
-    node_->wake();  // the node thread closes the connection once the terminal is out
+    node_->wake();  // the conductor closes the connection once the terminal is out
     return true;
   }
   {
@@ -505,14 +703,17 @@ bool Sender::finish() {
 }
 
 bool Sender::closed() const {
+  if (tcp_) {
+    std::lock_guard w(tcp_->wmu);
+    return done_ || tcp_->closed || tcp_->conn == nullptr;
+  }
   std::lock_guard l(node_->mu);
-  if (tcp_) return done_ || tcp_->closed || tcp_->conn == nullptr;
   return done_ || peer_->dead || peer_->sender->closed(slot_);
 }
 
 Sender::~Sender() {
   if (tcp_) {  // without its terminal: the connection closes and the consumer sees the stream dropped
-    std::lock_guard l(node_->mu);
+    std::lock_guard w(tcp_->wmu);
     if (!done_ && tcp_->conn != nullptr) {
       tcp_->closed = true;
       shutdown(tcp_->conn->fd(), SHUT_RDWR);

@@ -3,9 +3,14 @@
 // A consumer makes an Anchor and hands its handle (printable) to a
 // producer on another node; the producer attaches to it and gets a Sender.
 //
-//   Node::create    the node: its engine (one data-plane port, kernel or
-//                   DPDK through the fallback ladder), its control listener
-//                   (TCP), its MuxConfig (checked: zero credit is refused).
+//   Node::create    the node: its control listener (TCP), its MuxConfig
+//                   (checked: zero credit is refused), and the engine its
+//                   channels are sessions of — one of its own (one data-
+//                   plane port, kernel or DPDK through the fallback ladder,
+//                   conducted by a thread of the node's), or the host's
+//                   (NodeOptions::host: `ringfire run`'s daemon, whose
+//                   conductor then runs the node beside its serves and
+//                   mirrors: one engine per host).
 //   create_anchor   consumer: an anchor (single- or multi-sender) and its
 //                   handle (worker id in the upper 64 bits, anchor id below).
 //   attach          producer: negotiate a stream to a handle at a peer's
@@ -33,7 +38,8 @@
 // engine mirrors (unicast UDP, NAK-repaired) into an ingress ring its
 // applier reads. Credit and receiver-to-owner closes go back on the TCP
 // control connection. See ARCHITECTURE.md "The stream multiplexer".
-// Thread-safe: every call may come from any thread.
+// Thread-safe: every call may come from any thread, but a hosted node is
+// created and destroyed on its host engine's conductor.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "control/auth.h"
 #include "dataplane/packet_port.h"
+#include "engine/engine.h"
 #include "engine/ports.h"
 #include "mux/anchor_handle.h"
 #include "mux/mux_config.h"
@@ -64,8 +71,14 @@ struct NodeOptions {
   std::string instance_id;        // names the node; its worker id is xxh3 of it (required)
   dataplane::Endpoint control;    // the TCP control listener (ip required; port 0 picks one)
   // port: the data plane the channels use. Its `ip` defaults to the
-  // control address; backend kernel unless set.
+  // control address; backend kernel unless set. With a host, only its
+  // `name` (a port of the host engine), `ip` (its address: 0 takes the
+  // control address) and `mtu` count.
   engine::PortSpec port;
+  // host: run on this engine (its conductor drives the node, its port
+  // `port.name` carries the channels) instead of an engine and a thread of
+  // the node's own. Create and destroy the node on that conductor's thread.
+  engine::Engine* host = nullptr;
   // mux: `enabled` false makes every attach take the per-stream TCP path
   // (one connection per stream), as does a peer that does not speak the mux.
   mux::MuxConfig mux;
@@ -208,7 +221,7 @@ class Sender {
  private:
   friend class Node;
   friend struct NodeImpl;
-  mux::SendStatus send_tcp_locked(proto::ConstBytes record);  // under the node's mu
+  mux::SendStatus send_tcp(proto::ConstBytes record);  // the per-stream path: under the stream's own lock
   Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<OutPeer> peer, proto::SlotId slot, uint64_t session)
       : node_(std::move(node)), peer_(std::move(peer)), slot_(slot), session_(session) {}
   Sender(std::shared_ptr<NodeImpl> node, std::shared_ptr<TcpStreamOut> tcp, uint64_t session)

@@ -1,19 +1,29 @@
 // node_impl.h — the Node's private state (node/ only): NodeImpl, which
-// node.cc (set-up, the node thread's loop, the API), receiver_side.cc (the
-// accepted connections, channels mirrored in, appliers) and owner_side.cc
-// (channels served out, the per-stream path's producer side) share.
+// node.cc (set-up, the conductor's pass, the API), receiver_side.cc (the
+// accepted connections, channels mirrored in) and owner_side.cc (channels
+// served out, the per-stream path's producer side) share; readiness.cc
+// (the readers) applies the ingress rings.
 // Threads and what they hold:
-//   node thread   engine (only it), every TcpConn, OutPeer/InPeer set-up
-//                 and teardown; builds batches under mu; opens each
-//                 ingress ring, and applies what waits in them before it
-//                 judges the streams' liveness
+//   conductor     NodeImpl::conduct, run by the engine's conductor: the
+//                 node's own thread over an engine of its own, or a host
+//                 engine's (`ringfire run`). It alone calls the engine,
+//                 accepts, reads and writes the control connections, makes
+//                 and removes channel rings and sessions. It takes mu for
+//                 protocol work only — frames are decoded and queued under
+//                 it, and every system call (reads, writes, closes, ring
+//                 and session set-up, log lines) waits until it let go.
 //   readers       poll() / recv(): apply the ingress rings under mu on
 //                 their own thread (no applier thread, no hand-off), then
 //                 take items from the ready anchors; wait on `ready` (the
 //                 channels' mirror workers signal it)
-//   callers       Sender/Anchor/Node calls: under mu, never blocking on I/O
-//                 (attach waits on a condition variable for its answer;
-//                 flush_batch builds batches on its own thread)
+//   callers       Sender/Anchor/Node calls: under mu, memory only (attach
+//                 waits on a condition variable for its answer). A
+//                 flush_batch() or the conductor that published batches
+//                 wakes the egress ring's reader and steps its worker once
+//                 it let go of mu (EgressRun). A per-stream producer writes
+//                 its own connection under that stream's lock, never mu.
+// mu is never held across a system call: condition variables are notified
+// and the readiness descriptor written once it is released.
 #pragma once
 
 #include <sys/random.h>
@@ -31,9 +41,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "control/auth.h"
 #include "control/tcp_conn.h"
 #include "dataplane/reader_wake.h"
+#include "engine/conductor_agent.h"
 #include "engine/engine.h"
 #include "node/node.h"
 #include "node/node_peers.h"
@@ -88,19 +100,21 @@ inline uint64_t next_pow2(uint64_t v) {
   return p;
 }
 
-// send_frame appends a frame (header + body) to a connection.
-inline bool send_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
+// queue_frame appends a frame (header + body) to a connection's output
+// (no system call: the conductor writes it once it let go of mu).
+inline void queue_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
   std::byte h[proto::kFrameHeaderBytes];
   proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), seq}, h);
-  return c.send({h, sizeof(h)}) && (body.empty() || c.send(body));
+  c.queue({h, sizeof(h)});
+  if (!body.empty()) c.queue(body);
 }
 
-// send_node appends a NODE frame (PROTOCOL.md §5.1); returns it as sent
+// queue_node appends a NODE frame (PROTOCOL.md §5.1); returns it as sent
 // (a keyed exchange's proofs cover it).
-inline std::vector<std::byte> send_node(TcpConn& c, const proto::Node& m) {
+inline std::vector<std::byte> queue_node(TcpConn& c, const proto::Node& m) {
   std::vector<std::byte> b(proto::kFrameHeaderBytes + proto::kNodeMaxBody);
   b.resize(proto::encode_node(m, b));
-  c.send(b);
+  c.queue(b);
   return b;
 }
 
@@ -133,18 +147,18 @@ inline std::string prove_back(TcpConn& c, const std::optional<control::Psk>& psk
   a.step = proto::AuthStep::kNodeProof;
   a.proof = control::node_connect_proof(*psk, mine, frame_bytes(f));
   std::byte b[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
-  c.send({b, proto::encode_auth(a, {b, sizeof(b)})});
+  c.queue({b, proto::encode_auth(a, {b, sizeof(b)})});
   return "";
 }
 
-// send_attach appends an ATTACH frame holding a request or a response (§3).
-inline void send_attach(TcpConn& c, const proto::AttachRequest& m) {
+// queue_attach appends an ATTACH frame holding a request or a response (§3).
+inline void queue_attach(TcpConn& c, const proto::AttachRequest& m) {
   std::byte body[256];
-  send_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_request(m, {body, sizeof(body)})});
+  queue_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_request(m, {body, sizeof(body)})});
 }
-inline void send_attach(TcpConn& c, const proto::AttachResponse& m) {
+inline void queue_attach(TcpConn& c, const proto::AttachResponse& m) {
   std::byte body[256];
-  send_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_response(m, {body, sizeof(body)})});
+  queue_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_response(m, {body, sizeof(body)})});
 }
 
 // decode_attach reads an ATTACH body that must be a request (or a
@@ -172,16 +186,30 @@ Stats sum(Stats a, const Stats& b) {
   return a;
 }
 
-struct NodeImpl {
+// EgressRun: a channel whose egress ring a thread published into under
+// mu: once mu is released, its parked reader is woken and its worker run
+// (a parked kernel-port worker's step on this thread) or poked. The peer's
+// `runners` count holds the ring and the serve until run_egress is done.
+struct EgressRun {
+  OutPeer* peer = nullptr;
+  dataplane::ServeLink* link = nullptr;
+  const ring::BlobProducer* egress = nullptr;
+};
+using EgressRuns = absl::InlinedVector<EgressRun, 8>;
+
+struct NodeImpl : engine::ConductorAgent {
   // ready: the consumer's descriptor (Node::fd); the channels' mirror
-  // workers and the node thread signal it. Declared before the engine,
+  // workers and the conductor signal it. Declared before the engine,
   // whose sessions point at it, so it outlives them.
   dataplane::ReaderWake ready;
   NodeOptions opt;
   uint64_t worker = 0;
   uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
   mux::MuxConfig mux;       // opt.mux with max_batch_bytes clamped to record_cap
-  std::unique_ptr<engine::Engine> engine;
+  // engine: the conductor's — the node's own (own_engine, conducted by
+  // `thread`), or the host's (opt.host). Only the conductor calls it.
+  std::unique_ptr<engine::Engine> own_engine;
+  engine::Engine* engine = nullptr;
   std::string data_path;
   int listen_fd = -1;
   dataplane::Endpoint listening;
@@ -190,33 +218,50 @@ struct NodeImpl {
   bool fds_warned = false;
   std::atomic<bool> wake_pending{false};
   std::atomic<bool> stopping{false};
-  std::thread thread;
+  bool stopped = false;    // conductor: every peer ended (stop_peers ran)
+  std::thread thread;      // the conductor of own_engine
   control::FrameLimits limits = mux_limits();
+
+  // The conductor's own (never under mu): connections cut under mu, closed
+  // after it; log lines; peers ended, whose sessions, rings and sockets go
+  // once mu is released (an OutPeer's once no runner holds it); the
+  // batches its passes published.
+  std::vector<std::unique_ptr<TcpConn>> closing;
+  std::vector<std::string> logs_owed;
+  std::vector<std::shared_ptr<InPeer>> retiring_in;
+  std::vector<std::shared_ptr<OutPeer>> retiring_out;
+  EgressRuns conductor_runs;
+  std::vector<std::shared_ptr<OutPeer>> pass_out;  // this pass's peers (a snapshot of `out`)
+  std::vector<std::shared_ptr<TcpStreamOut>> pass_tcp_out;
 
   mutable std::mutex mu;  // guards everything below (and the peers' fields)
   std::condition_variable items_cv;   // an item may be ready for some anchor (readers blocked in recv)
   std::condition_variable attach_cv;  // an attach was answered
   std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
-  std::vector<std::shared_ptr<InPeer>> in;
+  std::vector<std::shared_ptr<InPeer>> in;  // changed only by the conductor (which may read it without mu)
   std::vector<std::shared_ptr<TcpStreamOut>> tcp_out;  // per-stream connections this node opened
   std::map<uint64_t, std::shared_ptr<AnchorState>> anchors;
   uint64_t next_anchor = 1;
   mux::PeerSenderStats out_ended;
   mux::PeerReceiverStats in_ended;
   NodeStats counters;            // the node's own (peers, refusals, ...); ended channels' serve counters too
-  std::vector<std::byte> buf;    // the node thread's batch buffer
+  std::vector<std::byte> buf;    // the batch buffer (whoever builds, under mu)
   // The anchors with an item, each once (AnchorState::listed), oldest first.
   std::deque<std::shared_ptr<AnchorState>> ready_anchors;
   bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
   // Per source address (the accepted connection's IP): connections not yet
-  // useful (InPeer::pending), and channels. Node thread (under mu).
+  // useful (InPeer::pending), and channels.
   std::map<uint32_t, uint32_t> pending_by_source, channels_by_source;
   uint32_t pending_total = 0;
-  bool ready_owed = false;       // the node thread made items ready: it signals once it let go of mu
+  // What the conductor owes once it let go of mu: a signal of the readers'
+  // descriptor and condition variable (items it made ready), a notify of
+  // attach() callers (an attach answered or failed).
+  bool ready_owed = false;
+  bool attach_owed = false;
 
-  // wake: the node thread looks again (coalesced: one eventfd write while it has not looked).
+  // wake: the conductor looks again (coalesced: one eventfd write while it has not looked).
   void wake() {
-    // Acq_rel: pairs with the node thread's release store of false (loop()).
+    // Acq_rel: pairs with the conductor's release store of false (conduct()).
     if (!wake_pending.exchange(true, std::memory_order_acq_rel)) {
       const uint64_t one = 1;
       (void)!write(wake_fd, &one, sizeof(one));
@@ -226,24 +271,50 @@ struct NodeImpl {
   void log(const std::string& line) const {
     std::fprintf(stderr, "node %s: %s\n", opt.instance_id.c_str(), line.c_str());
   }
+  // log_later: a line the conductor prints once it let go of mu.
+  void log_later(std::string line) { logs_owed.push_back(std::move(line)); }
+  // retire: a connection cut under mu (the conductor closes it after).
+  void retire(std::unique_ptr<TcpConn>& c) {
+    if (c) closing.push_back(std::move(c));
+  }
 
-  ~NodeImpl();
-  void loop();
-  void step(uint64_t now);
+  ~NodeImpl() override;
+  // conduct: one pass of the conductor (engine::ConductorAgent).
+  uint64_t conduct(uint64_t now) override;
+  // stop_peers: every peer lost, their sessions and rings gone (the
+  // conductor, when the node stops).
+  void stop_peers();
+  void loop();  // own_engine's conductor thread
+  // The conductor's pass, in its phases: what it does before mu (accept,
+  // open rings, set up channels, read), under it (step), and after it
+  // (after_step: sessions placed and removed, connections written and
+  // closed, batches run, logs).
   void accept_all(uint64_t now);
+  void before_step(uint64_t now);
+  void step(uint64_t now);
+  uint64_t after_step(uint64_t now, uint64_t deadline);
   void step_in(InPeer& p, uint64_t now);
   void step_out(OutPeer& p, uint64_t now);
-  bool pump_out(OutPeer& p, uint64_t now);
+  // pump_out publishes the batches that are due (under mu); a pass that
+  // published adds its EgressRun to *runs. False if a batch could not be published.
+  bool pump_out(OutPeer& p, uint64_t now, EgressRuns* runs);
+  // run_egress: after mu, each run's reader woken and worker run or poked.
+  static void run_egress(const EgressRuns& runs);
+  // setup_out: the conductor, outside mu: the egress ring and its serve session.
   bool setup_out(OutPeer& p);
   void on_node(InPeer& p, const proto::Frame& f);
   void on_node_auth(InPeer& p, const proto::Frame& f);
   // accept_node: a NODE taken (keyed: proved); answered: our NODE already went.
   void accept_node(InPeer& p, const proto::Node& m, bool answered);
+  // place_mirror: the conductor, outside mu: the channel's mirror session
+  // accept_node asked for (false: cut the peer).
+  bool place_mirror(InPeer& p);
   void on_attach_request(InPeer& p, const proto::Frame& f);
   void on_out_frame(OutPeer& p, const proto::Frame& f);
   void end_out(OutPeer& p, const std::string& why);
+  // step_tcp_out: a per-stream connection this node opened (the conductor,
+  // under its wmu, not mu: it takes mu for the attach only).
   void step_tcp_out(TcpStreamOut& t);
-  void send_stream_attach(TcpStreamOut& t);
   void on_stream_frame(InPeer& p, const proto::Frame& f);
   // tcp_item: an item of a per-stream connection's stream (its anchor's
   // ready list, the readers told); tcp_end: its end, dropped for `why`.
@@ -252,17 +323,21 @@ struct NodeImpl {
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why);
+  // teardown: the conductor, outside mu: ended peers' sessions, rings and
+  // sockets (an OutPeer's once no runner holds it; `wait`: until then).
+  void teardown(bool wait);
   // settle: an accepted connection proved useful (its NODE came, its
   // per-stream connection attached, its channel is up): it no longer
   // counts against its source's pending cap. Idempotent.
   void settle(InPeer& p);
-  // open_ingress: the node thread opens a channel's ingress ring once its
+  // open_ingress: the conductor opens a channel's ingress ring once its
   // mirror created it (outside mu: it maps a file); true when open.
   bool open_ingress(InPeer& p);
   // apply_ingress (under mu) applies up to `max` records of the peer's
-  // ingress ring (counted as a reader's or the node thread's); returns how many. *wake_node: the node thread has
-  // something to send back (a position to report, closes owed) — the
-  // caller wakes it once it let go of mu. A lost record fails the channel.
+  // ingress ring (counted as a reader's or the conductor's); returns how
+  // many. *wake_node: the conductor has something to send back (a position
+  // to report, closes owed) — the caller wakes it once it let go of mu. A
+  // lost record fails the channel.
   size_t apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node);
   // apply_all: apply_ingress on every live channel (a reader's turn).
   size_t apply_all(bool by_reader, bool* wake_node);
@@ -290,27 +365,27 @@ struct NodeImpl {
     s->channel_datagrams_out += l.stats.data_datagrams.get();
     s->channel_tx_bursts += l.stats.data_bursts.get();
   }
-  // items_ready: the node thread made items ready (under mu); the
-  // descriptor is signalled once it let go of mu.
-  void items_ready() {
-    ready_owed = true;
-    items_cv.notify_all();
-  }
-  // add_channel_counters adds a channel mirror's counters (the same kind) to s.
-  static void add_channel_counters(const engine::Engine::Mirror& m, NodeStats* s) {
+  // items_ready: the conductor made items ready (under mu); the readers
+  // are told once it let go of mu.
+  void items_ready() { ready_owed = true; }
+  // mirror_counts_of: a channel mirror's counters (the conductor reads its
+  // session; the workers' counters are single-writer atomics).
+  static NodeStats mirror_counts_of(const engine::Engine::Mirror& m) {
+    NodeStats s;
     if (const dataplane::MirrorWorkerStats* w = m.control->stats()) {
-      s->channel_datagrams += w->datagrams.get();
-      s->channel_tcp_frames += w->tcp_frames.get();
-      s->channel_naks += w->naks.get();
-      s->channel_held += w->held.get();
-      s->channel_wrong_sender += w->wrong_sender.get();
-      s->channel_bad_mac += w->bad_mac.get();
-      s->channel_bad_tag += w->bad_tag.get();
-      s->channel_wrong_kind += w->wrong_kind.get();
-      s->channel_wrong_session += w->wrong_session.get();
-      s->channel_implausible += w->implausible.get();
-      s->channel_malformed += w->malformed.get();
+      s.channel_datagrams = w->datagrams.get();
+      s.channel_tcp_frames = w->tcp_frames.get();
+      s.channel_naks = w->naks.get();
+      s.channel_held = w->held.get();
+      s.channel_wrong_sender = w->wrong_sender.get();
+      s.channel_bad_mac = w->bad_mac.get();
+      s.channel_bad_tag = w->bad_tag.get();
+      s.channel_wrong_kind = w->wrong_kind.get();
+      s.channel_wrong_session = w->wrong_session.get();
+      s.channel_implausible = w->implausible.get();
+      s.channel_malformed = w->malformed.get();
     }
+    return s;
   }
 };
 

@@ -4,13 +4,16 @@
 // it (the accepted connection, its PeerReceiver, the ingress ring its
 // engine mirrors, applied by whoever reads), and the anchors with their
 // ready lists. Every field is guarded by NodeImpl::mu unless it says
-// otherwise.
+// otherwise: "conductor" fields are the conductor's alone (it reads and
+// writes them with or without mu; nobody else touches them), "wmu" ones a
+// per-stream connection's own lock's.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "control/tcp_conn.h"
-#include "dataplane/serve_session.h"
+#include "engine/engine.h"
 #include "mux/peer_receiver.h"
 #include "mux/peer_sender.h"
 #include "node/node.h"
@@ -38,16 +41,30 @@ struct PendingAttach {
   proto::SlotId slot;
 };
 
-struct OutPeer {
+struct OutPeer : std::enable_shared_from_this<OutPeer> {  // held by shared_ptr (senders, retiring_out)
   uint64_t worker = 0;              // the handle's worker id; its NODE must say the same
   dataplane::Endpoint addr;         // its control address
+  // conn: conductor. Frames are queued (TcpConn::queue) under mu and
+  // written once the conductor let go of it.
   std::unique_ptr<control::TcpConn> conn;
+  bool watched = false;             // conductor: conn is in the engine's epoll
+  bool open_read = true;            // conductor: this pass's read found the connection open
+  bool write_failed = false;        // conductor: a flush failed (ended at the next pass)
+  bool setup_failed = false;        // conductor: its egress ring or serve could not be made
   uint64_t epoch = 0;               // the channel's (random, non-zero)
   std::optional<mux::PeerSender> sender;
+  // egress: the channel ring, published under mu (its parked reader woken
+  // after: BlobProducer::defer_wakes); unmapped by the conductor's teardown
+  // once no runner holds it.
   std::optional<ring::BlobProducer> egress;
   std::string ring_path;
-  std::string serve_name;           // the engine session serving the egress ring ("" until set up)
-  dataplane::ServeLink* serve_link = nullptr;  // its link (poked after a publish); the engine's
+  std::string serve_name;           // conductor: the engine session serving the egress ring ("" until set up)
+  dataplane::ServeLink* serve_link = nullptr;  // its link (poked after a publish); the engine's; null once ended
+  // runners: threads that published into the egress ring under mu and, mu
+  // released, wake its reader and run or poke its worker (EgressRun): the
+  // conductor frees the ring and the serve only once none is left.
+  // Incremented under mu (never once dead), decremented with release.
+  std::atomic<uint32_t> runners{0};
   uint64_t applied = 0;             // channel records the peer has applied (its MUXCTL seq)
   uint64_t published_bytes = 0;     // batch bytes published into the egress ring
   std::vector<uint64_t> cum_bytes;  // published_bytes after each sequence (by seq mod its size)
@@ -72,22 +89,43 @@ struct TcpStreamIn {
   bool cancelled = false;    // the consumer went away: the node thread closes the connection
 };
 
-// TcpStreamOut: a stream on the per-stream path, producer side.
+// TcpStreamOut: a stream on the per-stream path, producer side. Its
+// connection is its own lock's (wmu), not the node's: the producer writes
+// each STREAM frame at once on its own thread (a system call, as one TCP
+// connection per stream costs), and the conductor reads its answers under
+// the same lock. Lock order: wmu, then the node's mu.
 struct TcpStreamOut {
-  std::unique_ptr<control::TcpConn> conn;
+  std::mutex wmu;
+  std::unique_ptr<control::TcpConn> conn;  // wmu
   uint64_t worker = 0;           // the handle's: its NODE must say the same
-  uint32_t byte_budget = 0;      // unwritten bytes a send may leave queued (else kFull)
-  uint32_t frame_seq = 0;
-  std::vector<std::byte> node_sent;  // our NODE as sent (keyed: the ATTACH waits for the peer's proof)
-  bool node_seen = false;
-  bool attached = false;         // its ATTACH was answered ok
-  bool finished = false;
-  bool closed = false;           // the connection ended (cancelled, the peer gone) or was finished
-  std::shared_ptr<PendingAttach> attach;
+  uint32_t byte_budget = 0;      // wmu: unwritten bytes a send may leave queued (else kFull)
+  uint32_t frame_seq = 0;        // wmu
+  std::vector<std::byte> node_sent;  // conductor: our NODE as sent (keyed: the ATTACH waits for the peer's proof)
+  bool node_seen = false;        // conductor
+  bool watched = false;          // conductor
+  bool attached = false;         // wmu: its ATTACH was answered ok
+  bool finished = false;         // wmu
+  bool closed = false;           // wmu: the connection ended (cancelled, the peer gone) or was finished
+  std::atomic<bool> gone{false}; // its connection is closed (the conductor lets it go)
+  std::atomic<uint64_t> records_out{0};  // STREAM frames written (NodeStats::tcp_records_out)
+  std::shared_ptr<PendingAttach> attach;  // mu
 };
 
 struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (streams keep it alive)
+  // conn: conductor (frames queued under mu, written after it). Null once
+  // cut: the conductor then ends the peer.
   std::unique_ptr<control::TcpConn> conn;
+  bool want_read = false;           // conductor: read this pass (decided under mu: the stream's window)
+  bool eof_read = false;            // conductor: a read found the peer's end
+  bool write_failed = false;        // conductor: a flush failed
+  // The channel's mirror session, wanted (accept_node, under mu) and then
+  // placed by the conductor once it let go of mu; its counters are copied
+  // into mirror_counts under mu every pass (readers of stats() never touch
+  // the engine).
+  std::optional<engine::MirrorSpec> mirror_wanted;  // conductor
+  bool node_answer_owed = false;    // conductor: our NODE answer goes once the mirror is placed
+  engine::Engine::Mirror* mirror = nullptr;  // conductor
+  NodeStats mirror_counts;          // channel_* fields only
   bool per_stream = false;          // a NODE without a channel: one stream's own connection
   bool eof = false;                 // the peer closed: apply what it sent, then end
   bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out
@@ -106,7 +144,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   uint64_t epoch = 0;
   std::unique_ptr<mux::PeerReceiver> receiver;
   std::string ring_path;
-  std::string mirror_name;          // the engine session mirroring its channel ("" until NODE)
+  std::string mirror_name;          // conductor: the engine session mirroring its channel ("" until placed)
   // The ingress ring, once the mirror created it (the node thread opens it,
   // then never replaces it). Whoever holds mu applies it: a reader in
   // poll() or recv() (its items so need no hand-off), or the node thread

@@ -26,7 +26,9 @@ namespace ringfire::node {
 bool NodeImpl::setup_out(OutPeer& p) {
   // The egress ring: half its records may be unapplied at the peer, each at
   // most one record cap, so the arena never overwrites what the peer still
-  // needs (the admission check in step_out keeps it so).
+  // needs (the admission check in pump_out keeps it so). Made here, on the
+  // conductor outside mu (a file, a mapping, a session: system calls), and
+  // installed under mu at the end.
   ring::RingOptions ro;
   ro.name = absl::StrFormat("rf%d-mux-out-%016x", getpid(), p.epoch);
   ro.dir = opt.ring_dir;
@@ -46,10 +48,10 @@ bool NodeImpl::setup_out(OutPeer& p) {
     unlink(p.ring_path.c_str());
     return false;
   }
-  p.egress.emplace(std::move(*prod));
-  p.cum_bytes.assign(opt.channel_records, 0);
+  prod->defer_wakes();  // it is published under mu: its reader is woken after (run_egress)
   engine::ServeSpec spec;
   spec.name = absl::StrFormat("mux-out-%016x", p.epoch);
+  spec.owner = opt.instance_id;
   spec.port = opt.port.name;
   spec.ring = p.ring_path;
   spec.from_oldest = true;
@@ -59,7 +61,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.mtu = opt.port.mtu;
   spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
   spec.pace_given = true;
-  spec.worker.writer_pokes = true;  // pump_out pokes the worker after each pass
+  spec.worker.writer_pokes = true;  // pump_out's runs poke the worker after each pass
   // One heartbeat 1 ms after a pass exposes its lost last datagram; the
   // next pass (a decode step is ~20 ms) or the mux's own liveness says the
   // rest, so the next heartbeat waits 64 ms, not 2 (a wake-up of the
@@ -86,27 +88,31 @@ bool NodeImpl::setup_out(OutPeer& p) {
     return false;
   }
   p.serve_name = (*placed)->spec.name;
-  p.serve_link = (*placed)->link;
+  dataplane::ServeLink* link = (*placed)->link;
   // Release: pairs with the serve's acquire loads of gate (ServeSession::step);
   // gated: batches leave a pass at a time.
-  p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);
+  link->gate.store(prod->next_seq(), std::memory_order_release);
   proto::Node m;
   m.flags = proto::kNodeChannel;
   m.worker_id = worker;
   m.channel_epoch = p.epoch;
   m.channel_port = (*placed)->control->listening().port;
-  p.node_sent = send_node(*p.conn, keyed_node(m, opt.psk));
+  p.node_sent = queue_node(*p.conn, keyed_node(m, opt.psk));  // written at the pass's end
+  std::vector<uint64_t> cum(opt.channel_records, 0);
+  std::lock_guard l(mu);
+  p.egress.emplace(std::move(*prod));
+  p.cum_bytes = std::move(cum);
+  p.serve_link = link;
   ++counters.peers_out;
   return true;
 }
 
 void NodeImpl::step_out(OutPeer& p, uint64_t now) {
-  if (p.serve_name.empty() && !setup_out(p)) {
+  if (p.setup_failed) {
     end_out(p, "its channel could not be set up");
     return;
   }
-  // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
-  const bool open = p.conn->read_available(1u << 20);
+  if (p.serve_link == nullptr) return;  // set up at the next pass
   proto::Frame f;
   size_t size = 0;
   for (;;) {
@@ -121,37 +127,39 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     if (p.dead) return;
     p.conn->consume(size);
   }
-  if (!open) {
+  if (!p.open_read) {
     end_out(p, kClosedByPeer);
     return;
   }
   // Ready once the peer's mirror streams the channel by UDP: the first
   // tokens of a new peer's streams then never wait for the channel's set-up
   // (they would arrive by its TCP catch-up).
-  if (!p.channel_ready && p.serve_link != nullptr && p.serve_link->stats.unicast_mirrors.get() > 0) {
+  if (!p.channel_ready && p.serve_link->stats.unicast_mirrors.get() > 0) {
     p.channel_ready = true;
-    attach_cv.notify_all();
+    attach_owed = true;
   }
   if (p.node_seen) {
     for (auto& a : p.attaches) {
       if (a->sent) continue;
-      send_attach(*p.conn, proto::AttachRequest{a->anchor, a->session, mux::supported_keys(mux)});
+      queue_attach(*p.conn, proto::AttachRequest{a->anchor, a->session, mux::supported_keys(mux)});
       a->sent = true;
     }
   }
-  if (p.broken || !pump_out(p, now)) {
+  if (p.broken || !pump_out(p, now, &conductor_runs)) {
     end_out(p, "a batch larger than its ring's largest blob");
     return;
   }
-  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
+  if (p.write_failed || p.conn->pending() > kMaxConnBacklog) end_out(p, "it does not read its control connection");
 }
 
 // pump_out publishes the batches that are due into the egress ring, while
 // the peer has applied enough of it: neither half the ring's records nor
 // half its arena may be ahead of what the peer applied, so the ring never
-// overwrites a batch it needs. Under mu, on the node thread or (Manual) on
-// flush_batch()'s caller; false if a batch could not be published.
-bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
+// overwrites a batch it needs. Under mu, on the conductor or (Manual) on
+// flush_batch()'s caller; memory only (the ring's reader is woken, and its
+// worker run, by run_egress once mu is released). False if a batch could
+// not be published.
+bool NodeImpl::pump_out(OutPeer& p, uint64_t now, EgressRuns* runs) {
   const uint64_t arena_half = channel_arena() / 2;
   bool published = false;
   for (;;) {
@@ -171,14 +179,26 @@ bool NodeImpl::pump_out(OutPeer& p, uint64_t now) {
     published = true;
   }
   // The pass's batches are all in: open the gate to them at once (one
-  // burst), and get them out: a kernel-port worker asleep in poll() is
-  // stepped here, on this thread (the batches leave with no wake-up on
-  // their path); a busy one finds them; a DPDK one is poked.
+  // burst); run_egress gets them out.
   if (published && p.serve_link != nullptr) {
     p.serve_link->gate.store(p.egress->next_seq(), std::memory_order_release);  // pairs with the worker's acquire
-    dataplane::run_worker(*p.serve_link);  // a parked kernel-port worker's step runs here
+    p.runners.fetch_add(1, std::memory_order_relaxed);  // under mu, never once dead: teardown waits for it
+    runs->push_back(EgressRun{&p, p.serve_link, &*p.egress});
   }
   return true;
+}
+
+void NodeImpl::run_egress(const EgressRuns& runs) {
+  for (const EgressRun& r : runs) {
+    // A parked reader of the ring (a DPDK worker with this serve alone
+    // parks on it) is woken; a kernel-port worker asleep in poll() is
+    // stepped here, on this thread (the batches leave with no wake-up on
+    // their path); a busy one finds them; a DPDK one is poked.
+    r.egress->wake_parked();
+    dataplane::run_worker(*r.link);
+    // Release: pairs with teardown's acquire load (it frees the ring and the serve).
+    r.peer->runners.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
@@ -230,7 +250,7 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
       a->slot = *slot;
       if (a->abandoned) p.sender->abort(*slot);
     }
-    attach_cv.notify_all();
+    attach_owed = true;
     return;
   }
   if (f.header.kind == FrameKind::kMuxControl) {
@@ -256,40 +276,42 @@ void NodeImpl::end_out(OutPeer& p, const std::string& why) {
     a->status = absl::UnavailableError(absl::StrCat("the peer is gone: ", why));
   }
   p.attaches.clear();
-  attach_cv.notify_all();
-  if (p.conn) engine->unwatch(p.conn->fd());
-  p.conn.reset();
-  if (!p.serve_name.empty()) {
-    if (p.serve_link) add_serve_counters(*p.serve_link, &counters);  // they outlive the session
-    p.serve_link = nullptr;  // freed with the session
-    (void)engine->remove(p.serve_name);
-    p.serve_name.clear();
-  }
-  if (!p.ring_path.empty()) unlink(p.ring_path.c_str());
-  p.egress.reset();
+  attach_owed = true;
+  if (p.serve_link) add_serve_counters(*p.serve_link, &counters);  // they outlive the session
+  p.serve_link = nullptr;  // no caller uses it again; the conductor removes the session (teardown)
+  retiring_out.push_back(p.shared_from_this());
   ++counters.peers_lost;
   // An orderly close is not news (the consumer's node went, or this one stops); a failure is.
-  if (why != kClosedByPeer && why != kNodeStops) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  if (why != kClosedByPeer && why != kNodeStops) log_later(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
 }
 
 // ---- the per-stream TCP path, producer side ------------------------------
 
-// send_stream_attach: a per-stream connection's one ATTACH (tcp only).
-void NodeImpl::send_stream_attach(TcpStreamOut& t) {
-  send_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
-}
-
 void NodeImpl::step_tcp_out(TcpStreamOut& t) {
-  auto end = [&](const std::string& why) {
-    t.closed = true;
+  std::lock_guard w(t.wmu);
+  if (t.conn == nullptr) return;
+  if (!t.watched) {
+    t.watched = true;
+    (void)engine->watch(t.conn->fd());  // on failure the 200 us look of next_wait still finds it
+  }
+  // answer: an attach answered (or failed), under mu; the caller is told after the pass.
+  auto answer = [&](absl::Status st, bool attached) {
+    std::lock_guard l(mu);
     if (t.attach && !t.attach->done) {
       t.attach->done = true;
-      t.attach->status = absl::UnavailableError(absl::StrCat("per-stream connection: ", why));
-      attach_cv.notify_all();
+      t.attach->status = std::move(st);
+      t.attached = attached;
+      attach_owed = true;
     }
+  };
+  auto end = [&](const std::string& why) {
+    t.closed = true;
+    answer(absl::UnavailableError(absl::StrCat("per-stream connection: ", why)), false);
     engine->unwatch(t.conn->fd());
     t.conn.reset();
+    t.gone.store(true, std::memory_order_relaxed);
   };
+  if (t.closed && !t.finished) return end("closed");  // abandoned (a sender dropped without its terminal)
   const bool open = t.conn->read_available(64u << 10);  // what came before a close is read first
   proto::Frame f;
   size_t size = 0;
@@ -297,41 +319,52 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     const TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
     if (n == TcpConn::Next::kNeedMore) break;
     if (n != TcpConn::Next::kFrame) {
+      std::lock_guard l(mu);
       ++counters.frames_rejected;
-      return end("a malformed frame");
-    }
-    if (f.header.kind == FrameKind::kNode && !t.node_seen) {
+    } else if (f.header.kind == FrameKind::kNode && !t.node_seen) {
       proto::Node m;
       if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
         return end("the node there is not the handle's");
       }
       if (std::string why = prove_back(*t.conn, opt.psk, t.node_sent, f, m); !why.empty()) {
-        ++counters.unauthenticated;
+        {
+          std::lock_guard l(mu);
+          ++counters.unauthenticated;
+        }
         return end(why);
       }
       t.node_seen = true;
-      if (opt.psk) send_stream_attach(t);  // keyed, the ATTACH waited for the peer's proof (and follows ours)
-    } else if (f.header.kind == FrameKind::kAttach && t.attach && !t.attach->done) {
+      if (opt.psk) {  // keyed, the ATTACH waited for the peer's proof (and follows ours)
+        queue_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
+      }
+      t.conn->consume(size);
+      continue;
+    } else if (f.header.kind == FrameKind::kAttach && !t.attached) {
       proto::AttachResponse resp;
       if (!decode_attach(f, &resp) || resp.session_id != t.attach->session) {
-        ++counters.frames_rejected;
+        {
+          std::lock_guard l(mu);
+          ++counters.frames_rejected;
+        }
         return end("a bad ATTACH answer");
       }
       auto choice = mux::choose(resp, mux);
-      t.attach->done = true;
       if (!choice.ok()) {
-        t.attach->status = choice.status();
+        answer(choice.status(), false);
       } else if (choice->kind != mux::PathChoice::Kind::kTcp) {
-        t.attach->status = absl::FailedPreconditionError("the peer chose the mux on a per-stream connection");
+        answer(absl::FailedPreconditionError("the peer chose the mux on a per-stream connection"), false);
       } else {
-        t.attached = true;
         if (resp.slot_byte_budget != 0) t.byte_budget = resp.slot_byte_budget;
+        answer(absl::OkStatus(), true);
       }
-      attach_cv.notify_all();
       if (!t.attached) return end("refused");
+      t.conn->consume(size);
+      continue;
     } else {
+      std::lock_guard l(mu);
       ++counters.frames_rejected;  // nothing else comes this way
     }
+    if (n != TcpConn::Next::kFrame) return end("a malformed frame");
     t.conn->consume(size);
   }
   if (!open) return end("closed by the peer");
@@ -340,6 +373,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     shutdown(t.conn->fd(), SHUT_WR);  // the terminal is out: the stream is done
     engine->unwatch(t.conn->fd());
     t.conn.reset();
+    t.gone.store(true, std::memory_order_relaxed);
   }
 }
 
@@ -355,21 +389,27 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
   t->attach = std::make_shared<PendingAttach>();
   t->attach->anchor = h.anchor;
   t->attach->session = random_u64();
-  std::unique_lock l(mu);
-  if (stopping.load()) return absl::UnavailableError("attach: the node stops");
   proto::Node m;
   m.worker_id = worker;  // no channel: this connection is the stream
-  t->node_sent = send_node(*t->conn, keyed_node(m, opt.psk));
+  t->node_sent = queue_node(*t->conn, keyed_node(m, opt.psk));
   // Without a key the ATTACH goes with the NODE (no round trip); keyed, once the peer proved it.
-  if (!opt.psk) send_stream_attach(*t);
-  if (absl::Status st = engine->watch(*fd); !st.ok()) return st;  // epoll_ctl: any thread
-  tcp_out.push_back(t);
-  ++counters.tcp_streams_out;
-  wake();
+  if (!opt.psk) queue_attach(*t->conn, proto::AttachRequest{t->attach->anchor, t->attach->session, proto::kTransportTcp});
+  if (!t->conn->flush()) return absl::UnavailableError("attach: the per-stream connection failed");  // nobody else has it yet
   std::shared_ptr<PendingAttach> a = t->attach;
+  {
+    std::lock_guard l(mu);
+    if (stopping.load()) return absl::UnavailableError("attach: the node stops");
+    tcp_out.push_back(t);
+    ++counters.tcp_streams_out;
+  }
+  wake();  // the conductor watches the connection
+  std::unique_lock l(mu);
   if (!attach_cv.wait_for(l, std::chrono::nanoseconds(opt.attach_timeout_ns), [&] { return a->done; })) {
-    t->closed = true;  // the node thread closes it
-    if (t->conn) shutdown(t->conn->fd(), SHUT_RDWR);
+    a->done = true;
+    a->status = absl::DeadlineExceededError("no answer");
+    l.unlock();
+    std::lock_guard w(t->wmu);
+    t->closed = true;  // the conductor closes it
     return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer)));
   }
   if (!a->status.ok()) return a->status;

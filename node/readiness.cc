@@ -4,7 +4,8 @@
 // Anchor::recv. Whoever reads applies the channels' ingress rings on its
 // own thread, under mu, so an item needs no hand-off; a reader that waits
 // arms NodeImpl::ready, which the channels' mirror workers signal after a
-// commit. Any thread, under mu (never across a system call).
+// commit. Any thread, under mu (never across a system call: the
+// descriptor is drained and written, and other readers notified, outside it).
 #include <poll.h>
 
 #include <chrono>
@@ -188,13 +189,14 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
   NodeImpl& m = *node_;
   std::unique_lock l(m.mu);
   bool wake_node = false;
+  bool tell_others = false;  // other readers may have items (notified once mu is released: never under it)
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
   bool got = false;
   for (;;) {
     // The channels are applied here, by the reader, so an item needs no
     // hand-off; what they deliver to other anchors wakes those anchors' readers.
-    if (m.apply_all(true, &wake_node) != 0) m.items_cv.notify_all();
+    if (m.apply_all(true, &wake_node) != 0) tell_others = true;
     if ((got = m.take_item(*state_, out, nullptr, nullptr, &wake_node))) {
       // A node read by recv() alone never poll()s its ready list: what it
       // emptied leaves from the front here (a few a call: amortised O(1)).
@@ -207,6 +209,13 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
     const uint64_t now = monotonic_ns();
     if (timeout_ns == 0 || now >= deadline) break;
     const uint64_t slice = std::min(deadline - now, kWatchSliceNs);
+    if (tell_others) {  // before this reader waits: mu released, the others told, then look again
+      tell_others = false;
+      l.unlock();
+      m.items_cv.notify_all();
+      l.lock();
+      continue;
+    }
     if (!m.watcher) {
       // This reader waits on the descriptor for every blocked reader: the
       // channels' workers signal it; it applies, the others are notified.
@@ -225,12 +234,13 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
       m.ready.drain();
       l.lock();
       m.watcher = false;
-      m.items_cv.notify_all();  // another reader may take the watch (and its items may be in)
+      tell_others = true;  // another reader may take the watch (and its items may be in)
     } else {
       m.items_cv.wait_for(l, std::chrono::nanoseconds(slice));
     }
   }
   l.unlock();
+  if (tell_others) m.items_cv.notify_all();
   if (wake_node) m.wake();
   return got;
 }

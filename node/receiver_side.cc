@@ -1,8 +1,9 @@
 // receiver_side.cc — the consumer's side of the Node: accepted control
 // connections (NODE, ATTACH answers, MUXCTL back), the channels mirrored in
 // and their ingress rings (applied by readers: readiness.cc), the
-// per-stream path's streams. Node thread, under mu (apply_ingress: any
-// thread under mu).
+// per-stream path's streams. The conductor, under mu (apply_ingress: any
+// thread under mu) but for place_mirror and open_ingress, which make the
+// channel's session and map its ring once mu is released.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,9 +26,10 @@ namespace ringfire::node {
 // ---- the receiver side: an accepted connection --------------------------
 
 void NodeImpl::step_in(InPeer& p, uint64_t now) {
+  if (p.eof_read) p.eof = true;  // this pass's read found the end (before_step)
   if ((!p.node_seen || (p.per_stream && p.stream == nullptr)) && now - p.accepted_ns > opt.hello_timeout_ns) {
     ++counters.refused;
-    p.conn.reset();  // no NODE (or, per-stream, no attached stream) in time: a stranger
+    retire(p.conn);  // no NODE (or, per-stream, no attached stream) in time: a stranger
     return;
   }
   if (p.receiver && !p.ingress && now - p.accepted_ns > opt.hello_timeout_ns) {
@@ -35,24 +37,21 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     // a stranger holding one of max_channels, or a broken peer. Cut, so
     // that it cannot keep real producers out.
     ++counters.refused;
-    log(absl::StrFormat("peer %016x: its channel did not come up within %d ms: cut", p.worker,
-                        opt.hello_timeout_ns / 1'000'000));
-    p.conn.reset();
+    log_later(absl::StrFormat("peer %016x: its channel did not come up within %d ms: cut", p.worker,
+                              opt.hello_timeout_ns / 1'000'000));
+    retire(p.conn);
     return;
   }
-  if (p.close_after_flush && (!p.conn->flush() || p.conn->pending() == 0)) {
-    p.conn.reset();  // its refusal is out
+  if (p.close_after_flush && (p.write_failed || p.conn->pending() == 0)) {
+    retire(p.conn);  // its refusal is out
     return;
   }
   if (p.stream && (p.stream->cancelled || p.stream->ended)) {
-    p.conn.reset();  // the consumer went away (the producer sees its connection close), or it is over
+    retire(p.conn);  // the consumer went away (the producer sees its connection close), or it is over
     return;
   }
-  // The per-stream path's credit is TCP's window: read only while the
-  // consumer keeps up.
-  const bool room = p.stream == nullptr || p.stream->items.size() < p.stream->window;
-  // At the peer's end of stream, what it sent before is still applied.
-  if (room && !p.eof && !p.conn->read_available(1u << 20)) p.eof = true;
+  // The per-stream path's credit is TCP's window: it was read only while
+  // the consumer kept up (before_step's want_read).
   proto::Frame f;
   size_t size = 0;
   bool drained = false;  // no whole frame left in the input
@@ -66,7 +65,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
       ++counters.frames_rejected;
       if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
-      p.conn.reset();
+      retire(p.conn);
       return;
     }
     if (p.auth_pending) {
@@ -87,7 +86,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   if (p.eof && drained) {
     if (p.auth_pending) ++counters.unauthenticated;  // it left without proving the key (another key)
     if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProducerGone);  // closed without its terminal
-    p.conn.reset();
+    retire(p.conn);
     return;
   }
   if (p.receiver) {
@@ -113,7 +112,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
       const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch);
       if (n == 0) break;
-      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
+      queue_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
       p.reported = p.applied;
       p.reported_ns = now;
     }
@@ -122,21 +121,21 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     // ring, else at most every millisecond while it moved.
     if (p.applied != p.reported &&
         (p.applied - p.reported >= opt.channel_records / 16 || now - p.reported_ns >= kPositionEveryNs)) {
-      send_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
+      queue_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
       p.reported = p.applied;
       p.reported_ns = now;
     }
   }
-  if (!p.conn->flush() || p.conn->pending() > kMaxConnBacklog || (p.close_after_flush && p.conn->pending() == 0)) {
-    p.conn.reset();
-  }
+  // Written once mu is released (after_step); a write that failed there,
+  // or a backlog the peer does not read, cuts it here.
+  if (p.write_failed || p.conn->pending() > kMaxConnBacklog) retire(p.conn);
 }
 
 void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   proto::Node m;
   if (f.header.kind != FrameKind::kNode || proto::decode_node(f, &m) != proto::DecodeError::kOk) {
     ++counters.refused;
-    p.conn.reset();
+    retire(p.conn);
     return;
   }
   if (!opt.psk) {
@@ -151,7 +150,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   answer.nonce = control::random_nonce();
   if ((m.flags & proto::kNodeKeyed) == 0) {
     ++counters.unauthenticated;  // it holds no key: told so (a keyed NODE without a proof), then closed
-    send_node(*p.conn, answer);
+    queue_node(*p.conn, answer);
     p.close_after_flush = true;
     return;
   }
@@ -160,7 +159,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   answer.proof = control::node_accept_proof(*opt.psk, theirs, answer.nonce);
   p.hello = m;
   p.hello_bytes.assign(theirs.begin(), theirs.end());
-  p.answer_bytes = send_node(*p.conn, answer);
+  p.answer_bytes = queue_node(*p.conn, answer);
   p.auth_pending = true;
 }
 
@@ -171,7 +170,7 @@ void NodeImpl::on_node_auth(InPeer& p, const proto::Frame& f) {
       a.step != proto::AuthStep::kNodeProof ||
       !control::proofs_equal(a.proof, control::node_connect_proof(*opt.psk, p.hello_bytes, p.answer_bytes))) {
     ++counters.unauthenticated;  // another key, or something else instead of the proof
-    p.conn.reset();
+    retire(p.conn);
     return;
   }
   p.hello_bytes = {};
@@ -189,19 +188,19 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     // node does not take (its mux is off: every ATTACH is answered tcp).
     p.per_stream = (m.flags & proto::kNodeChannel) == 0;
     if (!p.per_stream) settle(p);  // a control connection for per-stream attaches: useful now
-    if (!answered) send_node(*p.conn, answer);
+    if (!answered) queue_node(*p.conn, answer);
     return;
   }
   const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
   if (static_cast<uint64_t>(channels) >= opt.max_channels) {
     ++counters.refused;  // a mirror session and a ring each: bounded
-    p.conn.reset();
+    retire(p.conn);
     return;
   }
   if (channels_by_source[p.source] >= opt.max_channels_per_source) {
     ++counters.refused;  // one address holds only so many of them
     ++counters.refused_by_source;
-    p.conn.reset();
+    retire(p.conn);
     return;
   }
   ++channels_by_source[p.source];
@@ -209,12 +208,13 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   p.epoch = m.channel_epoch;
   p.receiver = std::make_unique<mux::PeerReceiver>(mux);
   // Mirror its channel: the serve on the connection's own address (never
-  // one a stranger names elsewhere), into a ring of our own.
+  // one a stranger names elsewhere), into a ring of our own. The session is
+  // placed once mu is released (place_mirror), and our NODE answers then.
   const dataplane::Endpoint peer = p.conn->peer();
   p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", getpid(), m.channel_epoch), opt.ring_dir);
-  p.mirror_name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
   engine::MirrorSpec spec;
-  spec.name = p.mirror_name;
+  spec.name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
+  spec.owner = opt.instance_id;
   spec.port = opt.port.name;
   spec.options.source = dataplane::Endpoint{peer.ip, m.channel_port};
   spec.options.ring = p.ring_path;
@@ -227,16 +227,32 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
   const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
+  p.mirror_wanted = std::move(spec);
+  p.node_answer_owed = !answered;
+  p.receiver->set_readable_hook(&NodeImpl::on_readable, this);
+}
+
+bool NodeImpl::place_mirror(InPeer& p) {
+  engine::MirrorSpec spec = std::move(*p.mirror_wanted);
+  p.mirror_wanted.reset();
+  const std::string name = spec.name;
   auto placed = engine->add_mirror(std::move(spec));
   if (!placed.ok()) {
     log(absl::StrCat("channel from ", p.worker, ": ", placed.status().message()));
-    p.mirror_name.clear();
-    p.conn.reset();
-    return;
+    engine->unwatch(p.conn->fd());
+    p.conn.reset();  // the conductor ends the peer at its next pass (no channel, no mirror to remove)
+    return false;
   }
+  p.mirror = *placed;
+  p.mirror_name = name;
+  if (p.node_answer_owed) {
+    proto::Node answer;
+    answer.worker_id = worker;
+    queue_node(*p.conn, answer);
+  }
+  std::lock_guard l(mu);
   ++counters.peers_in;
-  p.receiver->set_readable_hook(&NodeImpl::on_readable, this);
-  if (!answered) send_node(*p.conn, answer);
+  return true;
 }
 
 void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
@@ -285,7 +301,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   if (p.per_stream) {
     if (p.stream != nullptr) {  // one stream per connection
       ++counters.frames_rejected;
-      p.conn.reset();
+      retire(p.conn);
       return;
     }
     req.supported_keys &= proto::kTransportTcp;  // this connection is the stream: tcp is the only answer
@@ -307,7 +323,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       ++counters.tcp_streams_in;
     }
     ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
-    send_attach(*p.conn, resp);
+    queue_attach(*p.conn, resp);
     p.close_after_flush = p.stream == nullptr;  // refused: the connection has no other use
     return;
   }
@@ -330,7 +346,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
     }
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
-  send_attach(*p.conn, resp);
+  queue_attach(*p.conn, resp);
 }
 
 size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node) {
@@ -407,19 +423,18 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
     const mux::PeerReceiverStats& s = p.receiver->stats();
     in_ended = sum(in_ended, s);
   }
-  if (p.conn) engine->unwatch(p.conn->fd());
-  p.conn.reset();
-  if (!p.mirror_name.empty()) {
-    for (const auto& m : engine->mirrors()) {
-      if (m->spec.name == p.mirror_name) add_channel_counters(*m, &counters);  // they outlive the session
-    }
-    (void)engine->remove(p.mirror_name);
-    unlink(p.ring_path.c_str());
-    p.mirror_name.clear();
-  }
+  // Its connection closes, and its mirror session and ring go, once mu is
+  // released (teardown); the mirror's counters outlive it.
+  retire(p.conn);
+  p.mirror_wanted.reset();
+  if (p.mirror != nullptr) counters = sum(counters, mirror_counts_of(*p.mirror));
+  p.mirror_counts = NodeStats{};
+  retiring_in.push_back(p.shared_from_this());
   ++counters.peers_lost;
   // An orderly close is not news; a channel that failed is.
-  if (p.receiver && why != kClosedByPeer && why != kNodeStops) log(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  if (p.receiver && why != kClosedByPeer && why != kNodeStops) {
+    log_later(absl::StrFormat("peer %016x: channel ended: %s", p.worker, why));
+  }
   items_ready();
 }
 

@@ -32,6 +32,9 @@ class BlobProducer {
   uint64_t next_seq() const { return w_.next_seq(); }
   uint32_t max_blob() const { return max_blob_; }
   const RingFile& file() const { return w_.file(); }
+  // defer_wakes / wake_parked: see SequenceWriter.
+  void defer_wakes() { w_.defer_wakes(); }
+  void wake_parked() const { w_.wake_parked(); }
 
   // reserve returns `len` writable arena bytes for the next blob, or an empty
   // span if len > max_blob(). Follow with commit (or reserve again).

@@ -52,6 +52,15 @@ class SequenceWriter {
     // position, hole detection, lap recovery).
     header_->write_seq.store(next_, std::memory_order_release);
     // A parked reader asked to be woken (see RingHeader::sleepers).
+    if (!defer_wakes_) wake_parked();
+  }
+  // defer_wakes: finish() never wakes a parked reader; the writer calls
+  // wake_parked() itself once it may make a system call (a writer that
+  // publishes under a lock held by others: the stream mux's node).
+  void defer_wakes() { defer_wakes_ = true; }
+  // wake_parked wakes the ring's parked readers, if any asked (any thread
+  // that holds the ring open may call it).
+  void wake_parked() const {
     if (header_->sleepers.load(std::memory_order_relaxed) != 0) wake_readers(*header_);
   }
 
@@ -61,6 +70,7 @@ class SequenceWriter {
   RingHeader* header_;
   uint64_t next_ = 0;
   bool sparse_ = false;
+  bool defer_wakes_ = false;
 };
 
 // Producer publishes fixed-size records (exactly slot_size bytes each).

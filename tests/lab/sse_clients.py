@@ -61,12 +61,17 @@ async def main():
     p.add_argument("--tokens", type=int, default=20)
     p.add_argument("--disconnect", type=int, default=0)
     p.add_argument("--after", type=int, default=5)
+    # The disconnecting requests ask for this many tokens (default --tokens): a
+    # long stream, so that a client the machine's load makes late to read its
+    # D-th token still leaves before the frontend wrote the last one.
+    p.add_argument("--disconnect-tokens", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120)
     a = p.parse_args()
     tally = {"completed": 0, "disconnected": 0, "bad": 0, "tokens": 0, "lat": [], "errors": [], "first": None, "last": None}
     timeout = aiohttp.ClientTimeout(total=a.timeout)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as s:
-        jobs = [one(s, a.url, a.tokens, a.after if i < a.disconnect else 0, tally) for i in range(a.requests)]
+        jobs = [one(s, a.url, (a.disconnect_tokens or a.tokens) if i < a.disconnect else a.tokens,
+                    a.after if i < a.disconnect else 0, tally) for i in range(a.requests)]
         results = await asyncio.gather(*jobs, return_exceptions=True)
     for r in results:
         if isinstance(r, Exception):
