@@ -334,6 +334,7 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
      {{"refused_connection", [](const S& s) { return s.refused; }},
       {"unauthenticated", [](const S& s) { return s.unauthenticated; }},
       {"bad_frame", [](const S& s) { return s.frames_rejected; }},
+      {"bad_frame_mac", [](const S& s) { return s.bad_frame_mac; }},
       {"attach_refused", [](const S& s) { return s.attaches_refused; }},
       {"generation_mismatch", [](const S& s) { return s.in.generation_mismatch; }},
       {"unknown_slot", [](const S& s) { return s.in.unknown_slot; }},
@@ -351,6 +352,24 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"channel_wrong_session", [](const S& s) { return s.channel_wrong_session; }},
       {"channel_implausible", [](const S& s) { return s.channel_implausible; }},
       {"channel_malformed", [](const S& s) { return s.channel_malformed; }}});
+  by("ringfire_mux_batches_sent_by_reason_total", "_stream_batch messages sent, by what flushed them.", "reason",
+     {{"liveness", [](const S& s) { return s.out.by_reason[static_cast<int>(mux::FlushReason::kLiveness)]; }},
+      {"clamp", [](const S& s) { return s.out.by_reason[static_cast<int>(mux::FlushReason::kClamp)]; }},
+      {"on_admission", [](const S& s) { return s.out.by_reason[static_cast<int>(mux::FlushReason::kOnAdmission)]; }},
+      {"linger", [](const S& s) { return s.out.by_reason[static_cast<int>(mux::FlushReason::kLinger)]; }},
+      {"manual", [](const S& s) { return s.out.by_reason[static_cast<int>(mux::FlushReason::kManual)]; }}});
+  // The gauges that return to zero once every stream ended, was read, and was applied.
+  metric("ringfire_mux_live_slots", "gauge", "Streams this node produces that are open (owner side).",
+         [](const S& s) { return s.live_slots; });
+  metric("ringfire_mux_withheld_bytes", "gauge", "Bytes staged and not yet sent (owner side).",
+         [](const S& s) { return s.withheld_bytes; });
+  metric("ringfire_mux_outstanding_bytes", "gauge", "Bytes sent and not yet credited back (owner side).",
+         [](const S& s) { return s.outstanding_bytes; });
+  metric("ringfire_mux_live_streams", "gauge", "Streams into this node's anchors not yet ended and read (receiver side).",
+         [](const S& s) { return s.live_streams; });
+  metric("ringfire_mux_buffered_bytes", "gauge", "Bytes received and not yet read (receiver side).",
+         [](const S& s) { return s.buffered_bytes; });
+  metric("ringfire_mux_anchors", "gauge", "Anchors open.", [](const S& s) { return s.anchors; });
   metric("ringfire_mux_peers_out", "gauge", "Channels this node serves to peers.", [](const S& s) { return s.peers_out; });
   metric("ringfire_mux_peers_in", "gauge", "Channels this node mirrors from peers.", [](const S& s) { return s.peers_in; });
   by("ringfire_mux_channel_datagrams_total", "Channel DATA that came by UDP, and by TCP.", "via",

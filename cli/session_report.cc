@@ -40,6 +40,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("refused.tcp.bad_hello", c.bad_hello);
   f.set("refused.tcp.unauthenticated", c.unauthenticated);
   f.set("refused.tcp.bad_auth", c.bad_auth);
+  f.set("refused.tcp.bad_frame_mac", c.bad_frame_mac);
   f.set("refused.tcp.slow", c.slow_cut);
   f.set("refused.tcp.silent", c.peer_timeouts);
   f.set("refused.tcp.nak_dropped", c.nak_dropped);
@@ -71,7 +72,7 @@ std::string refusals(const control::ServeControlStats& c, const dataplane::Serve
   return absl::StrCat(
       "refused: TCP ", c.refused(), " (conn-cap ", c.conn_cap, ", foreign ", c.foreign, ", handshake-timeout ", c.handshake_timeouts,
       ", malformed ", c.malformed, ", oversized ", c.oversized, ", wrong-kind ", c.wrong_kind, ", bad-hello ",
-      c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", slow ", c.slow_cut,
+      c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", bad-frame-mac ", c.bad_frame_mac, ", slow ", c.slow_cut,
       ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),
       " (malformed ", w.punch_malformed.get(), ", wrong-kind ", w.punch_wrong_kind.get(),
       ", unknown-token ", w.punch_unknown_token.get(), ", wrong-sender ", w.punch_wrong_sender.get(),
@@ -107,6 +108,7 @@ void publish_mirror_counters(telemetry::CountersFile& f, const control::MirrorCo
   f.set("rejected.udp.implausible", st.implausible.get());
   f.set("rejected.udp.malformed", st.malformed.get());
   f.set("rejected.tcp.wrong_kind", c.control_stats().tcp_wrong_kind);
+  f.set("rejected.tcp.bad_frame_mac", c.control_stats().bad_frame_mac);
   f.sweep();
 }
 

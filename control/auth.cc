@@ -148,4 +148,30 @@ dataplane::MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Non
   return first_bytes(Hmac(psk, "ringfire/1 punch").add(mirror_nonce).add(source_nonce).done());
 }
 
+namespace {
+
+FrameKey frame_key(const Psk& psk, std::string_view label, proto::ConstBytes a, proto::ConstBytes b, proto::ConstBytes c) {
+  const Proof p = Hmac(psk, label).add(a).add(b).add(c).done();
+  FrameKey k;
+  static_assert(sizeof(k.bytes) == sizeof(p));
+  std::memcpy(k.bytes.data(), p.data(), k.bytes.size());
+  return k;
+}
+
+}  // namespace
+
+FrameKeys mirror_frame_keys(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth1_frame,
+                            proto::ConstBytes auth2_frame, bool source) {
+  const FrameKey from_source = frame_key(psk, "ringfire/1 frames source", hello_frame, auth1_frame, auth2_frame);
+  const FrameKey from_mirror = frame_key(psk, "ringfire/1 frames mirror", hello_frame, auth1_frame, auth2_frame);
+  return source ? FrameKeys{from_source, from_mirror} : FrameKeys{from_mirror, from_source};
+}
+
+FrameKeys node_frame_keys(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node,
+                          proto::ConstBytes auth3_frame, bool connector) {
+  const FrameKey from_connector = frame_key(psk, "ringfire/1 frames connector", connector_node, acceptor_node, auth3_frame);
+  const FrameKey from_acceptor = frame_key(psk, "ringfire/1 frames acceptor", connector_node, acceptor_node, auth3_frame);
+  return connector ? FrameKeys{from_connector, from_acceptor} : FrameKeys{from_acceptor, from_connector};
+}
+
 }  // namespace ringfire::control

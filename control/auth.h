@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "control/frame_mac.h"
 #include "dataplane/datagram_mac.h"
 #include "proto/frame.h"
 
@@ -59,5 +60,15 @@ bool proofs_equal(const Proof& a, const Proof& b);
 dataplane::MacKey data_key(const Psk& psk, const Nonce& salt);
 // punch_key keys one mirror connection's PUNCHes.
 dataplane::MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce);
+
+// mirror_frame_keys: a keyed mirroring connection's frame MAC keys (§1.8.2),
+// over its HELLO, AUTH step-1 and step-2 frames as exchanged; `source`
+// picks this side's view (its send key is the source's direction).
+FrameKeys mirror_frame_keys(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth1_frame,
+                            proto::ConstBytes auth2_frame, bool source);
+// node_frame_keys: a keyed stream-mux connection's (§5.1.1), over the
+// connector's NODE, the acceptor's NODE and the AUTH step-3 frame.
+FrameKeys node_frame_keys(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node,
+                          proto::ConstBytes auth3_frame, bool connector);
 
 }  // namespace ringfire::control

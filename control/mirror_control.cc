@@ -269,7 +269,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   if (o_.tcp_only) hello_.flags |= proto::kHelloTcpOnly;
   hello_.flags |= proto::kHelloTag;  // unkeyed, every datagram must bear the tag MULTICAST gives
   if (o_.psk) {
-    hello_.flags |= proto::kHelloAuth;
+    hello_.flags |= proto::kHelloAuth | proto::kHelloFrameMac;
     hello_.nonce = random_nonce();
   }
   hello_bytes_.resize(proto::kFrameHeaderBytes + proto::kHelloAuthBody);
@@ -279,6 +279,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   data_key_.reset();
   punch_key_.reset();
   authenticated_ = false;
+  frames_maced_ = false;
   if (!conn_->send(hello_bytes_)) {
     end_session("the source closed the connection during the handshake", now_ns);
     return false;
@@ -333,9 +334,15 @@ bool MirrorControl::handshake(uint64_t now_ns) {
       mine.proof = mirror_proof(*o_.psk, hello_bytes_, bytes);
       data_key_ = control::data_key(*o_.psk, a.salt);
       punch_key_ = control::punch_key(*o_.psk, hello_.nonce, a.nonce);
-      conn_->consume(size);
       std::byte buf[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
-      conn_->send(proto::ConstBytes(buf, proto::encode_auth(mine, buf)));
+      const proto::ConstBytes step2(buf, proto::encode_auth(mine, buf));
+      // The source MACs every control frame after our step 2 (it said so in
+      // its step 1, which our proof covers): so do we, from here (§1.8.2).
+      frames_maced_ = (a.flags & proto::kAuthFrameMac) != 0;
+      const control::FrameKeys keys = control::mirror_frame_keys(*o_.psk, hello_bytes_, bytes, step2, false);
+      conn_->consume(size);
+      conn_->send(step2);
+      if (frames_maced_) conn_->start_frame_mac(keys);
       awaiting_auth_ = false;
       authenticated_ = true;
       continue;
@@ -441,7 +448,8 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
                  : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
                                 : std::string("TCP");
   if (authenticated_) {
-    description_ += ", authenticated";
+    // An older keyed source: its datagrams are MACed, its TCP frames are not.
+    description_ += frames_maced_ ? ", authenticated" : ", authenticated (datagrams only: an older source)";
   } else if (tagged) {
     description_ += ", tagged";
   } else if (untagged) {
@@ -483,6 +491,11 @@ bool MirrorControl::relay_frames() {
     if (next == TcpConn::Next::kNeedMore) {
       wake();
       return true;
+    }
+    if (next == TcpConn::Next::kForged) {
+      ++cstats_.bad_frame_mac;
+      end_reason_ = "a control frame failed its MAC (forged, replayed or altered in flight): nothing in it was taken";
+      return false;
     }
     if (next != TcpConn::Next::kFrame) {
       end_reason_ = "the source sent a malformed frame";

@@ -98,6 +98,7 @@ struct MirrorControlStats {
   uint64_t health_reports = 0;
   uint64_t position_asks = 0;   // HEALTH sent early for an implausible datagram
   uint64_t tcp_wrong_kind = 0;  // frames a source never sends on the connection, skipped
+  uint64_t bad_frame_mac = 0;   // keyed: a control frame whose MAC failed (forged, replayed): the session ended
 };
 
 class MirrorControl {
@@ -179,6 +180,7 @@ class MirrorControl {
   dataplane::MirrorLink* link_ = nullptr;
   bool queue_full_ = false;
   bool authenticated_ = false;
+  bool frames_maced_ = false;  // keyed, and the source MACs control frames (§1.8.2)
   uint16_t features_ = 0;
   FrameLimits limits_;
   uint64_t next_health_ns_ = 0;

@@ -255,6 +255,8 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   a.nonce = m.source_nonce;
   a.salt = config_.salt;
   a.proof = source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt);
+  // A mirror that asks MACs every control frame after its step 2, and so do we (§1.8.2).
+  if ((m.hello.flags & proto::kHelloFrameMac) != 0) a.flags |= proto::kAuthFrameMac;
   m.auth_bytes.resize(proto::kFrameHeaderBytes + proto::kAuthSourceBody);
   m.auth_bytes.resize(proto::encode_auth(a, m.auth_bytes));
   m.conn.send(m.auth_bytes);
@@ -262,7 +264,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   return true;
 }
 
-bool ServeControl::on_auth(Mirror& m, const Frame& f) {
+bool ServeControl::on_auth(Mirror& m, const Frame& f, proto::ConstBytes bytes) {
   proto::Auth a;
   if (proto::decode_auth(f, &a) != proto::DecodeError::kOk || a.step != proto::AuthStep::kMirrorProof ||
       !proofs_equal(a.proof, mirror_proof(*config_.psk, m.hello_bytes, m.auth_bytes))) {
@@ -273,6 +275,13 @@ bool ServeControl::on_auth(Mirror& m, const Frame& f) {
     return true;
   }
   m.authenticated = true;
+  if ((m.hello.flags & proto::kHelloFrameMac) != 0) {
+    m.conn.start_frame_mac(mirror_frame_keys(*config_.psk, m.hello_bytes, m.auth_bytes, bytes, true));
+  } else {
+    ++stats_.frames_unmaced;  // an older mirror: its datagrams are MACed, its TCP frames are not
+    note("frames-unmaced", absl::StrCat("mirror ", dataplane::to_string(m.peer),
+                                        " MACs no control frames (an older ringfire): served, its TCP frames unauthenticated"));
+  }
   return start_streaming(m);
 }
 
@@ -545,7 +554,7 @@ bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, 
         refuse(m, RefuseReason::kProtocol, absl::StrCat("expected AUTH, got ", proto::frame_kind_name(k)));
         return true;
       }
-      return on_auth(m, f);
+      return on_auth(m, f, bytes);
     case Mirror::State::kClosing:
       return true;
     case Mirror::State::kStreaming:
@@ -593,6 +602,12 @@ bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
     if (m.state == Mirror::State::kClosing) {
       m.conn.consume(m.conn.buffered());  // discard: nothing it says matters now
       return true;
+    }
+    if (next == TcpConn::Next::kForged) {
+      ++stats_.bad_frame_mac;
+      note("bad-frame-mac", absl::StrCat("closed ", dataplane::to_string(m.peer),
+                                         ": a control frame failed its MAC (forged, replayed or altered in flight)"));
+      return false;  // nothing in it counts; a stream with a forged frame in it cannot be trusted again
     }
     if (next == TcpConn::Next::kMalformed || next == TcpConn::Next::kOversized) {
       ++(next == TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);

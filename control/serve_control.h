@@ -97,12 +97,14 @@ struct ServeControlStats {
   uint64_t bad_hello = 0;           // malformed HELLO, version, schema
   uint64_t unauthenticated = 0;     // no authentication where the source requires it
   uint64_t bad_auth = 0;            // a wrong proof
+  uint64_t bad_frame_mac = 0;       // keyed: a control frame whose MAC failed (forged, replayed): closed
+  uint64_t frames_unmaced = 0;      // keyed mirrors that MAC no control frames (older ones): served anyway
   uint64_t nak_dropped = 0;         // NAK ranges refused: that mirror's queue was full
   uint64_t slow_cut = 0;            // stopped reading, or too far behind
   uint64_t peer_timeouts = 0;       // fell silent
   uint64_t refused() const {
     return conn_cap + foreign + handshake_timeouts + malformed + oversized + wrong_kind + bad_hello +
-           unauthenticated + bad_auth + slow_cut + peer_timeouts;
+           unauthenticated + bad_auth + bad_frame_mac + slow_cut + peer_timeouts;
   }
 };
 
@@ -150,7 +152,7 @@ class ServeControl {
   bool on_readable(Mirror& m, uint64_t now_ns);
   bool on_frame(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes, uint64_t now_ns);
   bool on_hello(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes);
-  bool on_auth(Mirror& m, const proto::Frame& f);
+  bool on_auth(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes);
   bool start_streaming(Mirror& m);
   void on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_ns);
   void on_health(Mirror& m, const proto::Health& h);

@@ -90,7 +90,11 @@ TcpConn::TcpConn(TcpConn&& o) noexcept
       out_(std::move(o.out_)),
       out_off_(o.out_off_),
       written_(o.written_),
-      received_(o.received_) {}
+      received_(o.received_),
+      seal_(o.seal_),
+      open_(o.open_),
+      stage_(std::move(o.stage_)),
+      front_opened_(o.front_opened_) {}
 
 TcpConn::~TcpConn() {
   if (fd_ >= 0) close(fd_);
@@ -146,13 +150,22 @@ TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size, const FrameLimi
   const proto::DecodeError e = proto::decode_frame_header(in, kMaxTcpFrameBody, &h);
   if (e == proto::DecodeError::kTooLarge) return Next::kOversized;
   if (e != proto::DecodeError::kOk) return Next::kMalformed;
-  if (h.len > limits.of(h.kind)) return Next::kOversized;
+  const uint32_t tag = open_ ? static_cast<uint32_t>(kFrameTagBytes) : 0;
+  if (h.len < tag) return Next::kForged;  // no room for its tag
+  if (h.len - tag > limits.of(h.kind)) return Next::kOversized;
   want_ = proto::kFrameHeaderBytes + h.len;
   if (in.size() < want_) {
     room();  // a frame larger than the buffer: make way as it arrives
     return Next::kNeedMore;
   }
   if (proto::decode_frame(in, h.len, f) != proto::DecodeError::kOk) return Next::kMalformed;
+  if (open_) {
+    // Checked once (the counter moves with it), before anything reads the body.
+    if (!front_opened_ && !open_->open({in.data(), want_ - tag}, in.data() + want_ - tag)) return Next::kForged;
+    front_opened_ = true;
+    f->header.len -= tag;
+    f->body = f->body.first(f->header.len);
+  }
   *size = want_;
   return Next::kFrame;
 }
@@ -167,6 +180,7 @@ TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size) {
 void TcpConn::consume(size_t n) {
   in_off_ += n;
   want_ = 0;
+  front_opened_ = false;
   if (in_off_ == in_len_) in_off_ = in_len_ = 0;
 }
 
@@ -176,8 +190,38 @@ void TcpConn::abort() {
 }
 
 bool TcpConn::send(proto::ConstBytes b) {
-  out_.insert(out_.end(), b.begin(), b.end());
+  queue(b);
   return flush();
+}
+
+void TcpConn::queue(proto::ConstBytes b) {
+  if (!seal_) {
+    out_.insert(out_.end(), b.begin(), b.end());
+    return;
+  }
+  // Sealed: each whole frame leaves with its tag, its len counting it.
+  stage_.insert(stage_.end(), b.begin(), b.end());
+  size_t at = 0;
+  while (stage_.size() - at >= proto::kFrameHeaderBytes) {
+    uint32_t len;
+    std::memcpy(&len, stage_.data() + at + 4, 4);  // the header's len (u32 LE at byte 4)
+    if (stage_.size() - at < proto::kFrameHeaderBytes + len) break;
+    const size_t start = out_.size();
+    out_.insert(out_.end(), stage_.begin() + static_cast<std::ptrdiff_t>(at),
+                stage_.begin() + static_cast<std::ptrdiff_t>(at + proto::kFrameHeaderBytes + len));
+    const uint32_t sealed_len = len + static_cast<uint32_t>(kFrameTagBytes);
+    std::memcpy(out_.data() + start + 4, &sealed_len, 4);
+    out_.resize(out_.size() + kFrameTagBytes);
+    seal_->seal({out_.data() + start, proto::kFrameHeaderBytes + len}, out_.data() + start + proto::kFrameHeaderBytes + len);
+    at += proto::kFrameHeaderBytes + len;
+  }
+  stage_.erase(stage_.begin(), stage_.begin() + static_cast<std::ptrdiff_t>(at));
+}
+
+void TcpConn::start_frame_mac(const FrameKeys& keys) {
+  seal_.emplace(keys.send);
+  open_.emplace(keys.recv);
+  front_opened_ = false;
 }
 
 bool TcpConn::flush() {

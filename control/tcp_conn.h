@@ -10,9 +10,11 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "control/frame_mac.h"
 #include "dataplane/kernel_udp.h"
 #include "proto/frame.h"
 
@@ -63,10 +65,14 @@ class TcpConn {
   // false on EOF or error.
   bool read_available(size_t budget_bytes = 1u << 20);
 
-  enum class Next : uint8_t { kFrame, kNeedMore, kMalformed, kOversized };
+  // kForged: a connection whose frames are MACed (start_frame_mac) got a
+  // frame whose tag does not verify — forged, replayed, reordered, or one
+  // missing before it: nothing in it may count, and the connection is over.
+  enum class Next : uint8_t { kFrame, kNeedMore, kMalformed, kOversized, kForged };
   // next_frame decodes the frame at the front of the input; *size is its
   // length in bytes, to consume() once handled. kOversized: its header
   // declares a body over limits' bound for its kind (nothing was reserved).
+  // On a MACed connection the body excludes the tag (checked once per frame).
   Next next_frame(proto::Frame* f, size_t* size, const FrameLimits& limits);
   // next_frame with one bound for every kind, kMaxTcpFrameBody (a peer
   // trusted with that: tests and tools).
@@ -80,7 +86,13 @@ class TcpConn {
   // queue only appends bytes to the output (no system call): a flush()
   // writes them. For a caller that builds frames under a lock and writes
   // once it let go of it.
-  void queue(proto::ConstBytes b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void queue(proto::ConstBytes b);
+  // start_frame_mac: from now on every frame written is sealed and every
+  // frame read must verify (PROTOCOL.md §1.8.2): called by each side at the
+  // point of its handshake where the protocol says MACs begin — the bytes
+  // given to send/queue after it must then be whole frames, in any pieces.
+  void start_frame_mac(const FrameKeys& keys);
+  bool frame_mac() const { return seal_.has_value(); }
   // flush writes queued bytes; false on error.
   bool flush();
   size_t pending() const { return out_.size() - out_off_; }
@@ -106,6 +118,12 @@ class TcpConn {
   size_t out_off_ = 0;
   uint64_t written_ = 0;
   uint64_t received_ = 0;
+  // The frame MAC (start_frame_mac): a direction each. Bytes to send wait
+  // in stage_ until a whole frame is there, then go to out_ sealed; the
+  // front input frame is checked once (front_opened_, until consume).
+  std::optional<FrameMac> seal_, open_;
+  std::vector<std::byte> stage_;
+  bool front_opened_ = false;
 };
 
 }  // namespace ringfire::control

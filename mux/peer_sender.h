@@ -76,6 +76,8 @@ class PeerSender {
   void set_peer_budget(uint32_t bytes) { peer_budget_ = bytes != 0 ? bytes : config_.peer_byte_budget; }
   // outstanding_bytes: what the open slots have sent and not had credited back.
   uint64_t outstanding_bytes() const { return out_bytes_total_; }
+  // withheld_total_bytes: what every slot holds that has not gone yet.
+  uint64_t withheld_total_bytes() const { return withheld_total_; }
   SendStatus send(proto::SlotId slot, proto::ConstBytes record, uint64_t now_ns);
   // finish: the terminal; later sends are kClosed. false if not live.
   bool finish(proto::SlotId slot);

@@ -633,14 +633,24 @@ NodeStats Node::stats() const {
   s.out = impl_->out_ended;
   s.in = impl_->in_ended;
   for (const auto& [w, p] : impl_->out) {
-    if (p->sender && !p->dead) s.out = sum(s.out, p->sender->stats());
+    if (p->sender && !p->dead) {
+      s.out = sum(s.out, p->sender->stats());
+      s.live_slots += p->sender->live_slots();
+      s.withheld_bytes += p->sender->withheld_total_bytes();
+      s.outstanding_bytes += p->sender->outstanding_bytes();
+    }
     if (p->serve_link && !p->dead) impl_->add_serve_counters(*p->serve_link, &s);
   }
   for (const auto& p : impl_->in) {
     if (p->dead) continue;
-    if (p->receiver) s.in = sum(s.in, p->receiver->stats());
+    if (p->receiver) {
+      s.in = sum(s.in, p->receiver->stats());
+      s.live_streams += p->receiver->live_streams();
+      s.buffered_bytes += p->receiver->buffered_bytes();
+    }
     s = sum(s, p->mirror_counts);  // the conductor's copy of its channel mirror's counters
   }
+  s.anchors = impl_->anchors.size();
   for (const auto& t : impl_->tcp_out) s.tcp_records_out += t->records_out.load(std::memory_order_relaxed);
   return s;
 }

@@ -156,6 +156,8 @@ struct NodeStats {
   uint64_t refused_by_source = 0;  // ... of them: past a source's (or every source's) pending or channel cap
   uint64_t unauthenticated = 0;  // keyed nodes: a peer without the key, or with another one (refused or left)
   uint64_t frames_rejected = 0;  // frames that did not decode or had no business here
+  uint64_t bad_frame_mac = 0;    // keyed: a control frame whose MAC failed (forged, replayed): its connection cut
+  uint64_t frames_unmaced = 0;   // keyed peers that MAC no control frames (older ones): served anyway
   uint64_t attaches_answered = 0;
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
   uint64_t channel_batches = 0;    // batches published into egress rings
@@ -194,6 +196,17 @@ struct NodeStats {
   // channel's worker, the node thread or a poll that left items).
   uint64_t polls = 0;
   uint64_t ready_wakeups = 0;
+  // Gauges (now, not totals), each back to zero once every stream ended and
+  // was read and every peer applied what it was sent: the owner side's
+  // live slots, bytes withheld (staged, not sent) and outstanding (sent,
+  // not credited back); the receiver side's live streams and the bytes
+  // buffered for readers; the anchors open.
+  uint64_t live_slots = 0;
+  uint64_t withheld_bytes = 0;
+  uint64_t outstanding_bytes = 0;
+  uint64_t live_streams = 0;
+  uint64_t buffered_bytes = 0;
+  uint64_t anchors = 0;
 };
 
 class Node;

@@ -131,7 +131,7 @@ inline proto::ConstBytes frame_bytes(const proto::Frame& f) {
 // Without a key, an answer is taken as it is.
 inline proto::Node keyed_node(proto::Node m, const std::optional<control::Psk>& psk) {
   if (psk) {
-    m.flags |= proto::kNodeKeyed;
+    m.flags |= proto::kNodeKeyed | proto::kNodeFrameMac;
     m.nonce = control::random_nonce();
   }
   return m;
@@ -147,7 +147,13 @@ inline std::string prove_back(TcpConn& c, const std::optional<control::Psk>& psk
   a.step = proto::AuthStep::kNodeProof;
   a.proof = control::node_connect_proof(*psk, mine, frame_bytes(f));
   std::byte b[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
-  c.queue({b, proto::encode_auth(a, {b, sizeof(b)})});
+  const proto::ConstBytes step3(b, proto::encode_auth(a, {b, sizeof(b)}));
+  c.queue(step3);
+  // Both nodes asked (our NODE always does, keyed): every control frame
+  // after step 3 is MACed, each way (§1.8.2).
+  if ((answer.flags & proto::kNodeFrameMac) != 0) {
+    c.start_frame_mac(control::node_frame_keys(*psk, mine, frame_bytes(f), step3, true));
+  }
   return "";
 }
 

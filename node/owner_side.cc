@@ -118,6 +118,11 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   for (;;) {
     const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
     if (n == TcpConn::Next::kNeedMore) break;
+    if (n == TcpConn::Next::kForged) {
+      ++counters.bad_frame_mac;
+      end_out(p, "a control frame failed its MAC (forged, replayed or altered in flight)");
+      return;
+    }
     if (n != TcpConn::Next::kFrame) {
       ++counters.frames_rejected;
       end_out(p, "it sent a malformed frame");
@@ -320,7 +325,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     if (n == TcpConn::Next::kNeedMore) break;
     if (n != TcpConn::Next::kFrame) {
       std::lock_guard l(mu);
-      ++counters.frames_rejected;
+      ++(n == TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
     } else if (f.header.kind == FrameKind::kNode && !t.node_seen) {
       proto::Node m;
       if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {

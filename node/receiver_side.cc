@@ -62,8 +62,8 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
       drained = true;
       break;
     }
-    if (n != TcpConn::Next::kFrame) {  // malformed or oversized: the stream cannot be resynchronised
-      ++counters.frames_rejected;
+    if (n != TcpConn::Next::kFrame) {  // malformed, oversized or forged: the stream cannot be resynchronised
+      ++(n == TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
       if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
       retire(p.conn);
       return;
@@ -147,6 +147,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   proto::Node answer;
   answer.worker_id = worker;
   answer.flags = proto::kNodeKeyed;
+  if ((m.flags & proto::kNodeFrameMac) != 0) answer.flags |= proto::kNodeFrameMac;  // both MAC control frames (§1.8.2)
   answer.nonce = control::random_nonce();
   if ((m.flags & proto::kNodeKeyed) == 0) {
     ++counters.unauthenticated;  // it holds no key: told so (a keyed NODE without a proof), then closed
@@ -172,6 +173,11 @@ void NodeImpl::on_node_auth(InPeer& p, const proto::Frame& f) {
     ++counters.unauthenticated;  // another key, or something else instead of the proof
     retire(p.conn);
     return;
+  }
+  if ((p.hello.flags & proto::kNodeFrameMac) != 0) {
+    p.conn->start_frame_mac(control::node_frame_keys(*opt.psk, p.hello_bytes, p.answer_bytes, frame_bytes(f), false));
+  } else {
+    ++counters.frames_unmaced;  // an older node: its frames after the exchange are not MACed
   }
   p.hello_bytes = {};
   p.answer_bytes = {};

@@ -406,7 +406,8 @@ size_t encode_auth(const Auth& m, MutableBytes out) {
   const bool source = m.step == AuthStep::kSourceProof;
   ByteWriter w = begin_frame(out, FrameKind::kAuth, 0, 0, source ? kAuthSourceBody : kAuthMirrorBody);
   w.u8(static_cast<uint8_t>(m.step));
-  w.zeros(7);
+  w.u8(m.flags);
+  w.zeros(6);
   if (source) {
     w.bytes(m.nonce);
     w.bytes(m.salt);
@@ -420,7 +421,8 @@ DecodeError decode_auth(const Frame& f, Auth* out) {
   if (f.body.size() != f.header.len || f.body.empty()) return DecodeError::kBadLength;
   ByteReader r(f.body);
   const uint8_t step = r.u8();
-  r.skip(7);
+  out->flags = r.u8();
+  r.skip(6);
   if (step == static_cast<uint8_t>(AuthStep::kSourceProof)) {
     if (f.body.size() != kAuthSourceBody) return DecodeError::kBadLength;
     std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);

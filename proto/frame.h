@@ -89,6 +89,7 @@ enum HelloFlags : uint16_t {
   kHelloMultiNak = 1u << 4,        // the mirror's NAKs may name several ranges
   kHelloAuth = 1u << 5,            // a 32-byte challenge follows: authenticate
   kHelloTag = 1u << 6,             // the mirror checks a datagram tag (TAG frame) when unkeyed
+  kHelloFrameMac = 1u << 7,        // with kHelloAuth: MAC every control frame after the handshake (§1.8.2)
 };
 inline constexpr size_t kNonceBytes = 32;
 struct Hello {
@@ -216,8 +217,12 @@ inline constexpr size_t kHealthBody = 64;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
 // Step 3 is the stream mux's: the connecting node's proof (§5.1), laid out as step 2.
 enum class AuthStep : uint8_t { kSourceProof = 1, kMirrorProof = 2, kNodeProof = 3 };
+// kAuthFrameMac (Auth::flags, step 1): the source answers a HELLO's
+// kHelloFrameMac: every control frame after AUTH step 2 is MACed (§1.8.2).
+inline constexpr uint8_t kAuthFrameMac = 1u << 0;
 struct Auth {
   AuthStep step = AuthStep::kSourceProof;
+  uint8_t flags = 0;  // kAuthFrameMac (step 1)
   std::array<std::byte, kNonceBytes> nonce{};  // step 1: the source's nonce
   std::array<std::byte, kNonceBytes> salt{};   // step 1: the data-key salt
   std::array<std::byte, kProofBytes> proof{};
@@ -273,6 +278,7 @@ enum NodeFlags : uint16_t {
   kNodeChannel = 1u << 0,  // channel_epoch and channel_port are set: mirror my channel
   kNodeKeyed = 1u << 1,    // a 32-byte nonce follows the fixed body: this node holds a pre-shared key
   kNodeProof = 1u << 2,    // (the accepting node's, with kNodeKeyed) a 32-byte proof follows the nonce
+  kNodeFrameMac = 1u << 3, // with kNodeKeyed: MAC every control frame after the keyed exchange (§1.8.2), if both set it
 };
 struct Node {
   uint16_t version = kProtocolVersion;

@@ -8,6 +8,7 @@
 #include "control/mirror_control.h"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "control/serve_control.h"
+#include "control/tcp_conn.h"
 #include "gtest/gtest.h"
 #include "ring/check_record.h"
 #include "ring/producer.h"
@@ -235,6 +237,130 @@ TEST_F(MirrorControlTest, WaitingForItsSourceAMirrorRetriesUntilTheSourceStarts)
   ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }, 5000)) << m->end_reason();
   EXPECT_EQ(plane_.requests.size(), 1u);
   EXPECT_EQ(m->control_stats().sessions, 1u);
+}
+
+// Proxy: one TCP connection relayed between a mirror and its source, with
+// a way to put bytes of a stranger's into it (what an on-path attacker can
+// do to a connection it cannot read the key of).
+class Proxy {
+ public:
+  explicit Proxy(const Endpoint& upstream) : upstream_(upstream) {
+    auto l = tcp_listen(Endpoint{kLoopback, 0});
+    EXPECT_TRUE(l.ok());
+    listen_fd_ = *l;
+  }
+  ~Proxy() {
+    for (int fd : {listen_fd_, down_, up_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  Endpoint address() const { return socket_local(listen_fd_); }
+  // relay moves what either side wrote (accepting the mirror first).
+  void relay() {
+    if (down_ < 0) {
+      down_ = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK);
+      if (down_ < 0) return;
+      auto u = tcp_connect(upstream_, 1000);
+      ASSERT_TRUE(u.ok());
+      up_ = *u;
+    }
+    move(down_, up_);
+    move(up_, down_);
+  }
+  void inject_to_mirror(const std::vector<std::byte>& b) {
+    ASSERT_EQ(write(down_, b.data(), b.size()), static_cast<ssize_t>(b.size()));
+  }
+
+ private:
+  static void move(int from, int to) {
+    std::byte buf[65536];
+    for (ssize_t n; (n = read(from, buf, sizeof(buf))) > 0;) {
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = write(to, buf + done, static_cast<size_t>(n - done));
+        if (w > 0) done += w;
+      }
+    }
+  }
+  Endpoint upstream_;
+  int listen_fd_ = -1, down_ = -1, up_ = -1;
+};
+
+// Keyed, both sides MAC every control frame after the handshake (§1.8.2):
+// a TCP-mode mirror's DATA arrives sealed and whole; then a GAP injected
+// into the live connection (a stranger's frame, its tag made up) is
+// counted, never reaches the session, and ends it.
+TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNothing) {
+  Psk key;
+  key.key.assign(32, 0x33);
+  ServeControlConfig c;
+  c.listen = Endpoint{kLoopback, 0};
+  c.ring = ring_.name();
+  c.data_ip = kLoopback;
+  c.session = 7;
+  c.psk = key;
+  c.salt = random_nonce();
+  c.log = [](const std::string&) {};
+  auto s = ServeControl::start(c, &source_link_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  source_ = std::move(*s);
+  Proxy proxy(source_->listening());
+  publish(500);
+  MirrorOptions o;
+  o.tcp_only = true;
+  o.psk = key;
+  o.source = proxy.address();
+  o.ring = mirror_name_;
+  o.from = MirrorOptions::From::kOldest;
+  auto m = std::make_unique<MirrorControl>(o, &plane_, [this](const std::string& l) { log_.push_back(l); });
+  auto pump_via = [&](auto done, int ms = 3000) {
+    for (int i = 0; i < ms; ++i) {
+      proxy.relay();
+      source_->poll(0);
+      proxy.relay();
+      m->poll(now());
+      if (done()) return true;
+      usleep(1000);
+    }
+    return false;
+  };
+  ASSERT_TRUE(pump_via([&] { return m->state() == State::kStreaming; })) << m->end_reason() << " " << m->failure();
+  EXPECT_TRUE(m->authenticated());
+  EXPECT_NE(m->description().find("authenticated"), std::string::npos);
+  EXPECT_EQ(m->description().find("datagrams only"), std::string::npos) << m->description();
+  dataplane::MirrorLink& link = *plane_.links.back();
+  uint64_t records = 0, next = 0, gaps = 0;
+  auto take = [&] {
+    proto::ConstBytes b;
+    while (link.tcp_frames.front(&b)) {
+      proto::Frame f;
+      EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
+      if (f.header.kind == proto::FrameKind::kData) {
+        EXPECT_EQ(f.header.seq, next);
+        records += f.header.count;
+        next = f.header.seq + f.header.count;
+      }
+      gaps += f.header.kind == proto::FrameKind::kGap;
+      link.tcp_frames.pop();
+    }
+  };
+  ASSERT_TRUE(pump_via([&] {
+    take();
+    return records >= 500;
+  }));
+  EXPECT_EQ(records, 500u) << "sealed DATA did not arrive whole";
+  // The stranger's GAP: "the next sequence is 10500" (records 500..10499
+  // gone), well formed (no body; its len the tag's), its tag made up.
+  std::vector<std::byte> gap(proto::kFrameHeaderBytes + kFrameTagBytes, std::byte{0x42});
+  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kGap, 0, 0, kFrameTagBytes, 10500}, gap.data());
+  proxy.inject_to_mirror(gap);
+  ASSERT_TRUE(pump_via([&] {
+    take();
+    return m->state() != State::kStreaming;
+  })) << "the forged GAP did not end the session";
+  EXPECT_EQ(m->control_stats().bad_frame_mac, 1u);
+  EXPECT_NE(m->end_reason().find("MAC"), std::string::npos) << "ended: " << m->end_reason();
+  EXPECT_EQ(gaps, 0u) << "the forged GAP reached the session";
+  EXPECT_EQ(records, 500u);
 }
 
 }  // namespace

@@ -586,6 +586,78 @@ TEST_F(ServeControlAuthTest, AWrongProofIsRefused) {
   EXPECT_EQ(ctl->stats().mirrors, 0u);
 }
 
+// A mirror that asks (HELLO bit 7): every control frame after its step 2
+// is MACed both ways (§1.8.2). Its sealed NAK is served; a NAK injected
+// into the live connection with a tag of its maker's own is counted, moves
+// nothing (no repair), and ends the connection.
+TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMovesNothing) {
+  auto ctl = start_keyed();
+  Client c(ctl->listening());
+  const Nonce mine = random_nonce();
+  const auto hello = hello_frame(proto::kHelloAuth | proto::kHelloFrameMac | proto::kHelloHealth | proto::kHelloMultiNak,
+                                 proto::kHelloOldest, &mine);
+  c.send(hello);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  proto::Auth a;
+  ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
+  EXPECT_EQ(a.flags & proto::kAuthFrameMac, proto::kAuthFrameMac) << "the source did not answer bit 7";
+  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
+  proto::Auth reply;
+  reply.step = proto::AuthStep::kMirrorProof;
+  reply.proof = mirror_proof(psk_, hello, auth_bytes);
+  std::vector<std::byte> step2(128);
+  step2.resize(proto::encode_auth(reply, step2));
+  c.send(step2);
+  c.conn().start_frame_mac(mirror_frame_keys(psk_, hello, auth_bytes, step2, false));
+  // GEOMETRY and MULTICAST verify under the source's key.
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kGeometry);
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kMulticast);
+  EXPECT_EQ(ctl->stats().frames_unmaced, 0u);
+  publish(5000);
+  c.send(nak_frame({{10, 19}}));  // sealed by the client's conn
+  for (int i = 0; i < 20; ++i) ctl->poll(1000);
+  ASSERT_EQ(commands().size(), 1u) << "the honest NAK was not served";
+  EXPECT_EQ(ctl->stats().naks, 1u);
+  // The forger's NAK: well formed, its len counting a tag, the tag made up.
+  std::vector<std::byte> forged = nak_frame({{100, 199}});
+  const uint32_t len = static_cast<uint32_t>(forged.size() - proto::kFrameHeaderBytes + kFrameTagBytes);
+  std::memcpy(forged.data() + 4, &len, 4);
+  forged.resize(forged.size() + kFrameTagBytes, std::byte{0x42});
+  ASSERT_EQ(write(c.conn().fd(), forged.data(), forged.size()), static_cast<ssize_t>(forged.size()));
+  EXPECT_TRUE(c.closed_by(*ctl));
+  EXPECT_EQ(ctl->stats().bad_frame_mac, 1u);
+  EXPECT_EQ(ctl->stats().naks, 1u) << "the forged NAK counted";
+  EXPECT_TRUE(commands().empty()) << "the forged NAK moved a repair";
+}
+
+// An older keyed mirror (no bit 7) is still served, its datagrams MACed
+// and its TCP frames not: counted, so an operator can see it.
+TEST_F(ServeControlAuthTest, AnOlderKeyedMirrorIsServedWithoutFrameMacsAndCounted) {
+  auto ctl = start_keyed();
+  Client c(ctl->listening());
+  const Nonce mine = random_nonce();
+  const auto hello = hello_frame(proto::kHelloAuth, proto::kHelloOldest, &mine);
+  c.send(hello);
+  Frame f;
+  ASSERT_TRUE(c.next(*ctl, &f));
+  proto::Auth a;
+  ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
+  EXPECT_EQ(a.flags, 0) << "bit 7 was not asked for";
+  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
+  proto::Auth reply;
+  reply.step = proto::AuthStep::kMirrorProof;
+  reply.proof = mirror_proof(psk_, hello, auth_bytes);
+  std::vector<std::byte> b(128);
+  b.resize(proto::encode_auth(reply, b));
+  c.send(b);
+  ASSERT_TRUE(c.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kGeometry) << "not served in the clear";
+  EXPECT_EQ(ctl->stats().frames_unmaced, 1u);
+}
+
 TEST(PskFile, AShortOrWorldReadableKeyFileIsRefusedWithWhatToDo) {
   const std::string path = "/tmp/rf-psk-test-" + std::to_string(getpid());
   {

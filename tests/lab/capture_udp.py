@@ -15,6 +15,7 @@ import json
 import socket
 import struct
 import sys
+import time
 
 
 def fold(b):
@@ -30,9 +31,19 @@ def main():
     iface, dst, port, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
     s.bind((iface, 0))
-    s.settimeout(timeout)
+    # TIMEOUT_S bounds the whole capture, not each read: other traffic
+    # (heartbeats) would otherwise keep it waiting for ever.
+    deadline = time.monotonic() + timeout
     while True:
-        f = s.recv(65535)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            print(json.dumps({"error": f"no DATA to {dst}:{port} on {iface} within {timeout} s"}))
+            return 1
+        s.settimeout(left)
+        try:
+            f = s.recv(65535)
+        except socket.timeout:
+            continue
         if len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
             continue
         ihl = (f[14] & 15) * 4

@@ -5,10 +5,14 @@
 #include "node/node.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <map>
 #include <string>
 #include <thread>
@@ -16,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "control/frame_mac.h"
 #include "proto/attach.h"
 #include "proto/frame.h"
 
@@ -153,6 +158,64 @@ TEST(Node, StreamsArriveInOrderAndFinishOnce) {
   // Batching: 20 streams share batches.
   EXPECT_LT(ps.out.batches, ps.out.records) << "every record went alone";
   EXPECT_EQ(cs.channel_failures, 0u);
+}
+
+// The gauges the seed says must return to zero: held up while records wait
+// for a reader that does not read, and back to zero (not merely small) once
+// every stream ended, was read, and every peer applied what it was sent.
+TEST(Node, TheGaugesHoldWhatWaitsAndReturnToZero) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 3, &anchors, &senders));
+  // 12 records a stream against a window of 8, nobody reading: 8 go (and
+  // wait, buffered, at the consumer), 4 are withheld at the producer.
+  for (auto& s : senders) {
+    for (int t = 0; t < 12; ++t) ASSERT_EQ(s->send(bytes(absl::StrCat("t", t, "-0123456789"))), mux::SendStatus::kSent);
+  }
+  NodeStats ps, cs;
+  for (int i = 0; i < 500; ++i) {
+    ps = producer->stats();
+    cs = consumer->stats();
+    if (cs.buffered_bytes == 3u * 8 * 13 && ps.withheld_bytes != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ps.live_slots, 3u);
+  EXPECT_EQ(ps.outstanding_bytes, 3u * 8 * 13) << "8 records of 13 bytes a stream sent, none credited back";
+  EXPECT_GT(ps.withheld_bytes, 0u) << "4 records a stream wait for credit";
+  EXPECT_EQ(cs.live_streams, 3u);
+  EXPECT_EQ(cs.buffered_bytes, 3u * 8 * 13);
+  EXPECT_EQ(cs.anchors, 3u);
+  for (auto& s : senders) EXPECT_TRUE(s->finish());
+  for (size_t i = 0; i < anchors.size(); ++i) {
+    int got = 0;
+    for (Item it; anchors[i]->recv(&it, 10 * kSecond);) {
+      if (it.kind != Item::Kind::kData) {
+        EXPECT_EQ(it.kind, Item::Kind::kFinished);
+        break;
+      }
+      EXPECT_EQ(text(it.bytes), absl::StrCat("t", got++, "-0123456789"));
+    }
+    EXPECT_EQ(got, 12);
+  }
+  ASSERT_TRUE(producer->drain(10 * kSecond));
+  senders.clear();
+  anchors.clear();
+  for (int i = 0; i < 500; ++i) {
+    ps = producer->stats();
+    cs = consumer->stats();
+    if (ps.live_slots + ps.outstanding_bytes + ps.withheld_bytes + cs.live_streams + cs.buffered_bytes + cs.anchors == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ps.live_slots, 0u);
+  EXPECT_EQ(ps.outstanding_bytes, 0u);
+  EXPECT_EQ(ps.withheld_bytes, 0u);
+  EXPECT_EQ(cs.live_streams, 0u);
+  EXPECT_EQ(cs.buffered_bytes, 0u);
+  EXPECT_EQ(cs.anchors, 0u);
+  EXPECT_EQ(cs.in.finished, 3u);
 }
 
 TEST(Node, ARecordLargerThanADatagramIsFencedAndArrivesInOrderOverTheChannelsTcp) {
@@ -686,6 +749,116 @@ TEST(Node, AKeyedNodeCutsAStrangerThatCannotProveTheKey) {
   }
   EXPECT_EQ((*consumer)->stats().unauthenticated, 2u);
   EXPECT_EQ((*consumer)->stats().peers_in, 0u) << "a channel for a stranger";
+}
+
+// Relay: one TCP connection relayed between two nodes on a thread of its
+// own, and a way to put a stranger's bytes into the consumer's side of it
+// (an on-path attacker without the key).
+class Relay {
+ public:
+  explicit Relay(const dataplane::Endpoint& upstream) : upstream_(upstream) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(listen_fd_, 4), 0);
+    socklen_t len = sizeof(a);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Relay() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : {listen_fd_, down_, up_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  dataplane::Endpoint address() const { return {INADDR_LOOPBACK, port_}; }
+  // inject: bytes into the connection toward the consumer (its acceptor side).
+  void inject(const std::vector<std::byte>& b) {
+    std::lock_guard l(mu_);
+    ASSERT_GE(up_, 0);
+    ASSERT_EQ(write(up_, b.data(), b.size()), static_cast<ssize_t>(b.size()));
+  }
+
+ private:
+  void run() {
+    down_ = accept(listen_fd_, nullptr, nullptr);
+    up_ = raw_connect(upstream_);
+    for (int fd : {down_, up_}) fcntl(fd, F_SETFL, O_NONBLOCK);
+    std::byte buf[65536];
+    while (!stop_) {
+      pollfd p[2] = {{down_, POLLIN, 0}, {up_, POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if ((p[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+        const int from = i == 0 ? down_ : up_, to = i == 0 ? up_ : down_;
+        const ssize_t n = read(from, buf, sizeof(buf));
+        if (n <= 0) {
+          shutdown(to, SHUT_WR);
+          continue;
+        }
+        std::lock_guard l(mu_);
+        for (ssize_t done = 0; done < n;) {
+          const ssize_t w = write(to, buf + done, static_cast<size_t>(n - done));
+          if (w > 0) done += w;
+        }
+      }
+    }
+  }
+  dataplane::Endpoint upstream_;
+  int listen_fd_ = -1, down_ = -1, up_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::thread thread_;
+};
+
+// Keyed nodes MAC every control frame after the keyed exchange (§1.8.2): a
+// stream runs through a relay; then an ATTACH injected into the live
+// connection (well formed, for a real anchor, its tag made up) is counted,
+// answers nothing, registers nothing, and ends the connection — the
+// stream it carried ends dropped, once.
+TEST(Node, KeyedControlFramesAreMacedAndAnInjectedAttachMovesNothing) {
+  control::Psk key;
+  key.key.assign(40, 'k');
+  NodeOptions co = options("c"), po = options("p");
+  co.psk = po.psk = key;
+  auto consumer = Node::create(co);
+  auto producer = Node::create(po);
+  ASSERT_TRUE(consumer.ok() && producer.ok());
+  Relay relay((*consumer)->control_address());
+  auto anchor = (*consumer)->create_anchor(AnchorKind::kSingleSender);
+  auto victim = (*consumer)->create_anchor(AnchorKind::kSingleSender);
+  auto s = (*producer)->attach(anchor->handle(), relay.address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "sealed");
+  const NodeStats before = (*consumer)->stats();
+  EXPECT_EQ(before.frames_unmaced, 0u);
+  EXPECT_EQ((*producer)->stats().frames_unmaced, 0u);
+  EXPECT_EQ(before.attaches_answered, 1u);
+  proto::AttachRequest req{victim->id(), 77, proto::kTransportMux};
+  std::vector<std::byte> forged(proto::kFrameHeaderBytes + 256);
+  std::byte body[256];
+  const size_t n = proto::encode_attach_request(req, {body, sizeof(body)});
+  proto::encode_frame_header(
+      proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(n + control::kFrameTagBytes), 0},
+      forged.data());
+  std::memcpy(forged.data() + proto::kFrameHeaderBytes, body, n);
+  forged.resize(proto::kFrameHeaderBytes + n);
+  forged.resize(forged.size() + control::kFrameTagBytes, std::byte{0x42});
+  relay.inject(forged);
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped) << "the connection the forged frame was in should have ended";
+  EXPECT_EQ(it.reason, mux::EndReason::kChannelLost);
+  const NodeStats after = (*consumer)->stats();
+  EXPECT_EQ(after.bad_frame_mac, 1u);
+  EXPECT_EQ(after.attaches_answered, 1u) << "the forged ATTACH was answered";
+  EXPECT_EQ(victim->live_streams(), 0u) << "the forged ATTACH registered a stream";
+  EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a second end";
 }
 
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {

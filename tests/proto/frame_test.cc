@@ -279,6 +279,15 @@ TEST(FrameGolden, AuthBothSteps) {
   Auth back;
   ASSERT_EQ(decode_auth(decode(buf), &back), DecodeError::kOk);
   EXPECT_EQ(back.salt, a.salt);
+  EXPECT_EQ(back.flags, 0);
+  // Step 1 answering HELLO bit 7: flags bit 0 at byte 1 of the body.
+  a.flags = kAuthFrameMac;
+  buf.assign(256, std::byte{});
+  buf.resize(encode_auth(a, buf));
+  EXPECT_EQ(to_hex(std::span(buf).first(24)), to_hex(hex("0b 00 0000 68000000 0000000000000000 01 01 000000000000")));
+  ASSERT_EQ(decode_auth(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.flags, kAuthFrameMac);
+  a.flags = 0;
   a.step = AuthStep::kMirrorProof;
   buf.assign(256, std::byte{});
   buf.resize(encode_auth(a, buf));
