@@ -117,7 +117,7 @@ void print_mirror_stats(const std::string& prefix, const control::MirrorControl&
   const uint64_t end = st.known_end.get();
   std::printf(
       "%s: %llu rec/s, next seq %llu, lag %llu, held %llu, NAKs %llu, GAP records %llu, "
-      "dup %llu, datagrams %llu, TCP frames %llu, fault-dropped %llu, port drops %llu\n",
+      "dup %llu, datagrams %llu, TCP frames %llu, TCP records %llu, fault-dropped %llu, port drops %llu\n",
       prefix.c_str(), static_cast<unsigned long long>(per_second), static_cast<unsigned long long>(next),
       static_cast<unsigned long long>(end > next ? end - next : 0),
       static_cast<unsigned long long>(st.held.get()), static_cast<unsigned long long>(st.naks.get()),
@@ -125,6 +125,7 @@ void print_mirror_stats(const std::string& prefix, const control::MirrorControl&
       static_cast<unsigned long long>(st.duplicates.get()),
       static_cast<unsigned long long>(st.datagrams.get()),
       static_cast<unsigned long long>(st.tcp_frames.get()),
+      static_cast<unsigned long long>(st.tcp_records.get()),
       static_cast<unsigned long long>(st.fault_dropped.get()),
       static_cast<unsigned long long>(c.port_drops()));
   std::fflush(stdout);

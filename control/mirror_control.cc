@@ -312,7 +312,7 @@ bool MirrorControl::handshake(uint64_t now_ns) {
       }
       return false;
     }
-    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, size);
+    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size());
     if (awaiting_auth_) {
       // The source must prove it holds the key before we believe anything.
       proto::Auth a;
@@ -512,7 +512,7 @@ bool MirrorControl::relay_frames() {
         end_reason_ = "the source sent a frame larger than this ring's records";
         return false;
       }
-      if (!link_->tcp_frames.try_push(proto::ConstBytes(f.body.data() - proto::kFrameHeaderBytes, size))) {
+      if (!link_->tcp_frames.try_push(proto::ConstBytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size()))) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
         wake();
         return true;

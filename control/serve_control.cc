@@ -620,7 +620,7 @@ bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
       return true;
     }
     m.last_rx_ns = now_ns;
-    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, size);
+    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size());
     const bool ok = on_frame(m, f, bytes, now_ns);
     m.conn.consume(size);
     if (!ok) return false;

@@ -150,22 +150,27 @@ TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size, const FrameLimi
   const proto::DecodeError e = proto::decode_frame_header(in, kMaxTcpFrameBody, &h);
   if (e == proto::DecodeError::kTooLarge) return Next::kOversized;
   if (e != proto::DecodeError::kOk) return Next::kMalformed;
+  // A MACed frame's len counts its tag; once checked, its header in our
+  // buffer says the plain body's (front_opened_), the tag still after it.
   const uint32_t tag = open_ ? static_cast<uint32_t>(kFrameTagBytes) : 0;
-  if (h.len < tag) return Next::kForged;  // no room for its tag
-  if (h.len - tag > limits.of(h.kind)) return Next::kOversized;
-  want_ = proto::kFrameHeaderBytes + h.len;
+  const uint32_t body = front_opened_ ? h.len : h.len < tag ? 0 : h.len - tag;
+  if (!front_opened_ && h.len < tag) return Next::kForged;  // no room for its tag
+  if (body > limits.of(h.kind)) return Next::kOversized;
+  want_ = proto::kFrameHeaderBytes + body + tag;
   if (in.size() < want_) {
     room();  // a frame larger than the buffer: make way as it arrives
     return Next::kNeedMore;
   }
-  if (proto::decode_frame(in, h.len, f) != proto::DecodeError::kOk) return Next::kMalformed;
-  if (open_) {
+  if (open_ && !front_opened_) {
     // Checked once (the counter moves with it), before anything reads the body.
-    if (!front_opened_ && !open_->open({in.data(), want_ - tag}, in.data() + want_ - tag)) return Next::kForged;
+    if (!open_->open({in.data(), want_ - tag}, in.data() + want_ - tag)) return Next::kForged;
     front_opened_ = true;
-    f->header.len -= tag;
-    f->body = f->body.first(f->header.len);
+    // The frame as the caller sees it is the plain one: its header's len
+    // rewritten (in our own buffer) to the body's, so that header and body
+    // relay as a frame of their own (a TCP-borne DATA to the worker).
+    std::memcpy(in_.data() + in_off_ + 4, &body, 4);
   }
+  if (proto::decode_frame(in.first(want_ - tag), body, f) != proto::DecodeError::kOk) return Next::kMalformed;
   *size = want_;
   return Next::kFrame;
 }

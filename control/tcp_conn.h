@@ -72,7 +72,9 @@ class TcpConn {
   // next_frame decodes the frame at the front of the input; *size is its
   // length in bytes, to consume() once handled. kOversized: its header
   // declares a body over limits' bound for its kind (nothing was reserved).
-  // On a MACed connection the body excludes the tag (checked once per frame).
+  // On a MACed connection the body excludes the tag (checked once per frame)
+  // and the header before it says so: the 16 + body.size() bytes from the
+  // header on are the plain frame; *size still counts the tag (consume it).
   Next next_frame(proto::Frame* f, size_t* size, const FrameLimits& limits);
   // next_frame with one bound for every kind, kMaxTcpFrameBody (a peer
   // trusted with that: tests and tools).

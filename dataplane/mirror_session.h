@@ -47,6 +47,7 @@ struct MirrorWorkerConfig {
 struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
   Counter datagrams;
   Counter tcp_frames;
+  Counter tcp_records;  // records in the DATA frames that came by TCP (catch-up and repair; heartbeats apart)
   Counter fault_dropped;
   Counter punches;
   Counter records;
@@ -142,6 +143,7 @@ class alignas(64) MirrorSession {
   uint64_t signalled_seq_ = 0;  // next_seq when reader_wake was last signalled
   uint64_t datagrams_ = 0;   // published by publish_stats: no locked add per datagram
   uint64_t tcp_frames_ = 0;
+  uint64_t tcp_records_ = 0;
   std::optional<proto::NakRanges> unsent_nak_;
   MirrorLink link_;
 };

@@ -86,6 +86,7 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
     if (!link_.tcp_frames.front(&msg)) break;
     proto::Frame f;
     if (proto::decode_frame(msg, msg.size(), &f) == proto::DecodeError::kOk) {
+      if (f.header.kind == proto::FrameKind::kData) tcp_records_ += f.header.count;
       receiver_.on_tcp_frame(f, msg, now_ns);
     }
     link_.tcp_frames.pop();
@@ -127,6 +128,7 @@ void MirrorSession<Port>::publish_stats() {
   MirrorWorkerStats& o = link_.stats;
   o.datagrams.set(datagrams_);
   o.tcp_frames.set(tcp_frames_);
+  o.tcp_records.set(tcp_records_);
   o.records.set(s.records);
   o.duplicates.set(s.duplicates);
   o.held.set(receiver_.held_frames());

@@ -92,8 +92,20 @@ TEST(FrameMac, SealedFramesInAnyPiecesArriveWholeWithTheirBodies) {
   both.insert(both.end(), three.begin(), three.end());
   ASSERT_TRUE(p.a->send(both));
   std::string body;
-  ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);
-  EXPECT_EQ(body, "first");
+  {  // A frame looked at twice before it is consumed: checked once, the same plain frame both times.
+    p.b->read_available();
+    proto::Frame f1, f2;
+    size_t s1 = 0, s2 = 0;
+    ASSERT_EQ(p.b->next_frame(&f1, &s1), TcpConn::Next::kFrame);
+    ASSERT_EQ(p.b->next_frame(&f2, &s2), TcpConn::Next::kFrame);
+    EXPECT_EQ(s1, s2);
+    EXPECT_EQ(s1, one.size() + kFrameTagBytes) << "consume() takes the tag too";
+    EXPECT_EQ(f2.header.len, 5u) << "the header says the plain body";
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(f2.body.data()), f2.body.size()), "first");
+    // The plain frame's bytes, header on: what a relay hands on (the original frame).
+    EXPECT_EQ(std::memcmp(f2.body.data() - proto::kFrameHeaderBytes, one.data(), one.size()), 0);
+    p.b->consume(s2);
+  }
   ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);
   EXPECT_EQ(body, "second, longer");
   ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);

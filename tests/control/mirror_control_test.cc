@@ -336,6 +336,9 @@ TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNoth
       EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
       if (f.header.kind == proto::FrameKind::kData) {
         EXPECT_EQ(f.header.seq, next);
+        // Relayed as the plain frame: its len the records' (no tag), its bytes exactly header and body.
+        EXPECT_EQ(f.body.size(), f.header.count * 64u);
+        EXPECT_EQ(b.size(), proto::kFrameHeaderBytes + f.body.size());
         records += f.header.count;
         next = f.header.seq + f.header.count;
       }

@@ -145,7 +145,7 @@ if (( free >= mem / 2 + 8 )); then
   now_free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
   (( now_free < free )) || fail "hp took no hugepage ($free free before, $now_free now)"
   sleep 1.2
-  tcp_before=$(mirror_stat "$logs/hp" "TCP frames")
+  tcp_before=$(mirror_stat "$logs/hp" "TCP records")
   # More datagrams than the pool has mbufs: every mbuf (every UMEM frame) cycles.
   publish_and_check 1 "$dsrc" 40000 101001 "$logs" hp
   sleep 1.2

@@ -195,12 +195,13 @@ lab_finish() {
 mirror_stat() {
   grep -Eo "$2 [0-9]+" "$1" | tail -n 1 | awk '{print $NF}'
 }
-# by_udp LOGFILE [TCP_FRAMES_BEFORE]: since then, the mirror's DATA came by
-# UDP, not repaired over TCP (fewer than 50 TCP frames): a fault-free data
-# path that silently stalls would otherwise pass on NAK repair alone.
+# by_udp LOGFILE [TCP_RECORDS_BEFORE]: since then, the mirror's DATA came by
+# UDP, not repaired over TCP (fewer than 50 records in TCP-borne DATA; the
+# heartbeats that answer HEALTH, ten a second, are not DATA): a fault-free
+# data path that silently stalls would otherwise pass on NAK repair alone.
 by_udp() {
   local now
-  now=$(mirror_stat "$1" "TCP frames")
+  now=$(mirror_stat "$1" "TCP records")
   (( ${now:-999} - ${2:-0} < 50 ))
 }
 # udp_port HOST: the UDP port the ringfire mirror on HOST receives unicast on.

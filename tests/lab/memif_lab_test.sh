@@ -49,7 +49,7 @@ wait_for 10 grep -q "^mirror: 198.*unicast from 198.18.1.1:7402" "$logs/u" ||
 # The first 100,000 records are history: they come over TCP (NAK repair).
 wait_for 20 mirror_at "$logs/u" 100000 || fail "the unicast mirror did not catch up: $(tail -n 1 "$logs/u")"
 sleep 1.2  # one more stats line
-tcp_before=$(mirror_stat "$logs/u" "TCP frames")
+tcp_before=$(mirror_stat "$logs/u" "TCP records")
 on 1 "$rf" publish "$src" --count 50000 --rate 100k --quiet >/dev/null
 wait_for 20 mirror_at "$logs/u" 150000 || fail "the unicast mirror did not keep up: $(tail -n 1 "$logs/u")"
 sleep 1.2

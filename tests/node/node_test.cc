@@ -1079,7 +1079,18 @@ TEST(Node, PollReturnsOnlyTheReadyAnchorsItemsInOrder) {
   for (int i : ready) {
     EXPECT_EQ(got[anchors[i]->id()], (std::vector<std::string>{absl::StrCat(i, ":0"), absl::StrCat(i, ":1"), absl::StrCat(i, ":2")}));
   }
-  EXPECT_FALSE(consumer->wait(200'000'000)) << "readable with nothing left";
+  // Nothing left: the descriptor is not readable — or, when an idle slot's
+  // heartbeat batch came meanwhile (a channel record with no item: node.h),
+  // readable once with poll() returning nothing, then quiet.
+  bool quiet = false;
+  for (int tries = 0; tries < 3 && !quiet; ++tries) {
+    quiet = !consumer->wait(200'000'000);
+    if (!quiet) {
+      items.clear();
+      EXPECT_EQ(consumer->poll(&items, &buf, 100000), 0u) << "an item after all nine were taken";
+    }
+  }
+  EXPECT_TRUE(quiet) << "readable with nothing left, again and again";
 }
 
 // A poll() that takes exactly what was ready leaves the descriptor armed:
