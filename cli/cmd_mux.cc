@@ -84,6 +84,16 @@ struct Common {
 
 absl::StatusOr<Common> parse_common(const Args& args, const std::string& control) {
   Common c;
+  if (args.has("config")) {
+    // The node is the config's: an option that would shape it here is refused, not ignored.
+    for (const char* o : {"psk-file", "credit", "flush", "no-mux", "metrics", "idle", "silent-peer-ms", "backend", "eal",
+                          "pmd", "dpdk-ip", "neighbor", "exception-tap", "iface"}) {
+      if (args.has(o)) {
+        return absl::InvalidArgumentError(absl::StrCat("--", o, " with --config: the [[node]] (and its [[port]]) in the "
+                                                       "config say that; set it there"));
+      }
+    }
+  }
   auto at = dataplane::parse_endpoint(control);
   if (!at.ok()) return at.status();
   c.node.control = *at;
@@ -120,6 +130,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
     if (!m.ok()) return m.status();
     c.metrics = *m;
   }
+  if (args.has("config")) return c;  // the daemon starts the config's ports (and the EAL, if they need it)
   auto backend = start_backend(args);
   if (!backend.ok()) return backend.status();
   engine::PortSpec& ps = c.node.port;
@@ -226,8 +237,12 @@ int in_daemon(const char* command, const Args& args, const Common& c, const std:
     return absl::OkStatus();
   };
   hooks.tick = [&](engine::Engine&, uint64_t) { return !done.load(); };
-  hooks.stopping = [&](engine::Engine&) {
-    if (harness.joinable()) harness.join();  // a stop signal ends its loop too (stop_requested)
+  hooks.stopping = [&](engine::Engine& eng) {
+    // A stop signal ends the harness's loop too (stop_requested), but what it
+    // does last (finish, drain) needs the conductor: it keeps turning until
+    // the harness is done.
+    while (harness.joinable() && !done.load()) eng.run_once(10'000'000);
+    if (harness.joinable()) harness.join();
   };
   const int daemon_rc = run_daemon(args.str("config"), false, hooks);
   if (harness.joinable()) harness.join();
@@ -407,7 +422,7 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   if (!n.ok()) return fail("mux-consume", n.status());
   auto metrics = start_node_metrics(*c, "mux-consume");
   if (!metrics.ok()) return fail("mux-consume", metrics.status());
-  auto counters = NodeReport::start(**n, "consumer", "/dev/shm", true);
+  auto counters = NodeReport::start(**n, "consumer", "/dev/shm", NodeReport::Records::kReceived);
   if (!counters.ok()) return fail("mux-consume", counters.status());
   return consume(**n, *c, *args, *slow_ms, &*metrics, counters->get());
 }
@@ -425,7 +440,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
   std::printf("mux-produce: %zu streams attached to %zu frontend(s), first %s (data path %s)\n", senders.size(),
               frontends, first_peer.c_str(), n.data_path().c_str());
   std::fflush(stdout);
-  const bool manual = c.node.mux.flush.kind == mux::FlushPolicy::Kind::kManual;
+  const bool manual = n.flush_policy().kind == mux::FlushPolicy::Kind::kManual;  // the node's (a config's, with --config)
   std::vector<std::byte> tok(c.size);
   uint64_t full_waits = 0, closed = 0;
   std::vector<uint64_t> step_ns;  // one decode step's sends and flush
@@ -544,7 +559,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   if (!n.ok()) return fail("mux-produce", n.status());
   auto metrics = start_node_metrics(*c, "mux-produce");
   if (!metrics.ok()) return fail("mux-produce", metrics.status());
-  auto counters = NodeReport::start(**n, "producer", "/dev/shm", false);
+  auto counters = NodeReport::start(**n, "producer", "/dev/shm", NodeReport::Records::kSent);
   if (!counters.ok()) return fail("mux-produce", counters.status());
   return produce(**n, *c, targets, pos.size() / 2, pos[1], *rate, &*metrics, counters->get());
 }

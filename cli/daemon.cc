@@ -81,7 +81,7 @@ class Daemon {
     std::printf("run: node %s on %s, channels on port %s (%s)\n", spec.name.c_str(),
                 dataplane::to_string((*n)->control_address()).c_str(), spec.options.port.name.c_str(),
                 (*n)->data_path().c_str());
-    auto r = NodeReport::start(**n, absl::StrCat("node ", spec.name), d_.counters_dir, true);
+    auto r = NodeReport::start(**n, absl::StrCat("node ", spec.name), d_.counters_dir, NodeReport::Records::kBoth);
     if (!r.ok()) return r.status();
     nodes_.push_back(Node{spec.name, spec.options.port.name, std::move(*n), std::move(*r)});
     return absl::OkStatus();
@@ -373,6 +373,10 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
     if (!session_names.insert(t.name).second) {
       return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second session or node named ",
                                                                  t.name, ": give each its own name")));
+    }
+    if (d->metrics && d->metrics->ip == n->options.control.ip && d->metrics->port == n->options.control.port) {
+      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "listen"), ": the metrics endpoint "
+                                                                 "listens there: give the node another port")));
     }
     for (const NodeSpec& other : nodes) {
       if (other.options.control.port != 0 && other.options.control.ip == n->options.control.ip &&

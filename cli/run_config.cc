@@ -310,6 +310,10 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   o.port.name = port->name;
   o.port.ip = port->ip;  // 0: the control address
   o.port.mtu = port->mtu;
+  if (port->mtu < 256) {
+    return error_at(f, t, "port", absl::StrCat("port ", port->name, "'s mtu ", port->mtu,
+                                               " is below the 256 a node's channels need: raise it, or give the node another port"));
+  }
   const ConfigValue* no_mux = get(t, "no-mux");
   o.mux.enabled = no_mux == nullptr || !no_mux->flag;
   auto number = [&](const char* key, uint64_t lo, uint64_t hi, uint64_t def) -> absl::StatusOr<uint64_t> {

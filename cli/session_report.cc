@@ -300,21 +300,24 @@ void json_line(const std::string& session, const char* kind, uint64_t per_second
 }
 
 absl::StatusOr<std::unique_ptr<NodeReport>> NodeReport::start(const node::Node& n, const std::string& what,
-                                                              const std::string& counters_dir, bool consumer) {
+                                                              const std::string& counters_dir, Records records) {
   std::string rung = n.data_path();
   if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9, rung.find(' ', 9) - 9);
   auto f = telemetry::CountersFile::create(counters_dir, "mux", dataplane::to_string(n.control_address()),
                                            absl::StrCat(what, " ", rung));
   if (!f.ok()) return f.status();
-  return std::unique_ptr<NodeReport>(new NodeReport(std::move(*f), consumer));
+  return std::unique_ptr<NodeReport>(new NodeReport(std::move(*f), records));
 }
 
 void NodeReport::tick(const node::Node& n, uint64_t now_ns) {
   if (now_ns < next_ns_) return;
   next_ns_ = now_ns + 1'000'000'000;
   const node::NodeStats s = n.stats();
-  f_.set("mux.records", consumer_ ? s.in.records + s.tcp_records_in : s.out.records + s.tcp_records_out);
-  f_.set("mux.batches", consumer_ ? s.in.batches : s.out.batches);
+  const uint64_t in = s.in.records + s.tcp_records_in, out = s.out.records + s.tcp_records_out;
+  f_.set("mux.records", records_ == Records::kReceived ? in : records_ == Records::kSent ? out : in + out);
+  f_.set("mux.batches", records_ == Records::kReceived ? s.in.batches
+                        : records_ == Records::kSent   ? s.out.batches
+                                                       : s.in.batches + s.out.batches);
   f_.set("mux.streams_finished", s.in.finished);
   f_.set("mux.streams_dropped", s.in.dropped);
   f_.set("mux.naks", s.channel_naks);

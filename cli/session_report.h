@@ -72,18 +72,20 @@ void json_line(const std::string& session, const char* kind, uint64_t per_second
 
 // NodeReport: a stream mux node's counters file (`ringfire top`, `ringfire
 // stat`), written once a second: role "mux", the control address as its
-// "ring", `what` and the data path's rung as its detail. `consumer` picks
-// the records the line counts (received, else sent).
+// "ring", `what` and the data path's rung as its detail. `records` picks
+// the records the line counts: received, sent, or both (a daemon's node,
+// which may do either).
 class NodeReport {
  public:
+  enum class Records : uint8_t { kReceived, kSent, kBoth };
   static absl::StatusOr<std::unique_ptr<NodeReport>> start(const node::Node& n, const std::string& what,
-                                                           const std::string& counters_dir, bool consumer);
+                                                           const std::string& counters_dir, Records records);
   void tick(const node::Node& n, uint64_t now_ns);
 
  private:
-  NodeReport(telemetry::CountersFile f, bool consumer) : f_(std::move(f)), consumer_(consumer) {}
+  NodeReport(telemetry::CountersFile f, Records records) : f_(std::move(f)), records_(records) {}
   telemetry::CountersFile f_;
-  bool consumer_;
+  Records records_;
   uint64_t next_ns_ = 0;
 };
 

@@ -120,16 +120,31 @@ uint64_t random_tag() {
 }
 
 Proof source_proof(const Psk& psk, proto::ConstBytes hello_frame, const Nonce& source_nonce,
-                   const Nonce& salt) {
-  return Hmac(psk, "ringfire/1 source").add(hello_frame).add(source_nonce).add(salt).done();
+                   const Nonce& salt, uint8_t auth_flags) {
+  Hmac h(psk, "ringfire/1 source");
+  h.add(hello_frame).add(source_nonce).add(salt);
+  // The step-1 flags, when any is set (an older source's proof is unchanged):
+  // a man in the middle that clears the frame-MAC bit breaks the proof.
+  const std::byte flags{auth_flags};
+  if (auth_flags != 0) h.add({&flags, 1});
+  return h.done();
 }
 
 Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth_frame) {
   return Hmac(psk, "ringfire/1 mirror").add(hello_frame).add(auth_frame).done();
 }
 
-Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce) {
-  return Hmac(psk, "ringfire/1 node-accept").add(connector_node).add(acceptor_nonce).done();
+Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce,
+                        uint16_t acceptor_flags) {
+  Hmac h(psk, "ringfire/1 node-accept");
+  h.add(connector_node).add(acceptor_nonce);
+  // The answer's flags, when it grants the frame MAC (bit 3; an older
+  // acceptor's proof is unchanged): clearing the bit breaks the proof.
+  if ((acceptor_flags & proto::kNodeFrameMac) != 0) {
+    const std::byte le[2] = {std::byte(acceptor_flags & 0xff), std::byte(acceptor_flags >> 8)};
+    h.add({le, 2});
+  }
+  return h.done();
 }
 
 Proof node_connect_proof(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node) {

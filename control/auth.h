@@ -39,9 +39,10 @@ Nonce random_nonce();
 uint64_t random_tag();
 
 // source_proof proves to the mirror that the source holds the key and saw
-// exactly `hello_frame` (its 16-byte header and body).
+// exactly `hello_frame` (its 16-byte header and body); it covers the AUTH
+// step-1 flags too when any is set (§1.8.2: the frame-MAC answer).
 Proof source_proof(const Psk& psk, proto::ConstBytes hello_frame, const Nonce& source_nonce,
-                   const Nonce& salt);
+                   const Nonce& salt, uint8_t auth_flags = 0);
 // mirror_proof proves to the source that the mirror holds the key, over
 // the HELLO and the source's AUTH frame as sent.
 Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBytes auth_frame);
@@ -49,7 +50,9 @@ Proof mirror_proof(const Psk& psk, proto::ConstBytes hello_frame, proto::ConstBy
 // accepting node holds the key, over the connector's NODE frame as received
 // and the acceptor's nonce (§5.1); node_connect_proof answers it, over both
 // NODE frames (header and body) as exchanged.
-Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce);
+// It covers the answer's flags when they grant the frame MAC (bit 3).
+Proof node_accept_proof(const Psk& psk, proto::ConstBytes connector_node, const Nonce& acceptor_nonce,
+                        uint16_t acceptor_flags = 0);
 Proof node_connect_proof(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node);
 // proofs_equal compares in constant time.
 bool proofs_equal(const Proof& a, const Proof& b);

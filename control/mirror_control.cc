@@ -295,8 +295,21 @@ bool MirrorControl::handshake(uint64_t now_ns) {
   for (;;) {
     proto::Frame f;
     size_t size = 0;
-    const TcpConn::Next next = conn_->next_frame(&f, &size, limits);
+    TcpConn::Next next = conn_->next_frame(&f, &size, limits);
     if (next == TcpConn::Next::kNeedMore) break;
+    if (next == TcpConn::Next::kForged) {
+      // Before its first sealed frame a source that refused our step 2 (or
+      // timed the handshake out) sends its REFUSE unsealed (§1.8.2): read as
+      // such — a refusal only ends the session, as a forger could anyway.
+      if (!geometry_ && conn_->front_unsealed(&f) && f.header.kind == proto::FrameKind::kRefuse) {
+        next = TcpConn::Next::kFrame;
+      } else {
+        ++cstats_.bad_frame_mac;
+        unavailable(absl::DataLossError("a control frame failed its MAC (forged, replayed or altered in flight)"),
+                    now_ns);
+        return false;
+      }
+    }
     if (next != TcpConn::Next::kFrame) {
       fail(absl::DataLossError(absl::StrCat("the peer at ", dataplane::to_string(o_.source),
                                             " sent a malformed frame (not a ringfire source?)")));
@@ -323,7 +336,7 @@ bool MirrorControl::handshake(uint64_t now_ns) {
             " does not authenticate: give its serve the same --psk-file, or drop --psk-file here")));
         return false;
       }
-      if (!proofs_equal(a.proof, source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt))) {
+      if (!proofs_equal(a.proof, source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt, a.flags))) {
         fail(absl::PermissionDeniedError(absl::StrCat(
             "the source at ", dataplane::to_string(o_.source),
             " failed authentication: its key is not this --psk-file's (or it is not the source)")));

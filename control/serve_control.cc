@@ -254,9 +254,9 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   m.source_nonce = random_nonce();
   a.nonce = m.source_nonce;
   a.salt = config_.salt;
-  a.proof = source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt);
   // A mirror that asks MACs every control frame after its step 2, and so do we (§1.8.2).
   if ((m.hello.flags & proto::kHelloFrameMac) != 0) a.flags |= proto::kAuthFrameMac;
+  a.proof = source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt, a.flags);
   m.auth_bytes.resize(proto::kFrameHeaderBytes + proto::kAuthSourceBody);
   m.auth_bytes.resize(proto::encode_auth(a, m.auth_bytes));
   m.conn.send(m.auth_bytes);

@@ -182,6 +182,13 @@ TcpConn::Next TcpConn::next_frame(proto::Frame* f, size_t* size) {
   return next_frame(f, size, all);
 }
 
+bool TcpConn::front_unsealed(proto::Frame* f) const {
+  const proto::ConstBytes in(in_.data() + in_off_, in_len_ - in_off_);
+  proto::FrameHeader h;
+  if (proto::decode_frame_header(in, kMaxTcpFrameBody, &h) != proto::DecodeError::kOk) return false;
+  return in.size() >= proto::kFrameHeaderBytes + h.len && proto::decode_frame(in, h.len, f) == proto::DecodeError::kOk;
+}
+
 void TcpConn::consume(size_t n) {
   in_off_ += n;
   want_ = 0;

@@ -80,6 +80,10 @@ class TcpConn {
   // trusted with that: tests and tools).
   Next next_frame(proto::Frame* f, size_t* size);
   void consume(size_t n);
+  // front_unsealed: the front frame read as if nothing sealed it (no check,
+  // nothing consumed): for a REFUSE a peer sends before its side of the
+  // frame MAC began (§1.8.2); false if no whole frame is there.
+  bool front_unsealed(proto::Frame* f) const;
   // buffered: input bytes held (for memory accounting).
   size_t buffered() const { return in_len_ - in_off_; }
 

@@ -89,22 +89,4 @@ class DataFramer {
   uint64_t first_seq_ = 0;
 };
 
-// Pacer decides when a partly filled frame leaves: at most one frame per
-// interval unless full, and a record arriving after a quiet interval leaves
-// at once (so quiet and bursty streams pay nothing). Time is passed in.
-class Pacer {
- public:
-  explicit Pacer(uint64_t interval_ns) : interval_ns_(interval_ns) {}
-
-  // due says whether a partial frame may leave now.
-  bool due(uint64_t now_ns) const { return now_ns - last_flush_ns_ >= interval_ns_; }
-  // deadline is when the open partial frame must leave.
-  uint64_t deadline() const { return last_flush_ns_ + interval_ns_; }
-  void flushed(uint64_t now_ns) { last_flush_ns_ = now_ns; }
-
- private:
-  uint64_t interval_ns_;
-  uint64_t last_flush_ns_ = 0;
-};
-
 }  // namespace ringfire::dataplane

@@ -34,6 +34,7 @@
 #include "dataplane/datagram_tag.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/packet_port.h"
+#include "dataplane/pacer.h"
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_wake.h"
 #include "ring/raw_reader.h"

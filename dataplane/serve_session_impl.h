@@ -412,6 +412,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
   const uint64_t gate = link_.gate.load(std::memory_order_acquire);  // pairs with the producer's release
   for (uint32_t i = 0; !wait_for_more && i < config_.burst_records && reader_.cursor() < gate; ++i) {
     if (!take_record(now_ns)) break;
+    pacer_.took(now_ns);
     busy = true;
   }
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   auto impl = std::make_shared<NodeImpl>();
   impl->opt = o;
   impl->worker = mux::worker_id(o.instance_id);
+  impl->pid = getpid();
   if (impl->opt.port.ip == 0) impl->opt.port.ip = o.control.ip;
   if (impl->opt.port.name.empty()) impl->opt.port.name = "data";
   const uint16_t mtu = impl->opt.port.mtu;
@@ -155,6 +156,7 @@ NodeImpl::~NodeImpl() {
 
 dataplane::Endpoint Node::control_address() const { return impl_->listening; }
 uint64_t Node::worker_id() const { return impl_->worker; }
+mux::FlushPolicy Node::flush_policy() const { return impl_->mux.flush; }
 std::string Node::data_path() const { return impl_->data_path; }
 
 // ---- the conductor --------------------------------------------------------
@@ -291,6 +293,11 @@ void NodeImpl::teardown(bool wait) {
       engine->unwatch(p->conn->fd());
       p->conn.reset();
     }
+    // The ring's mapping and the scratch go here, outside mu: a reader that
+    // pops a stream's last item may hold the last reference to the peer.
+    // (Dead under mu before this: nobody reads them again.)
+    p->ingress.reset();
+    std::vector<std::byte>().swap(p->record);
     if (!p->mirror_name.empty()) {
       (void)engine->remove(p->mirror_name);
       p->mirror = nullptr;
@@ -375,7 +382,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (!p->watched || p->serve_name.empty()) until = now;  // set up at once
   }
   for (const auto& t : tcp_out) {
-    if (!t->gone.load(std::memory_order_relaxed)) until = std::min(until, now + 200'000);
+    // Unwritten bytes (a socket that took less than a send gave it): a look
+    // every 200 us until they are out. (A finish() wakes the conductor itself.)
+    if (t->unwritten.load(std::memory_order_relaxed)) until = std::min(until, now + 200'000);
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
@@ -449,6 +458,8 @@ void NodeImpl::accept_all(uint64_t now) {
     p->conn = std::make_unique<TcpConn>(fd);
     p->accepted_ns = now;
     p->source = source;
+    p->source_ip = source;
+    if (opt.psk) p->nonce = control::random_nonce();  // a keyed NODE's answer's: drawn here, not under mu
     const bool watched = engine->watch(fd).ok();
     std::lock_guard l(mu);
     if (!watched) {
@@ -462,7 +473,9 @@ void NodeImpl::accept_all(uint64_t now) {
 
 void NodeImpl::step(uint64_t now) {
   for (auto& p : in) {
-    if (!p->dead) step_in(*p, now);
+    // A peer whose connection was cut after the last pass (its channel's
+    // mirror could not be placed) is ended below, not stepped.
+    if (!p->dead && p->conn != nullptr) step_in(*p, now);
   }
   for (auto& p : pass_out) {
     if (!p->dead) step_out(*p, now);
@@ -476,10 +489,10 @@ void NodeImpl::step(uint64_t now) {
 // ---- the API ------------------------------------------------------------
 
 std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
-  std::lock_guard l(impl_->mu);
   auto st = std::make_shared<AnchorState>();
-  st->id = random_u64();
+  st->id = random_u64();  // getrandom: before the lock
   st->kind = kind;
+  std::lock_guard l(impl_->mu);
   impl_->anchors[st->id] = st;
   return std::unique_ptr<Anchor>(new Anchor(impl_, st, mux::AnchorHandle{impl_->worker, st->id}));
 }
@@ -670,6 +683,7 @@ mux::SendStatus Sender::send_tcp(proto::ConstBytes record) {
     t.closed = true;
     return mux::SendStatus::kClosed;
   }
+  if (t.conn->pending() != 0 && !t.unwritten.exchange(true, std::memory_order_relaxed)) node_->wake();
   ++t.frame_seq;
   t.records_out.fetch_add(1, std::memory_order_relaxed);
   return mux::SendStatus::kSent;

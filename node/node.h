@@ -319,6 +319,7 @@ class Node {
 
   dataplane::Endpoint control_address() const;
   uint64_t worker_id() const;
+  mux::FlushPolicy flush_policy() const;  // the node's (NodeOptions::mux.flush)
   std::string data_path() const;  // the data plane's active path ("kernel", "dpdk net_af_xdp", ...)
   NodeStats stats() const;
 

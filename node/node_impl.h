@@ -140,7 +140,7 @@ inline std::string prove_back(TcpConn& c, const std::optional<control::Psk>& psk
                               const proto::Frame& f, const proto::Node& answer) {
   if (!psk) return (answer.flags & proto::kNodeKeyed) != 0 ? "it requires a pre-shared key (give this node --psk-file)" : "";
   if ((answer.flags & proto::kNodeProof) == 0) return "it holds no pre-shared key (this node has --psk-file; so must it)";
-  if (!control::proofs_equal(answer.proof, control::node_accept_proof(*psk, mine, answer.nonce))) {
+  if (!control::proofs_equal(answer.proof, control::node_accept_proof(*psk, mine, answer.nonce, answer.flags))) {
     return "it proved another pre-shared key";
   }
   proto::Auth a;
@@ -210,6 +210,7 @@ struct NodeImpl : engine::ConductorAgent {
   dataplane::ReaderWake ready;
   NodeOptions opt;
   uint64_t worker = 0;
+  int pid = 0;              // this process's (ring names): read once, not under mu
   uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
   mux::MuxConfig mux;       // opt.mux with max_batch_bytes clamped to record_cap
   // engine: the conductor's — the node's own (own_engine, conducted by

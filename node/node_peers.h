@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "control/auth.h"
 #include "control/tcp_conn.h"
 #include "engine/engine.h"
 #include "mux/peer_receiver.h"
@@ -107,6 +108,7 @@ struct TcpStreamOut {
   bool finished = false;         // wmu
   bool closed = false;           // wmu: the connection ended (cancelled, the peer gone) or was finished
   std::atomic<bool> gone{false}; // its connection is closed (the conductor lets it go)
+  std::atomic<bool> unwritten{false};  // bytes wait for the socket (the conductor flushes them): set under wmu
   std::atomic<uint64_t> records_out{0};  // STREAM frames written (NodeStats::tcp_records_out)
   std::shared_ptr<PendingAttach> attach;  // mu
 };
@@ -132,6 +134,8 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
   uint32_t source = 0;              // the connection's IP (the per-source caps)
+  uint32_t source_ip = 0;           // ... the address its channel is mirrored from (never one a NODE names)
+  control::Nonce nonce{};           // keyed: our NODE answer's nonce (drawn at accept, outside mu)
   bool pending = true;              // counted in its source's pending connections (NodeImpl::settle)
   bool channel_counted = false;     // counted in its source's channels
   bool node_seen = false;           // its NODE arrived (keyed: and its proof; before, nothing else is accepted)

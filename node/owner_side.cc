@@ -30,7 +30,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // conductor outside mu (a file, a mapping, a session: system calls), and
   // installed under mu at the end.
   ring::RingOptions ro;
-  ro.name = absl::StrFormat("rf%d-mux-out-%016x", getpid(), p.epoch);
+  ro.name = absl::StrFormat("rf%d-mux-out-%016x", pid, p.epoch);
   ro.dir = opt.ring_dir;
   ro.capacity = opt.channel_records;
   ro.slot_size = sizeof(ring::BlobDescriptor);
@@ -374,6 +374,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   }
   if (!open) return end("closed by the peer");
   if (!t.conn->flush()) return end("a write failed");
+  t.unwritten.store(t.conn->pending() != 0, std::memory_order_relaxed);
   if (t.finished && t.conn->pending() == 0) {
     shutdown(t.conn->fd(), SHUT_WR);  // the terminal is out: the stream is done
     engine->unwatch(t.conn->fd());
@@ -413,8 +414,11 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
     a->done = true;
     a->status = absl::DeadlineExceededError("no answer");
     l.unlock();
-    std::lock_guard w(t->wmu);
-    t->closed = true;  // the conductor closes it
+    {
+      std::lock_guard w(t->wmu);
+      t->closed = true;  // the conductor closes it
+    }
+    wake();
     return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer)));
   }
   if (!a->status.ok()) return a->status;

@@ -126,7 +126,7 @@ size_t NodeImpl::apply_all(bool by_reader, bool* wake_node) {
 
 bool NodeImpl::channels_pending() const {
   for (const auto& p : in) {
-    if (p->ingress && !p->dead && !p->failed && p->ingress->published() > p->ingress->cursor()) return true;
+    if (!p->dead && !p->failed && p->ingress && p->ingress->published() > p->ingress->cursor()) return true;
   }
   return false;
 }

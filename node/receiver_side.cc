@@ -148,7 +148,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   answer.worker_id = worker;
   answer.flags = proto::kNodeKeyed;
   if ((m.flags & proto::kNodeFrameMac) != 0) answer.flags |= proto::kNodeFrameMac;  // both MAC control frames (§1.8.2)
-  answer.nonce = control::random_nonce();
+  answer.nonce = p.nonce;
   if ((m.flags & proto::kNodeKeyed) == 0) {
     ++counters.unauthenticated;  // it holds no key: told so (a keyed NODE without a proof), then closed
     queue_node(*p.conn, answer);
@@ -157,7 +157,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   }
   const proto::ConstBytes theirs = frame_bytes(f);
   answer.flags |= proto::kNodeProof;
-  answer.proof = control::node_accept_proof(*opt.psk, theirs, answer.nonce);
+  answer.proof = control::node_accept_proof(*opt.psk, theirs, answer.nonce, answer.flags);
   p.hello = m;
   p.hello_bytes.assign(theirs.begin(), theirs.end());
   p.answer_bytes = queue_node(*p.conn, answer);
@@ -209,6 +209,15 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     retire(p.conn);
     return;
   }
+  // One channel per epoch: the epoch names its ring and session (a second
+  // NODE with a live channel's epoch is a stranger's, or a broken peer's).
+  for (const auto& q : in) {
+    if (q.get() != &p && q->receiver && !q->dead && q->epoch == m.channel_epoch) {
+      ++counters.refused;
+      retire(p.conn);
+      return;
+    }
+  }
   ++channels_by_source[p.source];
   p.channel_counted = true;
   p.epoch = m.channel_epoch;
@@ -216,8 +225,8 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   // Mirror its channel: the serve on the connection's own address (never
   // one a stranger names elsewhere), into a ring of our own. The session is
   // placed once mu is released (place_mirror), and our NODE answers then.
-  const dataplane::Endpoint peer = p.conn->peer();
-  p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", getpid(), m.channel_epoch), opt.ring_dir);
+  const dataplane::Endpoint peer{p.source_ip, 0};  // the connection's own (taken at accept: no getpeername under mu)
+  p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", pid, m.channel_epoch), opt.ring_dir);
   engine::MirrorSpec spec;
   spec.name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
   spec.owner = opt.instance_id;
@@ -356,7 +365,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
 }
 
 size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node) {
-  if (!p.ingress || p.dead || p.failed) return 0;
+  if (p.dead || p.failed || !p.ingress) return 0;  // dead first: the conductor unmaps a dead peer's ring outside mu
   const uint64_t before = p.applied;
   const uint64_t now = monotonic_ns();  // one clock read for the turn
   size_t n = 0;

@@ -2,7 +2,11 @@
 -- (proto/PROTOCOL.md): every ring-mirroring frame kind on UDP and TCP
 -- (several frames per datagram or segment, TCP frames reassembled), the
 -- bodies of each, the records inside DATA, and `_stream_batch` messages
--- (big-endian) where a DATA record holds one (a mux channel).
+-- (big-endian) where a DATA record holds one (a mux channel). On a keyed
+-- TCP connection that negotiated the control frame MAC (PROTOCOL.md
+-- §1.8.2: HELLO bit 7 and AUTH step 1's flag, or NODE bit 3 both ways),
+-- every frame after AUTH step 2 (mirroring) or 3 (the mux) shows its
+-- 16-byte tag apart from the body (not checked: the key is not here).
 -- Install: copy to ~/.local/lib/wireshark/plugins/ (or run
 --   tshark -X lua_script:deploy/wireshark/ringfire.lua -r capture.pcapng).
 -- Found by heuristics on UDP and TCP (a valid header: kind 1..14, a length
@@ -39,6 +43,8 @@ f.hf_tcp = ProtoField.bool("ringfire.hello.tcp", "DATA on TCP", 16, nil, 0x0004)
 f.hf_health = ProtoField.bool("ringfire.hello.health", "HEALTH", 16, nil, 0x0008)
 f.hf_multi = ProtoField.bool("ringfire.hello.multi_range", "Multi-range NAKs", 16, nil, 0x0010)
 f.hf_auth = ProtoField.bool("ringfire.hello.auth", "Authenticate", 16, nil, 0x0020)
+f.hf_frame_mac = ProtoField.bool("ringfire.hello.frame_mac", "MAC control frames", 16, nil, 0x0080)
+f.frame_tag = ProtoField.bytes("ringfire.frame_tag", "Frame MAC tag (ChaCha20-Poly1305)")
 f.schema = ProtoField.uint64("ringfire.schema", "Schema", base.HEX)
 f.challenge = ProtoField.bytes("ringfire.challenge", "Challenge")
 f.capacity = ProtoField.uint64("ringfire.geometry.capacity", "Capacity", base.DEC)
@@ -74,6 +80,7 @@ f.h_drops = ProtoField.uint64("ringfire.health.rx_drops", "RX drops", base.DEC)
 f.h_rejected = ProtoField.uint64("ringfire.health.rejected", "Rejected", base.DEC)
 f.auth_step = ProtoField.uint8("ringfire.auth.step", "Step", base.DEC)
 f.auth_bytes = ProtoField.bytes("ringfire.auth.value", "Value")
+f.auth_flags = ProtoField.uint8("ringfire.auth.flags", "Flags (step 1: bit 0 = frames MACed)", base.HEX)
 f.refuse_reason = ProtoField.uint16("ringfire.refuse.reason", "Reason", base.DEC, refusals)
 f.refuse_text = ProtoField.string("ringfire.refuse.text", "Text")
 f.punch_counter = ProtoField.uint64("ringfire.punch.counter", "Counter", base.DEC)
@@ -180,11 +187,36 @@ local function data_records(body, count, seq, tree)
   end
 end
 
+-- The control frame MAC (§1.8.2), per TCP connection: which side asked,
+-- whether the answer granted it, and from which frame on (packet number and
+-- offset in it: a step 3 and the ATTACH after it share a segment) every
+-- frame carries a tag. Kept across passes: it is where, not when, that counts.
+local mac_state = {}
+local function conv_key(pinfo)
+  local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
+  local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
+  if a < b then return a .. "-" .. b end
+  return b .. "-" .. a
+end
+local function mac_of(pinfo)
+  local k = conv_key(pinfo)
+  if not mac_state[k] then mac_state[k] = {} end
+  return mac_state[k]
+end
+local function maced(st, pinfo, offset)
+  return st.from_frame ~= nil and (pinfo.number > st.from_frame or (pinfo.number == st.from_frame and offset >= st.from_offset))
+end
+
 -- one_frame: the frame at buf(offset); returns its size.
 local function one_frame(buf, pinfo, tree, offset, udp)
   local kind = buf(offset, 1):uint()
   local len = buf(offset + 4, 4):le_uint()
-  local t = tree:add(rf, buf(offset, 16 + len), "ringfire " .. (kinds[kind] or ("kind " .. kind)))
+  local st = not udp and mac_of(pinfo) or {}
+  local sealed = not udp and maced(st, pinfo, offset) and len >= 16
+  local wire_len = len
+  if sealed then len = len - 16 end
+  local t = tree:add(rf, buf(offset, 16 + wire_len), "ringfire " .. (kinds[kind] or ("kind " .. kind)))
+  if sealed then t:add(f.frame_tag, buf(offset + 16 + len, 16)) end
   t:add(f.kind, buf(offset, 1))
   if udp then t:add(f.session, buf(offset + 1, 1)) else t:add(f.flags, buf(offset + 1, 1)) end
   t:add_le(f.count, buf(offset + 2, 2))
@@ -201,7 +233,10 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.magic, body(0, 4))
     t:add_le(f.version, body(4, 2))
     local fl = t:add_le(f.hello_flags, body(6, 2))
-    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth }) do fl:add_le(bit, body(6, 2)) end
+    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth, f.hf_frame_mac }) do
+      fl:add_le(bit, body(6, 2))
+    end
+    if not udp and bit32.band(body(6, 2):le_uint(), 0xa0) == 0xa0 then st.asked = true end
     t:add_le(f.schema, body(8, 8))
     if len >= 48 then t:add(f.challenge, body(16, 32)) end
   elseif kind == 2 and need(56) then
@@ -258,7 +293,14 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.h_rejected, body(56, 8))
   elseif kind == 11 and need(8) then
     t:add(f.auth_step, body(0, 1))
+    t:add(f.auth_flags, body(1, 1))
     if len > 8 then t:add(f.auth_bytes, body(8, len - 8)) end
+    local step = body(0, 1):uint()
+    if step == 1 and bit32.band(body(1, 1):uint(), 1) ~= 0 then st.granted = true end
+    -- Mirroring: MACs begin after step 2; the mux: after step 3 (both asked and granted).
+    if (step == 2 or step == 3) and st.asked and st.granted and st.from_frame == nil then
+      st.from_frame, st.from_offset = pinfo.number, offset + 16 + len
+    end
   elseif kind == 15 and need(28) then
     t:add_le(f.magic, body(0, 4))
     t:add_le(f.version, body(4, 2))
@@ -267,6 +309,9 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.node_epoch, body(16, 8))
     t:add_le(f.node_port, body(24, 2))
     local flags = body(6, 2):le_uint()
+    if not udp and bit32.band(flags, 0xa) == 0xa then  -- keyed, frame MAC: the connector asks, the answer (with its proof) grants
+      if bit32.band(flags, 4) ~= 0 then st.granted = true else st.asked = true end
+    end
     if bit32.band(flags, 2) ~= 0 and len >= 60 then t:add(f.node_nonce, body(28, 32)) end
     if bit32.band(flags, 6) == 6 and len >= 92 then t:add(f.node_proof, body(60, 32)) end
   elseif kind == 16 and body then
@@ -278,7 +323,7 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.refuse_reason, body(0, 2))
     if len > 4 then t:add(f.refuse_text, body(4, len - 4)) end
   end
-  return 16 + len
+  return 16 + wire_len
 end
 
 local function valid_header(buf, offset, remaining, udp)

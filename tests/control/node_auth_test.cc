@@ -68,6 +68,14 @@ TEST(NodeAuth, GoldenFramesAndProofs) {
   Psk other;
   other.key.assign(40, 'o');
   EXPECT_FALSE(proofs_equal(node_accept_proof(other, cb, a.nonce), a.proof));
+  // Granting the frame MAC (bit 3), the answer's flags are under proof_a: a
+  // man in the middle that clears the bit leaves a proof the connector refuses.
+  const uint16_t granted = proto::kNodeKeyed | proto::kNodeProof | proto::kNodeFrameMac;
+  const Proof with_mac = node_accept_proof(psk, cb, a.nonce, granted);
+  EXPECT_FALSE(proofs_equal(with_mac, a.proof));
+  EXPECT_FALSE(proofs_equal(with_mac, node_accept_proof(psk, cb, a.nonce, granted & ~proto::kNodeFrameMac)));
+  EXPECT_TRUE(proofs_equal(node_accept_proof(psk, cb, a.nonce, proto::kNodeKeyed | proto::kNodeProof), a.proof))
+      << "without bit 3 the proof is an older acceptor's";
 }
 
 TEST(NodeAuth, MalformedKeyedNodes) {

@@ -602,6 +602,10 @@ TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMove
   proto::Auth a;
   ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
   EXPECT_EQ(a.flags & proto::kAuthFrameMac, proto::kAuthFrameMac) << "the source did not answer bit 7";
+  // proof_s covers the answer: a man in the middle that clears the bit (to
+  // talk the mirror out of MACs) leaves a proof the mirror refuses.
+  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt, a.flags)));
+  EXPECT_FALSE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt, 0)));
   const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
   proto::Auth reply;
   reply.step = proto::AuthStep::kMirrorProof;

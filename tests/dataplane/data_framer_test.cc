@@ -2,9 +2,11 @@
 // rule, the SPSC queue, and the fault injector's determinism.
 #include "dataplane/data_framer.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
+#include "dataplane/pacer.h"
 #include "dataplane/fault_injector.h"
 #include "dataplane/spsc_queue.h"
 #include "gtest/gtest.h"
@@ -49,13 +51,108 @@ TEST(DataFramer, PacksBlobRecordsLengthPrefixed) {
   EXPECT_EQ(recs.next().size(), 0u);
 }
 
+// PacedStream: a serve's framing and pacing of one stream, in fake time —
+// records arrive at given times; each step takes what has arrived (a
+// frame of 22 leaves when full), then sends a partial frame if the pacer
+// says so. Reports datagrams and, per record, how long it waited.
+struct PacedStream {
+  explicit PacedStream(uint64_t interval_ns) : pacer(interval_ns) {}
+  Pacer pacer;
+  uint64_t datagrams = 0;
+  std::vector<uint64_t> open;  // arrival times of the open frame's records
+  std::vector<uint64_t> waits;
+  void flush(uint64_t now) {
+    if (open.empty()) return;
+    for (uint64_t t : open) waits.push_back(now - t);
+    open.clear();
+    ++datagrams;
+    pacer.flushed(now);
+  }
+  // run: records at `arrivals` (sorted), the worker stepping every `step_ns` from the first until `end`.
+  void run(const std::vector<uint64_t>& arrivals, uint64_t step_ns, uint64_t end) {
+    size_t next = 0;
+    for (uint64_t now = arrivals.empty() ? 0 : arrivals[0]; now <= end; now += step_ns) {
+      while (next < arrivals.size() && arrivals[next] <= now) {
+        open.push_back(arrivals[next++]);
+        pacer.took(now);
+        if (open.size() == 22) flush(now);
+      }
+      if (!open.empty() && pacer.due(now)) flush(now);
+    }
+  }
+  uint64_t max_wait() const { return waits.empty() ? 0 : *std::max_element(waits.begin(), waits.end()); }
+};
+
+constexpr uint64_t kInterval = 50'000;  // the kernel port's default
+
 TEST(Pacer, ALoneRecordAfterAQuietPeriodLeavesAtOnce) {
-  Pacer p(50'000);
+  PacedStream s(kInterval);
+  s.run({1'000'000, 9'000'000}, 1'000, 9'100'000);
+  EXPECT_EQ(s.datagrams, 2u);
+  EXPECT_EQ(s.max_wait(), 0u);
+}
+
+// The source design's first case: a steady stream near 20 k/s (here one
+// record every 45 us, a little faster than the interval) leaves record by
+// record, none delayed — the rule "a frame at most once an interval"
+// alone would hold each back 5 us.
+TEST(Pacer, ASteady22kStreamIsNotDelayed) {
+  std::vector<uint64_t> at;
+  for (uint64_t i = 0; i < 1000; ++i) at.push_back(1'000'000 + i * 45'000);
+  PacedStream s(kInterval);
+  s.run(at, 1'000, at.back() + kInterval);
+  EXPECT_EQ(s.datagrams, 1000u);
+  EXPECT_EQ(s.max_wait(), 0u);
+}
+
+// A closed loop (request/response): the next record comes one round trip
+// (here 30 us, shorter than the interval) after the previous one left. It
+// never waits for the interval.
+TEST(Pacer, AClosedLoopFasterThanTheIntervalNeverWaits) {
+  PacedStream s(kInterval);
+  uint64_t now = 1'000'000;
+  for (int i = 0; i < 1000; ++i) {
+    s.run({now}, 1'000, now);
+    ASSERT_EQ(s.open.size(), 0u) << "request " << i << " held back";
+    now += 30'000;  // the answer, then the next request
+  }
+  EXPECT_EQ(s.datagrams, 1000u);
+  EXPECT_EQ(s.max_wait(), 0u);
+}
+
+// The second case: the tail of a burst (100 records at once, then quiet)
+// waits at most one interval after the burst's last full frame.
+TEST(Pacer, TheTailOfABurstWaitsAtMostOneInterval) {
+  std::vector<uint64_t> at(100, 1'000'000);
+  PacedStream s(kInterval);
+  s.run(at, 1'000, 2'000'000);
+  EXPECT_EQ(s.datagrams, 5u);  // 4 full frames of 22, then the tail of 12
+  EXPECT_LE(s.max_wait(), kInterval);
+}
+
+// The third case: at 500 k records/s the frames are batched as before —
+// one partial frame an interval at most, over 20 records a datagram.
+TEST(Pacer, At500kRecordsASecondFramesCarryOver20Records) {
+  std::vector<uint64_t> at;
+  for (uint64_t i = 0; i < 100'000; ++i) at.push_back(1'000'000 + i * 2'000);
+  PacedStream s(kInterval);
+  s.run(at, 1'000, at.back() + 2 * kInterval);
+  ASSERT_EQ(s.waits.size(), at.size());
+  EXPECT_GE(static_cast<double>(at.size()) / static_cast<double>(s.datagrams), 20.0) << s.datagrams << " datagrams";
+  EXPECT_LE(s.max_wait(), kInterval);
+}
+
+// Between the two: past kSparseRecords an interval, pacing is the source
+// design's; at or below it, records leave one by one.
+TEST(Pacer, AStreamIsSparseUpToKSparseRecordsAnInterval) {
+  Pacer p(kInterval);
   p.flushed(1'000'000);
-  EXPECT_FALSE(p.due(1'020'000));  // 20 us after the last frame: wait
+  for (uint32_t i = 0; i < Pacer::kSparseRecords; ++i) p.took(1'000'000 + i);
+  EXPECT_TRUE(p.due(1'010'000)) << "four records this interval: still sparse";
+  p.took(1'010'000);
+  EXPECT_FALSE(p.due(1'020'000)) << "a fifth: paced";
   EXPECT_EQ(p.deadline(), 1'050'000u);
   EXPECT_TRUE(p.due(1'050'000));
-  EXPECT_TRUE(p.due(9'000'000));  // quiet for long: at once
 }
 
 TEST(SpscQueue, IsFifoAndBounded) {

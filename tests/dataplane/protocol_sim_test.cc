@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dataplane/data_framer.h"
+#include "dataplane/pacer.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/mirror_receiver.h"
 #include "gtest/gtest.h"
@@ -121,6 +122,7 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
         flush(now);
         framer.add(r.seq, rec, kSlot);
       }
+      pacer.took(now);
     }
     if (!framer.empty() && pacer.due(now)) flush(now);
     if (framer.empty() && now - last_send_ns >= 1000 * kUs) {

@@ -243,54 +243,66 @@ TEST_F(ServeWorkerTest, RecordsGoOutAsOneDataFrameToTheGroup) {
   EXPECT_EQ(w->link().stats.next_to_send.load(), 3u);
 }
 
-TEST_F(ServeWorkerTest, ARecordWithinThePacingIntervalWaitsAndALoneLateOneLeavesAtOnce) {
+TEST_F(ServeWorkerTest, ARecordPastTheSparseOnesWaitsForTheIntervalAndALoneLateOneLeavesAtOnce) {
   ServeConfig c;
   c.multicast = kGroup;
   auto w = worker(c);
+  const uint64_t t0 = 1000 * kMs;
+  for (uint32_t i = 0; i < Pacer::kSparseRecords; ++i) {
+    publish(1);
+    w->step(t0 + i * kUs);
+    ASSERT_EQ(sent().size(), i + 1) << "a sparse stream's record " << i << " was held";
+  }
+  const uint64_t last = t0 + (Pacer::kSparseRecords - 1) * kUs;
   publish(1);
-  w->step(1000 * kMs);
-  ASSERT_EQ(sent().size(), 1u);
+  w->step(last + 10 * kUs);  // the fifth this interval, 10 us after the last frame: held
+  EXPECT_EQ(sent().size(), Pacer::kSparseRecords);
+  w->step(last + 50 * kUs);  // the interval has passed
+  ASSERT_EQ(sent().size(), Pacer::kSparseRecords + 1);
+  EXPECT_EQ(decode(sent().back()).header.seq, Pacer::kSparseRecords);
   publish(1);
-  w->step(1000 * kMs + 10 * kUs);  // 10 us after the last frame: held
-  EXPECT_EQ(sent().size(), 1u);
-  w->step(1000 * kMs + 50 * kUs);  // the interval has passed
-  ASSERT_EQ(sent().size(), 2u);
-  EXPECT_EQ(decode(sent()[1]).header.seq, 1u);
-  publish(1);
-  w->step(1000 * kMs + 900 * kUs);  // quiet for 850 us: at once
-  ASSERT_EQ(sent().size(), 3u);
+  w->step(t0 + 900 * kUs);  // quiet for 850 us: at once
+  ASSERT_EQ(sent().size(), Pacer::kSparseRecords + 2);
 }
 
-// Within the pacing interval records are left in the ring (the worker
-// does nothing, and says so) until enough wait to fill a frame; then one
-// full frame goes, holding every record in order.
+// Past the sparse records, within the pacing interval records are left in
+// the ring (the worker does nothing, and says so) until enough wait to fill
+// a frame; then one full frame goes, holding every record in order.
 TEST_F(ServeWorkerTest, WithinThePacingIntervalRecordsWaitInTheRingUntilTheyFillAFrame) {
   ServeConfig c;
   c.multicast = kGroup;
   auto w = worker(c);
+  const uint64_t t0 = 1000 * kMs;
+  const uint32_t k = Pacer::kSparseRecords;
+  for (uint32_t i = 0; i < k; ++i) {
+    publish(1);
+    ASSERT_TRUE(w->step(t0 + i * kUs));  // sparse: each leaves at once
+  }
+  ASSERT_EQ(sent().size(), k);
   publish(1);
-  ASSERT_TRUE(w->step(1000 * kMs));  // a lone record leaves at once
-  ASSERT_EQ(sent().size(), 1u);
+  ASSERT_TRUE(w->step(t0 + k * kUs));  // taken (the stream was still sparse), held: the interval's fifth
+  EXPECT_EQ(sent().size(), k);
   publish(1);
-  EXPECT_FALSE(w->step(1000 * kMs + 1 * kUs)) << "the worker took a record that may not leave yet";
+  EXPECT_FALSE(w->step(t0 + (k + 1) * kUs)) << "the worker took a record that may not leave yet";
   // ... and the worker sleeps no longer than the pacer's deadline for it.
-  EXPECT_EQ(w->worker().next_deadline_ns(1000 * kMs + 1 * kUs), 1000 * kMs + c.pace_ns);
+  EXPECT_EQ(w->worker().next_deadline_ns(t0 + (k + 1) * kUs), t0 + (k - 1) * kUs + c.pace_ns);
   const size_t per_frame = (1472 - proto::kFrameHeaderBytes) / 64;  // 22 records of 64 bytes
-  publish(static_cast<int>(per_frame) - 2);  // one short of filling it
-  EXPECT_FALSE(w->step(1000 * kMs + 2 * kUs)) << "the worker read records it did not need yet";
-  EXPECT_EQ(sent().size(), 1u);
-  EXPECT_EQ(w->link().stats.records.get(), 1u);
+  publish(static_cast<int>(per_frame) - 3);  // one short of filling it (one is in the frame)
+  EXPECT_FALSE(w->step(t0 + (k + 2) * kUs)) << "the worker read records it did not need yet";
+  EXPECT_EQ(sent().size(), k);
+  EXPECT_EQ(w->link().stats.records.get(), k);
   publish(1);  // now they fill it
-  ASSERT_TRUE(w->step(1000 * kMs + 3 * kUs));
-  ASSERT_EQ(sent().size(), 2u);
-  const proto::Frame f = decode(sent()[1]);
-  EXPECT_EQ(f.header.seq, 1u);
+  ASSERT_TRUE(w->step(t0 + (k + 3) * kUs));
+  ASSERT_EQ(sent().size(), k + 1);
+  const proto::Frame f = decode(sent().back());
+  EXPECT_EQ(f.header.seq, k);
   EXPECT_EQ(f.header.count, per_frame);
 }
 
-// A worker whose one serve left a record in the ring for the pacer sleeps
-// until the pacer's deadline: not at once (the record is there, but may not
-// leave), and not the backoff's longer timeout.
+// A worker whose one serve holds a record for the pacer sleeps until the
+// pacer's deadline: not at once (the record is there, but may not leave),
+// and not the backoff's longer timeout. The stream must be dense for that:
+// the first Pacer::kSparseRecords records of an interval leave one by one.
 TEST_F(ServeWorkerTest, AWorkerWhoseRecordWaitsForThePacerSleepsUntilItsDeadline) {
   ServeConfig c;
   c.multicast = kGroup;
@@ -298,17 +310,21 @@ TEST_F(ServeWorkerTest, AWorkerWhoseRecordWaitsForThePacerSleepsUntilItsDeadline
   c.heartbeat_ns = 3600'000 * kMs;
   c.heartbeat_max_ns = c.heartbeat_ns;
   auto w = worker(c);
-  publish(1);
   const uint64_t t0 = monotonic_ns();
-  ASSERT_TRUE(w->step(t0));  // a lone record leaves at once
+  for (uint32_t i = 0; i < Pacer::kSparseRecords; ++i) {
+    publish(1);
+    ASSERT_TRUE(w->step(t0));  // sparse: each leaves at once
+  }
+  ASSERT_EQ(sent().size(), Pacer::kSparseRecords);
   publish(1);
-  ASSERT_FALSE(w->step(t0));  // within the interval: left in the ring
+  w->step(t0);  // one more this interval: it waits for the pacer
+  ASSERT_EQ(sent().size(), Pacer::kSparseRecords);
   w->worker().park(t0, 1000 * kMs);
   const uint64_t slept = monotonic_ns() - t0;
   EXPECT_GE(slept, 25 * kMs) << "it did not sleep";
   EXPECT_LT(slept, 500 * kMs) << "it slept past the pacer's deadline";
-  ASSERT_TRUE(w->step(monotonic_ns()));
-  EXPECT_EQ(sent().size(), 2u);
+  w->step(monotonic_ns());
+  EXPECT_EQ(sent().size(), Pacer::kSparseRecords + 1);
 }
 
 TEST_F(ServeWorkerTest, WhenIdleAHeartbeatCarriesOnePastTheLastSentSequence) {

@@ -141,11 +141,15 @@ decode 'ringfire.kind == 15 && tcp.dstport == 7600' ringfire.node.flags ringfire
 decode 'ringfire.kind == 15 && tcp.srcport == 7600' ringfire.node.worker_id | grep -q "^0x" || fail "no NODE answer decoded"
 # Keyed: the producer's NODE (channel + keyed) with its nonce, the answer
 # (keyed + proof) with nonce and proof, then the producer's AUTH step 3.
-decode 'ringfire.kind == 15 && tcp.dstport == 7600 && ringfire.node.nonce' ringfire.node.flags | grep -qx 0x0003 ||
+# Both ask for the control frame MAC (bit 3, §1.8.2).
+decode 'ringfire.kind == 15 && tcp.dstport == 7600 && ringfire.node.nonce' ringfire.node.flags | grep -qx 0x000b ||
   fail "no keyed NODE from the producer: $(decode 'ringfire.kind == 15' ringfire.node.flags)"
 decode 'ringfire.kind == 15 && tcp.srcport == 7600 && ringfire.node.proof' ringfire.node.flags ringfire.node.nonce |
-  grep -Eq "^0x0006"$'\t'"[0-9a-f]{64}$" || fail "no keyed NODE answer with its proof: $(decode 'ringfire.kind == 15' ringfire.node.flags)"
+  grep -Eq "^0x000e"$'\t'"[0-9a-f]{64}$" || fail "no keyed NODE answer with its proof: $(decode 'ringfire.kind == 15' ringfire.node.flags)"
 decode 'ringfire.kind == 11 && tcp.dstport == 7600' ringfire.auth.step | grep -qx 3 || fail "no AUTH step 3 to the consumer"
+# ... and every frame after step 3 shows its tag apart: the ATTACH, its answer, MUXCTL.
+decode 'ringfire.kind == 9 && ringfire.frame_tag' ringfire.frame_tag | grep -Eq "^[0-9a-f]{32}$" ||
+  fail "no MACed ATTACH after the keyed exchange: $(decode 'ringfire.kind == 9' ringfire.len ringfire.frame_tag | head -n 3)"
 decode 'ringfire.kind == 16' ringfire.batch.type | tr ',' '\n' | grep -qx 3 ||
   fail "no CreditUpdate in MUXCTL: $(decode 'ringfire.kind == 16' ringfire.batch.type | head -n 3)"
 decode 'ringfire.kind == 17' ringfire.stream.terminal | tr ',' '\n' >"$logs/stream-terminal"  # one value per STREAM frame

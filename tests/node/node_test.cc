@@ -861,6 +861,38 @@ TEST(Node, KeyedControlFramesAreMacedAndAnInjectedAttachMovesNothing) {
   EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a second end";
 }
 
+// Two channels under one epoch (the epoch names a channel's ring and
+// session): the second is refused and cut, the first is untouched, and the
+// node goes on (it once tried to place a second session of that name, failed,
+// and stepped a connection it had closed).
+TEST(Node, ASecondChannelUnderALiveChannelsEpochIsRefused) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  proto::Node m;
+  m.flags = proto::kNodeChannel;
+  m.worker_id = 0x51;
+  m.channel_epoch = 0x7777;
+  m.channel_port = 9;  // nothing serves there: the channel never comes up (cut after hello_timeout)
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeMaxBody];
+  const size_t n = proto::encode_node(m, {b, sizeof(b)});
+  const int first = raw_connect(consumer->control_address());
+  ASSERT_EQ(write(first, b, n), static_cast<ssize_t>(n));
+  std::byte answer[256];
+  ASSERT_GT(read(first, answer, sizeof(answer)), 0) << "the first channel was not answered";
+  const uint64_t refused = consumer->stats().refused;
+  const int second = raw_connect(consumer->control_address());
+  ASSERT_EQ(write(second, b, n), static_cast<ssize_t>(n));
+  bool closed = false;
+  EXPECT_TRUE(read_until_closed(second, &closed).empty() && closed) << "the second channel of the epoch was answered";
+  EXPECT_EQ(consumer->stats().refused, refused + 1);
+  close(first);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "still here");
+}
+
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   auto consumer = make("c");
   auto producer = make("p");
