@@ -133,6 +133,14 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["channel_datagrams_out"] = s.channel_datagrams_out;
   d["channel_tx_bursts"] = s.channel_tx_bursts;
   d["over_budget"] = s.in.over_budget;
+  d["bad_frame_mac"] = s.bad_frame_mac;
+  // The gauges that return to zero once every stream ended, was read and was applied.
+  d["live_slots"] = s.live_slots;
+  d["withheld_bytes"] = s.withheld_bytes;
+  d["outstanding_bytes"] = s.outstanding_bytes;
+  d["live_streams"] = s.live_streams;
+  d["buffered_bytes"] = s.buffered_bytes;
+  d["anchors"] = s.anchors;
   d["refused_by_source"] = s.refused_by_source;
   d["channel_wrong_sender"] = s.channel_wrong_sender;
   d["never_opened"] = s.in.never_opened;

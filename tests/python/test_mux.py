@@ -71,6 +71,16 @@ class MuxFromPython(unittest.TestCase):
         self.assertEqual(st["finished"], 50)
         self.assertEqual(st["reader_stall"], 0)
         self.assertLess(producer.stats()["batches_sent"], producer.stats()["records_sent"])  # batched
+        # Every stream ended, was read, and was applied: the gauges are back to zero
+        # (the credit of the last reads reaches the producer a conductor pass later).
+        for _ in range(200):
+            ps = producer.stats()
+            if ps["live_slots"] + ps["outstanding_bytes"] + ps["withheld_bytes"] == 0:
+                break
+            time.sleep(0.01)
+        self.assertEqual((ps["live_slots"], ps["outstanding_bytes"], ps["withheld_bytes"]), (0, 0, 0))
+        st = consumer.stats()
+        self.assertEqual((st["live_streams"], st["buffered_bytes"]), (0, 0))
 
     def test_hot_workers_stream_and_readers_apply_their_channel(self):
         # idle="hot": the data plane's workers stay awake while tokens flow.
