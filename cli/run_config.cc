@@ -89,6 +89,18 @@ const ConfigValue* get(const ConfigTable& t, const std::string& key) {
   return it == t.values.end() ? nullptr : &it->second;
 }
 
+// number: an integer key of `t` within [lo, hi] (`def` when the key is absent).
+absl::StatusOr<uint64_t> number(const ConfigFile& f, const ConfigTable& t, const char* key, uint64_t lo, uint64_t hi,
+                                uint64_t def) {
+  const ConfigValue* v = get(t, key);
+  if (v == nullptr) return def;
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(v->text, &n) || n < lo || n > hi) {
+    return error_at(f, t, key, absl::StrCat("an integer from ", lo, " to ", hi));
+  }
+  return n;
+}
+
 absl::StatusOr<std::string> required(const ConfigFile& f, const ConfigTable& t, const std::string& key,
                                      const std::string& example) {
   const ConfigValue* v = get(t, key);
@@ -184,18 +196,9 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
     if (!e.ok()) return error_at(f, t, "ip", std::string(e.status().message()));
     p.ip = e->ip;
   }
-  auto number = [&](const char* key, uint64_t lo, uint64_t hi, uint64_t def) -> absl::StatusOr<uint64_t> {
-    const ConfigValue* v = get(t, key);
-    if (v == nullptr) return def;
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(v->text, &n) || n < lo || n > hi) {
-      return error_at(f, t, key, absl::StrCat("an integer from ", lo, " to ", hi));
-    }
-    return n;
-  };
-  auto mtu = number("mtu", 64, dataplane::kMaxDatagram, 1472);
-  auto ttl = number("ttl", 1, 255, 1);
-  auto lcore = number("lcore", 1, 127, 0);
+  auto mtu = number(f, t, "mtu", 64, dataplane::kMaxDatagram, 1472);
+  auto ttl = number(f, t, "ttl", 1, 255, 1);
+  auto lcore = number(f, t, "lcore", 1, 127, 0);
   for (const auto* n : {&mtu, &ttl, &lcore}) {
     if (!n->ok()) return n->status();
   }
@@ -316,23 +319,14 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   }
   const ConfigValue* no_mux = get(t, "no-mux");
   o.mux.enabled = no_mux == nullptr || !no_mux->flag;
-  auto number = [&](const char* key, uint64_t lo, uint64_t hi, uint64_t def) -> absl::StatusOr<uint64_t> {
-    const ConfigValue* v = get(t, key);
-    if (v == nullptr) return def;
-    uint64_t x = 0;
-    if (!absl::SimpleAtoi(v->text, &x) || x < lo || x > hi) {
-      return error_at(f, t, key, absl::StrCat("an integer from ", lo, " to ", hi));
-    }
-    return x;
-  };
-  auto credit = number("credit", 1, 65535, o.mux.initial_credit);
-  auto silent = number("silent-peer-ms", 0, 3'600'000, o.silent_peer_ms);
-  auto accept = number("accept-timeout-ms", 100, 3'600'000, o.mux.accept_timeout_ns / 1'000'000);
-  auto channels = number("max-channels", 1, 4096, o.max_channels);
-  auto per_source = number("max-channels-per-source", 1, 4096, o.max_channels_per_source);
-  auto pending = number("max-pending-per-source", 1, 4096, o.max_pending_per_source);
-  auto records = number("channel-records", 64, 1u << 22, o.channel_records);
-  auto streams = number("max-streams-per-peer", 1, 1u << 20, o.mux.max_streams_per_peer);
+  auto credit = number(f, t, "credit", 1, 65535, o.mux.initial_credit);
+  auto silent = number(f, t, "silent-peer-ms", 0, 3'600'000, o.silent_peer_ms);
+  auto accept = number(f, t, "accept-timeout-ms", 100, 3'600'000, o.mux.accept_timeout_ns / 1'000'000);
+  auto channels = number(f, t, "max-channels", 1, 4096, o.max_channels);
+  auto per_source = number(f, t, "max-channels-per-source", 1, 4096, o.max_channels_per_source);
+  auto pending = number(f, t, "max-pending-per-source", 1, 4096, o.max_pending_per_source);
+  auto records = number(f, t, "channel-records", 64, 1u << 22, o.channel_records);
+  auto streams = number(f, t, "max-streams-per-peer", 1, 1u << 20, o.mux.max_streams_per_peer);
   for (const auto* x : {&credit, &silent, &accept, &channels, &per_source, &pending, &records, &streams}) {
     if (!x->ok()) return x->status();
   }

@@ -516,6 +516,32 @@ class ServeControlAuthTest : public ServeControlTest {
     salt_ = cfg.salt;
     return start(cfg);
   }
+  // Step1: a keyed HELLO (with `flags` and a fresh challenge) sent, and the
+  // source's AUTH step 1 read (as it came: header and body).
+  struct Step1 {
+    std::vector<std::byte> hello, auth_bytes;
+    proto::Auth auth;
+  };
+  Step1 step1(Client& c, ServeControl& ctl, uint16_t flags) {
+    Step1 s;
+    const Nonce mine = random_nonce();
+    s.hello = hello_frame(flags, proto::kHelloOldest, &mine);
+    c.send(s.hello);
+    Frame f;
+    EXPECT_TRUE(c.next(ctl, &f));
+    EXPECT_EQ(proto::decode_auth(f, &s.auth), proto::DecodeError::kOk);
+    s.auth_bytes.assign(f.body.data() - 16, f.body.data() + f.body.size());
+    return s;
+  }
+  // step2: the mirror's proof frame under `key`, answering `s`.
+  static std::vector<std::byte> step2(const Psk& key, const Step1& s) {
+    proto::Auth reply;
+    reply.step = proto::AuthStep::kMirrorProof;
+    reply.proof = mirror_proof(key, s.hello, s.auth_bytes);
+    std::vector<std::byte> b(128);
+    b.resize(proto::encode_auth(reply, b));
+    return b;
+  }
   Psk psk_, other_;
   Nonce salt_{};
 };
@@ -593,27 +619,17 @@ TEST_F(ServeControlAuthTest, AWrongProofIsRefused) {
 TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMovesNothing) {
   auto ctl = start_keyed();
   Client c(ctl->listening());
-  const Nonce mine = random_nonce();
-  const auto hello = hello_frame(proto::kHelloAuth | proto::kHelloFrameMac | proto::kHelloHealth | proto::kHelloMultiNak,
-                                 proto::kHelloOldest, &mine);
-  c.send(hello);
-  Frame f;
-  ASSERT_TRUE(c.next(*ctl, &f));
-  proto::Auth a;
-  ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
+  const Step1 s1 = step1(c, *ctl, proto::kHelloAuth | proto::kHelloFrameMac | proto::kHelloHealth | proto::kHelloMultiNak);
+  const proto::Auth& a = s1.auth;
   EXPECT_EQ(a.flags & proto::kAuthFrameMac, proto::kAuthFrameMac) << "the source did not answer bit 7";
   // proof_s covers the answer: a man in the middle that clears the bit (to
   // talk the mirror out of MACs) leaves a proof the mirror refuses.
-  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt, a.flags)));
-  EXPECT_FALSE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt, 0)));
-  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
-  proto::Auth reply;
-  reply.step = proto::AuthStep::kMirrorProof;
-  reply.proof = mirror_proof(psk_, hello, auth_bytes);
-  std::vector<std::byte> step2(128);
-  step2.resize(proto::encode_auth(reply, step2));
-  c.send(step2);
-  c.conn().start_frame_mac(mirror_frame_keys(psk_, hello, auth_bytes, step2, false));
+  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, s1.hello, a.nonce, a.salt, a.flags)));
+  EXPECT_FALSE(proofs_equal(a.proof, source_proof(psk_, s1.hello, a.nonce, a.salt, 0)));
+  const std::vector<std::byte> s2 = step2(psk_, s1);
+  c.send(s2);
+  c.conn().start_frame_mac(mirror_frame_keys(psk_, s1.hello, s1.auth_bytes, s2, false));
+  Frame f;
   // GEOMETRY and MULTICAST verify under the source's key.
   ASSERT_TRUE(c.next(*ctl, &f));
   EXPECT_EQ(f.header.kind, FrameKind::kGeometry);
@@ -642,21 +658,10 @@ TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMove
 TEST_F(ServeControlAuthTest, AnOlderKeyedMirrorIsServedWithoutFrameMacsAndCounted) {
   auto ctl = start_keyed();
   Client c(ctl->listening());
-  const Nonce mine = random_nonce();
-  const auto hello = hello_frame(proto::kHelloAuth, proto::kHelloOldest, &mine);
-  c.send(hello);
+  const Step1 s1 = step1(c, *ctl, proto::kHelloAuth);
+  EXPECT_EQ(s1.auth.flags, 0) << "bit 7 was not asked for";
+  c.send(step2(psk_, s1));
   Frame f;
-  ASSERT_TRUE(c.next(*ctl, &f));
-  proto::Auth a;
-  ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
-  EXPECT_EQ(a.flags, 0) << "bit 7 was not asked for";
-  const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
-  proto::Auth reply;
-  reply.step = proto::AuthStep::kMirrorProof;
-  reply.proof = mirror_proof(psk_, hello, auth_bytes);
-  std::vector<std::byte> b(128);
-  b.resize(proto::encode_auth(reply, b));
-  c.send(b);
   ASSERT_TRUE(c.next(*ctl, &f));
   EXPECT_EQ(f.header.kind, FrameKind::kGeometry) << "not served in the clear";
   EXPECT_EQ(ctl->stats().frames_unmaced, 1u);

@@ -116,5 +116,8 @@ bad port '"q"' "no [[port]] named 'q'"
 bad channel-records 1000 "a power of two"
 bad listen '"0.0.0.0:7600"' "the address peers reach"
 bad colour '"blue"' "unknown key"
+# With --config the node is the config's: an option that would shape it here is refused, not ignored.
+out=$("$rf" mux-consume 198.18.0.1:7600 "$logs/h2" --config "$logs/h1.toml" --credit 4 2>&1) && fail "--credit with --config was taken"
+[[ $out == *"--credit with --config"*"set it there"* ]] || fail "--credit with --config: $out"
 
 lab_finish host_node_lab_test "$logs/c" "$logs/p" "$logs/serve"
