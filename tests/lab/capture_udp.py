@@ -31,6 +31,7 @@ def main():
     iface, dst, port, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0003))
     s.bind((iface, 0))
+    print("capturing", file=sys.stderr, flush=True)  # bound: what is sent from now on is seen
     # TIMEOUT_S bounds the whole capture, not each read: other traffic
     # (heartbeats) would otherwise keep it waiting for ever.
     deadline = time.monotonic() + timeout

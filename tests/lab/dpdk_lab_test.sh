@@ -106,11 +106,13 @@ stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
 log "on the wire, a DPDK source's DATA is the kernel source's: the same record, the same headers"
 bg 1 "$logs/kserve" "$rf" serve "$dsrc" --listen 198.18.0.1:7510 --multicast 239.255.0.3:7511 --iface eth0
 wait_for 5 grep -q "^serve: " "$logs/kserve" || fail "the kernel serve did not start: $(cat "$logs/kserve")"
-on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.2 7501 10 >"$logs/wire-dpdk" &
+on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.2 7501 10 >"$logs/wire-dpdk" 2>"$logs/wire-dpdk.err" &
 cap_dpdk=$!
-on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.3 7511 10 >"$logs/wire-kernel" &
+on 2 python3 "$(dirname "$0")/capture_udp.py" eth0 239.255.0.3 7511 10 >"$logs/wire-kernel" 2>"$logs/wire-kernel.err" &
 cap_kernel=$!
-sleep 1
+# Both captures bound before the one record goes (a loaded machine once started one too late).
+wait_for 8 grep -q capturing "$logs/wire-dpdk.err" || fail "the DPDK capture did not start: $(cat "$logs/wire-dpdk.err")"
+wait_for 8 grep -q capturing "$logs/wire-kernel.err" || fail "the kernel capture did not start: $(cat "$logs/wire-kernel.err")"
 on 1 "$rf" publish "$dsrc" --count 1 --quiet >/dev/null
 wait "$cap_dpdk" "$cap_kernel"
 python3 - "$logs/wire-dpdk" "$logs/wire-kernel" <<'PY' || fail "the DPDK source's frame differs: $(cat "$logs/wire-dpdk") vs $(cat "$logs/wire-kernel")"
