@@ -216,7 +216,7 @@ struct Target {
 // thread is the daemon's conductor (its ports, serves, mirrors and nodes:
 // `ringfire run CONFIG`, ctl and /metrics included). The daemon stops
 // when `run` returns; its exit status is run's.
-int in_daemon(const char* command, const Args& args, const Common& c, const std::function<int(node::Node&)>& run) {
+int in_daemon(const Args& args, const Common& c, const std::function<int(node::Node&)>& run) {
   node::Node* mine = nullptr;
   std::atomic<bool> done{false};
   int rc = 1;
@@ -247,8 +247,26 @@ int in_daemon(const char* command, const Args& args, const Common& c, const std:
   const int daemon_rc = run_daemon(args.str("config"), false, hooks);
   if (harness.joinable()) harness.join();
   std::fflush(stdout);
-  (void)command;
   return daemon_rc != 0 ? daemon_rc : rc;
+}
+
+// Run: a command's harness on a node, with the node's /metrics and counters
+// file when the node is the command's own (a daemon has its own of both).
+using Run = std::function<int(node::Node&, Metrics*, NodeReport*)>;
+
+// run_on_node: `run` on the config's node (--config, in_daemon), or on a
+// node of the command's own with its /metrics and its counters file
+// (`role` names it in `ringfire top`).
+int run_on_node(const char* command, const Args& args, const Common& c, const char* role, NodeReport::Records records,
+                const Run& run) {
+  if (args.has("config")) return in_daemon(args, c, [&](node::Node& n) { return run(n, nullptr, nullptr); });
+  auto n = node::Node::create(c.node);
+  if (!n.ok()) return fail(command, n.status());
+  auto metrics = start_node_metrics(c, command);
+  if (!metrics.ok()) return fail(command, metrics.status());
+  auto counters = NodeReport::start(**n, role, "/dev/shm", records);
+  if (!counters.ok()) return fail(command, counters.status());
+  return run(**n, &*metrics, counters->get());
 }
 
 }  // namespace
@@ -415,16 +433,8 @@ int cmd_mux_consume(int argc, char** argv, int first) {
   auto slow_ms = args->count("slow-stream", 0);
   if (!slow_ms.ok()) return fail("mux-consume", slow_ms.status());
   install_stop_handlers();
-  if (args->has("config")) {
-    return in_daemon("mux-consume", *args, *c, [&](node::Node& n) { return consume(n, *c, *args, *slow_ms, nullptr, nullptr); });
-  }
-  auto n = node::Node::create(c->node);
-  if (!n.ok()) return fail("mux-consume", n.status());
-  auto metrics = start_node_metrics(*c, "mux-consume");
-  if (!metrics.ok()) return fail("mux-consume", metrics.status());
-  auto counters = NodeReport::start(**n, "consumer", "/dev/shm", NodeReport::Records::kReceived);
-  if (!counters.ok()) return fail("mux-consume", counters.status());
-  return consume(**n, *c, *args, *slow_ms, &*metrics, counters->get());
+  return run_on_node("mux-consume", *args, *c, "consumer", NodeReport::Records::kReceived,
+                     [&](node::Node& n, Metrics* m, NodeReport* r) { return consume(n, *c, *args, *slow_ms, m, r); });
 }
 
 // produce: the producer's run on node `n`: attach to every target, then the decode loop and the report.
@@ -550,18 +560,10 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));
   }
   install_stop_handlers();
-  if (args->has("config")) {
-    return in_daemon("mux-produce", *args, *c, [&](node::Node& n) {
-      return produce(n, *c, targets, pos.size() / 2, pos[1], *rate, nullptr, nullptr);
-    });
-  }
-  auto n = node::Node::create(c->node);
-  if (!n.ok()) return fail("mux-produce", n.status());
-  auto metrics = start_node_metrics(*c, "mux-produce");
-  if (!metrics.ok()) return fail("mux-produce", metrics.status());
-  auto counters = NodeReport::start(**n, "producer", "/dev/shm", NodeReport::Records::kSent);
-  if (!counters.ok()) return fail("mux-produce", counters.status());
-  return produce(**n, *c, targets, pos.size() / 2, pos[1], *rate, &*metrics, counters->get());
+  return run_on_node("mux-produce", *args, *c, "producer", NodeReport::Records::kSent,
+                     [&](node::Node& n, Metrics* m, NodeReport* r) {
+                       return produce(n, *c, targets, pos.size() / 2, pos[1], *rate, m, r);
+                     });
 }
 
 }  // namespace ringfire::cli

@@ -98,7 +98,6 @@ class TcpConn {
   // point of its handshake where the protocol says MACs begin — the bytes
   // given to send/queue after it must then be whole frames, in any pieces.
   void start_frame_mac(const FrameKeys& keys);
-  bool frame_mac() const { return seal_.has_value(); }
   // flush writes queued bytes; false on error.
   bool flush();
   size_t pending() const { return out_.size() - out_off_; }

@@ -458,7 +458,6 @@ void NodeImpl::accept_all(uint64_t now) {
     p->conn = std::make_unique<TcpConn>(fd);
     p->accepted_ns = now;
     p->source = source;
-    p->source_ip = source;
     if (opt.psk) p->nonce = control::random_nonce();  // a keyed NODE's answer's: drawn here, not under mu
     const bool watched = engine->watch(fd).ok();
     std::lock_guard l(mu);

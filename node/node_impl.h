@@ -45,8 +45,7 @@
 #include "control/auth.h"
 #include "control/tcp_conn.h"
 #include "dataplane/reader_wake.h"
-#include "engine/conductor_agent.h"
-#include "engine/engine.h"
+#include "engine/engine.h"  // and engine/conductor_agent.h
 #include "node/node.h"
 #include "node/node_peers.h"
 #include "proto/attach.h"

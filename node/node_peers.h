@@ -133,8 +133,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
-  uint32_t source = 0;              // the connection's IP (the per-source caps)
-  uint32_t source_ip = 0;           // ... the address its channel is mirrored from (never one a NODE names)
+  uint32_t source = 0;              // the connection's IP: the per-source caps, and where its channel is mirrored from
   control::Nonce nonce{};           // keyed: our NODE answer's nonce (drawn at accept, outside mu)
   bool pending = true;              // counted in its source's pending connections (NodeImpl::settle)
   bool channel_counted = false;     // counted in its source's channels

@@ -225,7 +225,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   // Mirror its channel: the serve on the connection's own address (never
   // one a stranger names elsewhere), into a ring of our own. The session is
   // placed once mu is released (place_mirror), and our NODE answers then.
-  const dataplane::Endpoint peer{p.source_ip, 0};  // the connection's own (taken at accept: no getpeername under mu)
+  const dataplane::Endpoint peer{p.source, 0};  // the connection's own (taken at accept: no getpeername under mu)
   p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", pid, m.channel_epoch), opt.ring_dir);
   engine::MirrorSpec spec;
   spec.name = absl::StrFormat("mux-in-%016x", m.channel_epoch);

@@ -110,6 +110,18 @@ class MirrorControlTest : public ::testing::Test {
     }
     source_link_.stats.next_to_send.store(producer_.next_seq());
   }
+  // take_tcp_frames hands each frame the session's link holds (relayed from
+  // TCP) to `each` (the frame, and its bytes as relayed), in order, and pops it.
+  template <typename Each>
+  static void take_tcp_frames(dataplane::MirrorLink& link, Each each) {
+    proto::ConstBytes b;
+    while (link.tcp_frames.front(&b)) {
+      proto::Frame f;
+      EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
+      each(f, b);
+      link.tcp_frames.pop();
+    }
+  }
 
   ScopedRing ring_;
   ring::Producer producer_;
@@ -170,17 +182,12 @@ TEST_F(MirrorControlTest, InTcpModeTheSourcesDataFramesAreRelayedToTheSessionAnd
   dataplane::MirrorLink& link = *plane_.links.back();
   uint64_t records = 0, next = 0;
   ASSERT_TRUE(pump(*m, [&] {
-    proto::ConstBytes b;
-    while (link.tcp_frames.front(&b)) {
-      proto::Frame f;
-      EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
-      if (f.header.kind == proto::FrameKind::kData) {
-        EXPECT_EQ(f.header.seq, next);
-        records += f.header.count;
-        next = f.header.seq + f.header.count;
-      }
-      link.tcp_frames.pop();
-    }
+    take_tcp_frames(link, [&](const proto::Frame& f, proto::ConstBytes) {
+      if (f.header.kind != proto::FrameKind::kData) return;
+      EXPECT_EQ(f.header.seq, next);
+      records += f.header.count;
+      next = f.header.seq + f.header.count;
+    });
     return records >= 500;
   }));
   EXPECT_EQ(records, 500u);
@@ -330,21 +337,16 @@ TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNoth
   dataplane::MirrorLink& link = *plane_.links.back();
   uint64_t records = 0, next = 0, gaps = 0;
   auto take = [&] {
-    proto::ConstBytes b;
-    while (link.tcp_frames.front(&b)) {
-      proto::Frame f;
-      EXPECT_EQ(proto::decode_frame(b, b.size(), &f), proto::DecodeError::kOk);
-      if (f.header.kind == proto::FrameKind::kData) {
-        EXPECT_EQ(f.header.seq, next);
-        // Relayed as the plain frame: its len the records' (no tag), its bytes exactly header and body.
-        EXPECT_EQ(f.body.size(), f.header.count * 64u);
-        EXPECT_EQ(b.size(), proto::kFrameHeaderBytes + f.body.size());
-        records += f.header.count;
-        next = f.header.seq + f.header.count;
-      }
+    take_tcp_frames(link, [&](const proto::Frame& f, proto::ConstBytes b) {
       gaps += f.header.kind == proto::FrameKind::kGap;
-      link.tcp_frames.pop();
-    }
+      if (f.header.kind != proto::FrameKind::kData) return;
+      EXPECT_EQ(f.header.seq, next);
+      // Relayed as the plain frame: its len the records' (no tag), its bytes exactly header and body.
+      EXPECT_EQ(f.body.size(), f.header.count * 64u);
+      EXPECT_EQ(b.size(), proto::kFrameHeaderBytes + f.body.size());
+      records += f.header.count;
+      next = f.header.seq + f.header.count;
+    });
   };
   ASSERT_TRUE(pump_via([&] {
     take();
