@@ -241,6 +241,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         if (s->bound) end(s.get(), StreamItem::Kind::kDropped, EndReason::kChannelLost);
       }
       slots_.clear();
+      closes_owed_.clear();  // the dead epoch's slots: the new one may reuse their indices
     }
     epoch_ = h.peer_epoch;
     next_batch_seq_ = h.batch_seq;

@@ -5,7 +5,10 @@
 // loss; terminal-then-close in one batch; Manual moves nothing but liveness
 // without a flush; a stale generation is never delivered; byte accounting
 // back to zero; a starved slot never delays another; backpressure before
-// the kill. A seeded simulation checks them after every step.
+// the kill; a new epoch ends the old one's streams once and its late
+// batches move nothing; a linger waits at most its time after a batch's
+// first record. A seeded simulation checks them after every step, through
+// epoch changes.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -28,10 +31,10 @@ proto::ConstBytes bytes_of(const std::string& s) {
 std::string text(const StreamItem& i) { return std::string(reinterpret_cast<const char*>(i.bytes.data()), i.bytes.size()); }
 
 // Pair: node A sends to node B. A's PeerSender feeds B's PeerReceiver over
-// the channel; B's control (credit, closes) goes back to A's receiver, which
-// hands it to A's sender.
+// the channel; B's control (credit, closes) goes back to A's sender under
+// the epoch of the channel it came in on (the sender's: as the node does).
 struct Pair {
-  explicit Pair(MuxConfig c) : config(c), tx(c, 7), rx(c), a_rx(c) {}
+  explicit Pair(MuxConfig c) : config(c), tx(c, 7), rx(c) {}
   // pump carries everything that is due, both ways; returns the batches.
   int pump(uint64_t now) {
     int n = 0;
@@ -49,8 +52,8 @@ struct Pair {
         ++n;
         any = true;
       }
-      while (size_t len = rx.build_control(buf, 9)) {
-        a_rx.apply(proto::ConstBytes(buf.data(), len), now, &tx);
+      while (size_t len = rx.build_control(buf, tx.epoch())) {
+        tx.apply_control(proto::ConstBytes(buf.data(), len));
         any = true;
       }
     }
@@ -78,7 +81,6 @@ struct Pair {
   MuxConfig config;
   PeerSender tx;
   PeerReceiver rx;
-  PeerReceiver a_rx;
   std::vector<std::byte> buf = std::vector<std::byte>(64 * 1024);
   FlushReason last_reason = FlushReason::kNone;
   size_t largest_batch = 0;           // bytes of the largest batch pumped
@@ -713,8 +715,104 @@ TEST(PeerMux, ManyStreamsEndingInAnyOrderKeepTheOthersWhole) {
   EXPECT_EQ(p.rx.stats().protocol_errors, 0u);
 }
 
+// max_linger: under Auto with a linger, a record waits at most the linger
+// after its batch's first record — a later record does not push the
+// deadline on — and the batch that goes at the deadline holds both, by
+// reason linger; the next batch's clock starts at its own first record.
+TEST(PeerMux, ALingerWritesAtMostTheLingerAfterItsBatchsFirstRecord) {
+  MuxConfig c = small(64);
+  c.flush = FlushPolicy::linger(2 * kMs);
+  Pair p(c);
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 64);
+  auto id = p.tx.open(1, 1, 64, kMs);
+  ASSERT_EQ(p.pump(kMs), 1);  // the OpenSlot goes at once: liveness never lingers
+  ASSERT_EQ(p.tx.send(*id, bytes_of("a"), 10 * kMs), SendStatus::kSent);
+  EXPECT_EQ(p.tx.next_deadline_ns(), 12 * kMs);
+  EXPECT_EQ(p.pump(11 * kMs), 0);
+  ASSERT_EQ(p.tx.send(*id, bytes_of("b"), 11 * kMs + kMs / 2), SendStatus::kSent);
+  EXPECT_EQ(p.tx.next_deadline_ns(), 12 * kMs) << "a later record moved the batch's deadline on";
+  EXPECT_EQ(p.pump(12 * kMs - 1), 0);
+  EXPECT_EQ(p.rx.stats().records, 0u);
+  EXPECT_EQ(p.pump(12 * kMs), 1);
+  EXPECT_EQ(p.last_reason, FlushReason::kLinger);
+  auto items = p.drain(s);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(text(items[0]), "a");
+  EXPECT_EQ(text(items[1]), "b");
+  ASSERT_EQ(p.tx.send(*id, bytes_of("c"), 20 * kMs), SendStatus::kSent);
+  EXPECT_EQ(p.tx.next_deadline_ns(), 22 * kMs);
+  EXPECT_EQ(p.pump(22 * kMs), 1);
+  EXPECT_EQ(text(p.drain(s).at(0)), "c");
+}
+
+// A channel that comes back under a new epoch: the new epoch's first batch
+// ends every stream of the old one dropped (channel lost, with the frames
+// it delivered) exactly once, the new epoch's streams go on, a batch of the
+// dead epoch that arrives late moves nothing (counted), and the new sender
+// takes no control of the dead epoch.
+TEST(PeerMux, ANewEpochEndsTheOldStreamsOnceAndALateBatchOfTheDeadEpochMovesNothing) {
+  MuxConfig c = small(8);
+  Pair p(c);  // the sender is epoch 7
+  PeerReceiver::Stream* old_s = p.rx.expect(1, 1, 8);
+  auto old_id = p.tx.open(1, 1, 8, kMs);
+  ASSERT_EQ(p.tx.send(*old_id, bytes_of("e7-0"), kMs), SendStatus::kSent);
+  p.pump(kMs);
+  ASSERT_EQ(p.tx.send(*old_id, bytes_of("e7-late"), 2 * kMs), SendStatus::kSent);
+  p.tx.kick();
+  std::vector<std::byte> late(64 * 1024);
+  const size_t late_len = p.tx.build(2 * kMs, late);  // in flight when the channel died
+  ASSERT_GT(late_len, 0u);
+  // A stream of the old epoch its consumer cancelled just before: the close
+  // it owes is the dead epoch's, for a slot the new epoch may reuse.
+  PeerReceiver::Stream* cancelled = p.rx.expect(3, 1, 8);
+  ASSERT_TRUE(p.tx.open(3, 1, 8, 2 * kMs));
+  p.pump(2 * kMs);
+  p.rx.cancel(cancelled);
+  ASSERT_TRUE(p.rx.closes_owed());
+
+  PeerSender next(c, 8);
+  PeerReceiver::Stream* new_s = p.rx.expect(2, 1, 8);
+  auto new_id = next.open(2, 1, 8, 3 * kMs);
+  for (const char* r : {"e8-0", "e8-1"}) ASSERT_EQ(next.send(*new_id, bytes_of(r), 3 * kMs), SendStatus::kSent);
+  next.kick();
+  while (size_t n = next.build(3 * kMs, p.buf)) p.rx.apply({p.buf.data(), n}, 3 * kMs);
+
+  auto old_items = p.drain(old_s);  // old_s is freed by its end
+  ASSERT_EQ(old_items.size(), 2u);
+  EXPECT_EQ(text(old_items[0]), "e7-0");
+  EXPECT_EQ(old_items[1].kind, Kind::kDropped);
+  EXPECT_EQ(old_items[1].reason, EndReason::kChannelLost);
+  EXPECT_EQ(old_items[1].frames, 1u);
+
+  const uint64_t records = p.rx.stats().records;
+  p.rx.apply({late.data(), late_len}, 4 * kMs);
+  EXPECT_EQ(p.rx.stats().stale_epoch, 1u);
+  EXPECT_EQ(p.rx.stats().records, records) << "a batch of the dead epoch was applied";
+
+  auto new_items = p.drain(new_s);
+  ASSERT_EQ(new_items.size(), 2u);
+  EXPECT_EQ(text(new_items[0]), "e8-0");
+  EXPECT_EQ(text(new_items[1]), "e8-1");
+  EXPECT_EQ(p.rx.stats().protocol_errors, 0u);
+  EXPECT_EQ(p.rx.stats().dropped, 1u);
+
+  // What goes back now is the new epoch's credit, never the old one's close.
+  // Sent back under the dead epoch, it is refused whole.
+  const size_t n = p.rx.build_control(p.buf, 7);
+  ASSERT_GT(n, 0u);
+  proto::BatchReader r;
+  ASSERT_EQ(r.open({p.buf.data(), n}), proto::DecodeError::kOk);
+  proto::BatchRecord rec;
+  while (r.next(&rec)) EXPECT_NE(rec.header.type, proto::RecordType::kCloseSlot) << "a dead epoch's close went to the new one";
+  next.apply_control({p.buf.data(), n});
+  EXPECT_EQ(next.stats().control_rejected, 1u);
+  EXPECT_EQ(next.stats().control_batches, 0u);
+}
+
 TEST(PeerMux, ASeededSimulationKeepsEveryInvariantAfterEveryStep) {
+  int epochs_total = 0;
   for (uint32_t seed = 1; seed <= 20; ++seed) {
+    int epochs = 0;
     std::mt19937 rng(seed);
     MuxConfig c = small(1 + seed % 5);
     if (seed % 3 == 0) c.flush = FlushPolicy::manual();
@@ -731,6 +829,7 @@ TEST(PeerMux, ASeededSimulationKeepsEveryInvariantAfterEveryStep) {
     std::vector<Model> m;
     uint64_t next_anchor = 1;
     uint64_t now = 0;
+    uint64_t epoch = p.tx.epoch();
     int delivered = 0;
     for (int step = 0; step < 3000; ++step) {
       now += kMs;
@@ -795,6 +894,46 @@ TEST(PeerMux, ASeededSimulationKeepsEveryInvariantAfterEveryStep) {
         }
         m.clear();
         continue;
+      } else if (op < 94) {
+        // The channel comes back under a new epoch (no peer_lost here: the
+        // receiver learns it from the new epoch's first batch). A batch of
+        // the old epoch still in flight arrives after it.
+        p.tx.kick();
+        std::vector<std::byte> late(64 * 1024);
+        const size_t late_len = p.tx.build(now, late);
+        p.tx = PeerSender(c, ++epoch);
+        Model x{p.rx.expect(next_anchor, 0, c.initial_credit), {}};
+        ASSERT_NE(x.s, nullptr);
+        x.id = *p.tx.open(next_anchor++, 0, c.initial_credit, now);
+        p.pump(now);  // the new epoch's OpenSlot ends every stream of the old one
+        for (Model& y : m) {
+          StreamItem i;
+          while (!y.gone && p.rx.pop(y.s, &i)) {
+            if (i.kind == Kind::kData) {
+              ASSERT_EQ(text(i), std::to_string(y.got)) << "seed " << seed << " out of order";
+              ++y.got;
+              ++delivered;
+              continue;
+            }
+            ++y.ends;
+            y.gone = true;
+            // Finished only if its terminal went before the epoch died.
+            if (i.kind == Kind::kDropped) {
+              ASSERT_EQ(i.reason, EndReason::kChannelLost) << "seed " << seed;
+            }
+          }
+          ASSERT_TRUE(y.gone) << "seed " << seed << ": a stream of the dead epoch never ended";
+        }
+        m.clear();
+        m.push_back(x);
+        ++epochs;
+        if (late_len != 0) {
+          const uint64_t records = p.rx.stats().records, stale = p.rx.stats().stale_epoch;
+          p.rx.apply({late.data(), late_len}, now);
+          ASSERT_EQ(p.rx.stats().stale_epoch, stale + 1) << "seed " << seed;
+          ASSERT_EQ(p.rx.stats().records, records) << "seed " << seed << ": a dead epoch's batch delivered";
+        }
+        continue;
       } else if (op < 97) {
         p.tx.kick();
       }
@@ -805,7 +944,9 @@ TEST(PeerMux, ASeededSimulationKeepsEveryInvariantAfterEveryStep) {
       for (const Model& x : m) ASSERT_LE(x.ends, 1) << "seed " << seed;
     }
     EXPECT_GT(delivered, 100) << "seed " << seed << ": the simulation moved almost nothing";
+    epochs_total += epochs;
   }
+  EXPECT_GT(epochs_total, 100) << "the simulation changed epochs too rarely to test them";
 }
 
 }  // namespace
