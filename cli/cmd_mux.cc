@@ -407,7 +407,7 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
       {"peak_rss_kib", peak_rss_kib()},
       {"fds", std::max(peak_fds, open_fds())},
       {"out_of_fds", s.out_of_fds},
-      {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
+      {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"tcp_records", s.channel_tcp_records}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
   if (c.json) {
     std::printf("%s\n", j.dump().c_str());

@@ -14,6 +14,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ struct alignas(64) PortWorkerStats {
   Counter busy_ns;
   Counter iterations;
   Counter inline_steps;  // iterations a writer's thread ran while the worker slept (step_parked)
+  Counter rearms;        // ... after which it moved the sleeper's wake-up earlier on its timer, not by waking it
 };
 
 template <PacketPort Port>
@@ -86,10 +88,12 @@ class PortWorker {
     if constexpr (requires(const Port& p) { p.wait_fd(); }) {
       wake_.step_parked = &PortWorker::step_parked;
       wake_.worker = this;
+      timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);  // -1: step_parked wakes it instead
     }
   }
   ~PortWorker() {
     if (wake_.fd >= 0) close(wake_.fd);
+    if (timer_fd_ >= 0) close(timer_fd_);
   }
   PortWorker(const PortWorker&) = delete;
   PortWorker& operator=(const PortWorker&) = delete;
@@ -178,18 +182,20 @@ class PortWorker {
     if (!pending) {
       wake_at_ns_ = until;
       parked_at_ns_ = now_ns;
-      pollfd fds[2];
+      pollfd fds[3];
       nfds_t nf = 0;
       if constexpr (requires(const Port& p) { p.wait_fd(); }) fds[nf++] = pollfd{port_.wait_fd(), POLLIN, 0};
+      const nfds_t timer_at = nf;
+      if (timer_fd_ >= 0) fds[nf++] = pollfd{timer_fd_, POLLIN, 0};
       fds[nf++] = pollfd{wake_.fd, POLLIN, 0};
       const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
       if (held != nullptr) held->unlock();
       const int ready = ppoll(fds, nf, &ts, nullptr);
       if (held != nullptr) held->lock();
-      if (ready > 0 && (fds[nf - 1].revents & POLLIN) != 0) {
-        uint64_t ignored;
-        (void)!read(wake_.fd, &ignored, sizeof(ignored));
-      }
+      uint64_t ignored;
+      if (ready > 0 && (fds[nf - 1].revents & POLLIN) != 0) (void)!read(wake_.fd, &ignored, sizeof(ignored));
+      // The timer a writer armed (step_parked): one-shot, read to disarm its readiness.
+      if (ready > 0 && timer_fd_ >= 0 && (fds[timer_at].revents & POLLIN) != 0) (void)!read(timer_fd_, &ignored, sizeof(ignored));
     }
     wake_.parked.store(false, std::memory_order_relaxed);
   }
@@ -231,10 +237,12 @@ class PortWorker {
 
   // step_parked (WorkerWake::step_parked): a writer's thread runs one
   // iteration of a worker asleep in poll() for kStepParkedAfterNs or more
-  // — the records it published leave now, with no wake-up on their path —
-  // and wakes the worker only if a session's deadline moved before the one
-  // it sleeps to. False when the worker is not parked there, parked only a
-  // moment ago, or another thread holds it.
+  // — the records it published leave now, with no wake-up on their path.
+  // If a session's deadline moved before the one the worker sleeps to (the
+  // heartbeat after a send), the writer arms the worker's timer for it: the
+  // worker wakes once, at that deadline, not also at once to re-plan (an
+  // eventfd write, the fallback without a timer). False when the worker is
+  // not parked there, parked only a moment ago, or another thread holds it.
   static bool step_parked(void* self) {
     auto& w = *static_cast<PortWorker*>(self);
     std::unique_lock lk(w.step_mu_, std::try_to_lock);
@@ -246,11 +254,29 @@ class PortWorker {
     if (now < w.parked_at_ns_ + kStepParkedAfterNs) return false;
     w.step(now);
     ++w.stats_.inline_steps;
-    if (w.next_deadline_ns(w.last_now_) < w.wake_at_ns_) w.wake_.signal();  // it re-plans (off the records' path)
+    const uint64_t next = w.next_deadline_ns(w.last_now_);
+    if (next < w.wake_at_ns_) {
+      if (w.arm_timer(next)) {
+        w.wake_at_ns_ = next;
+        ++w.stats_.rearms;
+      } else {
+        w.wake_.signal();  // it re-plans (off the records' path)
+      }
+    }
     return true;
   }
 
  private:
+  // arm_timer: the parked worker's timer fires at `at_ns` (monotonic_ns's
+  // clock: CLOCK_MONOTONIC); false without a timer, or if it could not be set.
+  bool arm_timer(uint64_t at_ns) {
+    if (timer_fd_ < 0) return false;
+    itimerspec its{};
+    at_ns = std::max<uint64_t>(at_ns, 1);  // 0 would disarm it
+    its.it_value = timespec{static_cast<time_t>(at_ns / 1'000'000'000), static_cast<long>(at_ns % 1'000'000'000)};
+    return timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) == 0;
+  }
+
   bool compute_park_wakes_for_records() const {
     if (!tasks_.empty()) return false;
     if (wakeable_ || (slots_.size() == 1 && slots_[0].serve != nullptr)) return true;
@@ -377,6 +403,7 @@ class PortWorker {
   std::array<RxDatagram, kBurst> rx_{};
   std::vector<int32_t> route_;  // binding id -> slot index, -1: none
   WorkerWake wake_;
+  int timer_fd_ = -1;        // a waitable port's: armed by step_parked, polled by park
   std::mutex step_mu_;       // see step_mutex()
   uint64_t last_now_ = 0;    // the latest `now` a step saw (under step_mu_)
   uint64_t wake_at_ns_ = 0;  // when the parked worker wakes by itself (under step_mu_)

@@ -72,8 +72,12 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   if (impl->opt.port.name.empty()) impl->opt.port.name = "data";
   const uint16_t mtu = impl->opt.port.mtu;
   if (mtu < 256) return absl::InvalidArgumentError(absl::StrCat("node: port mtu ", mtu, " is below 256"));
-  // One batch is one blob record that fits one datagram (no TCP fallback).
-  impl->record_cap = mtu - proto::kFrameHeaderBytes - proto::kBlobRecordHeader;
+  // One batch is one blob record that fits one datagram (no TCP fallback),
+  // with the 16-byte frame every channel datagram ends in (its TAG, or its
+  // MAC under a key). A batch one byte over went by the channel's TCP,
+  // behind the datagram after it: a NAK, and a repair, every step.
+  static_assert(proto::kTagFrameBytes == proto::kMacFrameBytes);
+  impl->record_cap = mtu - proto::kFrameHeaderBytes - proto::kBlobRecordHeader - proto::kTagFrameBytes;
   impl->mux = o.mux;
   impl->mux.max_batch_bytes = std::min(o.mux.max_batch_bytes, impl->record_cap);
   // A batch: up to max_batch_bytes, or one fenced record alone.

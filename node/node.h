@@ -170,6 +170,7 @@ struct NodeStats {
   // The ingress channels' mirrors (the engine's counters): how their DATA came.
   uint64_t channel_datagrams = 0;
   uint64_t channel_tcp_frames = 0;
+  uint64_t channel_tcp_records = 0;  // batches that came in DATA frames by TCP (repairs; a batch too big for a datagram)
   uint64_t channel_naks = 0;
   uint64_t channel_held = 0;       // records the hold-back held (out of order, waiting for a hole)
   // Channel datagrams refused before they moved anything, by reason (not

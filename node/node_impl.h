@@ -381,6 +381,7 @@ struct NodeImpl : engine::ConductorAgent {
     if (const dataplane::MirrorWorkerStats* w = m.control->stats()) {
       s.channel_datagrams = w->datagrams.get();
       s.channel_tcp_frames = w->tcp_frames.get();
+      s.channel_tcp_records = w->tcp_records.get();
       s.channel_naks = w->naks.get();
       s.channel_held = w->held.get();
       s.channel_wrong_sender = w->wrong_sender.get();

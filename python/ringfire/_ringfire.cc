@@ -130,6 +130,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["frames_rejected"] = s.frames_rejected;
   d["channel_datagrams"] = s.channel_datagrams;  // channel DATA that came by UDP (and below, by TCP)
   d["channel_tcp_frames"] = s.channel_tcp_frames;
+  d["channel_tcp_records"] = s.channel_tcp_records;
   d["channel_datagrams_out"] = s.channel_datagrams_out;
   d["channel_tx_bursts"] = s.channel_tx_bursts;
   d["over_budget"] = s.in.over_budget;

@@ -922,7 +922,7 @@ TEST(PortWorkerTest, EachDatagramGoesToTheSessionOfItsBindingAndARemovedOneLeave
 // WokenRig: a serve (no heartbeat due for an hour) on a worker over a
 // WaitablePort, the ring's producer at hand.
 struct WokenRig {
-  explicit WokenRig(bool writer_pokes)
+  explicit WokenRig(bool writer_pokes, uint64_t heartbeat_ns = 3600'000 * kMs)
       : ring(ring::testing::fixed_ring(1024, 64)), producer(*ring::Producer::attach(ring.open())) {
     port.fd = eventfd(0, EFD_NONBLOCK);
     ServeConfig c;
@@ -930,8 +930,8 @@ struct WokenRig {
     c.multicast = kGroup;
     c.pace_ns = 0;
     c.writer_pokes = writer_pokes;
-    c.heartbeat_ns = 3600'000 * kMs;
-    c.heartbeat_max_ns = c.heartbeat_ns;
+    c.heartbeat_ns = heartbeat_ns;
+    c.heartbeat_max_ns = 3600'000 * kMs;  // an idle serve's heartbeats back off to an hour
     serve = std::make_unique<ServeSession<WaitablePort>>(
         std::move(*ring::RawReader::attach(ring.open(), ring::StartPosition::latest())), c);
     worker = std::make_unique<PortWorker<WaitablePort>>(port);
@@ -1231,6 +1231,66 @@ TEST(WorkerTaskTest, ATaskPastTheTableIsGivenBackRefused) {
   woken.step(1000 * kMs);
   EXPECT_FALSE(woken.wakeable());
   close(wp.fd);
+}
+
+// The heartbeat a writer's inline step made due (the one that exposes a
+// lost last datagram) is the sleeping worker's only wake-up: the writer
+// arms the worker's timer for it instead of waking it to re-plan, and the
+// worker sends it at its deadline.
+TEST(PortWorkerTest, AWritersInlineStepArmsTheSleepersTimerForTheHeartbeatInsteadOfWakingIt) {
+  WokenRig r(true, 10 * kMs);
+  PortWorker<WaitablePort>& w = *r.worker;
+  ASSERT_NO_FATAL_FAILURE(r.install());
+  std::atomic<bool> stop{false};
+  std::atomic<int> parks{0};
+  std::thread loop([&] {
+    std::unique_lock held(w.step_mutex());
+    while (!stop.load()) {
+      if (!w.step(monotonic_ns())) {
+        parks.fetch_add(1);
+        w.park(monotonic_ns(), 1000, &held);
+      }
+    }
+  });
+  struct Stopper {
+    std::atomic<bool>& stop;
+    PortWorker<WaitablePort>& w;
+    std::thread& t;
+    ~Stopper() {
+      stop.store(true);
+      w.wake().poke();
+      t.join();
+    }
+  } stopper{stop, w, loop};
+  // Idle, the heartbeats back off (10, 20, 40, 80 ms ...): past 150 ms the
+  // worker sleeps at least 80 ms, far beyond the 10 ms a send makes due.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int parked_before = 0;
+  {
+    std::lock_guard l(w.step_mutex());
+    r.port.state->sent.clear();
+    parked_before = parks.load();
+  }
+  r.publish_one();
+  w.wake().run_or_poke();
+  {
+    std::lock_guard l(w.step_mutex());
+    ASSERT_EQ(w.stats().inline_steps.get(), 1u);
+    EXPECT_EQ(w.stats().rearms.get(), 1u) << "the writer woke the worker instead of arming its timer";
+    ASSERT_EQ(r.port.state->sent.size(), 1u);
+  }
+  // The heartbeat leaves at its deadline, from the worker, woken once.
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard l(w.step_mutex());
+      if (r.port.state->sent.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::lock_guard l(w.step_mutex());
+  ASSERT_EQ(r.port.state->sent.size(), 2u) << "no heartbeat after the send";
+  EXPECT_EQ(decode(r.port.state->sent[1]).header.kind, proto::FrameKind::kHeartbeat);
+  EXPECT_EQ(parks.load(), parked_before + 1) << "the worker woke more than once for one heartbeat";
 }
 
 }  // namespace

@@ -476,6 +476,50 @@ TEST(Node, AManualPassLeavesInOneTxBurstManyTokensToADatagram) {
   EXPECT_LE(datagrams * 16, uint64_t{kStreams} * kPasses) << datagrams << " datagrams";
 }
 
+// A batch filled to its cap (2-byte tokens: records of 15 bytes, so a full
+// batch ends within 15 bytes of it) still fits one datagram with the TAG
+// every channel datagram ends in: none goes by the channel's TCP, where it
+// would arrive behind the datagram after it and be NAKed.
+TEST(Node, ABatchFilledToItsCapLeavesInOneDatagramWithItsTag) {
+  auto consumer = make("c");
+  NodeOptions o = options("p", mux::FlushPolicy::manual());
+  o.mux.heartbeat_interval_ns = 3600 * kSecond;
+  o.mux.stall_deadline_ns = 7200 * kSecond;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto producer = std::move(*made);
+  constexpr int kStreams = 64, kPasses = 4, kPerPass = 3;
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, kStreams, &anchors, &senders));
+  producer->flush_batch();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const NodeStats before = consumer->stats();
+  const NodeStats out_before = producer->stats();
+  auto token = [](int pass, int k, int i) { return std::string{static_cast<char>('a' + pass * kPerPass + k), static_cast<char>('0' + i % 64)}; };
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (int k = 0; k < kPerPass; ++k) {
+      for (int i = 0; i < kStreams; ++i) ASSERT_EQ(senders[i]->send(bytes(token(pass, k, i))), mux::SendStatus::kSent);
+    }
+    producer->flush_batch();
+    for (int k = 0; k < kPerPass; ++k) {
+      for (int i = 0; i < kStreams; ++i) {
+        Item it;
+        ASSERT_TRUE(anchors[i]->recv(&it, 10 * kSecond)) << "stream " << i << " pass " << pass;
+        ASSERT_EQ(it.kind, Item::Kind::kData);
+        EXPECT_EQ(text(it.bytes), token(pass, k, i));
+      }
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the conductor refreshes the mirror's counters
+  const NodeStats after = consumer->stats();
+  const NodeStats out_after = producer->stats();
+  // 192 records of 15 bytes a pass: at least one batch a pass was full.
+  EXPECT_GE(out_after.channel_batches - out_before.channel_batches, uint64_t{2} * kPasses);
+  EXPECT_EQ(after.channel_tcp_records, before.channel_tcp_records) << "a full batch went by the channel's TCP";
+  EXPECT_EQ(after.channel_naks, before.channel_naks);
+}
+
 TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   auto consumer = make("c");
   auto producer = make("p");
