@@ -120,8 +120,8 @@ ServeControl::ServeControl(const ServeControlConfig& c, dataplane::ServeLink* wo
   // A TCP frame must hold the largest record the ring can carry.
   const uint64_t largest = info_.blob() ? ring::max_blob_bytes(info_.header().arena_size)
                                         : info_.slot_size();
-  frame_buf_.resize(std::max<size_t>(c.tcp_frame_bytes,
-                                     proto::kFrameHeaderBytes + proto::kBlobRecordHeader + largest));
+  frame_buf_ = ring::LazyBytes(std::max<size_t>(c.tcp_frame_bytes,
+                                               proto::kFrameHeaderBytes + proto::kBlobRecordHeader + largest));
   mirrors_.reserve(c.max_connections);
 }
 

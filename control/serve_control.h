@@ -30,6 +30,7 @@
 #include "control/repair_queue.h"
 #include "control/tcp_conn.h"
 #include "dataplane/serve_session.h"
+#include "ring/lazy_bytes.h"
 #include "ring/raw_reader.h"
 
 namespace ringfire::control {
@@ -184,7 +185,7 @@ class ServeControl {
   int notify_fd_ = -1;  // the worker's "records too large for a datagram" eventfd
   dataplane::Endpoint listening_;
   std::vector<std::unique_ptr<Mirror>> mirrors_;
-  std::vector<std::byte> frame_buf_;
+  ring::LazyBytes frame_buf_;  // the largest record a TCP frame carries: pages taken as frames reach them
   FrameLimits limits_;
   RecentRepairs group_repairs_;  // repairs sent to the multicast group
   uint64_t repair_tokens_ = 0;   // the UDP repair budget (records)

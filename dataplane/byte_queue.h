@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ring/lazy_bytes.h"
 #include "proto/bytes.h"
 
 namespace ringfire::dataplane {
@@ -81,7 +82,7 @@ class ByteQueue {
     return v;
   }
 
-  std::vector<std::byte> buf_;
+  ring::LazyBytes buf_;  // pages taken as the queue first reaches them
   // The consumer's cache line: head_ and what only it writes.
   alignas(64) std::atomic<size_t> head_{0};
   size_t front_size_ = 0;

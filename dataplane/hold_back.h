@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ring/lazy_bytes.h"
 #include "proto/bytes.h"
 
 namespace ringfire::dataplane {
@@ -116,7 +117,7 @@ class HoldBack {
   }
 
   uint32_t max_frames_;
-  std::vector<std::byte> arena_;
+  ring::LazyBytes arena_;  // pages taken as frames first reach them (the bump pointer restarts when all are popped)
   size_t used_ = 0;        // the arena's bump pointer
   size_t live_bytes_ = 0;  // bytes of frames still held
   std::vector<Entry> entries_;  // sorted by first_seq from head_; popped ones before it

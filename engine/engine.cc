@@ -194,8 +194,12 @@ void Engine::run_once(uint64_t max_wait_ns) {
   for (const auto& m : mirrors_) until = std::min(until, m->control->poll(now));
   // The agents after the sessions' turn (they may add and remove sessions).
   // By index: an agent may remove itself.
+  const size_t sessions = serves_.size() + mirrors_.size();
   for (size_t i = 0; i < agents_.size(); ++i) until = std::min(until, agents_[i]->conduct(monotonic_ns()));
-  if (more) return;
+  // A session an agent added takes its first turn (a mirror's connect) now,
+  // not after the wait planned without it (a stream mux's channel: its
+  // first batch waits for it).
+  if (more || serves_.size() + mirrors_.size() != sessions) return;
   now = monotonic_ns();
   if (until <= now) return;
   const uint64_t wait_ns = until - now;

@@ -301,7 +301,7 @@ void NodeImpl::teardown(bool wait) {
     // pops a stream's last item may hold the last reference to the peer.
     // (Dead under mu before this: nobody reads them again.)
     p->ingress.reset();
-    std::vector<std::byte>().swap(p->record);
+    p->record = ring::LazyBytes();
     if (!p->mirror_name.empty()) {
       (void)engine->remove(p->mirror_name);
       p->mirror = nullptr;
@@ -575,7 +575,7 @@ void Node::flush_batch() {
       // Under Manual the batches are built here, on the caller's thread
       // (one hand-off fewer); what admission holds back, and a channel not
       // set up yet, the conductor does.
-      if (m.opt.build_on_flush && p->serve_link != nullptr && !p->broken) {
+      if (m.opt.build_on_flush && p->serve_link != nullptr && !p->broken && p->channel_ready) {
         p->broken = !m.pump_out(*p, now, &runs);
         left |= p->broken || p->sender->has_staged();
       } else {

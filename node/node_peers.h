@@ -27,6 +27,7 @@
 #include "mux/peer_sender.h"
 #include "node/node.h"
 #include "ring/blob.h"
+#include "ring/lazy_bytes.h"
 
 namespace ringfire::node {
 
@@ -153,7 +154,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   // poll() or recv() (its items so need no hand-off), or the node thread
   // before it judges the streams' liveness.
   std::optional<ring::BlobConsumer> ingress;
-  std::vector<std::byte> record;    // ingress scratch (max_blob bytes)
+  ring::LazyBytes record;           // ingress scratch (max_blob bytes: pages taken as records reach them)
   uint64_t applied = 0;             // channel records applied
   uint64_t reported = 0;            // the last position sent back
   uint64_t reported_ns = 0;         // ... and when

@@ -150,7 +150,11 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
       a->sent = true;
     }
   }
-  if (p.broken || !pump_out(p, now, &conductor_runs)) {
+  // No batch before the peer's mirror takes the channel by UDP: the first
+  // (the OpenSlots, and the first tokens with them) would go before the
+  // mirror is there, and the next batch, by UDP, would wait behind it for a
+  // NAK and its repair by TCP.
+  if (p.broken || (p.channel_ready && !pump_out(p, now, &conductor_runs))) {
     end_out(p, "a batch larger than its ring's largest blob");
     return;
   }

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "ring/blob.h"
 #include "ring/consumer.h"
+#include "ring/lazy_bytes.h"
 
 namespace ringfire::ring {
 
@@ -21,12 +22,12 @@ class RawReader {
       auto c = BlobConsumer::attach(std::move(file), start);
       if (!c.ok()) return c.status();
       r.blob_.emplace(std::move(*c));
-      r.buf_.resize(r.blob_->max_blob());
+      r.buf_ = LazyBytes(r.blob_->max_blob());
     } else {
       auto c = Consumer::attach(std::move(file), start);
       if (!c.ok()) return c.status();
       r.fixed_.emplace(std::move(*c));
-      r.buf_.resize(r.fixed_->record_size());
+      r.buf_ = LazyBytes(r.fixed_->record_size());
     }
     return r;
   }
@@ -72,7 +73,7 @@ class RawReader {
   RawReader() = default;
   std::optional<Consumer> fixed_;
   std::optional<BlobConsumer> blob_;
-  std::vector<std::byte> buf_;
+  LazyBytes buf_;  // a blob ring's largest record: pages taken as records reach them
 };
 
 }  // namespace ringfire::ring

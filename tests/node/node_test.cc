@@ -1242,3 +1242,67 @@ TEST(PerStreamPath, CancelAndAbandonedSenders) {
 
 }  // namespace
 }  // namespace ringfire::node
+
+namespace ringfire::node {
+namespace {
+
+// A first token sent the moment attach returns reaches a reader waiting on
+// the descriptor: the channel's first batches are committed into the
+// ingress ring before this node has it open, and opening it wakes a reader
+// to apply them (no later commit, heartbeat or position report does here:
+// liveness every hour). And none of them went before the consumer's mirror
+// took the channel by UDP (it would have come by TCP catch-up, and the
+// token behind it waited for a NAK).
+TEST(Node, TheFirstTokenSentAsAttachReturnsWakesAReaderOnTheDescriptor) {
+  NodeOptions co = options("c");
+  co.mux.heartbeat_interval_ns = 3600 * kSecond;
+  co.mux.stall_deadline_ns = 7200 * kSecond;
+  auto cm = Node::create(co);
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  auto consumer = std::move(*cm);
+  NodeOptions po = options("p", mux::FlushPolicy::manual());
+  po.mux.heartbeat_interval_ns = 3600 * kSecond;
+  po.mux.stall_deadline_ns = 7200 * kSecond;
+  auto pm = Node::create(po);
+  ASSERT_TRUE(pm.ok()) << pm.status();
+  auto producer = std::move(*pm);
+  for (int round = 0; round < 3; ++round) {  // each on a new channel: its ring opened anew
+    auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+    auto s = producer->attach(anchor->handle(), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ((*s)->send(bytes("first")), mux::SendStatus::kSent);
+    producer->flush_batch();
+    std::vector<Polled> items;
+    std::vector<std::byte> b;
+    const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+    while (items.empty() && monotonic_ns() < deadline) {
+      consumer->wait(deadline - monotonic_ns());
+      consumer->poll(&items, &b, 100);
+    }
+    ASSERT_EQ(items.size(), 1u) << "round " << round << ": no reader was woken for the first token";
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data() + items[0].offset), items[0].len), "first");
+    (*s)->finish();
+    producer->flush_batch();
+    items.clear();
+    while (items.empty() && monotonic_ns() < deadline) {
+      consumer->wait(deadline - monotonic_ns());
+      consumer->poll(&items, &b, 100);
+    }
+    ASSERT_EQ(items.size(), 1u);
+    EXPECT_EQ(items[0].kind, Item::Kind::kFinished);
+    // Nothing went before the peer's mirror took the channel by UDP: no
+    // batch came by the channel's TCP catch-up, none waited for a NAK.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the conductor refreshes the mirror's counters
+    const NodeStats st = consumer->stats();
+    EXPECT_EQ(st.channel_tcp_records, 0u) << "round " << round;
+    EXPECT_EQ(st.channel_naks, 0u) << "round " << round;
+    // A new channel for the next round: the producer node goes and comes back.
+    producer.reset();
+    pm = Node::create(po);
+    ASSERT_TRUE(pm.ok()) << pm.status();
+    producer = std::move(*pm);
+  }
+}
+
+}  // namespace
+}  // namespace ringfire::node
