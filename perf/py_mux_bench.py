@@ -107,7 +107,8 @@ async def consume_mux(args, tally):
     import ringfire
     import ringfire.aio
 
-    node = ringfire.Node(instance_id=f"front-{os.getpid()}", control=args.listen, initial_credit=args.credit)
+    node = ringfire.Node(instance_id=f"front-{os.getpid()}", control=args.listen, initial_credit=args.credit,
+                         mtu=args.mtu)
     anode = ringfire.aio.AsyncNode(node)
     anchors = [anode.create_anchor() for _ in range(args.streams)]
     with open(args.handles + ".tmp", "w") as f:
@@ -216,7 +217,7 @@ def pace(start, step, rate):
 def produce_mux(args, handles):
     import ringfire
 
-    node = ringfire.Node(instance_id=f"engine-{os.getpid()}", control=args.listen, flush="manual",
+    node = ringfire.Node(instance_id=f"engine-{os.getpid()}", control=args.listen, flush="manual", mtu=args.mtu,
                          initial_credit=args.credit)
     senders = [node.attach(h, args.peer) for h in handles]
     n = len(senders)
@@ -296,6 +297,7 @@ def main():
     p.add_argument("--rate", type=float, default=50.0, help="decode steps per second (0: flat out)")
     p.add_argument("--credit", type=int, default=256)
     p.add_argument("--hwm", type=int, default=1000, help="zmq: the sockets' high-water mark (messages)")
+    p.add_argument("--mtu", type=int, default=1472, help="mux: the channels' largest datagram (8972 on a 9000-byte link)")
     p.add_argument("--handles", required=True)
     p.add_argument("--stall", type=int, default=0)
     p.add_argument("--cancel", type=int, default=0)

@@ -9,12 +9,14 @@
 #   perf/py_mux_bench.sh [--streams "300 4096"] [--tokens T] [--rate STEPS] [--out DIR]
 #   perf/py_mux_bench.sh --stall 1      one client that stops reading, beside the others
 #   perf/py_mux_bench.sh --cancel 10    ten requests cancelled after 10 tokens
+#   perf/py_mux_bench.sh --link-mtu 9000  the lab's links at 9000 bytes (jumbo frames, as
+#                                         inference clusters run): the mux's datagrams 8972
 # Results: DIR/py.json (one object per run) and a table on stdout.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build-test}
 py=/usr/bin/python3  # Debian's: the module is built for it
-streams="300 4096" tokens=200 rate=50 out=perf/figures/py stall=0 cancel=0 paths="zmq mux"
+streams="300 4096" tokens=200 rate=50 out=perf/figures/py stall=0 cancel=0 paths="zmq mux" link_mtu=1500
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
@@ -24,7 +26,8 @@ while (($#)); do
     --stall) stall=$2; shift 2 ;;
     --cancel) cancel=$2; shift 2 ;;
     --paths) paths=$2; shift 2 ;;
-    *) echo "usage: $0 [--streams \"N...\"] [--tokens T] [--rate STEPS] [--stall K] [--cancel K] [--paths \"zmq mux\"] [--out DIR]" >&2; exit 2 ;;
+    --link-mtu) link_mtu=$2; shift 2 ;;
+    *) echo "usage: $0 [--streams \"N...\"] [--tokens T] [--rate STEPS] [--stall K] [--cancel K] [--paths \"zmq mux\"] [--link-mtu BYTES] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 [[ -f $build/python/ringfire/__init__.py ]] || { echo "py_mux_bench: no ringfire module in $build/python (build first)" >&2; exit 2; }
@@ -32,6 +35,13 @@ $py -c "import zmq, msgpack" 2>/dev/null || { echo "py_mux_bench: needs python3-
 source "$top/tests/lab/lib.sh"
 lab_up 2
 lab_logs pybench
+if [[ $link_mtu != 1500 ]]; then
+  for i in 1 2; do
+    ip -n "${LAB_PREFIX}br" link set "${LAB_PREFIX}p$i" mtu "$link_mtu"
+    on "$i" ip link set eth0 mtu "$link_mtu"
+  done
+fi
+mtu=$((link_mtu - 28))  # the largest UDP payload on the link
 mkdir -p "$out"
 results=$out/py.json
 : >"$results"
@@ -42,11 +52,11 @@ one() {
   local path=$1 x=$2 port=$((7600 + RANDOM % 100))
   rm -f "$logs/h"
   bg 1 "$logs/$path-$x.c" taskset -c 0 $py "$top/perf/py_mux_bench.py" --role consumer --path "$path" --listen "198.18.0.1:$port" \
-    --streams "$x" --tokens "$tokens" --handles "$logs/h" --stall "$stall" --cancel "$cancel"
+    --streams "$x" --tokens "$tokens" --handles "$logs/h" --stall "$stall" --cancel "$cancel" --mtu "$mtu"
   local cpid=${LAB_PIDS[-1]}
   wait_for 30 test -s "$logs/h" || { echo "$path: no handles: $(cat "$logs/$path-$x.c")"; return; }
   on 2 taskset -c 1 $py "$top/perf/py_mux_bench.py" --role producer --path "$path" --listen 198.18.0.2:0 \
-    --peer "198.18.0.1:$port" --tokens "$tokens" --rate "$rate" --handles "$logs/h" >"$logs/$path-$x.p" 2>&1
+    --peer "198.18.0.1:$port" --tokens "$tokens" --rate "$rate" --handles "$logs/h" --mtu "$mtu" >"$logs/$path-$x.p" 2>&1
   wait "$cpid"
   $py - "$path" "$x" "$logs/$path-$x.c" "$logs/$path-$x.p" >>"$results" <<'PY'
 import json, sys

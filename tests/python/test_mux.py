@@ -82,6 +82,23 @@ class MuxFromPython(unittest.TestCase):
         st = consumer.stats()
         self.assertEqual((st["live_streams"], st["buffered_bytes"]), (0, 0))
 
+    def test_jumbo_datagrams_carry_a_step_in_fewer_datagrams(self):
+        # mtu=8972 (a 9000-byte link; loopback takes it): a step of 200
+        # 16-byte tokens leaves in one datagram, not the three 1472 takes.
+        consumer, producer = node("c", mtu=8972), node("p", flush="manual", mtu=8972)
+        anchors = [consumer.create_anchor() for _ in range(200)]
+        senders = [producer.attach(a.handle, consumer.control_address) for a in anchors]
+        producer.flush_batch()
+        time.sleep(0.2)
+        before = producer.stats()["channel_datagrams_out"]
+        for t in range(5):
+            not_sent = producer.send_many([(s, b"%08d%08d" % (i, t)) for i, s in enumerate(senders)], flush=True)
+            self.assertFalse(not_sent)  # every token taken
+            for i, a in enumerate(anchors):
+                self.assertEqual(a.recv(10.0)[2], b"%08d%08d" % (i, t))
+        self.assertEqual(producer.stats()["channel_datagrams_out"] - before, 5)
+        self.assertEqual(consumer.stats()["channel_tcp_records"], 0)
+
     def test_hot_workers_stream_and_readers_apply_their_channel(self):
         # idle="hot": the data plane's workers stay awake while tokens flow.
         consumer, producer = node("c", idle="hot"), node("p", idle="hot", flush="manual")
@@ -177,6 +194,8 @@ class MuxFromPython(unittest.TestCase):
             node("bad", idle="warm")
         with self.assertRaisesRegex(ValueError, "silent_peer must be >= 0"):
             node("bad", silent_peer=-1)
+        with self.assertRaisesRegex(ValueError, "mtu 100: the largest UDP payload, 256 to 65507"):
+            node("bad", mtu=100)
         with self.assertRaises(ValueError):
             ringfire.Node(instance_id="x", control="not an address")
         n = node("n")
