@@ -997,15 +997,11 @@ TEST(PortWorkerTest, RecordsPublishedBeforeTheParkKeepTheWorkerAwake) {
   EXPECT_LT(monotonic_ns() - start, PortWorker<WaitablePort>::kWakeableParkNs / 2) << "parked with a record waiting";
 }
 
-// A writer that finds the worker asleep in poll() runs its iteration on
-// its own thread: the record leaves at once, the worker sleeps on.
-TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
-  WokenRig r(true);
-  PortWorker<WaitablePort>& w = *r.worker;
-  ASSERT_NO_FATAL_FAILURE(r.install());
-  std::atomic<bool> stop{false};
-  std::atomic<int> parks{0};
-  std::thread loop([&] {  // the port runner's loop, reduced
+// RunnerLoop: the port runner's loop, reduced, on a thread of its own:
+// it steps the worker and parks it (counting the parks); stopped and
+// joined on every exit path (a failed ASSERT returns early).
+struct RunnerLoop {
+  explicit RunnerLoop(PortWorker<WaitablePort>& worker) : w(worker), t([this] {
     std::unique_lock held(w.step_mutex());
     while (!stop.load()) {
       if (!w.step(monotonic_ns())) {
@@ -1013,18 +1009,26 @@ TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
         w.park(monotonic_ns(), 1000, &held);
       }
     }
-  });
-  // Stopped and joined on every exit path (a failed ASSERT returns early).
-  struct Stopper {
-    std::atomic<bool>& stop;
-    PortWorker<WaitablePort>& w;
-    std::thread& t;
-    ~Stopper() {
-      stop.store(true);
-      w.wake().poke();
-      t.join();
-    }
-  } stopper{stop, w, loop};
+  }) {}
+  ~RunnerLoop() {
+    stop.store(true);
+    w.wake().poke();
+    t.join();
+  }
+  PortWorker<WaitablePort>& w;
+  std::atomic<bool> stop{false};
+  std::atomic<int> parks{0};
+  std::thread t;
+};
+
+// A writer that finds the worker asleep in poll() runs its iteration on
+// its own thread: the record leaves at once, the worker sleeps on.
+TEST(PortWorkerTest, AWritersPokeStepsASleepingWorkerOnTheWritersThread) {
+  WokenRig r(true);
+  PortWorker<WaitablePort>& w = *r.worker;
+  ASSERT_NO_FATAL_FAILURE(r.install());
+  RunnerLoop loop(w);
+  std::atomic<int>& parks = loop.parks;
   while (!w.wake().parked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in poll()
   {
@@ -1241,27 +1245,8 @@ TEST(PortWorkerTest, AWritersInlineStepArmsTheSleepersTimerForTheHeartbeatInstea
   WokenRig r(true, 10 * kMs);
   PortWorker<WaitablePort>& w = *r.worker;
   ASSERT_NO_FATAL_FAILURE(r.install());
-  std::atomic<bool> stop{false};
-  std::atomic<int> parks{0};
-  std::thread loop([&] {
-    std::unique_lock held(w.step_mutex());
-    while (!stop.load()) {
-      if (!w.step(monotonic_ns())) {
-        parks.fetch_add(1);
-        w.park(monotonic_ns(), 1000, &held);
-      }
-    }
-  });
-  struct Stopper {
-    std::atomic<bool>& stop;
-    PortWorker<WaitablePort>& w;
-    std::thread& t;
-    ~Stopper() {
-      stop.store(true);
-      w.wake().poke();
-      t.join();
-    }
-  } stopper{stop, w, loop};
+  RunnerLoop loop(w);
+  std::atomic<int>& parks = loop.parks;
   // Idle, the heartbeats back off (10, 20, 40, 80 ms ...): past 150 ms the
   // worker sleeps at least 80 ms, far beyond the 10 ms a send makes due.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -46,6 +46,19 @@ std::unique_ptr<Node> make(const std::string& name, mux::FlushPolicy flush = {})
   return n.ok() ? std::move(*n) : nullptr;
 }
 
+// make_quiet: a node whose liveness ticks once an hour (a heartbeat is a
+// liveness record that moves its batch, and wakes readers): nothing but
+// the test's own records moves inside the window it watches.
+std::unique_ptr<Node> make_quiet(const std::string& name, mux::FlushPolicy flush = {}) {
+  NodeOptions o = options(name, flush);
+  o.mux.heartbeat_interval_ns = 3600 * kSecond;
+  o.mux.stall_deadline_ns = 7200 * kSecond;
+  auto n = Node::create(o);
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? std::move(*n) : nullptr;
+}
+
+
 proto::ConstBytes bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 std::string text(const std::vector<std::byte>& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
@@ -416,12 +429,8 @@ TEST(Node, ManualMovesNothingUntilFlush) {
   auto consumer = make("c");
   // A heartbeat tick is a liveness record, and it moves its batch (staged
   // data with it): none may fall inside the window this test watches.
-  NodeOptions o = options("p", mux::FlushPolicy::manual());
-  o.mux.heartbeat_interval_ns = 3600 * kSecond;
-  o.mux.stall_deadline_ns = 7200 * kSecond;
-  auto made = Node::create(o);
-  ASSERT_TRUE(made.ok()) << made.status();
-  auto producer = std::move(*made);
+  auto producer = make_quiet("p", mux::FlushPolicy::manual());
+  ASSERT_TRUE(producer);
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
@@ -482,12 +491,8 @@ TEST(Node, AManualPassLeavesInOneTxBurstManyTokensToADatagram) {
 // would arrive behind the datagram after it and be NAKed.
 TEST(Node, ABatchFilledToItsCapLeavesInOneDatagramWithItsTag) {
   auto consumer = make("c");
-  NodeOptions o = options("p", mux::FlushPolicy::manual());
-  o.mux.heartbeat_interval_ns = 3600 * kSecond;
-  o.mux.stall_deadline_ns = 7200 * kSecond;
-  auto made = Node::create(o);
-  ASSERT_TRUE(made.ok()) << made.status();
-  auto producer = std::move(*made);
+  auto producer = make_quiet("p", mux::FlushPolicy::manual());
+  ASSERT_TRUE(producer);
   constexpr int kStreams = 64, kPasses = 4, kPerPass = 3;
   std::vector<std::unique_ptr<Anchor>> anchors;
   std::vector<std::unique_ptr<Sender>> senders;
@@ -1254,18 +1259,9 @@ namespace {
 // took the channel by UDP (it would have come by TCP catch-up, and the
 // token behind it waited for a NAK).
 TEST(Node, TheFirstTokenSentAsAttachReturnsWakesAReaderOnTheDescriptor) {
-  NodeOptions co = options("c");
-  co.mux.heartbeat_interval_ns = 3600 * kSecond;
-  co.mux.stall_deadline_ns = 7200 * kSecond;
-  auto cm = Node::create(co);
-  ASSERT_TRUE(cm.ok()) << cm.status();
-  auto consumer = std::move(*cm);
-  NodeOptions po = options("p", mux::FlushPolicy::manual());
-  po.mux.heartbeat_interval_ns = 3600 * kSecond;
-  po.mux.stall_deadline_ns = 7200 * kSecond;
-  auto pm = Node::create(po);
-  ASSERT_TRUE(pm.ok()) << pm.status();
-  auto producer = std::move(*pm);
+  auto consumer = make_quiet("c");
+  auto producer = make_quiet("p", mux::FlushPolicy::manual());
+  ASSERT_TRUE(consumer && producer);
   for (int round = 0; round < 3; ++round) {  // each on a new channel: its ring opened anew
     auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
     auto s = producer->attach(anchor->handle(), consumer->control_address());
@@ -1298,9 +1294,8 @@ TEST(Node, TheFirstTokenSentAsAttachReturnsWakesAReaderOnTheDescriptor) {
     EXPECT_EQ(st.channel_naks, 0u) << "round " << round;
     // A new channel for the next round: the producer node goes and comes back.
     producer.reset();
-    pm = Node::create(po);
-    ASSERT_TRUE(pm.ok()) << pm.status();
-    producer = std::move(*pm);
+    producer = make_quiet("p", mux::FlushPolicy::manual());
+    ASSERT_TRUE(producer);
   }
 }
 
