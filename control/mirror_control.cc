@@ -76,7 +76,7 @@ FrameLimits stream_limits(const ring::RingFile& f) {
 // open_or_create_ring returns the mirror ring for `g`: the existing one if
 // its geometry matches (and it is a mirror ring), or a new sparse ring.
 absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const proto::Geometry& g,
-                                                   bool exists) {
+                                                   std::optional<ring::RingFile>& existing) {
   const std::string path = ring::ring_path(o.ring, o.dir);
   if (o.max_ring_bytes != 0) {
     // Checked by division: capacity × slot_size may not fit 64 bits.
@@ -88,10 +88,12 @@ absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const
                                                        o.max_ring_bytes, " bytes this mirror accepts"));
     }
   }
-  if (!exists) return ring::RingFile::create(mirror_ring_options(g, path));
-  auto f = ring::RingFile::open(path);
-  if (!f.ok()) return f.status();
-  if (const std::string diff = geometry_mismatch(*f, g); !diff.empty()) {
+  if (!existing) return ring::RingFile::create(mirror_ring_options(g, path));
+  // The mapping connect() made to read where the ring ends: not mapped
+  // (and its page tables filled) a second time.
+  ring::RingFile f = std::move(*existing);
+  existing.reset();
+  if (const std::string diff = geometry_mismatch(f, g); !diff.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "existing ring ", path, " does not match the source:", diff,
         " remove it or mirror into another name (nothing was written)"));
@@ -199,10 +201,10 @@ void MirrorControl::connect(uint64_t now_ns) {
   // What the ring already holds decides where a resume starts.
   const std::string path = ring::ring_path(o_.ring, o_.dir);
   have_ = 0;
-  exists_ = false;
+  existing_.reset();
   if (auto existing = ring::RingFile::open(path); existing.ok()) {
-    exists_ = true;
     have_ = existing->header().write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+    existing_.emplace(std::move(*existing));
   } else if (existing.status().code() != absl::StatusCode::kNotFound) {
     fail(existing.status());
     return;
@@ -408,7 +410,7 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
         ": it is not the ring this mirror was made from (recreated?). Remove ", path,
         " or mirror into another name (nothing was written)"));
   }
-  auto file = open_or_create_ring(o_, g, exists_);
+  auto file = open_or_create_ring(o_, g, existing_);
   if (!file.ok()) return file.status();
   limits_ = stream_limits(*file);
   auto writer = dataplane::MirrorWriter::attach(std::move(*file));

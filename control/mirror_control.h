@@ -23,6 +23,7 @@
 #include "control/auth.h"
 #include "control/tcp_conn.h"
 #include "dataplane/mirror_session.h"
+#include "ring/ring_file.h"
 
 namespace ringfire::control {
 
@@ -169,7 +170,7 @@ class MirrorControl {
   bool ever_streamed_ = false;
   // Handshake state.
   uint64_t have_ = 0;
-  bool exists_ = false;
+  std::optional<ring::RingFile> existing_;  // the ring already here (connect maps it; the session then writes it)
   bool resuming_ = false;
   proto::Hello hello_;
   std::vector<std::byte> hello_bytes_;

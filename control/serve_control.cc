@@ -83,13 +83,17 @@ struct ServeControl::Mirror {
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
                                                                  dataplane::ServeLink* worker) {
-  auto info = ring::RingFile::open(c.ring);
-  if (!info.ok()) return info.status();
   auto file = ring::RingFile::open(c.ring);
   if (!file.ok()) return file.status();
-  auto reader = ring::RawReader::attach(std::move(*file), ring::StartPosition::at(0));
+  return start(c, worker, std::move(*file));
+}
+
+absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
+                                                                 dataplane::ServeLink* worker,
+                                                                 ring::RingFile file) {
+  auto reader = ring::RawReader::attach(file.share(), ring::StartPosition::at(0));
   if (!reader.ok()) return reader.status();
-  std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(*info), std::move(*reader)));
+  std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(file), std::move(*reader)));
   auto fd = tcp_listen(c.listen);
   if (!fd.ok()) return fd.status();
   s->listen_fd_ = *fd;

@@ -125,9 +125,14 @@ struct MirrorView {
 class ServeControl {
  public:
   // start opens the listening socket; the worker behind `link` must
-  // outlive this object.
+  // outlive this object. The first form maps c.ring; the second reads the
+  // ring through `file`, a handle the caller shares with its other readers
+  // (RingFile::share), so the ring is mapped once per process.
   static absl::StatusOr<std::unique_ptr<ServeControl>> start(const ServeControlConfig& c,
                                                              dataplane::ServeLink* link);
+  static absl::StatusOr<std::unique_ptr<ServeControl>> start(const ServeControlConfig& c,
+                                                             dataplane::ServeLink* link,
+                                                             ring::RingFile file);
   ~ServeControl();
 
   // poll runs one round: waits up to timeout_us for sockets, handles what

@@ -75,7 +75,7 @@ absl::Status Engine::watch(int fd) {
 
 void Engine::unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
-absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec) {
+absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec, std::optional<ring::RingFile> mapped) {
   if (name_taken(spec.name)) {
     return absl::AlreadyExistsError(absl::StrCat("a session named ", spec.name, " exists already"));
   }
@@ -83,20 +83,24 @@ absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec) {
   if (port == nullptr) {
     return absl::NotFoundError(absl::StrCat("session ", spec.name, ": no port named ", spec.port));
   }
-  auto file = ring::RingFile::open(spec.ring);
-  if (!file.ok()) return file.status();
+  // One mapping of the ring for the whole session: the worker's reader, its
+  // repair reader and the control each hold a handle on it (a ring mapped
+  // four times is four sets of page tables and four RSS charges).
+  if (!mapped) {
+    auto file = ring::RingFile::open(spec.ring);
+    if (!file.ok()) return file.status();
+    mapped.emplace(std::move(*file));
+  }
   ServeRequest r;
   r.config = spec.worker;
   r.pace_given = spec.pace_given;
   auto reader = ring::RawReader::attach(
-      std::move(*file), spec.from_oldest ? ring::StartPosition::oldest() : ring::StartPosition::latest());
+      mapped->share(), spec.from_oldest ? ring::StartPosition::oldest() : ring::StartPosition::latest());
   if (!reader.ok()) return reader.status();
   r.reader.emplace(std::move(*reader));
   if (spec.control.udp_repair_max != 0) {
     // The worker's second reader, for NAK repair through the data plane.
-    auto again = ring::RingFile::open(spec.ring);
-    if (!again.ok()) return again.status();
-    auto rr = ring::RawReader::attach(std::move(*again), ring::StartPosition::at(0));
+    auto rr = ring::RawReader::attach(mapped->share(), ring::StartPosition::at(0));
     if (!rr.ok()) return rr.status();
     r.repair_reader.emplace(std::move(*rr));
   }
@@ -117,7 +121,7 @@ absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec) {
   cc.session = spec.worker.session;
   const std::string name = spec.name;
   cc.log = [this, name](const std::string& line) { log_(name, line); };
-  auto control = control::ServeControl::start(cc, placed->link);
+  auto control = control::ServeControl::start(cc, placed->link, std::move(*mapped));
   if (!control.ok()) {
     port->close_serve(placed->link);
     return control.status();

@@ -78,7 +78,9 @@ class Engine {
 
   // add_serve places a serve session on its port and opens its listener;
   // an error (a port in use, a ring that is not there) says what to change.
-  absl::StatusOr<Serve*> add_serve(ServeSpec spec);
+  // `mapped`: the ring as this process already maps it (a node's egress
+  // ring, RingFile::share of its writer's), so it is not mapped again.
+  absl::StatusOr<Serve*> add_serve(ServeSpec spec, std::optional<ring::RingFile> mapped = std::nullopt);
   // add_mirror starts a mirror session (it connects from the next run_once).
   absl::StatusOr<Mirror*> add_mirror(MirrorSpec spec);
   // remove ends a session by name (its port keeps the others streaming).

@@ -81,7 +81,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
     spec.worker.data_key = control::data_key(*opt.psk, spec.control.salt);
     spec.control.psk = opt.psk;
   }
-  auto placed = engine->add_serve(std::move(spec));
+  auto placed = engine->add_serve(std::move(spec), prod->file().share());
   if (!placed.ok()) {
     log(absl::StrCat("egress serve: ", placed.status().message()));
     unlink(p.ring_path.c_str());

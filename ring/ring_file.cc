@@ -166,8 +166,16 @@ absl::Status check_expectation(const RingHeader& h, const RingExpectation& want)
   return absl::FailedPreconditionError(absl::StrCat("ring does not match: ", problems));
 }
 
+RingFile::Mapping::~Mapping() {
+  if (base != nullptr) munmap(base, size);
+  if (fd >= 0) close(fd);
+}
+
 RingFile::RingFile(std::string path, int fd, std::byte* base, uint64_t map_size)
-    : path_(std::move(path)), fd_(fd), base_(base), map_size_(map_size) {
+    : RingFile(std::move(path), std::make_shared<Mapping>(fd, base, map_size)) {}
+
+RingFile::RingFile(std::string path, std::shared_ptr<Mapping> map)
+    : path_(std::move(path)), map_(std::move(map)), base_(map_->base) {
   header_ = reinterpret_cast<RingHeader*>(base_);
   slots_ = SlotArray{base_ + header_->slots_offset, header_->capacity - 1, header_->slot_stride};
 }
@@ -176,25 +184,18 @@ RingFile::RingFile(RingFile&& o) noexcept { *this = std::move(o); }
 
 RingFile& RingFile::operator=(RingFile&& o) noexcept {
   if (this != &o) {
-    reset();
     path_ = std::move(o.path_);
-    fd_ = std::exchange(o.fd_, -1);
+    map_ = std::move(o.map_);
     base_ = std::exchange(o.base_, nullptr);
-    map_size_ = std::exchange(o.map_size_, 0);
     header_ = std::exchange(o.header_, nullptr);
     slots_ = std::exchange(o.slots_, SlotArray{});
   }
   return *this;
 }
 
-RingFile::~RingFile() { reset(); }
+RingFile::~RingFile() = default;
 
-void RingFile::reset() {
-  if (base_ != nullptr) munmap(base_, map_size_);
-  if (fd_ >= 0) close(fd_);
-  base_ = nullptr;
-  fd_ = -1;
-}
+RingFile RingFile::share() const { return RingFile(path_, map_); }
 
 absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
   if (absl::Status s = check_options(o); !s.ok()) return s;
@@ -317,7 +318,7 @@ absl::Status RingFile::remove(std::string_view name_or_path) {
 }
 
 absl::Status RingFile::lock_writer() {
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(map_->fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
           "ring ", path_, " already has a writer (pid ",

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,8 +66,11 @@ struct SlotArray {
   }
 };
 
-// RingFile is one mapping of a ring file. Movable, not copyable; unmaps and
-// closes on destruction (the file stays).
+// RingFile is a handle on one mapping of a ring file. Movable, not
+// copyable; share() gives another handle on the same mapping, so the parts
+// of one process that read one ring (a serve's worker, its repair reader,
+// its control) map it once. The last handle to close unmaps and closes the
+// descriptor (the file stays).
 class RingFile {
  public:
   // create makes a new ring file atomically (readers never see a partial
@@ -83,6 +87,11 @@ class RingFile {
   RingFile(const RingFile&) = delete;
   RingFile& operator=(const RingFile&) = delete;
   ~RingFile();
+
+  // share returns another handle on this mapping (no new mmap, no new
+  // descriptor). The writer lock, when taken, is held until every handle
+  // on the mapping has closed.
+  RingFile share() const;
 
   // lock_writer takes the ring's exclusive writer lock (flock), so a second
   // writer fails with a clear error. Released when this RingFile closes,
@@ -107,13 +116,22 @@ class RingFile {
   }
 
  private:
+  // Mapping owns the mmap and the descriptor; every handle shares it.
+  struct Mapping {
+    int fd = -1;
+    std::byte* base = nullptr;
+    uint64_t size = 0;
+    Mapping(int f, std::byte* b, uint64_t n) : fd(f), base(b), size(n) {}
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    ~Mapping();
+  };
   RingFile(std::string path, int fd, std::byte* base, uint64_t map_size);
-  void reset();
+  RingFile(std::string path, std::shared_ptr<Mapping> map);
 
   std::string path_;
-  int fd_ = -1;
+  std::shared_ptr<Mapping> map_;
   std::byte* base_ = nullptr;
-  uint64_t map_size_ = 0;
   RingHeader* header_ = nullptr;
   SlotArray slots_;
 };

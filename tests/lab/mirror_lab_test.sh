@@ -83,6 +83,12 @@ grep -q "over unicast" "$logs/m4" || fail "m4 is not on unicast: $(head -n 1 "$l
 grep -q "over TCP" "$logs/mt" || fail "mt is not on TCP: $(head -n 1 "$logs/mt")"
 tail -n 1 "$logs/m3" | grep -Eq 'NAKs [1-9]' || fail "m3 saw loss but sent no NAK: $(tail -n 1 "$logs/m3")"
 grep -Eq " [1-9][0-9]* ranges by UDP" "$logs/serve" || fail "no NAK was repaired through the data plane: $(grep NAKs "$logs/serve" | tail -n 1)"
+# One mapping of the ring per process: the serve's worker, its repair
+# reader and its control share it; a mirror's connect and its writer too.
+# (A ring the process created is mapped under the name it was built as.)
+maps_of() { grep -cE -- "/$2(\.creating\.[0-9]+ \(deleted\))?\$" "/proc/$1/maps"; }
+n=$(maps_of "$serve_pid" "$src") && ((n == 1)) || fail "the serve maps its ring $n times, not once"
+n=$(maps_of "$m4_pid" "$m4") && ((n == 1)) || fail "the unicast mirror maps its ring $n times, not once"
 
 log "a PUNCH with a wrong token never makes the source send anywhere"
 data=$(grep -Eo "unicast [0-9.]+" "$logs/serve" | head -n 1 | awk '{print $2}')

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -159,6 +162,58 @@ TEST(RingFile, ASecondWriterIsRefusedAndTheLockDiesWithTheFirst) {
     ASSERT_FALSE(second.ok());
     EXPECT_THAT(second.status().message(), HasSubstr("already has a writer"));
   }
+  EXPECT_TRUE(Producer::attach(r.open()).ok());
+}
+
+// mappings_of counts this process's mappings of `path` (/proc/self/maps).
+int mappings_of(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) ++n;
+  }
+  return n;
+}
+
+// share() is a handle on the same mapping: one mmap however many readers a
+// process has of a ring, alive until its last handle closes.
+TEST(RingFile, ASharedHandleIsTheSameMappingAndOutlivesTheFirst) {
+  ScopedRing r(testing::fixed_ring(1024, 64));
+  std::optional<RingFile> first(r.open());
+  const std::string path = first->path();
+  ASSERT_EQ(mappings_of(path), 1);
+  RingFile second = first->share();
+  RingFile third = second.share();
+  EXPECT_EQ(mappings_of(path), 1);
+  EXPECT_EQ(second.payload(5), first->payload(5));
+  first.reset();
+  EXPECT_EQ(mappings_of(path), 1) << "closing one handle unmapped the others'";
+  third.header().write_seq.store(42);
+  EXPECT_EQ(second.header().write_seq.load(), 42u);
+  {
+    RingFile moved = std::move(third);
+    EXPECT_EQ(moved.capacity(), 1024u);
+  }
+  EXPECT_EQ(mappings_of(path), 1);
+  second = r.open();  // the last handle of the old mapping closes here
+  EXPECT_EQ(mappings_of(path), 1);
+  EXPECT_EQ(second.header().write_seq.load(), 42u);
+}
+
+// The writer lock taken through one handle is held while any handle of
+// its mapping is open.
+TEST(RingFile, TheWriterLockLastsAsLongAsAnyShareOfItsMapping) {
+  ScopedRing r(testing::fixed_ring(64, 64));
+  std::optional<RingFile> kept;
+  {
+    auto writer = Producer::attach(r.open());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    kept.emplace(writer->file().share());
+  }
+  auto second = Producer::attach(r.open());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("already has a writer"));
+  kept.reset();
   EXPECT_TRUE(Producer::attach(r.open()).ok());
 }
 
