@@ -68,9 +68,10 @@ struct RingHeader {
   // sleepers is set (1) by a reader about to park in wait_for_write and
   // cleared by the writer, which then bumps wake_word and wakes every
   // parked reader (a futex on wake_word). The writer reads sleepers once per
-  // publish (relaxed: a line nobody writes while readers are busy); a
-  // reader never waits longer than its timeout, so a wake-up lost to that
-  // race, or a file from before these words (zero), costs one timeout.
+  // publish (relaxed, no fence: a line nobody writes while readers are
+  // busy); a parking reader looks at write_seq for a while after arming
+  // (wait_for_write), which closes the race of that unfenced load against
+  // its arming. A file from before these words (zero) costs one timeout.
   // Added within version 1: zero in older files, which means "nobody parked".
   alignas(kCacheLine) std::atomic<uint32_t> sleepers;
   std::atomic<uint32_t> wake_word;

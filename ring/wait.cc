@@ -6,7 +6,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+
+#include "ring/monotonic.h"
 
 namespace ringfire::ring {
 namespace {
@@ -18,16 +21,26 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ti
 
 }  // namespace
 
-void wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns) {
+bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns) {
   // Acquire: pairs with the writer's release increment in wake_readers.
   const uint32_t word = h.wake_word.load(std::memory_order_acquire);
   h.sleepers.store(1, std::memory_order_seq_cst);
-  // Seq_cst after arming: a publish that raced the arming is seen here (or
-  // its writer saw the flag). Acquire pairs with the writer's release of write_seq.
-  if (h.write_seq.load(std::memory_order_seq_cst) != seen) return;
+  // The writer stores write_seq (release) and then loads sleepers with no
+  // fence between (a fence would cost every publish ~30 ns across cores:
+  // perf/ring_crosscore), so its load may run before this arming is visible
+  // while its store still sits in its store buffer. A store buffer drains
+  // in far less than kArmedLookNs (and at once on an interrupt, a context
+  // switch or a VM exit), so a publish that raced the arming is seen here
+  // within that look, or its writer saw the flag and wakes us.
+  // Acquire: pairs with the writer's release store of write_seq.
+  const uint64_t look_until = monotonic_ns() + kArmedLookNs;
+  do {
+    if (h.write_seq.load(std::memory_order_seq_cst) != seen) return true;
+    __builtin_ia32_pause();
+  } while (monotonic_ns() < look_until);
   const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
                     static_cast<long>(timeout_ns % 1'000'000'000)};
-  futex(&h.wake_word, FUTEX_WAIT, word, &ts);
+  return !(futex(&h.wake_word, FUTEX_WAIT, word, &ts) != 0 && errno == ETIMEDOUT);
 }
 
 void wake_readers(RingHeader& h) {

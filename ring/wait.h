@@ -1,8 +1,7 @@
 // wait.h — parking an idle reader until the ring's writer publishes: a
 // futex on the header's wake_word, armed through its sleepers flag (see
-// RingHeader). Bounded by a timeout: a wake-up is never needed for
-// correctness, only for latency, so the writer pays one relaxed load per
-// publish and a syscall only when somebody is parked.
+// RingHeader). Bounded by a timeout as well; the writer pays one relaxed
+// load per publish and a system call only when somebody is parked.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +12,12 @@ namespace ringfire::ring {
 
 // wait_for_write parks the calling thread until the ring's write_seq moves
 // past `seen`, the writer wakes it, or timeout_ns passes, whichever is first.
-void wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns);
+// Returns false when it slept out the whole timeout. After arming it looks
+// at write_seq for kArmedLookNs before it sleeps: the writer's side has no
+// fence (see wait.cc), and that look is what makes a publish racing the
+// arming wake it (tests/ring/wait_test.cc).
+bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns);
+inline constexpr uint64_t kArmedLookNs = 2'000;
 
 // wake_readers is the writer's half: clear the flag, bump the word, wake
 // every parked reader. Called by SequenceWriter::finish when sleepers is set.
