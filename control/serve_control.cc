@@ -762,10 +762,25 @@ bool ServeControl::poll(uint64_t timeout_us) {
   return more;
 }
 
-bool ServeControl::has_tcp_mirrors() const {
-  return std::any_of(mirrors_.begin(), mirrors_.end(), [](const auto& m) {
-    return m->tcp_mode && m->state == Mirror::State::kStreaming;
-  });
+uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
+  const ring::RingHeader& h = info_.header();
+  bool any = false;
+  bool behind = false;
+  // Acquire: pairs with the writer's release store of write_seq.
+  const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
+  for (const auto& m : mirrors_) {
+    if (!m->tcp_mode || m->state != Mirror::State::kStreaming || m->dead) continue;
+    any = true;
+    behind |= m->tcp_cursor < ws;
+  }
+  if (!any) return UINT64_MAX;
+  if (behind) return now_ns + kTcpBehindPollNs;
+  // Caught up: the worker tells us once it has taken record `ws`. Seq_cst
+  // store, then a second look at the ring: a record the worker took before
+  // it saw the request is seen here (tell_control_if_asked's load).
+  worker_->tell_control_at.store(ws, std::memory_order_seq_cst);
+  if (h.write_seq.load(std::memory_order_seq_cst) != ws) return now_ns + kTcpBehindPollNs;
+  return now_ns + kTcpCaughtUpPollNs;
 }
 
 std::vector<MirrorView> ServeControl::mirrors() const {

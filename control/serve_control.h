@@ -140,8 +140,14 @@ class ServeControl {
   // TCP-mode DATA round-robin, and enforces deadlines. Returns whether
   // answers are still waiting to be produced (the caller should not wait then).
   bool poll(uint64_t timeout_us);
-  // has_tcp_mirrors: TCP-mode mirrors follow the ring, so poll often.
-  bool has_tcp_mirrors() const;
+  // tcp_poll_at: when the conductor must poll again for its TCP-mode
+  // mirrors, which follow the ring: soon while one is behind; while all are
+  // caught up the worker is asked to tell (its notify_fd wakes wait_fd) when
+  // the ring moves, and the answer is only a fallback a few ms away;
+  // UINT64_MAX with none.
+  uint64_t tcp_poll_at(uint64_t now_ns);
+  static constexpr uint64_t kTcpBehindPollNs = 50'000;
+  static constexpr uint64_t kTcpCaughtUpPollNs = 20'000'000;
   // wait_fd: readable when poll has something to do (a conductor waits on
   // it among others' and then calls poll(0)).
   int wait_fd() const { return epoll_fd_; }

@@ -47,6 +47,7 @@ struct alignas(64) PortWorkerStats {
   Counter iterations;
   Counter inline_steps;  // iterations a writer's thread ran while the worker slept (step_parked)
   Counter rearms;        // ... after which it moved the sleeper's wake-up earlier on its timer, not by waking it
+  Counter ring_parks_woken;  // parks on a served ring (parks_on_ring) a publish or a poke ended before their timeout
 };
 
 template <PacketPort Port>
@@ -161,13 +162,26 @@ class PortWorker {
     const uint64_t until = std::min(now_ns + timeout_ns, next_deadline_ns(now_ns));
     if (until <= now_ns) return;
     timeout_ns = until - now_ns;
-    if (!woken && slots_.size() == 1 && slots_[0].serve != nullptr && tasks_.empty() && commands.size_approx() == 0) {
+    if (parks_on_ring()) {
       Serve& serve = *slots_[0].serve;
       if (serve.waiting_for_pacer(now_ns)) {
         ring::sleep_ns(timeout_ns);  // records left for the pacer: its deadline bounds timeout_ns
-      } else {
-        serve.reader().park(timeout_ns);
+        return;
       }
+      // The ring's writer wakes it for records; a control thread that
+      // queues a command (poke) wakes the same futex (WorkerWake::signal).
+      // The word is read before `parked` is raised and the commands are
+      // looked at: a poke after that look bumps it, and the futex returns.
+      ring::RingHeader& h = serve.reader().header();
+      const uint32_t word = ring::wake_word_now(h);
+      wake_.ring.store(&h, std::memory_order_relaxed);  // ordered by the seq_cst store below
+      // Seq_cst: pairs with poke's fence, as in the poll() park below.
+      wake_.parked.store(true, std::memory_order_seq_cst);
+      if (commands.size_approx() == 0 && ring::wait_for_write(h, serve.reader().cursor(), timeout_ns, word)) {
+        stats_.ring_parks_woken += 1;
+      }
+      wake_.parked.store(false, std::memory_order_relaxed);
+      wake_.ring.store(nullptr, std::memory_order_relaxed);
       return;
     }
     // Seq_cst: a control thread's WorkerWake::poke after its push either
@@ -199,6 +213,18 @@ class PortWorker {
     }
     wake_.parked.store(false, std::memory_order_relaxed);
   }
+
+  // parks_on_ring: the worker has one serve session and nothing else, and
+  // its writer does not poke it: it parks on that ring's futex, which the
+  // writer's publish and a control's poke both wake, so its idle park may
+  // last until the session's next deadline (max_park_ns). Datagrams to its
+  // port (a PUNCH, ARP on DPDK) wait for that deadline or kRingParkMaxNs.
+  bool parks_on_ring() const {
+    return !wakeable_ && slots_.size() == 1 && slots_[0].serve != nullptr && tasks_.empty();
+  }
+  // max_park_ns: the longest park the idle strategy should ask for.
+  uint64_t max_park_ns() const { return parks_on_ring() ? kRingParkMaxNs : ring::IdleStrategy::kDefaultMaxParkNs; }
+  static constexpr uint64_t kRingParkMaxNs = 20'000'000;
 
   // next_deadline_ns: the earliest of the sessions' and tasks' deadlines.
   uint64_t next_deadline_ns(uint64_t now_ns) const {

@@ -91,6 +91,7 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
   Counter heartbeats;
   Counter lapped;          // records the ring overwrote before we read them
   Counter left_to_tcp;     // records too large for a datagram
+  Counter control_tells;   // wake-ups of the control for its caught-up TCP-mode mirrors (tell_control_at)
   Counter punches;
   // Refused datagrams by reason (a serve worker receives only PUNCHes).
   Counter punch_malformed;
@@ -142,6 +143,12 @@ struct ServeLink {
   // finds them all in one step and sends them in one burst. Stored with
   // release by the producer, loaded with acquire by the worker.
   std::atomic<uint64_t> gate{UINT64_MAX};
+  // tell_control_at: the control thread's request to hear (a write of
+  // notify_fd) once the worker has taken record `tell_control_at` from the
+  // ring: its TCP-mode mirrors are caught up and it sleeps until the ring
+  // moves, not polling it (UINT64_MAX: no request). The control stores it;
+  // the worker takes it back (exchange) when it tells.
+  std::atomic<uint64_t> tell_control_at{UINT64_MAX};
   ServeStats stats;
 };
 
@@ -259,6 +266,9 @@ class alignas(64) ServeSession {
   // none is there. Fixed records are copied straight from the ring into
   // the frame; blob records through the reader's own buffer.
   bool take_record(uint64_t now_ns);
+  // tell_control_if_asked: after taking records, the control's request
+  // (ServeLink::tell_control_at) met, a write of its notify_fd.
+  void tell_control_if_asked();
   void queue_repair(const ServeCommand& c);
   // repair_step sends up to a burst of the oldest pending repair's records.
   bool repair_step();

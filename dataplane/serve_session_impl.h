@@ -400,6 +400,22 @@ bool ServeSession<Port>::take_record(uint64_t now_ns) {
 }
 
 template <PacketPort Port>
+void ServeSession<Port>::tell_control_if_asked() {
+  // Seq_cst load: the control stores its request and then looks at the
+  // ring once more (ServeControl::tcp_poll_at); a request made as these
+  // records were taken is seen here, or the control sees the records.
+  const uint64_t at = link_.tell_control_at.load(std::memory_order_seq_cst);
+  if (reader_.cursor() <= at) return;
+  if (link_.tell_control_at.exchange(UINT64_MAX, std::memory_order_acq_rel) == UINT64_MAX) return;
+  // Acquire: pairs with the control thread's release store of notify_fd.
+  if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {
+    const uint64_t one = 1;
+    (void)!write(fd, &one, sizeof(one));
+    link_.stats.control_tells += 1;
+  }
+}
+
+template <PacketPort Port>
 bool ServeSession<Port>::step(uint64_t now_ns) {
   bool busy = false;
   if (faults_.enabled()) faults_.release(now_ns, [&](proto::ConstBytes d, const Endpoint&) { transmit(d); });
@@ -415,6 +431,7 @@ bool ServeSession<Port>::step(uint64_t now_ns) {
     pacer_.took(now_ns);
     busy = true;
   }
+  if (busy) tell_control_if_asked();
   if (!framer_.empty() && pacer_.due(now_ns)) flush(now_ns);
   flush_pending();  // the step's data frames: one burst
   busy |= repair_step();

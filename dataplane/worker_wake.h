@@ -10,11 +10,19 @@
 #include <atomic>
 #include <cstdint>
 
+#include "ring/layout.h"
+#include "ring/wait.h"
+
 namespace ringfire::dataplane {
 
 struct WorkerWake {
   std::atomic<bool> parked{false};
   int fd = -1;  // an eventfd the worker polls while parked
+  // ring: while the worker parks on a served ring's futex instead of in
+  // poll() (one serve session and nothing else: PortWorker::park), that
+  // ring's header; signal() then wakes the ring's sleepers. Stored
+  // (relaxed) before the seq_cst store of `parked`, which orders it.
+  std::atomic<ring::RingHeader*> ring{nullptr};
   // step_parked: set by a worker whose port any thread may drive (a kernel
   // port's sockets): it runs the parked worker's iteration on the caller's
   // thread and returns true, or false when the worker is not parked or is
@@ -41,8 +49,14 @@ struct WorkerWake {
     signal();
   }
 
-  // signal: the worker's poll() returns (its eventfd made readable).
+  // signal: the parked worker returns: its ring's futex (wake_readers:
+  // its other readers wake too and find nothing, once) or its poll()
+  // (its eventfd made readable).
   void signal() {
+    if (ring::RingHeader* h = ring.load(std::memory_order_relaxed)) {
+      ring::wake_readers(*h);
+      return;
+    }
     if (fd < 0) return;
     const uint64_t one = 1;
     (void)!write(fd, &one, sizeof(one));

@@ -162,6 +162,7 @@ class PortRunner final : public PortHandle {
         // Few of those costly polls before parking, when the park wakes for
         // the records too (else the spin is what finds them soon).
         idle.costly_polls(kSyscallPolls && worker_.park_wakes_for_records());
+        idle.set_max_park_ns(worker_.max_park_ns());
         idle.idle([&](uint64_t timeout_ns) { worker_.park(now, timeout_ns, &held); }, worker_.wakeable());
         now = clock.now_ns();
       }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # idle_cost.sh — what an idle serve and its mirrors cost, per process: a
-# source on h1 and a multicast and a unicast mirror on h2 (kernel backend,
+# source on h1 and a multicast, a unicast and a TCP mirror on h2 (kernel backend,
 # or DPDK with --backend af_xdp|af_packet), no records published, CPU time
 # read from /proc over --seconds (default 10) after a settling second, for
 # each idle strategy. Then the wake-up latency each strategy costs: a
-# stage_reader on the mirror ring measures publish -> read for one record
-# every 20 ms (the workers idle in between; the reader yields on CPU 0).
+# stage_reader on the multicast and the TCP mirror's rings measures publish
+# -> read for one record every 20 ms (the workers idle in between; the
+# readers yield on CPU 0).
 # Usage: perf/idle_cost.sh [--build DIR] [--backend kernel|af_packet|af_xdp]
 #        [--modes backoff,yield,spin] [--seconds N] [--json FILE]   (root)
 set -u
@@ -57,21 +58,30 @@ for mode in ${modes//,/ }; do
   bg 2 "$logs/mu-$mode" taskset -c 1 "$rf" mirror 198.18.0.1:7400 "$(ring_name "mu-$mode")" --unicast \
     --idle "$mode" --quiet
   up=${LAB_PIDS[-1]}
+  bg 2 "$logs/mt-$mode" taskset -c 1 "$rf" mirror 198.18.0.1:7400 "$(ring_name "mt-$mode")" --tcp \
+    --idle "$mode" --quiet
+  tp=${LAB_PIDS[-1]}
   sleep 1.5
-  a=$(cpu_ticks "$sp"); b=$(cpu_ticks "$mp"); c=$(cpu_ticks "$up")
+  a=$(cpu_ticks "$sp"); b=$(cpu_ticks "$mp"); c=$(cpu_ticks "$up"); d=$(cpu_ticks "$tp")
   sleep "$seconds"
   a=$(( $(cpu_ticks "$sp") - a )); b=$(( $(cpu_ticks "$mp") - b )); c=$(( $(cpu_ticks "$up") - c ))
+  d=$(( $(cpu_ticks "$tp") - d ))
   pct() { awk -v t="$1" -v hz="$hz" -v s="$seconds" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
   # Wake-up latency: one record every 20 ms into the idle pipeline.
   ip netns exec "$(host 2)" taskset -c 0 "$stage" "$(ring_name "mm-$mode")" --name "idle-$mode" --warmup 10 \
     --idle-exit-ms 1500 --idle yield --json "$logs/lat-$mode.json" >/dev/null 2>&1 &
   reader=$!
+  ip netns exec "$(host 2)" taskset -c 0 "$stage" "$(ring_name "mt-$mode")" --name "idle-tcp-$mode" --warmup 10 \
+    --idle-exit-ms 1500 --idle yield --json "$logs/lat-tcp-$mode.json" >/dev/null 2>&1 &
+  treader=$!
   sleep 0.3
   on 1 "$rf" publish "$src" --count 110 --rate 50 --quiet >/dev/null
-  wait "$reader"
-  p50=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(round(r["p50_ns"]/1000,1), round(r["p99_ns"]/1000,1))' "$logs/lat-$mode.json" 2>/dev/null || echo "? ?")
-  echo "idle ($backend, --idle $mode): serve $(pct "$a") %, multicast mirror $(pct "$b") %, unicast mirror $(pct "$c") % of a core; wake-up publish->read p50/p99 ${p50% *} / ${p50#* } us"
-  results+=("{\"backend\": \"$backend\", \"mode\": \"$mode\", \"serve_pct\": $(pct "$a"), \"multicast_mirror_pct\": $(pct "$b"), \"unicast_mirror_pct\": $(pct "$c"), \"wake_p50_us\": ${p50% *}, \"wake_p99_us\": ${p50#* }}")
+  wait "$reader" "$treader"
+  lat() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(round(r["p50_ns"]/1000,1), round(r["p99_ns"]/1000,1))' "$1" 2>/dev/null || echo "? ?"; }
+  p50=$(lat "$logs/lat-$mode.json")
+  t50=$(lat "$logs/lat-tcp-$mode.json")
+  echo "idle ($backend, --idle $mode): serve $(pct "$a") %, multicast mirror $(pct "$b") %, unicast mirror $(pct "$c") %, TCP mirror $(pct "$d") % of a core; wake-up publish->read p50/p99 ${p50% *} / ${p50#* } us (multicast), ${t50% *} / ${t50#* } us (TCP)"
+  results+=("{\"backend\": \"$backend\", \"mode\": \"$mode\", \"serve_pct\": $(pct "$a"), \"multicast_mirror_pct\": $(pct "$b"), \"unicast_mirror_pct\": $(pct "$c"), \"tcp_mirror_pct\": $(pct "$d"), \"wake_p50_us\": ${p50% *}, \"wake_p99_us\": ${p50#* }, \"tcp_wake_p50_us\": ${t50% *}, \"tcp_wake_p99_us\": ${t50#* }}")
   stop_since "$first"
 done
 if [[ -n $json ]]; then

@@ -130,6 +130,9 @@ class IdleStrategy {
     }
   }
   void idle() { idle(sleep_ns); }
+  // set_max_park_ns: the backoff's longest park from now on (a poller
+  // whose park wakes for its work may sleep longer: PortWorker::max_park_ns).
+  void set_max_park_ns(uint64_t ns) { max_park_ns_ = std::max(ns, kFirstParkNs); }
 
  private:
   IdleMode mode_;

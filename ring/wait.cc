@@ -22,8 +22,10 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ti
 }  // namespace
 
 bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns) {
-  // Acquire: pairs with the writer's release increment in wake_readers.
-  const uint32_t word = h.wake_word.load(std::memory_order_acquire);
+  return wait_for_write(h, seen, timeout_ns, wake_word_now(h));
+}
+
+bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns, uint32_t word) {
   h.sleepers.store(1, std::memory_order_seq_cst);
   // The writer stores write_seq (release) and then loads sleepers with no
   // fence between (a fence would cost every publish ~30 ns across cores:

@@ -18,6 +18,14 @@ namespace ringfire::ring {
 // arming wake it (tests/ring/wait_test.cc).
 bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns);
 inline constexpr uint64_t kArmedLookNs = 2'000;
+// The same, sleeping on a wake_word value the caller read before it made
+// its own last checks (wake_word_now): a wake_readers after that read —
+// the writer's, or another thread's that wants this sleeper up (a port
+// worker's control, WorkerWake::signal) — makes it return.
+bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns, uint32_t word);
+inline uint32_t wake_word_now(const RingHeader& h) {
+  return h.wake_word.load(std::memory_order_acquire);  // pairs with wake_readers' release increment
+}
 
 // wake_readers is the writer's half: clear the flag, bump the word, wake
 // every parked reader. Called by SequenceWriter::finish when sleepers is set.

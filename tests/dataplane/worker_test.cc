@@ -644,6 +644,35 @@ TEST_F(ServeWorkerTest, AStepsFramesLeaveInOneBurstAndTheGateHoldsThemUntilRaise
   EXPECT_EQ(next, 10u);
 }
 
+// The control, its TCP-mode mirrors caught up, asks to hear when the ring
+// moves: the worker tells it once (its eventfd), at the first record it
+// takes past the mark, and not again until asked again.
+TEST_F(ServeWorkerTest, TheWorkerTellsTheControlOnceWhenItTakesTheRecordItWasAskedFor) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.pace_ns = 0;
+  auto w = worker(c);
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  w->link().notify_fd.store(efd);
+  publish(2);
+  w->step(1000 * kMs);
+  w->link().tell_control_at.store(2);  // caught up to 2: tell me when record 2 is taken
+  w->step(1001 * kMs);
+  uint64_t v = 0;
+  EXPECT_EQ(read(efd, &v, sizeof(v)), -1) << "told before the ring moved";
+  publish(3);
+  w->step(1002 * kMs);
+  ASSERT_EQ(read(efd, &v, sizeof(v)), static_cast<ssize_t>(sizeof(v)));
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(w->link().stats.control_tells.get(), 1u);
+  EXPECT_EQ(w->link().tell_control_at.load(), UINT64_MAX);
+  publish(1);
+  w->step(1003 * kMs);
+  EXPECT_EQ(read(efd, &v, sizeof(v)), -1) << "told again unasked";
+  EXPECT_EQ(w->link().stats.control_tells.get(), 1u);
+  close(efd);
+}
+
 TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
   ServeConfig c;
   c.multicast = kGroup;
@@ -984,6 +1013,45 @@ TEST(PortWorkerTest, AWorkerWokenByAllItsWorkParksUntilPokedOrItsDeadline) {
   FakePort plain;  // a poll-mode port: nothing to wait on
   PortWorker<FakePort> polling(plain);
   EXPECT_FALSE(polling.wakeable());
+}
+
+// A worker with one serve whose writer does not poke parks on the ring's
+// futex for as long as its deadlines allow (an idle serve wakes ~50 times a
+// second, not 1,000); a control's poke after it queued a command ends that
+// park as the writer's publish does, not its timeout (the counter says
+// which ended it: a park that ran out its 10 s would not count).
+TEST(PortWorkerTest, AWorkerParkedOnItsServedRingIsWokenByAPublishAndByAPoke) {
+  WokenRig r(false);
+  PortWorker<WaitablePort>& w = *r.worker;
+  ASSERT_NO_FATAL_FAILURE(r.install());
+  ASSERT_TRUE(w.parks_on_ring());
+  EXPECT_EQ(w.max_park_ns(), PortWorker<WaitablePort>::kRingParkMaxNs);
+  auto park_until = [&](auto&& wake) {
+    const uint64_t woken_before = w.stats().ring_parks_woken.get();
+    std::thread parker([&] { w.park(kMs, 10'000 * kMs); });  // the heartbeat is an hour away
+    for (int i = 0; i < 10'000 && !w.wake().parked.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // asleep on the futex
+    wake();
+    parker.join();
+    return w.stats().ring_parks_woken.get() - woken_before;
+  };
+  EXPECT_EQ(park_until([&] { r.publish_one(); }), 1u) << "the writer's publish did not end the park";
+  w.step(2 * kMs);  // takes the record
+  using Command = PortWorker<WaitablePort>::Command;
+  EXPECT_EQ(park_until([&] {
+              ASSERT_TRUE(w.commands.try_push(Command{Command::Kind::kRemove, 77}));  // no such session: a no-op
+              w.wake().poke();
+            }),
+            1u)
+      << "the control's poke did not end the park";
+  EXPECT_EQ(w.wake().ring.load(), nullptr);
+  w.step(3 * kMs);
+  EXPECT_EQ(w.commands.size_approx(), 0u);
+
+  WokenRig poked(true);  // a writer that pokes: it waits in poll(), not on the ring
+  ASSERT_NO_FATAL_FAILURE(poked.install());
+  EXPECT_FALSE(poked.worker->parks_on_ring());
+  EXPECT_EQ(poked.worker->max_park_ns(), ring::IdleStrategy::kDefaultMaxParkNs);
 }
 
 // Records a writer published before the worker's last look are seen by it:
