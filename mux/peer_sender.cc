@@ -146,6 +146,7 @@ void PeerSender::on_close(uint32_t raw, proto::CloseReason reason) {
   const proto::SlotId id = proto::SlotId::unpack(raw);
   Slot* s = slots_.find(id);
   if (s == nullptr) return;
+  ++stats_.closed_by_receiver;
   if (s->open_pending) --liveness_pending_;
   if (s->close_pending) --liveness_pending_;
   discard(*s);

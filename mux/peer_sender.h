@@ -50,6 +50,7 @@ struct PeerSenderStats {
   uint64_t credit_exhausted = 0;  // times a slot ran out of frame credit with records withheld
   uint64_t refused_full = 0;      // sends refused at the slot's byte budget
   uint64_t stalled_killed = 0;    // slots dropped: no credit within the deadline
+  uint64_t closed_by_receiver = 0;  // live slots the receiver closed (a cancel, its error)
   uint64_t unknown_credit = 0;    // CreditUpdates for no live slot (stale, or a peer's error)
   uint64_t credit_overflow = 0;   // grants past the window the slot opened with (ignored)
   uint64_t heartbeats = 0;        // SlotHeartbeats sent (idle slots only)

@@ -288,6 +288,7 @@ uint64_t NodeImpl::after_step(uint64_t now, uint64_t deadline) {
     ready.signal();
   }
   if (tell_attach) attach_cv.notify_all();
+  tell_closes();
   return deadline;
 }
 
@@ -372,6 +373,8 @@ void NodeImpl::stop_peers() {
   }
   attach_cv.notify_all();
   items_cv.notify_all();
+  closes_owed.store(true, std::memory_order_relaxed);  // every sender is closed now
+  tell_closes();
   ready.signal();
   ready.kick();  // a reader waiting on the descriptor sees the ends
 }
@@ -584,6 +587,7 @@ void Node::flush_batch() {
     }
   }
   NodeImpl::run_egress(runs);  // the batches leave: no lock held
+  m.tell_closes();  // a stalled slot this flush killed
   if (left) m.wake();
 }
 
@@ -684,6 +688,7 @@ mux::SendStatus Sender::send_tcp(proto::ConstBytes record) {
   t.conn->queue(record);
   if (!t.conn->flush()) {  // written now, on this thread (the per-stream path's cost)
     t.closed = true;
+    node_->closes_owed.store(true, std::memory_order_relaxed);  // the conductor's pass tells
     return mux::SendStatus::kClosed;
   }
   if (t.conn->pending() != 0 && !t.unwritten.exchange(true, std::memory_order_relaxed)) node_->wake();
@@ -736,6 +741,26 @@ bool Sender::closed() const {
   }
   std::lock_guard l(node_->mu);
   return done_ || peer_->dead || peer_->sender->closed(slot_);
+}
+
+bool Sender::wait_closed(uint64_t timeout_ns) {
+  NodeImpl& m = *node_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  for (;;) {
+    // The generation is read before closed() looks: a close after that
+    // look moves it (tell_closes), so the wait below returns.
+    uint64_t gen;
+    {
+      std::lock_guard c(m.close_mu);
+      gen = m.close_gen;
+    }
+    if (closed()) return true;
+    std::unique_lock c(m.close_mu);
+    if (!m.closed_cv.wait_until(c, deadline, [&] { return m.close_gen != gen; })) {
+      c.unlock();
+      return closed();
+    }
+  }
 }
 
 Sender::~Sender() {

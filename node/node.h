@@ -228,6 +228,11 @@ class Sender {
   bool finish();
   // closed: finished, cancelled by the consumer, or its peer is gone.
   bool closed() const;
+  // wait_closed: block until closed() (a cancel, a stall kill, the peer
+  // lost, the node stopped), or timeout_ns passed; returns closed(). What
+  // a producer that has nothing to send waits on instead of polling
+  // closed() (a decode loop that must stop for a cancelled request).
+  bool wait_closed(uint64_t timeout_ns);
   // per_stream: this stream took the per-stream TCP path.
   bool per_stream() const { return tcp_ != nullptr; }
   uint64_t session() const { return session_; }

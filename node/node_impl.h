@@ -243,6 +243,28 @@ struct NodeImpl : engine::ConductorAgent {
   mutable std::mutex mu;  // guards everything below (and the peers' fields)
   std::condition_variable items_cv;   // an item may be ready for some anchor (readers blocked in recv)
   std::condition_variable attach_cv;  // an attach was answered
+  // Senders that may have closed (a cancel applied, a stall kill, a peer
+  // lost, a per-stream connection ended): Sender::wait_closed sleeps on
+  // closed_cv until close_gen moves. closes_owed is raised where it
+  // happened (under mu or a stream's wmu) and told, outside every lock, by
+  // tell_closes (the conductor's pass, flush_batch, stop).
+  std::atomic<bool> closes_owed{false};
+  std::mutex close_mu;
+  std::condition_variable closed_cv;
+  uint64_t close_gen = 0;  // close_mu
+  void tell_closes() {
+    if (!closes_owed.exchange(false, std::memory_order_acq_rel)) return;
+    {
+      std::lock_guard c(close_mu);
+      ++close_gen;
+    }
+    closed_cv.notify_all();
+  }
+  // sender_closes: a peer's cancel and stall-kill counts, so that a pass
+  // that moved them raises closes_owed.
+  static uint64_t sender_closes(const mux::PeerSender& s) {
+    return s.stats().closed_by_receiver + s.stats().stalled_killed;
+  }
   std::map<uint64_t, std::shared_ptr<OutPeer>> out;  // by worker id
   std::vector<std::shared_ptr<InPeer>> in;  // changed only by the conductor (which may read it without mu)
   std::vector<std::shared_ptr<TcpStreamOut>> tcp_out;  // per-stream connections this node opened

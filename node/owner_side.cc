@@ -171,6 +171,7 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
 bool NodeImpl::pump_out(OutPeer& p, uint64_t now, EgressRuns* runs) {
   const uint64_t arena_half = channel_arena() / 2;
   bool published = false;
+  const uint64_t closes = sender_closes(*p.sender);  // build() kills stalled slots
   for (;;) {
     const uint64_t applied_bytes = p.applied == 0 ? 0 : p.cum_bytes[(p.applied - 1) % p.cum_bytes.size()];
     if (p.egress->next_seq() - p.applied >= opt.channel_records / 2 ||
@@ -187,6 +188,7 @@ bool NodeImpl::pump_out(OutPeer& p, uint64_t now, EgressRuns* runs) {
     ++counters.channel_batches;
     published = true;
   }
+  if (sender_closes(*p.sender) != closes) closes_owed.store(true, std::memory_order_relaxed);  // told after mu
   // The pass's batches are all in: open the gate to them at once (one
   // burst); run_egress gets them out.
   if (published && p.serve_link != nullptr) {
@@ -268,7 +270,11 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
       return;
     }
     p.applied = f.header.seq;
-    if (!f.body.empty()) p.sender->apply_control(f.body);
+    if (!f.body.empty()) {
+      const uint64_t closes = sender_closes(*p.sender);
+      p.sender->apply_control(f.body);
+      if (sender_closes(*p.sender) != closes) closes_owed.store(true, std::memory_order_relaxed);  // told after the pass
+    }
     return;
   }
   ++counters.frames_rejected;
@@ -276,6 +282,7 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
 
 void NodeImpl::end_out(OutPeer& p, const std::string& why) {
   p.dead = true;
+  closes_owed.store(true, std::memory_order_relaxed);  // its senders are closed: told after mu
   if (p.sender) {
     p.sender->peer_lost();
     out_ended = sum(out_ended, p.sender->stats());
@@ -315,6 +322,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   };
   auto end = [&](const std::string& why) {
     t.closed = true;
+    closes_owed.store(true, std::memory_order_relaxed);  // told after the pass
     answer(absl::UnavailableError(absl::StrCat("per-stream connection: ", why)), false);
     engine->unwatch(t.conn->fd());
     t.conn.reset();

@@ -184,6 +184,16 @@ PYBIND11_MODULE(_ringfire, m) {
            "send the terminal; False if the stream was already closed")
       .def_property_readonly("closed", py::cpp_function(&Sender::closed, py::call_guard<py::gil_scoped_release>()),
                              "finished, cancelled by the consumer, or its peer is gone")
+      .def(
+          "wait_closed",
+          [](Sender& s, double seconds) {
+            if (!(seconds >= 0) || seconds > 1e6) throw py::value_error("wait_closed: seconds between 0 and 1e6");
+            py::gil_scoped_release unlocked;
+            return s.wait_closed(static_cast<uint64_t>(seconds * 1e9));
+          },
+          py::arg("seconds"),
+          "block (the GIL released) until the stream is closed — cancelled by the consumer, "
+          "its peer gone, the node stopped — or `seconds` passed; returns closed")
       .def_property_readonly("per_stream", &Sender::per_stream, "the stream took the per-stream TCP path")
       .def_property_readonly("session", &Sender::session);
 

@@ -373,9 +373,12 @@ TEST(Node, CancelReachesTheProducer) {
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
   expect_through(**s, *anchor, "one");
+  EXPECT_FALSE((*s)->wait_closed(0)) << "closed before the cancel";
   anchor->cancel();
-  for (int i = 0; i < 500 && !(*s)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE((*s)->closed());
+  // An hour to wait: a cancel that did not wake it would hang the test
+  // (failed by its timeout), not pass by looking again later.
+  EXPECT_TRUE((*s)->wait_closed(3600 * kSecond)) << "the cancel did not wake the producer's wait";
+  EXPECT_EQ(producer->stats().out.closed_by_receiver, 1u);
   EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
   // A cancelled anchor refuses later attaches.
   EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok());
@@ -619,8 +622,7 @@ TEST(Node, NodeLossClosesTheSenders) {
   auto s = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
   consumer.reset();
-  for (int i = 0; i < 500 && !(*s)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE((*s)->closed());
+  EXPECT_TRUE((*s)->wait_closed(3600 * kSecond)) << "the peer's loss did not wake the producer's wait";
   EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
   anchor.reset();  // after its node: allowed (it holds what it needs)
 }
@@ -1237,8 +1239,7 @@ TEST(PerStreamPath, CancelAndAbandonedSenders) {
   ASSERT_TRUE(a1->recv(&it, 10 * kSecond));
   EXPECT_EQ(text(it.bytes), "one");
   a1->cancel();  // reaches the producer as a closed sender
-  for (int i = 0; i < 500 && !(*s1)->closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE((*s1)->closed());
+  EXPECT_TRUE((*s1)->wait_closed(3600 * kSecond)) << "the per-stream cancel did not wake the producer's wait";
   s2->reset();  // gone without finish: the consumer sees the stream dropped
   ASSERT_TRUE(a2->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
