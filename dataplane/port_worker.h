@@ -68,11 +68,15 @@ class PortWorker {
     Mirror* mirror = nullptr;
     Prepared* binding = nullptr;  // nullptr: none (a TCP-mode mirror)
     WorkerTask* task = nullptr;
+    uint64_t seq = 0;          // the sender's number for this command, echoed in its Retired
   };
   // Retired: worker -> control, once for every command: an add's spent
   // Prepared (installed true, no session), a session the worker will not
   // touch again (removed; or an add refused because a table was full:
-  // installed false); a task likewise.
+  // installed false); a task likewise; a remove of an id the worker does
+  // not hold, installed false and nothing else. `seq` is its command's:
+  // an answer that comes after its sender gave up waiting is told from the
+  // next command's (PortRunner::exchange).
   struct Retired {
     uint32_t id = 0;
     Serve* serve = nullptr;
@@ -80,6 +84,7 @@ class PortWorker {
     Prepared* binding = nullptr;
     bool installed = false;
     WorkerTask* task = nullptr;
+    uint64_t seq = 0;
   };
 
   explicit PortWorker(Port port) : port_(std::move(port)) {
@@ -329,6 +334,7 @@ class PortWorker {
     for (int i = 0; i < 16 && commands.try_pop(&c); ++i) {
       any = true;
       ++stats_.commands;
+      answering_ = c.seq;  // give_back stamps it on the command's answer
       if (c.kind == Command::Kind::kRemove) {
         remove(c.id);
       } else if (c.kind == Command::Kind::kAddTask) {
@@ -412,9 +418,11 @@ class PortWorker {
       give_back(Retired{gone.id, gone.serve, gone.mirror, nullptr, true});
       return;
     }
+    give_back(Retired{id, nullptr, nullptr, nullptr, false});  // nothing of that id: still one answer
   }
 
-  void give_back(const Retired& r) {
+  void give_back(Retired r) {
+    r.seq = answering_;
     // Twice as deep as the command queue: full only if the control thread
     // stopped draining it, and then its own adds and removes wait here.
     while (!retired.try_push(r)) {
@@ -429,6 +437,7 @@ class PortWorker {
   std::array<RxDatagram, kBurst> rx_{};
   std::vector<int32_t> route_;  // binding id -> slot index, -1: none
   WorkerWake wake_;
+  uint64_t answering_ = 0;   // the seq of the command being carried out (take_commands)
   int timer_fd_ = -1;        // a waitable port's: armed by step_parked, polled by park
   std::mutex step_mu_;       // see step_mutex()
   uint64_t last_now_ = 0;    // the latest `now` a step saw (under step_mu_)

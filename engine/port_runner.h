@@ -204,27 +204,37 @@ class PortRunner final : public PortHandle {
   }
 
   // exchange sends one command and waits for its answer (every command has
-  // exactly one, and only the conductor sends, so the next answer is ours).
-  absl::StatusOr<typename Worker::Retired> exchange(const Command& c) {
+  // exactly one, and only the conductor sends). Numbered: an answer to a
+  // command whose exchange gave up (the worker was stuck past kStuckNs)
+  // may come first, and is dropped (counted in late_answers_), never taken
+  // for this one's. What it gives back stays placed: a stuck exchange
+  // keeps everything the worker may touch.
+  absl::StatusOr<typename Worker::Retired> exchange(Command c) {
     constexpr uint64_t kStep = 20'000;
     uint64_t waited = 0;
+    c.seq = ++exchanges_;
     while (!worker_.commands.try_push(c)) {
       ring::sleep_ns(kStep);
       if ((waited += kStep) > kStuckNs) return stuck();
     }
     worker_.wake().poke();  // after the push: a parked worker wakes (worker_wake.h)
     typename Worker::Retired r;
-    while (!worker_.retired.try_pop(&r)) {
-      ring::sleep_ns(kStep);
-      if ((waited += kStep) > kStuckNs) return stuck();
+    for (;;) {
+      while (!worker_.retired.try_pop(&r)) {
+        ring::sleep_ns(kStep);
+        if ((waited += kStep) > kStuckNs) return stuck();
+      }
+      if (r.seq == c.seq) return r;
+      ++late_answers_;  // an earlier exchange's, which gave up on it
     }
-    return r;
   }
   absl::Status stuck() const {
     return absl::DeadlineExceededError(absl::StrCat("the worker of port ", name_, " did not answer within ",
                                                     kStuckNs / 1'000'000, " ms"));
   }
   static constexpr uint64_t kStuckNs = 5'000'000'000;
+  uint64_t exchanges_ = 0;     // commands sent (Command::seq)
+  uint64_t late_answers_ = 0;  // answers that came after their exchange gave up
 
   std::string name_;
   std::string path_;

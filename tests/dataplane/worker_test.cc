@@ -1260,6 +1260,46 @@ TEST(PortWorkerTest, AParkWakesForRecordsWithOneServeAloneOrNoServe) {
   close(efd);
 }
 
+// Every command gets exactly one answer, carrying its command's seq — a
+// remove of an id the worker does not hold too — so a sender that gave up
+// waiting on one answer (PortRunner::exchange, a stuck worker) tells that
+// late answer from the next command's.
+TEST(PortWorkerTest, EveryCommandIsAnsweredOnceWithItsOwnSeq) {
+  ScopedRing served(ring::testing::fixed_ring(1024, 64));
+  FakePort port;
+  ServeConfig sc;
+  sc.multicast = kGroup;
+  auto serve = std::make_unique<ServeSession<FakePort>>(
+      std::move(*ring::RawReader::attach(served.open(), ring::StartPosition::latest())), sc);
+  PortWorker<FakePort> w(port);
+  using Command = PortWorker<FakePort>::Command;
+  FakePort::Prepared ps;
+  Command add{Command::Kind::kAddServe, 5, serve.get(), nullptr, &ps};
+  add.seq = 41;
+  Command stranger{Command::Kind::kRemove, 99};
+  stranger.seq = 42;
+  Command rm{Command::Kind::kRemove, 5};
+  rm.seq = 43;
+  ASSERT_TRUE(w.commands.try_push(add));
+  ASSERT_TRUE(w.commands.try_push(stranger));
+  ASSERT_TRUE(w.commands.try_push(rm));
+  w.step(1000 * kMs);
+  PortWorker<FakePort>::Retired r;
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_EQ(r.seq, 41u);
+  EXPECT_TRUE(r.installed);
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_EQ(r.seq, 42u);
+  EXPECT_EQ(r.id, 99u);
+  EXPECT_FALSE(r.installed) << "a remove of nothing answered as done";
+  EXPECT_EQ(r.serve, nullptr);
+  ASSERT_TRUE(w.retired.try_pop(&r));
+  EXPECT_EQ(r.seq, 43u);
+  EXPECT_EQ(r.serve, serve.get());
+  EXPECT_FALSE(w.retired.try_pop(&r)) << "an answer too many";
+  EXPECT_EQ(w.session_count(), 0u);
+}
+
 // A worker carries at most kMaxTasks; the one past it comes back refused.
 TEST(WorkerTaskTest, ATaskPastTheTableIsGivenBackRefused) {
   struct Idle final : WorkerTask {
