@@ -9,10 +9,12 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace ringfire::ring {
 
@@ -43,6 +45,17 @@ class LazyBytes {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  // resident_bytes: how much of it holds pages now (mincore; a diagnostic
+  // for tests and benchmarks, not for a hot path).
+  size_t resident_bytes() const {
+    if (data_ == nullptr) return 0;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((size_ + page - 1) / page);
+    if (mincore(data_, size_, in.data()) != 0) return 0;
+    size_t n = 0;
+    for (unsigned char c : in) n += (c & 1) != 0;
+    return n * page;
+  }
 
  private:
   std::byte* data_ = nullptr;

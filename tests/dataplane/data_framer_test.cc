@@ -237,6 +237,40 @@ TEST(ByteQueue, CarriesVariableSizeMessagesAcrossTheWrapInOrder) {
   EXPECT_FALSE(q.front(&out));
 }
 
+// A queue that drains goes back to its start: its pages follow its
+// deepest backlog, not its capacity (a TCP-mode mirror's 8 MiB queue, 64
+// KiB frames through it for as long as it streams). A backlog still
+// reaches as deep as the capacity allows once the consumer has read past
+// the restart (until then the bytes before it are what there is).
+TEST(ByteQueue, ADrainedQueueRestartsAtItsStartSoItsPagesFollowItsBacklog) {
+  ByteQueue q(8 << 20);
+  std::vector<std::byte> msg(64 << 10);
+  proto::ConstBytes out;
+  for (int i = 0; i < 1000; ++i) {  // 64 MiB through, one frame at a time
+    msg[0] = std::byte(i & 0xff);
+    ASSERT_TRUE(q.try_push(msg)) << i;
+    ASSERT_TRUE(q.front(&out));
+    ASSERT_EQ(out.size(), msg.size());
+    ASSERT_EQ(out[0], std::byte(i & 0xff));
+    q.pop();
+  }
+  EXPECT_LE(q.resident_bytes(), ByteQueue::kRestartAfter + 2 * msg.size())
+      << "a queue never more than one frame deep holds " << q.resident_bytes() << " bytes";
+  int deep = 0;
+  while (q.try_push(msg)) ++deep;  // a backlog, before the consumer looked
+  EXPECT_GE(deep, 4);
+  ASSERT_TRUE(q.front(&out));  // past the restart
+  q.pop();
+  --deep;
+  while (q.try_push(msg)) ++deep;  // now to its capacity
+  EXPECT_GE(deep, 120);
+  for (int i = 0; i < deep; ++i) {
+    ASSERT_TRUE(q.front(&out)) << i;
+    q.pop();
+  }
+  EXPECT_FALSE(q.front(&out));
+}
+
 TEST(ByteQueue, TwoThreadsSeeEveryMessageWhole) {
   ByteQueue q(4096);
   constexpr uint32_t kN = 200000;
