@@ -23,6 +23,9 @@ class FaultShaper {
 
   bool enabled() const { return enabled_; }
   uint64_t dropped() const { return dropped_; }
+  // next_release_ns: when the first delayed datagram is due (UINT64_MAX:
+  // none held for a time; a reordered one waits for the next datagram).
+  uint64_t next_release_ns() const { return delayed_.empty() ? UINT64_MAX : delayed_.front().due_ns; }
 
   // offer passes one datagram through the faults; deliver(bytes, peer) is
   // called zero, one or two times now (a held datagram may follow it).

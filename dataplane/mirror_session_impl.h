@@ -26,8 +26,9 @@ MirrorSession<Port>::MirrorSession(MirrorWriter writer, const MirrorWorkerConfig
 
 template <PacketPort Port>
 uint64_t MirrorSession<Port>::next_deadline_ns(uint64_t now_ns) const {
-  if (unsent_nak_ || faults_.enabled()) return now_ns;  // work pending, or faults to release
-  uint64_t until = receiver_.next_nak_due_ns();
+  if (unsent_nak_) return now_ns;  // work pending
+  // Injected faults wake it only for a delayed datagram that falls due.
+  uint64_t until = std::min(receiver_.next_nak_due_ns(), faults_.next_release_ns());
   if (config_.punch_to && binding_ != 0) {
     until = std::min(until, last_punch_ns_ + (data_seen_ ? config_.punch_keepalive_ns : config_.punch_retry_ns));
   }

@@ -343,8 +343,9 @@ bool ServeSession<Port>::repair_step() {
 
 template <PacketPort Port>
 uint64_t ServeSession<Port>::next_deadline_ns(uint64_t now_ns) const {
-  if (repair_count_ != 0 || faults_.enabled()) return now_ns;  // work pending, or faults to release
-  uint64_t until = last_send_ns_ + heartbeat_wait_ns_;
+  if (repair_count_ != 0) return now_ns;  // work pending
+  // Injected faults wake it only for a delayed datagram that falls due.
+  uint64_t until = std::min(last_send_ns_ + heartbeat_wait_ns_, faults_.next_release_ns());
   // A partial frame, or records left in the ring for it (step()'s
   // batching), leaves when the pacer is due.
   if (!framer_.empty() || reader_.published() > reader_.cursor()) until = std::min(until, pacer_.deadline());

@@ -673,6 +673,34 @@ TEST_F(ServeWorkerTest, TheWorkerTellsTheControlOnceWhenItTakesTheRecordItWasAsk
   close(efd);
 }
 
+// Injected faults (a test facility) wake a session only when a delayed
+// datagram falls due: a serve or a mirror that drops a share of its
+// datagrams parks like any other (it used to spin: 100 % of a core for a
+// daemon of idle mirrors under --loss).
+TEST_F(ServeWorkerTest, InjectedFaultsWakeASessionOnlyForADelayedDatagramDue) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.pace_ns = 0;
+  c.heartbeat_ns = 1000 * kMs;
+  c.tx_faults.drop_ppm = 100'000;
+  c.tx_faults.seed = 3;
+  auto w = worker(c);
+  publish(1);
+  w->step(1000 * kMs);  // sent (or dropped): nothing held
+  EXPECT_EQ(w->session().next_deadline_ns(1001 * kMs), 2000 * kMs) << "dropping faults keep it awake";
+
+  FaultShaper delaying(FaultConfig{0, 0, 0, 1'000'000, 7 * kMs, 5});  // every datagram delayed 7 ms
+  EXPECT_EQ(delaying.next_release_ns(), UINT64_MAX);
+  std::vector<std::byte> d(8);
+  int delivered = 0;
+  delaying.offer(d, kGroup, 100 * kMs, [&](proto::ConstBytes, const Endpoint&) { ++delivered; });
+  EXPECT_EQ(delivered, 0);
+  EXPECT_EQ(delaying.next_release_ns(), 107 * kMs);
+  delaying.release(107 * kMs, [&](proto::ConstBytes, const Endpoint&) { ++delivered; });
+  EXPECT_EQ(delivered, 1);
+  EXPECT_EQ(delaying.next_release_ns(), UINT64_MAX);
+}
+
 TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
   ServeConfig c;
   c.multicast = kGroup;
