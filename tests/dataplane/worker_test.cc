@@ -1249,6 +1249,15 @@ TEST(WorkerTaskTest, ATaskAnswersADatagramInTheIterationItArrivedAndOnceRemovedI
   close(efd);
 }
 
+// group_serve: a serve of `ring` to kGroup from its latest record, for a
+// worker's tables (it is not stepped for its datagrams).
+std::unique_ptr<ServeSession<FakePort>> group_serve(const ScopedRing& ring) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  return std::make_unique<ServeSession<FakePort>>(
+      std::move(*ring::RawReader::attach(ring.open(), ring::StartPosition::latest())), c);
+}
+
 // Whether a parked worker is woken by its records: one served ring alone
 // (its writer wakes the ring park) or no served ring (the socket wakes the
 // poll) — then a kernel worker spins only a few polls; a served ring beside
@@ -1260,10 +1269,7 @@ TEST(PortWorkerTest, AParkWakesForRecordsWithOneServeAloneOrNoServe) {
   const int efd = eventfd(0, EFD_NONBLOCK);
   MirrorWorkerConfig mc;
   auto mirror = std::make_unique<MirrorSession<FakePort>>(*MirrorWriter::attach(mirrored.open()), mc, 0, 9, efd);
-  ServeConfig sc;
-  sc.multicast = kGroup;
-  auto serve = std::make_unique<ServeSession<FakePort>>(
-      std::move(*ring::RawReader::attach(served.open(), ring::StartPosition::latest())), sc);
+  auto serve = group_serve(served);
   PortWorker<FakePort> w(port);
   using Command = PortWorker<FakePort>::Command;
   FakePort::Prepared pm, ps;
@@ -1295,10 +1301,7 @@ TEST(PortWorkerTest, AParkWakesForRecordsWithOneServeAloneOrNoServe) {
 TEST(PortWorkerTest, EveryCommandIsAnsweredOnceWithItsOwnSeq) {
   ScopedRing served(ring::testing::fixed_ring(1024, 64));
   FakePort port;
-  ServeConfig sc;
-  sc.multicast = kGroup;
-  auto serve = std::make_unique<ServeSession<FakePort>>(
-      std::move(*ring::RawReader::attach(served.open(), ring::StartPosition::latest())), sc);
+  auto serve = group_serve(served);
   PortWorker<FakePort> w(port);
   using Command = PortWorker<FakePort>::Command;
   FakePort::Prepared ps;
