@@ -179,9 +179,11 @@ class PortWorker {
       // looked at: a poke after that look bumps it, and the futex returns.
       ring::RingHeader& h = serve.reader().header();
       const uint32_t word = ring::wake_word_now(h);
-      wake_.ring.store(&h, std::memory_order_relaxed);  // ordered by the seq_cst store below
-      // Seq_cst: pairs with poke's fence, as in the poll() park below.
-      wake_.parked.store(true, std::memory_order_seq_cst);
+      wake_.ring.store(&h, std::memory_order_relaxed);
+      // Release: a poke that sees `parked` (its acquire load) sees `ring`.
+      wake_.parked.store(true, std::memory_order_release);
+      // Seq_cst fence: pairs with poke's, as in the poll() park below.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
       if (commands.size_approx() == 0 && ring::wait_for_write(h, serve.reader().cursor(), timeout_ns, word)) {
         stats_.ring_parks_woken += 1;
       }
@@ -189,9 +191,11 @@ class PortWorker {
       wake_.ring.store(nullptr, std::memory_order_relaxed);
       return;
     }
-    // Seq_cst: a control thread's WorkerWake::poke after its push either
-    // sees this store (and writes the eventfd) or its push is seen below.
-    wake_.parked.store(true, std::memory_order_seq_cst);
+    // A control thread's WorkerWake::poke after its push either sees this
+    // store (and writes the eventfd) or its push is seen below: a
+    // store-load pair on each side, each with a seq_cst fence between.
+    wake_.parked.store(true, std::memory_order_release);  // pairs with poke's acquire load
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with poke's fence
     bool pending = commands.size_approx() != 0;
     for (Slot& slot : slots_) {
       // A served ring's writer publishes, then pokes if it sees `parked`

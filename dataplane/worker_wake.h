@@ -1,6 +1,6 @@
 // worker_wake.h — how the control thread wakes a parked port worker: the
-// worker raises `parked` (seq_cst) before it looks at its queues one last
-// time and sleeps in poll() on `fd`; a control thread that queued work for
+// worker raises `parked` and fences (seq_cst) before it looks at its queues
+// one last time and sleeps in poll() on `fd`; a control thread that queued work for
 // it fences (seq_cst) and writes `fd` only if it sees `parked` — one
 // syscall per wake-up of a sleeping worker, none for a busy one.
 #pragma once
@@ -21,7 +21,7 @@ struct WorkerWake {
   // ring: while the worker parks on a served ring's futex instead of in
   // poll() (one serve session and nothing else: PortWorker::park), that
   // ring's header; signal() then wakes the ring's sleepers. Stored
-  // (relaxed) before the seq_cst store of `parked`, which orders it.
+  // (relaxed) before the release store of `parked`, which publishes it.
   std::atomic<ring::RingHeader*> ring{nullptr};
   // step_parked: set by a worker whose port any thread may drive (a kernel
   // port's sockets): it runs the parked worker's iteration on the caller's
@@ -32,19 +32,21 @@ struct WorkerWake {
 
   // poke: the control thread's half, after it pushed to a worker queue.
   void poke() {
-    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`
-    // before its last look at the queues (a store-load pair needs both).
+    // Seq_cst fence: pairs with the worker's fence after its store of
+    // `parked`, before its last look at the queues (a store-load pair on
+    // each side needs both). Acquire: pairs with that release store (the
+    // worker's `ring` is seen with it).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (parked.load(std::memory_order_relaxed)) signal();
+    if (parked.load(std::memory_order_acquire)) signal();
   }
 
   // run_or_poke: the writer's half, after it published records the worker
   // sends: a parked worker's iteration runs here, on the writer's thread
   // (the records leave without a thread hand-off), else as poke().
   void run_or_poke() {
-    // Seq_cst fence: pairs with the worker's seq_cst store of `parked`, as in poke.
+    // Seq_cst fence and acquire load: pair with the worker's fence and release store of `parked`, as in poke.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!parked.load(std::memory_order_relaxed)) return;
+    if (!parked.load(std::memory_order_acquire)) return;
     if (step_parked != nullptr && step_parked(worker)) return;
     signal();
   }
