@@ -774,8 +774,15 @@ uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
     behind |= m->tcp_cursor < ws;
   }
   if (!any) return UINT64_MAX;
-  if (behind) return now_ns + kTcpBehindPollNs;
-  // Caught up: the worker tells us once it has taken record `ws`. Seq_cst
+  // Behind, or caught up for less than kTcpQuietNs (a stream at mid rates:
+  // asking would cost the worker an eventfd write a record), or the
+  // worker itself behind the ring (its tell would come late): poll soon.
+  if (behind) tcp_caught_up_ns_ = 0;
+  if (!behind && tcp_caught_up_ns_ == 0) tcp_caught_up_ns_ = now_ns;
+  // Acquire: pairs with the worker's release store of next_to_send.
+  const bool worker_behind = worker_->stats.next_to_send.load(std::memory_order_acquire) < ws;
+  if (behind || worker_behind || now_ns - tcp_caught_up_ns_ < kTcpQuietNs) return now_ns + kTcpBehindPollNs;
+  // Quiet: the worker tells us once it has taken record `ws`. Seq_cst
   // store, then a second look at the ring: a record the worker took before
   // it saw the request is seen here (tell_control_if_asked's load).
   worker_->tell_control_at.store(ws, std::memory_order_seq_cst);

@@ -147,6 +147,7 @@ class ServeControl {
   // UINT64_MAX with none.
   uint64_t tcp_poll_at(uint64_t now_ns);
   static constexpr uint64_t kTcpBehindPollNs = 50'000;
+  static constexpr uint64_t kTcpQuietNs = 1'000'000;  // caught up this long: ask the worker, sleep
   static constexpr uint64_t kTcpCaughtUpPollNs = 20'000'000;
   // wait_fd: readable when poll has something to do (a conductor waits on
   // it among others' and then calls poll(0)).
@@ -189,6 +190,7 @@ class ServeControl {
 
   ServeControlConfig config_;
   dataplane::ServeLink* worker_;
+  uint64_t tcp_caught_up_ns_ = 0;  // since when every TCP-mode mirror is caught up (0: one is behind)
   ring::RingFile info_;
   ring::RawReader reader_;  // shared by every answer: seek, read
   int epoll_fd_ = -1;

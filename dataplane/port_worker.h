@@ -48,6 +48,7 @@ struct alignas(64) PortWorkerStats {
   Counter inline_steps;  // iterations a writer's thread ran while the worker slept (step_parked)
   Counter rearms;        // ... after which it moved the sleeper's wake-up earlier on its timer, not by waking it
   Counter ring_parks_woken;  // parks on a served ring (parks_on_ring) a publish or a poke ended before their timeout
+  Counter parks_called_off;  // parks whose last look found work (a command pushed as the worker went to sleep)
 };
 
 template <PacketPort Port>
@@ -184,7 +185,11 @@ class PortWorker {
       wake_.parked.store(true, std::memory_order_release);
       // Seq_cst fence: pairs with poke's, as in the poll() park below.
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (commands.size_approx() == 0 && ring::wait_for_write(h, serve.reader().cursor(), timeout_ns, word)) {
+      // The last look: the worker's commands and the serve's own (a
+      // repair, a token: ServeControl pushes, then pokes).
+      if (commands.size_approx() != 0 || serve.link().commands.size_approx() != 0) {
+        stats_.parks_called_off += 1;
+      } else if (ring::wait_for_write(h, serve.reader().cursor(), timeout_ns, word)) {
         stats_.ring_parks_woken += 1;
       }
       wake_.parked.store(false, std::memory_order_relaxed);
@@ -200,8 +205,11 @@ class PortWorker {
     for (Slot& slot : slots_) {
       // A served ring's writer publishes, then pokes if it sees `parked`
       // (run_or_poke): it sees it, or its records are seen here.
-      pending |= slot.mirror != nullptr ? slot.mirror->has_tcp_frames() : slot.serve->records_waiting();
+      // A serve's own commands (repairs, tokens) likewise: pushed, then poked.
+      pending |= slot.mirror != nullptr ? slot.mirror->has_tcp_frames()
+                                        : slot.serve->records_waiting() || slot.serve->link().commands.size_approx() != 0;
     }
+    if (pending) stats_.parks_called_off += 1;
     if (!pending) {
       wake_at_ns_ = until;
       parked_at_ns_ = now_ns;

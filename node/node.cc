@@ -688,7 +688,7 @@ mux::SendStatus Sender::send_tcp(proto::ConstBytes record) {
   t.conn->queue(record);
   if (!t.conn->flush()) {  // written now, on this thread (the per-stream path's cost)
     t.closed = true;
-    node_->closes_owed.store(true, std::memory_order_relaxed);  // the conductor's pass tells
+    node_->closes_owed.store(true, std::memory_order_relaxed);  // told by send() once wmu is released
     return mux::SendStatus::kClosed;
   }
   if (t.conn->pending() != 0 && !t.unwritten.exchange(true, std::memory_order_relaxed)) node_->wake();
@@ -698,7 +698,11 @@ mux::SendStatus Sender::send_tcp(proto::ConstBytes record) {
 }
 
 mux::SendStatus Sender::send(proto::ConstBytes record) {
-  if (tcp_) return send_tcp(record);  // the per-stream path: one STREAM frame per record, written now
+  if (tcp_) {  // the per-stream path: one STREAM frame per record, written now
+    const mux::SendStatus st = send_tcp(record);
+    if (st == mux::SendStatus::kClosed) node_->tell_closes();  // a write that failed closed it: its lock released
+    return st;
+  }
   mux::SendStatus st;
   {
     std::lock_guard l(node_->mu);
@@ -721,6 +725,8 @@ bool Sender::finish() {
       tcp_->conn->send({h, sizeof(h)});
       tcp_->finished = done_ = true;
     }
+    node_->closes_owed.store(true, std::memory_order_relaxed);  // a wait_closed on another thread returns
+    node_->tell_closes();
     node_->wake();  // the conductor closes the connection once the terminal is out
     return true;
   }
@@ -730,6 +736,8 @@ bool Sender::finish() {
     ok = peer_->sender->finish(slot_);
     done_ = true;
   }
+  node_->closes_owed.store(true, std::memory_order_relaxed);  // a wait_closed on another thread returns
+  node_->tell_closes();
   node_->wake();  // the terminal is a liveness record: it moves its batch
   return ok;
 }
@@ -745,6 +753,8 @@ bool Sender::closed() const {
 
 bool Sender::wait_closed(uint64_t timeout_ns) {
   NodeImpl& m = *node_;
+  // At most ten years: a "forever" (UINT64_MAX) must not wrap negative.
+  timeout_ns = std::min<uint64_t>(timeout_ns, uint64_t{10} * 365 * 86'400 * 1'000'000'000);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
   for (;;) {
     // The generation is read before closed() looks: a close after that

@@ -51,6 +51,10 @@ class SequenceWriter {
     // Release: pairs with the acquire loads of write_seq in Consumer (start
     // position, hole detection, lap recovery).
     header_->write_seq.store(next_, std::memory_order_release);
+    // The compiler keeps the sleepers load below after that store (no
+    // instruction: the CPU may still run the load first — what the
+    // parking reader's look after arming covers, ring/wait.cc).
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     // A parked reader asked to be woken (see RingHeader::sleepers).
     if (!defer_wakes_) wake_parked();
   }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 
+#include "ring/idle.h"
 #include "ring/monotonic.h"
 
 namespace ringfire::ring {
@@ -38,8 +39,11 @@ bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns, uint32_t 
   const uint64_t look_until = monotonic_ns() + kArmedLookNs;
   do {
     if (h.write_seq.load(std::memory_order_seq_cst) != seen) return true;
-    __builtin_ia32_pause();
+    cpu_relax();
   } while (monotonic_ns() < look_until);
+  // Once more after the look's end: a reader preempted inside it looks
+  // after the whole 2 us, not only before.
+  if (h.write_seq.load(std::memory_order_seq_cst) != seen) return true;
   const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
                     static_cast<long>(timeout_ns % 1'000'000'000)};
   return !(futex(&h.wake_word, FUTEX_WAIT, word, &ts) != 0 && errno == ETIMEDOUT);

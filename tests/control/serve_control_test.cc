@@ -501,29 +501,37 @@ TEST_F(ServeControlTest, OnATaggedGroupAMirrorThatChecksNoTagIsServedOverTcp) {
   EXPECT_EQ(ctl->stats().tagged, 1u);
 }
 
-// A conductor serving TCP-mode mirrors polls soon only while one is
-// behind the ring; caught up, it asks the worker to tell it when the ring
-// moves (tell_control_at, the worker's side in worker_test) and answers
-// with a fallback far off, so an idle serve does not wake 20,000 times a
-// second.
+// A conductor serving TCP-mode mirrors polls soon while one is behind the
+// ring, and for kTcpQuietNs after all caught up (a stream at mid rates);
+// quiet that long, it asks the worker to tell it when the ring moves
+// (tell_control_at, the worker's side in worker_test) and answers with a
+// fallback far off, so an idle serve does not wake 20,000 times a second.
 TEST_F(ServeControlTest, CaughtUpTcpMirrorsLetTheConductorSleepUntilTheWorkerTellsItTheRingMoved) {
   auto ctl = start();
-  const uint64_t now = 1'000'000'000;
+  uint64_t now = 1'000'000'000;
   EXPECT_EQ(ctl->tcp_poll_at(now), UINT64_MAX) << "no TCP-mode mirror: nothing to poll for";
   Client c(ctl->listening());
   const proto::Multicast mc = handshake(c, *ctl, proto::kHelloHealth | proto::kHelloTcpOnly);
   ASSERT_EQ(mc.port, 0u) << "not in TCP mode";
   ctl->poll(0);
+  EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpBehindPollNs) << "just caught up: not quiet yet";
+  EXPECT_EQ(link_.tell_control_at.load(), UINT64_MAX);
+  now += ServeControl::kTcpQuietNs;
   EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpCaughtUpPollNs);
   EXPECT_EQ(link_.tell_control_at.load(), 0u) << "the worker was not asked to tell at the next record";
   link_.tell_control_at.store(UINT64_MAX);  // as the worker takes it back when it tells
   publish(5);
   EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpBehindPollNs) << "behind the ring, yet not polling soon";
   EXPECT_EQ(link_.tell_control_at.load(), UINT64_MAX);
-  for (int i = 0; i < 100 && ctl->tcp_poll_at(now) != now + ServeControl::kTcpCaughtUpPollNs; ++i) ctl->poll(1000);
-  EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpCaughtUpPollNs) << "the records were not streamed";
+  for (int i = 0; i < 100 && ctl->stats().tcp_records < 5; ++i) ctl->poll(1000);
+  EXPECT_EQ(ctl->stats().tcp_records, 5u) << "the records were not streamed";
+  EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpBehindPollNs) << "caught up again: quiet only later";
+  link_.stats.next_to_send.store(4);  // the worker itself behind the ring: its tell would come late
+  now += ServeControl::kTcpQuietNs;
+  EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpBehindPollNs) << "asked a worker that is behind";
+  link_.stats.next_to_send.store(5);
+  EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpCaughtUpPollNs);
   EXPECT_EQ(link_.tell_control_at.load(), 5u);
-  EXPECT_EQ(ctl->stats().tcp_records, 5u);
 }
 
 // ---- the PSK handshake

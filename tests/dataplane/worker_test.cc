@@ -1075,6 +1075,14 @@ TEST(PortWorkerTest, AWorkerParkedOnItsServedRingIsWokenByAPublishAndByAPoke) {
   EXPECT_EQ(w.wake().ring.load(), nullptr);
   w.step(3 * kMs);
   EXPECT_EQ(w.commands.size_approx(), 0u);
+  // A serve's own command (a repair, a token) pushed as the worker went to
+  // sleep — its poke saw no `parked` and signalled nothing — is found by
+  // the park's last look: the park is called off, not slept (an hour here).
+  ASSERT_TRUE(r.serve->link().commands.try_push(ServeCommand{ServeCommand::Kind::kForgetToken, 1234}));
+  w.park(4 * kMs, 3600'000 * kMs);
+  EXPECT_EQ(w.stats().parks_called_off.get(), 1u);
+  w.step(5 * kMs);
+  EXPECT_EQ(r.serve->link().commands.size_approx(), 0u);
 
   WokenRig poked(true);  // a writer that pokes: it waits in poll(), not on the ring
   ASSERT_NO_FATAL_FAILURE(poked.install());
