@@ -3,7 +3,7 @@
 # source on h1 and a multicast, a unicast and a TCP mirror on h2 (kernel backend,
 # or DPDK with --backend af_xdp|af_packet), no records published, CPU time
 # read from /proc over --seconds (default 10) after a settling second, for
-# each idle strategy. Then the wake-up latency each strategy costs: a
+# each idle strategy; the same at 10 k records/s. Then the wake-up latency each strategy costs: a
 # stage_reader on the multicast and the TCP mirror's rings measures publish
 # -> read for one record every 20 ms (the workers idle in between; the
 # readers yield on CPU 0).
@@ -66,7 +66,15 @@ for mode in ${modes//,/ }; do
   sleep "$seconds"
   a=$(( $(cpu_ticks "$sp") - a )); b=$(( $(cpu_ticks "$mp") - b )); c=$(( $(cpu_ticks "$up") - c ))
   d=$(( $(cpu_ticks "$tp") - d ))
-  pct() { awk -v t="$1" -v hz="$hz" -v s="$seconds" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
+  pct() { awk -v t="$1" -v hz="$hz" -v s="${2:-$seconds}" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
+  # At 10 k records/s: the same processes while a publisher on h1 writes
+  # for --seconds (its own CPU not counted).
+  a2=$(cpu_ticks "$sp"); b2=$(cpu_ticks "$mp"); c2=$(cpu_ticks "$up"); d2=$(cpu_ticks "$tp")
+  t0=$(date +%s.%N)
+  on 1 taskset -c 0 "$rf" publish "$src" --count $((10000 * seconds)) --rate 10k --quiet >/dev/null
+  busy=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN {printf "%.2f", e - s}')
+  a2=$(( $(cpu_ticks "$sp") - a2 )); b2=$(( $(cpu_ticks "$mp") - b2 )); c2=$(( $(cpu_ticks "$up") - c2 ))
+  d2=$(( $(cpu_ticks "$tp") - d2 ))
   # Wake-up latency: one record every 20 ms into the idle pipeline.
   ip netns exec "$(host 2)" taskset -c 0 "$stage" "$(ring_name "mm-$mode")" --name "idle-$mode" --warmup 10 \
     --idle-exit-ms 1500 --idle yield --json "$logs/lat-$mode.json" >/dev/null 2>&1 &
@@ -81,7 +89,8 @@ for mode in ${modes//,/ }; do
   p50=$(lat "$logs/lat-$mode.json")
   t50=$(lat "$logs/lat-tcp-$mode.json")
   echo "idle ($backend, --idle $mode): serve $(pct "$a") %, multicast mirror $(pct "$b") %, unicast mirror $(pct "$c") %, TCP mirror $(pct "$d") % of a core; wake-up publish->read p50/p99 ${p50% *} / ${p50#* } us (multicast), ${t50% *} / ${t50#* } us (TCP)"
-  results+=("{\"backend\": \"$backend\", \"mode\": \"$mode\", \"serve_pct\": $(pct "$a"), \"multicast_mirror_pct\": $(pct "$b"), \"unicast_mirror_pct\": $(pct "$c"), \"tcp_mirror_pct\": $(pct "$d"), \"wake_p50_us\": ${p50% *}, \"wake_p99_us\": ${p50#* }, \"tcp_wake_p50_us\": ${t50% *}, \"tcp_wake_p99_us\": ${t50#* }}")
+  echo "10 k/s ($backend, --idle $mode, ${busy} s): serve $(pct "$a2" "$busy") %, multicast mirror $(pct "$b2" "$busy") %, unicast mirror $(pct "$c2" "$busy") %, TCP mirror $(pct "$d2" "$busy") % of a core"
+  results+=("{\"backend\": \"$backend\", \"mode\": \"$mode\", \"serve_pct\": $(pct "$a"), \"multicast_mirror_pct\": $(pct "$b"), \"unicast_mirror_pct\": $(pct "$c"), \"tcp_mirror_pct\": $(pct "$d"), \"wake_p50_us\": ${p50% *}, \"wake_p99_us\": ${p50#* }, \"tcp_wake_p50_us\": ${t50% *}, \"tcp_wake_p99_us\": ${t50#* }, \"at_10k_pct\": [$(pct "$a2" "$busy"), $(pct "$b2" "$busy"), $(pct "$c2" "$busy"), $(pct "$d2" "$busy")]}")
   stop_since "$first"
 done
 if [[ -n $json ]]; then
