@@ -407,6 +407,8 @@ void ServeSession<Port>::tell_control_if_asked() {
   // records were taken is seen here, or the control sees the records.
   const uint64_t at = link_.tell_control_at.load(std::memory_order_seq_cst);
   if (reader_.cursor() <= at) return;
+  // Acq_rel: the control's next request (a store after our exchange) is
+  // ordered after this take-back; one tell per request.
   if (link_.tell_control_at.exchange(UINT64_MAX, std::memory_order_acq_rel) == UINT64_MAX) return;
   // Acquire: pairs with the control thread's release store of notify_fd.
   if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {

@@ -253,6 +253,8 @@ struct NodeImpl : engine::ConductorAgent {
   std::condition_variable closed_cv;
   uint64_t close_gen = 0;  // close_mu
   void tell_closes() {
+    // Acq_rel: pairs with the raisers' stores (relaxed, but made under mu
+    // or wmu, which the teller took after them, or on its own thread).
     if (!closes_owed.exchange(false, std::memory_order_acq_rel)) return;
     {
       std::lock_guard c(close_mu);

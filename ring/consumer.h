@@ -87,6 +87,7 @@ class SlotCursor {
     // slot committed below write_seq is visible to the re-check that follows.
     const uint64_t ws = header_->write_seq.load(std::memory_order_acquire);
     if (ws <= cursor_) return false;
+    // Acquire: pairs with slot_commit's release store of the word.
     const uint64_t word = slots_.slot(cursor_)->word.load(std::memory_order_acquire);
     if (slot_classify(word, cursor_) != SlotState::kNotYet) return true;  // re-read it
     cursor_ = ws - cursor_ > capacity_ ? ws - capacity_ : cursor_ + 1;
