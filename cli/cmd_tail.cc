@@ -16,7 +16,7 @@ namespace ringfire::cli {
 namespace {
 
 const CommandSpec kTail{
-    "tail", "RING", 1, 1,
+    "tail", "RING", 0, 1,
     "Follow a ring and verify every record (checksum and sequence). Prints a line per\n"
     "second (records/s, lost to lapping, holes, torn) and a summary; exit code 3 if any\n"
     "record was torn or misplaced.",
@@ -29,6 +29,8 @@ const CommandSpec kTail{
         {"name", "NAME", "reader name in the ring's registry (default tail)"},
         {"idle", "MODE", "spin, yield, backoff (default) or hot (yield 50 ms after the last record, then back off)"},
         {"quiet", nullptr, "no per-second lines"},
+        {"archive", "DIR", "read an archive directory instead of a ring (RING is then omitted);\n"
+                           "      --from oldest or SEQ, --count, --print and --idle-exit apply"},
     }};
 
 struct Counters {
@@ -48,6 +50,10 @@ int cmd_tail(int argc, char** argv, int first) {
     std::fputs(usage(kTail).c_str(), stdout);
     return 0;
   }
+  if (args->has("archive") != args->positionals().empty()) {
+    return fail("tail", absl::InvalidArgumentError("name a RING, or an archive with --archive DIR (not both)"));
+  }
+  if (args->has("archive")) return tail_archive(*args);
   auto start = parse_start(args->str("from", "latest"));
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto count = args->count("count", UINT64_MAX);

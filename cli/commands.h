@@ -19,5 +19,12 @@ int cmd_run(int argc, char** argv, int first);
 int cmd_ctl(int argc, char** argv, int first);
 int cmd_mux_consume(int argc, char** argv, int first);
 int cmd_mux_produce(int argc, char** argv, int first);
+int cmd_record(int argc, char** argv, int first);
+int cmd_archive(int argc, char** argv, int first);
+int cmd_replay(int argc, char** argv, int first);
+
+class Args;
+// tail_archive is `ringfire tail --archive DIR` (cmd_archive.cc).
+int tail_archive(const Args& args);
 
 }  // namespace ringfire::cli

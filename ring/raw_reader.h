@@ -16,15 +16,18 @@ namespace ringfire::ring {
 
 class RawReader {
  public:
-  static absl::StatusOr<RawReader> attach(RingFile file, StartPosition start) {
+  // attach opens a reader at `start`; with a reader_name it also claims a
+  // registry entry (`ringfire stat` shows its lag).
+  static absl::StatusOr<RawReader> attach(RingFile file, StartPosition start,
+                                          std::string_view reader_name = {}) {
     RawReader r;
     if (file.blob()) {
-      auto c = BlobConsumer::attach(std::move(file), start);
+      auto c = BlobConsumer::attach(std::move(file), start, reader_name);
       if (!c.ok()) return c.status();
       r.blob_.emplace(std::move(*c));
       r.buf_ = LazyBytes(r.blob_->max_blob());
     } else {
-      auto c = Consumer::attach(std::move(file), start);
+      auto c = Consumer::attach(std::move(file), start, reader_name);
       if (!c.ok()) return c.status();
       r.fixed_.emplace(std::move(*c));
       r.buf_ = LazyBytes(r.fixed_->record_size());

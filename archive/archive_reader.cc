@@ -1,0 +1,310 @@
+// archive_reader.cc — lookup and ordered, checked reading of an archive.
+#include "archive/archive_reader.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "archive/segment_writer.h"
+
+namespace ringfire::archive {
+
+absl::StatusOr<ArchiveReader> ArchiveReader::open(const std::string& dir) {
+  ArchiveReader r;
+  r.dir_ = dir;
+  if (auto st = r.reload_catalog(); !st.ok()) return st;
+  if (!r.catalog_.segments.empty()) r.expected_ = r.catalog_.segments.front().first_seq;
+  return r;
+}
+
+ArchiveReader::ArchiveReader(ArchiveReader&& o) noexcept { *this = std::move(o); }
+
+ArchiveReader& ArchiveReader::operator=(ArchiveReader&& o) noexcept {
+  if (this == &o) return *this;
+  close_segment();
+  dir_ = std::move(o.dir_);
+  catalog_ = std::move(o.catalog_);
+  limits_ = o.limits_;
+  seg_ = o.seg_;
+  seg_fd_ = std::exchange(o.seg_fd_, -1);
+  offset_ = o.offset_;
+  expected_ = o.expected_;
+  skip_below_ = o.skip_below_;
+  last_good_ = o.last_good_;
+  any_good_ = o.any_good_;
+  buf_ = std::move(o.buf_);
+  batch_ = o.batch_;
+  in_batch_ = o.in_batch_;
+  walker_ = o.walker_;
+  counters_ = o.counters_;
+  return *this;
+}
+
+ArchiveReader::~ArchiveReader() { close_segment(); }
+
+void ArchiveReader::close_segment() {
+  if (seg_fd_ >= 0) ::close(seg_fd_);  // drops the shared flock
+  seg_fd_ = -1;
+  in_batch_ = false;
+}
+
+absl::Status ArchiveReader::reload_catalog() {
+  auto c = load_catalog(dir_);
+  if (!c.ok()) return c.status();
+  // The segment being read keeps its place: find it again by name.
+  const uint64_t current = seg_fd_ >= 0 ? catalog_.segments[seg_].first_seq : 0;
+  catalog_ = std::move(*c);
+  limits_ = SegmentLimits{catalog_.segment_bytes, catalog_.max_batch_bytes, catalog_.shape.max_record};
+  ++counters_.catalog_loads;
+  if (seg_fd_ >= 0) {
+    auto it = std::find_if(catalog_.segments.begin(), catalog_.segments.end(),
+                           [&](const CatalogSegment& s) { return s.first_seq == current; });
+    if (it == catalog_.segments.end()) {
+      return absl::InternalError(absl::StrCat(dir_, ": the segment being read left the catalog"));
+    }
+    seg_ = static_cast<size_t>(it - catalog_.segments.begin());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ArchiveReader::first_seq() {
+  if (auto st = reload_catalog(); !st.ok()) return st;
+  if (catalog_.segments.empty()) return absl::NotFoundError(absl::StrCat(dir_, " has recorded nothing yet"));
+  return catalog_.segments.front().first_seq;
+}
+
+absl::Status ArchiveReader::damage(const std::string& why) const {
+  const std::string path = dir_ + "/" + segment_name(catalog_.segments[seg_].first_seq);
+  return absl::DataLossError(absl::StrCat(
+      path, ": damaged at offset ", offset_, " (", why, "); last good sequence ",
+      any_good_ ? absl::StrCat(last_good_) : std::string("none before it"), ", next expected ", expected_));
+}
+
+absl::Status ArchiveReader::open_segment(size_t i) {
+  close_segment();
+  seg_ = i;
+  const CatalogSegment& s = catalog_.segments[i];
+  const std::string path = dir_ + "/" + segment_name(s.first_seq);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
+                                              " (removed by retention while it was looked up?)"));
+  }
+  // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce.
+  flock(fd, LOCK_SH);
+  seg_fd_ = fd;
+  ++counters_.segments_opened;
+  uint8_t head[kSegmentHeaderEncoded];
+  std::string why;
+  const bool got = pread(fd, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head));
+  auto h = got ? decode_segment_header(head, sizeof(head), &why) : std::nullopt;
+  offset_ = 0;
+  if (!got) why = "shorter than its header";
+  if (h && (h->first_seq != s.first_seq || !(h->shape == catalog_.shape) ||
+            h->segment_bytes != catalog_.segment_bytes)) {
+    why = "its header does not match the catalog";
+    h.reset();
+  }
+  if (!h) return damage(why);
+  offset_ = kSegmentHeaderBytes;
+  return absl::OkStatus();
+}
+
+absl::Status ArchiveReader::seek(uint64_t seq) {
+  close_segment();
+  if (auto st = reload_catalog(); !st.ok()) return st;
+  const auto& segs = catalog_.segments;
+  if (segs.empty()) return absl::NotFoundError(absl::StrCat(dir_, " has recorded nothing yet"));
+  if (seq < segs.front().first_seq) {
+    return absl::OutOfRangeError(absl::StrCat("sequence ", seq, " is older than the archive's first, ",
+                                              segs.front().first_seq, " (removed by retention or never recorded)"));
+  }
+  // The last segment whose first sequence is at or below seq.
+  const auto it = std::upper_bound(segs.begin(), segs.end(), seq,
+                                   [](uint64_t s, const CatalogSegment& c) { return s < c.first_seq; });
+  const size_t i = static_cast<size_t>(it - segs.begin()) - 1;
+  if (auto st = open_segment(i); !st.ok()) return st;
+  expected_ = segs[i].first_seq;
+  skip_below_ = seq;
+
+  // The index, in one read: the last entry at or below seq.
+  const std::string idx_path = dir_ + "/" + index_name(segs[i].first_seq);
+  const int fd = ::open(idx_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::OkStatus();  // no index: scan from the start
+  const uint64_t max_entries = catalog_.segment_bytes / std::max<uint64_t>(catalog_.index_interval, 1) + 2;
+  std::vector<uint8_t> idx(static_cast<size_t>(max_entries * kIndexEntryBytes));
+  const ssize_t n = pread(fd, idx.data(), idx.size(), 0);
+  ::close(fd);
+  ++counters_.index_reads;
+  if (n <= 0) return absl::OkStatus();
+  const size_t count = static_cast<size_t>(n) / kIndexEntryBytes;
+  size_t lo = 0, hi = count;  // find the last entry with entry.seq <= seq
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (decode_index_entry(&idx[mid * kIndexEntryBytes]).seq <= seq) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) return absl::OkStatus();
+  const IndexEntry e = decode_index_entry(&idx[(lo - 1) * kIndexEntryBytes]);
+  // Trust it only if its batch says the same; else scan from the start.
+  BatchHeader h;
+  std::string why;
+  if (e.offset >= kSegmentHeaderBytes &&
+      read_batch(seg_fd_, e.offset, limits_, &buf_, &h, &why) == BatchRead::kOk && h.first_seq == e.seq) {
+    offset_ = e.offset;
+    expected_ = e.seq;
+  } else {
+    ++counters_.index_misses;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
+  for (;;) {
+    if (in_batch_) {
+      EntryView e;
+      if (!walker_.next(&e)) {
+        in_batch_ = false;
+        continue;
+      }
+      if (e.h.kind == kEntryGap) {
+        if (e.gap_end <= skip_below_) continue;
+        *out = ArchiveEntry{true, std::max(e.h.seq, skip_below_), e.gap_end, e.gap_lost, {}};
+        return true;
+      }
+      if (e.h.seq < skip_below_) continue;
+      last_good_ = e.h.seq;
+      any_good_ = true;
+      *out = ArchiveEntry{false, e.h.seq, 0, 0, {e.payload, e.h.len}};
+      return true;
+    }
+    if (seg_fd_ < 0) {
+      if (catalog_.segments.empty()) {
+        if (auto st = reload_catalog(); !st.ok()) return st;
+        if (catalog_.segments.empty()) return false;
+        expected_ = catalog_.segments.front().first_seq;
+      }
+      if (auto st = open_segment(seg_); !st.ok()) return st;
+    }
+    std::string why;
+    BatchRead r = BatchRead::kEnd;
+    const bool open_segment_tail = seg_ + 1 == catalog_.segments.size() && !catalog_.segments[seg_].sealed;
+    // The open segment's last batch may be mid-write (its header is written
+    // last, so this is rare): look again briefly before calling it damage.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      r = read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why);
+      if (r != BatchRead::kDamaged || !open_segment_tail) break;
+      usleep(2000);
+    }
+    if (r == BatchRead::kDamaged) return damage(why);
+    if (r == BatchRead::kOk) {
+      if (batch_.first_seq != expected_) {
+        return damage(absl::StrCat("a batch starting at ", batch_.first_seq, " where ", expected_,
+                                   " should follow"));
+      }
+      ++counters_.batches_read;
+      offset_ += batch_.bytes;
+      expected_ = batch_.end_seq;
+      walker_ = EntryWalker(buf_.data(), batch_);
+      in_batch_ = true;
+      continue;
+    }
+    // The end of this segment's batches.
+    const CatalogSegment seg = catalog_.segments[seg_];
+    if (!seg.sealed || seg_ + 1 == catalog_.segments.size()) {
+      if (auto st = reload_catalog(); !st.ok()) return st;
+      const CatalogSegment now = catalog_.segments[seg_];
+      if (!now.sealed) return false;  // the recorder is still writing here
+      if (seg_ + 1 == catalog_.segments.size()) {
+        // Sealed and last: a recorder between rolls. Look again next time,
+        // unless a batch appeared meanwhile.
+        if (read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why) != BatchRead::kEnd) continue;
+        return false;
+      }
+      continue;  // sealed since: re-read the tail once, then move on
+    }
+    if (expected_ != seg.end_seq) {
+      return damage(absl::StrCat("the segment's batches end at ", expected_, " but the catalog says ",
+                                 seg.end_seq, " (truncated)"));
+    }
+    if (auto st = open_segment(seg_ + 1); !st.ok()) return st;
+    if (catalog_.segments[seg_].first_seq != expected_) {
+      return damage(absl::StrCat("segment starts at ", catalog_.segments[seg_].first_seq, " where ",
+                                 expected_, " should follow"));
+    }
+  }
+}
+
+SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t i) {
+  SegmentScan out;
+  const CatalogSegment& s = catalog.segments[i];
+  out.end_seq = s.first_seq;
+  const std::string path = dir + "/" + segment_name(s.first_seq);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.damage = absl::StrCat(path, ": ", std::strerror(errno));
+    return out;
+  }
+  flock(fd, LOCK_SH);  // pairs with the exclusive try-lock in SegmentWriter::enforce
+  uint8_t head[kSegmentHeaderEncoded];
+  std::string why;
+  if (pread(fd, head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head)) ||
+      !decode_segment_header(head, sizeof(head), &why)) {
+    out.damage = absl::StrCat(path, ": bad segment header (", why.empty() ? "short file" : why, ")");
+    ::close(fd);
+    return out;
+  }
+  const SegmentLimits limits{catalog.segment_bytes, catalog.max_batch_bytes, catalog.shape.max_record};
+  std::vector<uint8_t> buf;
+  uint64_t offset = kSegmentHeaderBytes;
+  uint64_t last_good = 0;
+  bool any = false;
+  for (;;) {
+    BatchHeader h;
+    const BatchRead r = read_batch(fd, offset, limits, &buf, &h, &why);
+    if (r == BatchRead::kEnd) break;
+    if (r == BatchRead::kOk && h.first_seq != out.end_seq) {
+      why = absl::StrCat("a batch starting at ", h.first_seq, " where ", out.end_seq, " should follow");
+    }
+    if (r != BatchRead::kOk || h.first_seq != out.end_seq) {
+      out.damage = absl::StrCat(path, ": damaged at offset ", offset, " (", why, "); last good sequence ",
+                                any ? absl::StrCat(last_good) : std::string("none before it"));
+      break;
+    }
+    EntryWalker walk(buf.data(), h);
+    EntryView e;
+    while (walk.next(&e)) {
+      if (e.h.kind == kEntryGap) {
+        ++out.gaps;
+        out.lost += e.gap_lost;
+        if (out.first_gaps.size() < 64) out.first_gaps.push_back(ArchiveEntry{true, e.h.seq, e.gap_end, e.gap_lost, {}});
+      } else {
+        ++out.records;
+        last_good = e.h.seq;
+        any = true;
+      }
+    }
+    ++out.batches;
+    out.bytes += h.bytes;
+    out.end_seq = h.end_seq;
+    offset += h.bytes;
+  }
+  if (out.damage.empty() && s.sealed && out.end_seq != s.end_seq) {
+    out.damage = absl::StrCat(path, ": its batches end at ", out.end_seq, " but the catalog says ", s.end_seq,
+                              " (truncated); last good sequence ",
+                              any ? absl::StrCat(last_good) : std::string("none before it"));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace ringfire::archive

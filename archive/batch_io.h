@@ -1,0 +1,72 @@
+// batch_io.h — reading and checking one batch of a segment file, and
+// walking its entries: what recovery, replay and `ringfire archive` share.
+// Nothing here trusts a length it read: every size is checked against the
+// segment and kMaxBatchBytes before anything is allocated or read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "archive/format.h"
+
+namespace ringfire::archive {
+
+enum class BatchRead : uint8_t {
+  kOk,       // a whole batch whose checksum and entries hold
+  kEnd,      // zeroes (nothing written here yet) or the segment's end
+  kDamaged,  // a batch that does not check out; *why says how
+};
+
+// SegmentLimits bound what a batch of one archive may declare.
+struct SegmentLimits {
+  uint64_t segment_bytes = 0;
+  uint64_t max_batch_bytes = 0;
+  uint32_t max_record = 0;
+};
+
+// read_batch reads the batch at `offset` of a segment file into *buf,
+// checks its header, checksum and entries (check_entries), and fills
+// *header.
+BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::vector<uint8_t>* buf,
+                     BatchHeader* header, std::string* why);
+
+// EntryView is one entry of a checked batch. For a gap, gap_end and
+// gap_lost hold its payload.
+struct EntryView {
+  EntryHeader h;
+  const uint8_t* payload = nullptr;
+  uint64_t gap_end = 0;
+  uint64_t gap_lost = 0;
+};
+
+// check_entries walks a batch's entries and says whether they are well
+// formed: lengths inside the batch, sequences increasing inside
+// [first_seq, end_seq), gaps 16 bytes with end > seq, known kinds only.
+bool check_entries(const uint8_t* batch, const BatchHeader& h, uint32_t max_record, std::string* why);
+
+// EntryWalker steps through the entries of a batch check_entries passed.
+class EntryWalker {
+ public:
+  EntryWalker(const uint8_t* batch, const BatchHeader& h)
+      : p_(batch + kBatchHeaderBytes), end_(batch + h.bytes), left_(h.entries) {}
+  bool next(EntryView* e) {
+    if (left_ == 0) return false;
+    --left_;
+    e->h = decode_entry_header(p_);
+    e->payload = p_ + kEntryHeaderBytes;
+    if (e->h.kind == kEntryGap) {
+      e->gap_end = get_u64(e->payload);
+      e->gap_lost = get_u64(e->payload + 8);
+    }
+    p_ += kEntryHeaderBytes + pad8(e->h.len);
+    return p_ <= end_;
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  uint32_t left_;
+};
+
+}  // namespace ringfire::archive

@@ -1,0 +1,110 @@
+// segment_writer.h — the writing side of an archive directory: the catalog,
+// the open segment and its index, recovery after a crash, fsync and
+// retention. Setup and I/O; the recorder's thread only (one writer per
+// directory, held by an flock on the catalog's lock file).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "archive/format.h"
+
+namespace ringfire::archive {
+
+// ArchiveLayout is how a new archive is cut; an existing archive keeps
+// the layout it was created with.
+struct ArchiveLayout {
+  uint64_t segment_bytes = 256ull << 20;  // per segment file, preallocated
+  uint64_t index_interval = 1ull << 20;   // one index entry per this many bytes
+  uint64_t max_batch_bytes = 0;           // set by the recorder from its batch size
+};
+
+// Retention says which sealed segments may go, oldest first. Zero: no bound.
+struct Retention {
+  uint64_t max_bytes = 0;
+  uint64_t max_age_ns = 0;
+};
+
+// RecoveryReport says what opening an existing archive found.
+struct RecoveryReport {
+  bool existed = false;
+  uint64_t torn_bytes = 0;        // bytes after the last whole batch, cleared
+  uint64_t orphans_removed = 0;   // segment files the catalog did not list
+};
+
+class SegmentWriter {
+ public:
+  // open creates the archive in `dir` (made if missing) or opens the one
+  // there, which must have been recorded from a ring of the same shape; it
+  // recovers the open segment (the tail after its last whole batch is
+  // cleared) and takes the directory's writer lock.
+  static absl::StatusOr<SegmentWriter> open(const std::string& dir, const RingShape& shape,
+                                            const ArchiveLayout& layout, RecoveryReport* report);
+  SegmentWriter(SegmentWriter&&) noexcept;
+  SegmentWriter& operator=(SegmentWriter&&) noexcept;
+  ~SegmentWriter();
+
+  // has_batches: whether anything was ever recorded (end_seq() is valid).
+  bool has_batches() const { return has_batches_; }
+  // end_seq: one past the last sequence the archive covers.
+  uint64_t end_seq() const { return end_seq_; }
+  const Catalog& catalog() const { return catalog_; }
+  const std::string& dir() const { return dir_; }
+
+  // append writes one sealed batch covering [first_seq, end_seq) holding
+  // `records` records, rolling to a new segment when it does not fit. On
+  // an error (a full disk) nothing of the batch is kept and the call can
+  // be repeated with the same batch.
+  absl::Status append(std::span<const uint8_t> batch, uint64_t first_seq, uint64_t end_seq,
+                      uint64_t records);
+  // sync makes what was appended durable (fdatasync of the open segment).
+  absl::Status sync();
+  // dirty: appended since the last sync.
+  bool dirty() const { return dirty_; }
+  // seals_since_sync: segments sealed and not yet synced (the "segment"
+  // policy syncs each as it seals; see append).
+  void set_sync_on_seal(bool on) { sync_on_seal_ = on; }
+
+  // enforce removes sealed segments, oldest first, while the archive is
+  // over `r`'s size or they are older than its age, skipping none: it stops
+  // at a segment a reader holds. Returns how many it removed and counts the
+  // stop in *deferred.
+  absl::StatusOr<uint32_t> enforce(const Retention& r, uint64_t now_unix_ns, uint64_t* deferred);
+
+  // Statistics for stat/top/metrics.
+  uint64_t segments() const { return catalog_.segments.size(); }
+  uint64_t open_segment_bytes() const { return write_offset_; }
+  uint64_t fsyncs() const { return fsyncs_; }
+
+ private:
+  SegmentWriter() = default;
+  absl::Status recover(RecoveryReport* report);
+  absl::Status store_catalog();
+  absl::Status create_open_segment();
+  absl::Status roll(uint64_t first_seq);
+  void close_files();
+
+  std::string dir_;
+  Catalog catalog_;
+  int lock_fd_ = -1;
+  int seg_fd_ = -1;
+  int idx_fd_ = -1;
+  bool catalog_dirty_ = false;
+  bool has_batches_ = false;
+  bool dirty_ = false;
+  bool sync_on_seal_ = false;
+  uint64_t end_seq_ = 0;
+  uint64_t write_offset_ = kSegmentHeaderBytes;
+  uint64_t next_index_offset_ = kSegmentHeaderBytes;
+  uint64_t index_entries_ = 0;
+  uint64_t fsyncs_ = 0;
+};
+
+// load_catalog reads DIR/catalog (readers and the writer).
+absl::StatusOr<Catalog> load_catalog(const std::string& dir);
+
+}  // namespace ringfire::archive
