@@ -71,10 +71,13 @@ Recorder::Recorder(ring::RawReader reader, SegmentWriter writer, const RecordOpt
       header_(&reader_.header()),
       max_record_(max_record),
       batch_(std::min(options.batch_bytes, writer_.catalog().max_batch_bytes), max_record) {
-  writer_.set_sync_on_seal(options.fsync == FsyncPolicy::kSegment);
+  // Both policies that sync at all sync a segment as it is sealed: an
+  // interval's last stretch would otherwise never reach the disk.
+  writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
   stats_.recorded_end.store(writer_.has_batches() ? writer_.end_seq() : reader_.cursor(),
                             std::memory_order_relaxed);
   stats_.segments.store(writer_.segments(), std::memory_order_relaxed);
+  stats_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
 }
 
 uint64_t Recorder::lag() const {
@@ -194,6 +197,7 @@ bool Recorder::write_batch(uint64_t now_ns) {
   stats_.recorded_end.store(sealed_end_, std::memory_order_relaxed);
   stats_.segments.store(writer_.segments(), std::memory_order_relaxed);
   stats_.fsyncs.store(writer_.fsyncs(), std::memory_order_relaxed);
+  stats_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
   return true;
 }
 
@@ -209,6 +213,7 @@ uint64_t Recorder::poll(uint64_t now_ns) {
     if (auto st = writer_.sync(); !st.ok()) note_error(st, now_ns);
     next_sync_ns_ = now_ns + options_.fsync_interval_ns;
     stats_.fsyncs.store(writer_.fsyncs(), std::memory_order_relaxed);
+    stats_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
   }
   if (now_ns >= next_retention_ns_) {
     next_retention_ns_ = now_ns + kRetentionNs;
@@ -246,8 +251,11 @@ absl::Status Recorder::flush() {
     open_ = true;
     if (!write_batch(monotonic_ns())) return absl::UnavailableError(last_error());
   }
-  if (options_.fsync != FsyncPolicy::kNever) return writer_.sync();
-  return absl::OkStatus();
+  if (options_.fsync == FsyncPolicy::kNever) return absl::OkStatus();
+  absl::Status st = writer_.sync();
+  stats_.fsyncs.store(writer_.fsyncs(), std::memory_order_relaxed);
+  stats_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
+  return st;
 }
 
 }  // namespace ringfire::archive

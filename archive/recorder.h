@@ -45,6 +45,7 @@ struct RecordOptions {
 // read (relaxed) by any.
 struct RecorderStats {
   std::atomic<uint64_t> recorded_end{0};  // one past the last sequence written
+  std::atomic<uint64_t> durable_end{0};   // one past the last sequence fsynced
   std::atomic<uint64_t> records{0};       // records written by this process
   std::atomic<uint64_t> bytes{0};         // batch bytes written by this process
   std::atomic<uint64_t> batches{0};
@@ -77,6 +78,8 @@ class Recorder {
 
   const RecorderStats& stats() const { return stats_; }
   const RecoveryReport& recovery() const { return recovery_; }
+  // writer: the archive's writing side (tests look at its durable offset).
+  const SegmentWriter& writer() const { return writer_; }
   // lag: records the ring has published that the recorder has not taken.
   uint64_t lag() const;
   // last_error: the message of the last failed write ("" when none).

@@ -180,6 +180,8 @@ SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
   next_index_offset_ = o.next_index_offset_;
   index_entries_ = o.index_entries_;
   fsyncs_ = o.fsyncs_;
+  durable_end_ = o.durable_end_;
+  durable_offset_ = o.durable_offset_;
   return *this;
 }
 
@@ -238,6 +240,7 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
   // of the one before it, so an open segment without batches ends there.
   has_batches_ = last.end_seq > last.first_seq || catalog_.segments.size() > 1;
   end_seq_ = last.end_seq;
+  durable_end_ = end_seq_;
   if (last.sealed) return absl::OkStatus();
 
   const std::string seg_path = dir_ + "/" + segment_name(last.first_seq);
@@ -319,6 +322,8 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
     has_batches_ = true;
     end_seq_ = expect;
   }
+  durable_end_ = end_seq_;
+  durable_offset_ = offset;
   last.end_seq = any ? expect : last.first_seq;
   last.records = records;
   last.bytes = offset - kSegmentHeaderBytes;
@@ -364,6 +369,7 @@ absl::Status SegmentWriter::create_open_segment() {
   write_offset_ = kSegmentHeaderBytes;
   next_index_offset_ = kSegmentHeaderBytes;
   index_entries_ = 0;
+  if (!dirty_) durable_offset_ = kSegmentHeaderBytes;
   return sync_dir(dir_);
 }
 
@@ -394,10 +400,14 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
     if (auto st = store_catalog(); !st.ok()) return st;
   }
   const bool open_listed = !catalog_.segments.empty() && !catalog_.segments.back().sealed;
-  if (!open_listed || write_offset_ + batch.size() > catalog_.segment_bytes) {
+  if (!open_listed) {
     if (auto st = roll(first_seq); !st.ok()) return st;
   } else if (seg_fd_ < 0) {
+    // Listed, its file not made yet (a full disk at the roll): make it.
     if (auto st = create_open_segment(); !st.ok()) return st;
+  }
+  if (write_offset_ + batch.size() > catalog_.segment_bytes) {
+    if (auto st = roll(first_seq); !st.ok()) return st;
   }
   const std::string seg_path = dir_ + "/" + segment_name(catalog_.segments.back().first_seq);
   // The entries first, the header last: a reader of the open segment that
@@ -438,6 +448,8 @@ absl::Status SegmentWriter::sync() {
   }
   ++fsyncs_;
   dirty_ = false;
+  durable_end_ = end_seq_;
+  durable_offset_ = write_offset_;
   return absl::OkStatus();
 }
 

@@ -65,8 +65,13 @@ class SegmentWriter {
   absl::Status sync();
   // dirty: appended since the last sync.
   bool dirty() const { return dirty_; }
-  // seals_since_sync: segments sealed and not yet synced (the "segment"
-  // policy syncs each as it seals; see append).
+  // durable_end: one past the last sequence a sync made durable (the
+  // archive's start before any); durable_offset: where in the open
+  // segment that sync ended (a power cut loses nothing before it).
+  uint64_t durable_end() const { return durable_end_; }
+  uint64_t durable_offset() const { return durable_offset_; }
+  // set_sync_on_seal: sync each segment as it is sealed (the "segment"
+  // policy).
   void set_sync_on_seal(bool on) { sync_on_seal_ = on; }
 
   // enforce removes sealed segments, oldest first, while the archive is
@@ -102,6 +107,8 @@ class SegmentWriter {
   uint64_t next_index_offset_ = kSegmentHeaderBytes;
   uint64_t index_entries_ = 0;
   uint64_t fsyncs_ = 0;
+  uint64_t durable_end_ = 0;
+  uint64_t durable_offset_ = kSegmentHeaderBytes;
 };
 
 // load_catalog reads DIR/catalog (readers and the writer).

@@ -1,0 +1,132 @@
+// format_test.cc — the archive's on-disk structures byte for byte, and
+// decoders that refuse what does not check out without sizing anything by
+// what a file declares.
+#include "archive/format.h"
+
+#include <vector>
+
+#include "archive/batch_builder.h"
+#include "archive/batch_io.h"
+#include "gtest/gtest.h"
+
+namespace ringfire::archive {
+namespace {
+
+TEST(ArchiveFormat, ABatchHeaderIsLittleEndianFieldsInOrder) {
+  uint8_t out[kBatchHeaderBytes];
+  encode_batch_header(BatchHeader{0x48, 0x0102030405060708ull, 0x1112131415161718ull, 3, 0xA1A2A3A4A5A6A7A8ull},
+                      out);
+  const std::vector<uint8_t> want = {
+      'R', 'F', 'B', '1', 0x48, 0, 0, 0,                   // magic, bytes
+      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,      // first_seq
+      0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,      // end_seq
+      3, 0, 0, 0, 0, 0, 0, 0,                              // entries, flags
+      0xA8, 0xA7, 0xA6, 0xA5, 0xA4, 0xA3, 0xA2, 0xA1};     // checksum
+  EXPECT_EQ(std::vector<uint8_t>(out, out + kBatchHeaderBytes), want);
+  uint32_t magic = 0;
+  const BatchHeader back = decode_batch_header(out, &magic);
+  EXPECT_EQ(magic, kBatchMagic);
+  EXPECT_EQ(back.first_seq, 0x0102030405060708ull);
+  EXPECT_EQ(back.end_seq, 0x1112131415161718ull);
+  EXPECT_EQ(back.entries, 3u);
+}
+
+TEST(ArchiveFormat, AnEntryHeaderIsSeqLenKind) {
+  uint8_t out[kEntryHeaderBytes];
+  encode_entry_header(EntryHeader{0x0A0B, 0x40, kEntryGap}, out);
+  const std::vector<uint8_t> want = {0x0B, 0x0A, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 1, 0, 0, 0};
+  EXPECT_EQ(std::vector<uint8_t>(out, out + kEntryHeaderBytes), want);
+}
+
+TEST(ArchiveFormat, SegmentNamesSortByFirstSequence) {
+  EXPECT_EQ(segment_name(42), "00000000000000000042.seg");
+  EXPECT_EQ(index_name(18446744073709551615ull), "18446744073709551615.idx");
+  EXPECT_LT(segment_name(999), segment_name(1000));
+}
+
+Catalog sample_catalog() {
+  Catalog c;
+  c.shape = RingShape{1, 0, 4096, 0xFEED};
+  c.segment_bytes = 1 << 20;
+  c.index_interval = 1 << 16;
+  c.max_batch_bytes = 1 << 18;
+  c.created_unix_ns = 123;
+  c.segments = {{0, 100, 100, 9000, true}, {100, 250, 150, 12000, false}};
+  return c;
+}
+
+TEST(ArchiveFormat, ACatalogRoundTrips) {
+  const std::string bytes = encode_catalog(sample_catalog());
+  EXPECT_EQ(bytes.size(), 72u + 2 * 40u + 8u);
+  std::string why;
+  auto c = decode_catalog(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->shape, sample_catalog().shape);
+  ASSERT_EQ(c->segments.size(), 2u);
+  EXPECT_EQ(c->segments[1].first_seq, 100u);
+  EXPECT_EQ(c->segments[1].end_seq, 250u);
+  EXPECT_TRUE(c->segments[0].sealed);
+  EXPECT_FALSE(c->segments[1].sealed);
+}
+
+TEST(ArchiveFormat, ACatalogWithAFlippedByteIsRefused) {
+  std::string bytes = encode_catalog(sample_catalog());
+  bytes[90] ^= 0x10;
+  std::string why;
+  EXPECT_FALSE(decode_catalog(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why));
+  EXPECT_EQ(why, "catalog checksum mismatch");
+}
+
+TEST(ArchiveFormat, ACatalogDeclaringMoreSegmentsThanItHoldsIsRefusedBeforeAnyAllocation) {
+  std::string bytes = encode_catalog(sample_catalog());
+  put_u32(reinterpret_cast<uint8_t*>(bytes.data()) + 64, 0xFFFFFFFFu);
+  std::string why;
+  EXPECT_FALSE(decode_catalog(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why));
+  EXPECT_NE(why.find("declares 4294967295 segments"), std::string::npos) << why;
+}
+
+TEST(ArchiveFormat, ASegmentHeaderFromAnotherVersionSaysWhichVersion) {
+  uint8_t out[kSegmentHeaderEncoded];
+  encode_segment_header(SegmentHeader{RingShape{0, 64, 64, 0}, 7, 1 << 20, 1 << 18}, out);
+  std::string why;
+  auto h = decode_segment_header(out, sizeof(out), &why);
+  ASSERT_TRUE(h) << why;
+  EXPECT_EQ(h->first_seq, 7u);
+  put_u32(out + 8, 9);
+  EXPECT_FALSE(decode_segment_header(out, sizeof(out), &why));
+  EXPECT_EQ(why, "segment format version 9, this build reads 1");
+}
+
+// A built batch passes check_entries; entries out of order, running past
+// the batch, or of an unknown kind do not.
+TEST(ArchiveFormat, CheckEntriesRefusesWhatABuilderNeverWrites) {
+  BatchBuilder b(4096, 64);
+  b.start(10);
+  for (uint64_t seq : {10u, 11u, 13u}) {
+    std::memset(b.record_slot(20), static_cast<int>(seq), 20);
+    b.commit_record(seq, 20);
+  }
+  b.add_gap(14, 20, 6);
+  auto span = b.seal(20);
+  std::vector<uint8_t> batch(span.begin(), span.end());
+  uint32_t magic = 0;
+  BatchHeader h = decode_batch_header(batch.data(), &magic);
+  std::string why;
+  ASSERT_TRUE(check_entries(batch.data(), h, 64, &why)) << why;
+  EXPECT_EQ(batch_checksum(batch.data(), batch.size()), h.checksum);
+
+  std::vector<uint8_t> bad = batch;
+  put_u64(bad.data() + kBatchHeaderBytes + 40, 9);  // the second record's seq: before the first
+  EXPECT_FALSE(check_entries(bad.data(), h, 64, &why));
+  bad = batch;
+  put_u32(bad.data() + kBatchHeaderBytes + 8, 1u << 20);  // the first record's length
+  EXPECT_FALSE(check_entries(bad.data(), h, 1u << 21, &why));
+  EXPECT_NE(why.find("runs past the batch"), std::string::npos) << why;
+  bad = batch;
+  put_u16(bad.data() + kBatchHeaderBytes + 12, 7);
+  EXPECT_FALSE(check_entries(bad.data(), h, 64, &why));
+  EXPECT_FALSE(check_entries(batch.data(), h, 16, &why)) << "records over the ring's largest";
+}
+
+}  // namespace
+}  // namespace ringfire::archive

@@ -1,0 +1,515 @@
+// recorder_test.cc — recording rings into archives and reading them back:
+// every record under its sequence, laps recorded as gaps, lookups through
+// the index, recovery after a kill and a power cut, damage found and named,
+// retention that leaves a reader's segment alone, a full disk.
+#include "archive/recorder.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "archive/archive_reader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ring/blob.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+
+namespace ringfire::archive {
+namespace {
+
+using ring::testing::ScopedRing;
+using ::testing::HasSubstr;
+
+// TempDir is a directory for one test, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/rf-archive-test.XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string archive() const { return path_ + "/a"; }
+
+ private:
+  std::string path_;
+};
+
+void publish(ring::Producer& p, uint64_t n) {
+  std::vector<std::byte> rec(p.record_size());
+  for (uint64_t i = 0; i < n; ++i) {
+    ring::fill_record(rec, p.next_seq(), 0);
+    p.publish(rec.data());
+  }
+}
+
+RecordOptions small_options(const std::string& dir) {
+  RecordOptions o;
+  o.dir = dir;
+  o.layout.segment_bytes = 256u << 10;
+  o.layout.index_interval = 8u << 10;
+  o.batch_bytes = 16u << 10;
+  o.linger_ns = 1'000'000;
+  return o;
+}
+
+// drain polls (with a clock it moves itself) until the recorder has taken
+// everything the ring holds, then writes the last partial batch.
+void drain(Recorder& r, uint64_t* now) {
+  for (int idle = 0; idle < 3;) {
+    *now += 2'000'000;
+    idle = r.poll(*now) == 0 && r.lag() == 0 ? idle + 1 : 0;
+  }
+  ASSERT_TRUE(r.flush().ok());
+}
+
+struct ReadBack {
+  std::vector<uint64_t> seqs;
+  std::vector<ArchiveEntry> gaps;
+  uint64_t bad = 0;
+  absl::Status error;
+};
+
+// read_back reads the archive from `from` to its end, checking each record.
+ReadBack read_back(const std::string& dir, uint64_t from) {
+  ReadBack out;
+  auto r = ArchiveReader::open(dir);
+  if (!r.ok()) {
+    out.error = r.status();
+    return out;
+  }
+  if (auto st = r->seek(from); !st.ok()) {
+    out.error = st;
+    return out;
+  }
+  ArchiveEntry e;
+  for (;;) {
+    auto got = r->next(&e);
+    if (!got.ok()) {
+      out.error = got.status();
+      return out;
+    }
+    if (!*got) return out;
+    if (e.gap) {
+      out.gaps.push_back(e);
+      continue;
+    }
+    out.seqs.push_back(e.seq);
+    if (ring::check_record(reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size(), e.seq) !=
+        ring::CheckVerdict::kOk) {
+      ++out.bad;
+    }
+  }
+}
+
+std::vector<uint64_t> iota(uint64_t from, uint64_t to) {
+  std::vector<uint64_t> v;
+  for (uint64_t s = from; s < to; ++s) v.push_back(s);
+  return v;
+}
+
+TEST(Recorder, RecordsEveryRecordUnderItsSequenceAcrossSegments) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 20'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->stats().records.load(), 20'000u);
+  EXPECT_EQ((*rec)->stats().recorded_end.load(), 20'000u);
+  EXPECT_GE((*rec)->stats().segments.load(), 6u) << "20,000 x 80 bytes in 256 KiB segments";
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, 20'000));
+  EXPECT_EQ(back.bad, 0u);
+  EXPECT_TRUE(back.gaps.empty());
+}
+
+TEST(Recorder, BlobRecordsKeepTheirLengthsAndBytes) {
+  ScopedRing ring(ring::testing::blob_ring(1u << 12, 1u << 20));
+  TempDir tmp;
+  auto p = ring::BlobProducer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.layout.segment_bytes = 1u << 20;  // a batch holds the ring's largest blob (256 KiB)
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  std::vector<uint64_t> lengths;
+  for (uint64_t seq = 0; seq < 3000; ++seq) {
+    const uint32_t len = ring::blob_length_for(seq, 24, 3000);
+    auto dst = p->reserve(len);
+    ring::fill_record(dst, seq, 0);
+    p->commit(len);
+    lengths.push_back(len);
+    if (seq % 100 == 99) drain(**rec, &now);  // within the 1 MiB arena's reach
+  }
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->stats().gaps.load(), 0u);
+  EXPECT_GE((*rec)->stats().segments.load(), 4u);
+  auto r = ArchiveReader::open(tmp.archive());
+  ASSERT_TRUE(r.ok());
+  ArchiveEntry e;
+  uint64_t n = 0;
+  while (*r->next(&e)) {
+    ASSERT_FALSE(e.gap);
+    ASSERT_EQ(e.seq, n);
+    ASSERT_EQ(e.bytes.size(), lengths[n]);
+    ASSERT_EQ(ring::check_record(reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size(), e.seq),
+              ring::CheckVerdict::kOk);
+    ++n;
+  }
+  EXPECT_EQ(n, 3000u);
+}
+
+TEST(Recorder, ASparseRingsHolesAreRecordedAsHolesNotGaps) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 12, 64, ring::kFlagSparse));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  std::vector<uint64_t> want;
+  std::vector<std::byte> rec(64);
+  for (uint64_t seq = 0; seq < 2000; seq += 1 + seq % 3) {
+    ring::fill_record(rec, seq, 0);
+    ASSERT_TRUE(p->publish_at(seq, rec.data()));
+    want.push_back(seq);
+  }
+  auto r = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  uint64_t now = 0;
+  drain(**r, &now);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, want);
+  EXPECT_TRUE(back.gaps.empty());
+  EXPECT_EQ((*r)->stats().gaps.load(), 0u);
+}
+
+TEST(Recorder, ALapItTookIsRecordedAsAGapOfExactlyTheRecordsLost) {
+  ScopedRing ring(ring::testing::fixed_ring(1024, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 100);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  publish(*p, 5000);  // 5,100 published; the ring holds 4,076..5,099
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->stats().gaps.load(), 1u);
+  EXPECT_EQ((*rec)->stats().lost.load(), 5100u - 1024u - 100u);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  ASSERT_EQ(back.gaps.size(), 1u);
+  EXPECT_EQ(back.gaps[0].seq, 100u);
+  EXPECT_EQ(back.gaps[0].gap_end, 4076u);
+  EXPECT_EQ(back.gaps[0].gap_lost, 3976u);
+  std::vector<uint64_t> want = iota(0, 100);
+  for (uint64_t s = 4076; s < 5100; ++s) want.push_back(s);
+  EXPECT_EQ(back.seqs, want);
+}
+
+TEST(Recorder, ASeekReadsTheCatalogOneIndexAndFewBatches) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 200'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  auto r = ArchiveReader::open(tmp.archive());
+  ASSERT_TRUE(r.ok());
+  ASSERT_GT(r->catalog().segments.size(), 50u);
+  for (uint64_t seq : {0ull, 1ull, 99'999ull, 123'457ull, 199'999ull, 3'276ull}) {
+    const ReaderCounters before = r->counters();
+    ASSERT_TRUE(r->seek(seq).ok());
+    ArchiveEntry e;
+    ASSERT_TRUE(*r->next(&e));
+    EXPECT_EQ(e.seq, seq);
+    const ReaderCounters& after = r->counters();
+    EXPECT_EQ(after.catalog_loads - before.catalog_loads, 1u);
+    EXPECT_EQ(after.segments_opened - before.segments_opened, 1u);
+    EXPECT_EQ(after.index_reads - before.index_reads, 1u);
+    // An index entry per 8 KiB and 16 KiB batches: the batch found, and the
+    // one holding seq.
+    EXPECT_LE(after.batches_read - before.batches_read, 2u);
+    EXPECT_EQ(after.index_misses, 0u);
+  }
+  // Past the end: found nothing yet (a recorder may still add it).
+  ASSERT_TRUE(r->seek(250'000).ok());
+  ArchiveEntry e;
+  EXPECT_FALSE(*r->next(&e));
+}
+
+// A recorder killed mid-batch leaves a torn tail: a batch header whose
+// entries never landed. The next one clears it and resumes exactly where
+// the last whole batch ended: nothing lost (the ring still holds it),
+// nothing twice.
+TEST(Recorder, ATornTailIsClearedAndRecordingResumesWithNoLossAndNoDuplicate) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 3000);
+  uint64_t now = 0;
+  uint64_t tail_offset = 0;
+  std::string open_segment;
+  {
+    auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+    ASSERT_TRUE(rec.ok());
+    drain(**rec, &now);
+    tail_offset = (*rec)->writer().open_segment_bytes();
+    open_segment = tmp.archive() + "/" + segment_name((*rec)->writer().catalog().segments.back().first_seq);
+  }
+  // What a kill between the entries and the header of the next batch, or
+  // a short write, leaves: a header that promises bytes that are not there.
+  BatchHeader torn{4096, 3000, 3050, 50, 0xDEAD};
+  uint8_t head[kBatchHeaderBytes];
+  encode_batch_header(torn, head);
+  const int fd = ::open(open_segment.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, head, sizeof(head), static_cast<off_t>(tail_offset)), static_cast<ssize_t>(sizeof(head)));
+  ::close(fd);
+  publish(*p, 2000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_TRUE((*rec)->recovery().existed);
+  EXPECT_GT((*rec)->recovery().torn_bytes, 0u);
+  EXPECT_EQ((*rec)->stats().recorded_end.load(), 3000u);
+  drain(**rec, &now);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, 5000));
+  EXPECT_EQ(back.bad, 0u);
+}
+
+// The power-cut model: everything after the last fsync is lost (the file
+// cut back to what was synced). The recorder resumes at what survived and
+// takes the rest from the ring again.
+TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.fsync = FsyncPolicy::kInterval;
+  o.fsync_interval_ns = 10'000'000'000;  // no interval passes in this test
+  uint64_t now = 0;
+  uint64_t durable = 0;
+  uint64_t durable_offset = 0;
+  std::string open_segment;
+  {
+    auto rec = Recorder::open(ring.open(), o);
+    ASSERT_TRUE(rec.ok());
+    publish(*p, 4000);
+    drain(**rec, &now);  // flush() syncs
+    publish(*p, 1000);
+    // Written, not synced: polls inside one fsync interval.
+    for (int i = 0; i < 50; ++i) (*rec)->poll(now += 1'500'000);
+    EXPECT_EQ((*rec)->stats().recorded_end.load(), 5000u);
+    durable = (*rec)->stats().durable_end.load();
+    durable_offset = (*rec)->writer().durable_offset();
+    open_segment = tmp.archive() + "/" + segment_name((*rec)->writer().catalog().segments.back().first_seq);
+  }
+  EXPECT_EQ(durable, 4000u);
+  // The cut: what the disk never got is zeroes.
+  struct stat st {};
+  ASSERT_EQ(stat(open_segment.c_str(), &st), 0);
+  const int fd = ::open(open_segment.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(durable_offset)), 0);
+  ASSERT_EQ(ftruncate(fd, st.st_size), 0);
+  ::close(fd);
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ((*rec)->stats().recorded_end.load(), durable);
+  drain(**rec, &now);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, 5000));
+}
+
+TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequence) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 10'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  const Catalog cat = (*rec)->writer().catalog();
+  ASSERT_GE(cat.segments.size(), 3u);
+  const std::string victim = tmp.archive() + "/" + segment_name(cat.segments[1].first_seq);
+  // A byte inside the third batch of the second segment (16 KiB batches).
+  const uint64_t offset = kSegmentHeaderBytes + 2 * (16u << 10) + 5000;
+  const int fd = ::open(victim.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, offset), 1);
+  b ^= 0x01;
+  ASSERT_EQ(pwrite(fd, &b, 1, offset), 1);
+  ::close(fd);
+
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(absl::IsDataLoss(back.error)) << back.error;
+  const std::string msg(back.error.message());
+  EXPECT_THAT(msg, HasSubstr(victim));
+  ASSERT_FALSE(back.seqs.empty());
+  // Nothing of the damaged batch was handed out: the last record read is
+  // the last good sequence the error names, and every one read is whole.
+  EXPECT_THAT(msg, HasSubstr("last good sequence " + std::to_string(back.seqs.back())));
+  EXPECT_EQ(back.seqs, iota(0, back.seqs.back() + 1));
+  EXPECT_EQ(back.bad, 0u);
+  EXPECT_GT(back.seqs.back(), cat.segments[1].first_seq);
+  EXPECT_LT(back.seqs.back(), cat.segments[1].end_seq);
+  // `ringfire archive`'s scan finds the same damage.
+  const SegmentScan scan = scan_segment(tmp.archive(), cat, 1);
+  EXPECT_THAT(scan.damage, HasSubstr("offset"));
+  EXPECT_TRUE(scan_segment(tmp.archive(), cat, 0).damage.empty());
+
+  // A truncated sealed segment is damage too, never a quiet end.
+  ASSERT_EQ(truncate((tmp.archive() + "/" + segment_name(cat.segments[0].first_seq)).c_str(), 40000), 0);
+  const ReadBack cut = read_back(tmp.archive(), 0);
+  EXPECT_TRUE(absl::IsDataLoss(cut.error)) << cut.error;
+  EXPECT_THAT(std::string(cut.error.message()), HasSubstr("truncated"));
+}
+
+TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.retention.max_bytes = 4 * o.layout.segment_bytes;
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  publish(*p, 10'000);
+  drain(**rec, &now);
+  // A reader at the oldest segment holds it.
+  auto reader = ArchiveReader::open(tmp.archive());
+  ASSERT_TRUE(reader.ok());
+  const uint64_t first = reader->catalog().segments.front().first_seq;
+  ASSERT_TRUE(reader->seek(first).ok());
+  publish(*p, 30'000);
+  drain(**rec, &now);
+  now += 2'000'000'000;
+  (*rec)->poll(now);
+  EXPECT_GT((*rec)->stats().removals_deferred.load(), 0u);
+  EXPECT_EQ((*rec)->writer().catalog().segments.front().first_seq, first);
+  ArchiveEntry e;
+  ASSERT_TRUE(*reader->next(&e));
+  EXPECT_EQ(e.seq, first);
+  // Let go of it: the oldest go until four segments remain.
+  reader = ArchiveReader::open(tmp.archive());
+  now += 2'000'000'000;
+  (*rec)->poll(now);
+  EXPECT_EQ((*rec)->writer().catalog().segments.size(), 4u);
+  EXPECT_GT((*rec)->stats().segments_removed.load(), 0u);
+  struct stat st {};
+  EXPECT_NE(stat((tmp.archive() + "/" + segment_name(first)).c_str(), &st), 0);
+  const uint64_t oldest = (*rec)->writer().catalog().segments.front().first_seq;
+  const ReadBack back = read_back(tmp.archive(), oldest);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(oldest, 40'000));
+  // A range before it is answered as missing, not read from nowhere.
+  auto again = ArchiveReader::open(tmp.archive());
+  EXPECT_TRUE(absl::IsOutOfRange(again->seek(first)));
+}
+
+TEST(Recorder, RefusesAnotherKindOfRingARecreatedRingAndASecondRecorder) {
+  ScopedRing ring(ring::testing::fixed_ring(1024, 64));
+  ScopedRing other(ring::testing::fixed_ring(1024, 128));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 500);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  auto second = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("another recorder"));
+  uint64_t now = 0;
+  drain(**rec, &now);
+  rec->reset();
+  auto wrong = Recorder::open(other.open(), small_options(tmp.archive()));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("record size 64 vs 128"));
+  ScopedRing fresh(ring::testing::fixed_ring(1024, 64));  // same shape, write_seq 0
+  auto recreated = Recorder::open(fresh.open(), small_options(tmp.archive()));
+  ASSERT_FALSE(recreated.ok());
+  EXPECT_THAT(std::string(recreated.status().message()), HasSubstr("re-created"));
+}
+
+// A full disk stops the recording (counted, said) while the ring goes on;
+// recording resumes when space returns, with the lap it took as a gap.
+TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
+  TempDir tmp;
+  const std::string mnt = tmp.path() + "/small";
+  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string p;
+    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  // Ballast: most of the 2 MiB, given back later.
+  const std::string ballast = mnt + "/ballast";
+  {
+    const int fd = ::open(ballast.c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fallocate(fd, 0, 0, 1200 << 10), 0);
+    ::close(fd);
+  }
+  ScopedRing ring(ring::testing::fixed_ring(4096, 64));
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(mnt + "/a");
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  // 256 KiB segments: the third does not fit beside the ballast.
+  for (int i = 0; i < 40 && !(*rec)->stats().stalled.load(); ++i) {
+    publish(*p, 1000);
+    for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
+  }
+  ASSERT_TRUE((*rec)->stats().stalled.load());
+  EXPECT_GT((*rec)->stats().disk_errors.load(), 0u);
+  EXPECT_THAT((*rec)->last_error(), HasSubstr("disk is full"));
+  const uint64_t stalled_at = (*rec)->stats().recorded_end.load();
+  // The ring goes on without it: its writer never waits for a reader.
+  const uint64_t before = p->next_seq();
+  publish(*p, 10'000);
+  EXPECT_EQ(p->next_seq(), before + 10'000);
+  ASSERT_EQ(unlink(ballast.c_str()), 0);
+  now += 2'000'000'000;
+  drain(**rec, &now);
+  EXPECT_FALSE((*rec)->stats().stalled.load());
+  EXPECT_EQ((*rec)->stats().recorded_end.load(), p->next_seq());
+  EXPECT_GE((*rec)->stats().gaps.load(), 1u) << "the ring lapped it while it waited";
+  const ReadBack back = read_back(mnt + "/a", 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.bad, 0u);
+  ASSERT_FALSE(back.gaps.empty());
+  EXPECT_GE(back.gaps[0].seq, stalled_at);
+  EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
+}
+
+}  // namespace
+}  // namespace ringfire::archive
