@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# archive_cli_test.sh — the archive through the `ringfire` command, as an
+# operator runs it:
+#   1. a recorder killed with SIGKILL every second or so while a publisher
+#      writes 100 k records/s, restarted each time: afterwards the archive
+#      holds every record published, once, in order, each whole
+#      (`tail --archive` checks every record, `archive` every batch);
+#   2. a range replayed into a new ring is the source's, byte for byte
+#      (`compare`), and a range the archive never had is named as a gap;
+#   3. a flipped byte: `archive` and `tail --archive` exit 3 naming the
+#      file, the offset and the last good sequence;
+#   4. bad options fail at start with a message that says what to change.
+# Usage: archive_cli_test.sh PATH/TO/ringfire
+set -u
+rf=$1
+tmp=$(mktemp -d /tmp/rf-archive-cli.XXXXXX)
+ring="rf-arctest-$$"
+fails=0
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  "$rf" remove "$ring" >/dev/null 2>&1
+  "$rf" remove "$ring-replay" >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+"$rf" create "$ring" --capacity 1Mi --slot-size 56 >/dev/null || { echo "FAIL: create"; exit 1; }
+
+# 1. SIGKILL under load.
+"$rf" publish "$ring" --rate 100k --duration 8s --quiet >"$tmp/publish.out" 2>&1 &
+pub=$!
+pids+=("$pub")
+kills=0
+resumed=0
+for i in 1 2 3 4 5 6 7; do
+  "$rf" record "$ring" --dir "$tmp/a" --fsync never --segment-size 4Mi --quiet >"$tmp/record.$i.out" 2>&1 &
+  rec=$!
+  pids+=("$rec")
+  sleep "0.$((3 + RANDOM % 9))"
+  kill -9 "$rec" 2>/dev/null && kills=$((kills + 1))
+  wait "$rec" 2>/dev/null
+  grep -q "resumed" "$tmp/record.$i.out" && resumed=$((resumed + 1))
+done
+wait "$pub"
+published=$(sed -n 's/.*published \([0-9]*\) records.*/\1/p' "$tmp/publish.out")
+"$rf" record "$ring" --dir "$tmp/a" --fsync never --idle-exit 300ms --quiet >"$tmp/record.last.out" 2>&1 ||
+  fail "the last recorder: $(cat "$tmp/record.last.out")"
+((kills >= 5)) || fail "only $kills recorders were killed"
+((resumed >= 6)) || fail "only $resumed recorders resumed an archive: $(cat "$tmp"/record.*.out)"
+out=$("$rf" tail --archive "$tmp/a" 2>&1)
+want="tail: $published records verified, 0 lost in 0 gaps, 0 holes skipped, 0 torn, 0 misplaced, last seq $((published - 1))"
+[[ -n "$published" && "$out" == "$want" ]] || fail "after $kills kills: '$out', want '$want'"
+out=$("$rf" archive "$tmp/a" 2>&1) || fail "archive: $out"
+grep -q "archive: .* sequences \[0, $published), $published records, .* 0 gaps (0 lost), every batch checks out" <<<"$out" ||
+  fail "archive listing: $out"
+
+# 2. Replay a range into a new ring; compare it with the source.
+out=$("$rf" replay "$tmp/a" --into "$ring-replay" --from 100000 --to 300000 2>&1) || fail "replay: $out"
+grep -q "replay: 200000 records into $ring-replay, sequences \[100000, 300000), 0 gaps" <<<"$out" || fail "replay: $out"
+out=$("$rf" compare "$ring" "$ring-replay" 2>&1) || fail "compare after replay: $out"
+grep -q "200000 identical, 0 differ, [0-9]* only in $ring, 0 only in $ring-replay" <<<"$out" || fail "compare: $out"
+out=$("$rf" replay "$tmp/a" --into "$ring-replay" --from 300000 --to $((published + 50)) 2>&1) ||
+  fail "replay to past the end: $out"
+grep -q "gap \[$published, $((published + 50))) not recorded (yet)" <<<"$out" || fail "replay past the end: $out"
+
+# 3. A flipped byte in the middle of the first segment.
+seg=$(ls "$tmp/a"/*.seg | head -1)
+python3 - "$seg" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(1_000_000)
+    b = f.read(1)
+    f.seek(1_000_000)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+out=$("$rf" archive "$tmp/a" 2>&1)
+rc=$?
+[[ $rc == 3 ]] || fail "archive of a damaged segment exited $rc: $out"
+grep -q "$seg: damaged at offset [0-9]* (batch checksum mismatch); last good sequence [0-9]*" <<<"$out" ||
+  fail "archive names the damage: $out"
+out=$("$rf" tail --archive "$tmp/a" 2>&1)
+rc=$?
+[[ $rc == 3 ]] || fail "tail --archive of a damaged archive exited $rc: $out"
+last_good=$(sed -n 's/.*last good sequence \([0-9]*\).*/\1/p' <<<"$out")
+grep -q "tail: $((last_good + 1)) records verified, .* 0 torn, 0 misplaced, last seq $last_good" <<<"$out" ||
+  fail "tail --archive stops at the last good record: $out"
+
+# 4. Bad options say what to change.
+check_err() {
+  local pattern=$1
+  shift
+  local err
+  err=$("$@" 2>&1 >/dev/null)
+  [[ $? == 2 ]] && grep -q -- "$pattern" <<<"$err" || fail "'$*': $err (want /$pattern/)"
+}
+check_err "--dir DIR is required" "$rf" record "$ring"
+check_err "use segment, never, or an interval" "$rf" record "$ring" --dir "$tmp/b" --fsync sometimes
+check_err "use a multiple of 4 KiB" "$rf" record "$ring" --dir "$tmp/b" --segment-size 100000
+check_err "not an archive" "$rf" archive "$tmp/nothing"
+"$rf" record "$ring" --dir "$tmp/a2" --quiet >/dev/null 2>&1 &
+holder=$!
+pids+=("$holder")
+sleep 0.5
+check_err "another recorder is writing" "$rf" record "$ring" --dir "$tmp/a2" --duration 1s
+kill "$holder"
+wait "$holder" || fail "a recorder stopped with SIGTERM exits 0"
+
+if ((fails)); then
+  echo "archive_cli_test: $fails failures"
+  exit 1
+fi
+echo "archive_cli_test: ok ($published records, $kills recorders killed)"
