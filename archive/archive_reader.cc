@@ -212,7 +212,7 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
                                    " should follow"));
       }
       ++counters_.batches_read;
-      offset_ += batch_.bytes;
+      offset_ += pad_block(batch_.bytes);
       expected_ = batch_.end_seq;
       walker_ = EntryWalker(buf_.data(), batch_);
       in_batch_ = true;
@@ -296,7 +296,7 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
     ++out.batches;
     out.bytes += h.bytes;
     out.end_seq = h.end_seq;
-    offset += h.bytes;
+    offset += pad_block(h.bytes);
   }
   if (out.damage.empty() && s.sealed && out.end_seq != s.end_seq) {
     out.damage = absl::StrCat(path, ": its batches end at ", out.end_seq, " but the catalog says ", s.end_seq,

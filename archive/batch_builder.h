@@ -1,8 +1,12 @@
 // batch_builder.h — assembling one batch in memory (the recorder's hot
 // path; header-only). Records are copied straight from the ring into the
-// batch; the header and checksum are written when it is sealed. One thread.
+// batch; the header and checksum are written when it is sealed. A batch
+// is full at its target size; the buffer is larger only so that a record
+// longer than the target fits alone (its pages are touched only then).
+// One thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,13 +19,27 @@ namespace ringfire::archive {
 
 class BatchBuilder {
  public:
-  // capacity is raised to hold at least one record of max_record bytes
-  // (with a gap before it).
-  BatchBuilder(uint64_t capacity, uint32_t max_record)
-      : capacity_(pad8(std::max<uint64_t>(capacity, kBatchHeaderBytes + kReserve + pad8(max_record)))),
-        buf_(static_cast<uint8_t*>(std::aligned_alloc(4096, (capacity_ + 4095) & ~uint64_t{4095}))) {}
+  // target: the size a batch is full at; the buffer holds at least one
+  // record of max_record bytes (with a gap before it).
+  BatchBuilder(uint64_t target, uint32_t max_record)
+      : target_(pad8(target)),
+        capacity_(capacity_for(target, max_record)),
+        buf_(static_cast<uint8_t*>(std::aligned_alloc(kBlock, pad_block(capacity_)))) {}
+
+  // capacity_for: the buffer a builder of this target gets: the largest
+  // batch it can seal.
+  static uint64_t capacity_for(uint64_t capacity, uint32_t max_record) {
+    return pad8(std::max<uint64_t>(capacity, kBatchHeaderBytes + kReserve + pad8(max_record)));
+  }
 
   bool empty() const { return entries_ == 0; }
+  // room: the longest record that still fits (with a gap in front of it):
+  // up to the target, or the whole buffer for a batch's first record.
+  uint64_t room() const {
+    const uint64_t limit = entries_ == 0 ? capacity_ : target_;
+    const uint64_t need = used_ + kEntryHeaderBytes + kReserve;
+    return need >= limit ? 0 : (limit - need) & ~uint64_t{7};
+  }
   uint64_t bytes() const { return used_; }
   uint64_t capacity() const { return capacity_; }
   uint64_t first_seq() const { return first_seq_; }
@@ -38,7 +56,7 @@ class BatchBuilder {
   // record_slot returns where a record of `len` bytes would go, or nullptr
   // when the batch has no room for it (and for a gap in front of it).
   uint8_t* record_slot(uint32_t len) {
-    if (used_ + kEntryHeaderBytes + pad8(len) + kReserve > capacity_) return nullptr;
+    if (used_ + kEntryHeaderBytes + pad8(len) + kReserve > (entries_ == 0 ? capacity_ : target_)) return nullptr;
     return buf_.get() + used_ + kEntryHeaderBytes;
   }
   // commit_record keeps the record record_slot(len) pointed at.
@@ -71,7 +89,8 @@ class BatchBuilder {
   }
 
   // seal writes the header for a batch covering [first_seq(), end_seq) and
-  // returns its bytes (valid until the next start).
+  // returns its bytes padded with zeroes to a whole number of 4 KiB blocks
+  // (valid until the next start), block-aligned in memory for direct I/O.
   std::span<const uint8_t> seal(uint64_t end_seq) {
     BatchHeader h;
     h.bytes = static_cast<uint32_t>(used_);
@@ -81,7 +100,9 @@ class BatchBuilder {
     encode_batch_header(h, buf_.get());
     h.checksum = batch_checksum(buf_.get(), used_);
     put_u64(buf_.get() + 32, h.checksum);
-    return {buf_.get(), used_};
+    const uint64_t padded = pad_block(used_);
+    std::memset(buf_.get() + used_, 0, padded - used_);
+    return {buf_.get(), padded};
   }
 
  private:
@@ -89,6 +110,7 @@ class BatchBuilder {
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
+  uint64_t target_;
   uint64_t capacity_;
   std::unique_ptr<uint8_t, Free> buf_;
   uint64_t first_seq_ = 0;

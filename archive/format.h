@@ -6,10 +6,12 @@
 //   DIR/catalog              what the archive is (the ring's shape) and
 //                            which segments exist: the only place that says
 //                            so. Rewritten whole (temp file + rename).
-//   DIR/<first seq>.seg      a segment: a 4 KiB header, then batches back
-//                            to back, each 8-byte aligned; zeroes after the
-//                            last. Fixed size (preallocated), named by the
-//                            first sequence it holds, 20 decimal digits.
+//   DIR/<first seq>.seg      a segment: a 4 KiB header, then batches, each
+//                            starting on a 4 KiB boundary (the one before
+//                            it padded with zeroes: the recorder writes
+//                            with O_DIRECT); zeroes after the last. Fixed
+//                            size (preallocated), named by the first
+//                            sequence it holds, 20 decimal digits.
 //   DIR/<first seq>.idx      the segment's sparse index: (seq, offset) pairs
 //                            of 16 bytes, one per index_interval bytes of
 //                            segment; derived data, rebuilt on recovery.
@@ -17,7 +19,9 @@
 // A batch is the unit of writing and of checking:
 //
 //   0   u32 magic "RFB1"     kBatchMagic
-//   4   u32 bytes            the whole batch, header included; multiple of 8
+//   4   u32 bytes            the whole batch, header included, padding not;
+//                            a multiple of 8. The next batch starts at the
+//                            next 4 KiB boundary.
 //   8   u64 first_seq        the first sequence the batch covers
 //   16  u64 end_seq          one past the last sequence it covers (records,
 //                            holes and gaps: where the next batch starts)
@@ -73,6 +77,9 @@ enum EntryKind : uint16_t {
 };
 
 constexpr uint64_t pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+// kBlock: where batches start, and the unit of the recorder's direct I/O.
+inline constexpr uint64_t kBlock = 4096;
+constexpr uint64_t pad_block(uint64_t n) { return (n + kBlock - 1) & ~(kBlock - 1); }
 
 // RingShape is what an archive records about its ring: enough to replay
 // into a ring of the same kind and to refuse recording another ring into it.

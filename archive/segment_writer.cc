@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,16 @@ absl::Status write_all(int fd, const uint8_t* p, size_t len, uint64_t offset, co
     offset += static_cast<uint64_t>(n);
   }
   return absl::OkStatus();
+}
+
+// open_segment_fd opens a segment for appending with direct I/O (whole
+// 4 KiB blocks from a block-aligned buffer: no page cache to write back,
+// so an fsync has only the file's metadata left to do), or buffered where
+// the filesystem has no direct I/O.
+int open_segment_fd(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
+  if (fd >= 0 || errno != EINVAL) return fd;
+  return ::open(path.c_str(), flags | O_CLOEXEC, 0644);
 }
 
 absl::Status sync_dir(const std::string& dir) {
@@ -115,7 +126,7 @@ absl::StatusOr<SegmentWriter> SegmentWriter::open(const std::string& dir, const 
     return absl::InvalidArgumentError(absl::StrCat("segment size ", layout.segment_bytes,
                                                    ": use a multiple of 4 KiB, at least 64 KiB"));
   }
-  if (layout.max_batch_bytes + kSegmentHeaderBytes > layout.segment_bytes) {
+  if (pad_block(layout.max_batch_bytes) + kSegmentHeaderBytes > layout.segment_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("a batch of ", layout.max_batch_bytes,
                                                    " bytes does not fit a segment of ", layout.segment_bytes,
                                                    ": raise --segment-size"));
@@ -300,7 +311,7 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
     while (walk.next(&e)) records += e.h.kind == kEntryRecord ? 1 : 0;
     expect = h.end_seq;
     any = true;
-    offset += h.bytes;
+    offset += pad_block(h.bytes);
   }
   if (r == BatchRead::kDamaged) {
     report->torn_bytes = catalog_.segment_bytes - offset;
@@ -317,6 +328,9 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
     }
     if (fdatasync(seg_fd_) != 0) return io_error(errno, "fdatasync", seg_path);
   }
+  ::close(seg_fd_);
+  seg_fd_ = open_segment_fd(seg_path, O_RDWR);
+  if (seg_fd_ < 0) return io_error(errno, "open", seg_path);
   write_offset_ = offset;
   if (any) {
     has_batches_ = true;
@@ -335,7 +349,7 @@ absl::Status SegmentWriter::create_open_segment() {
   const std::string seg_path = dir_ + "/" + segment_name(last.first_seq);
   const std::string idx_path = dir_ + "/" + index_name(last.first_seq);
   close_files();
-  seg_fd_ = ::open(seg_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  seg_fd_ = open_segment_fd(seg_path, O_RDWR | O_CREAT | O_TRUNC);
   if (seg_fd_ < 0) return io_error(errno, "create", seg_path);
   // Preallocated: a full disk shows here, at the segment's start, never in
   // the middle of a batch; and an append does not grow the file's metadata.
@@ -347,14 +361,18 @@ absl::Status SegmentWriter::create_open_segment() {
       return io_error(err, absl::StrCat("allocate ", catalog_.segment_bytes, " bytes for"), seg_path);
     }
   }
-  std::vector<uint8_t> head(kSegmentHeaderBytes, 0);
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> block(static_cast<uint8_t*>(std::aligned_alloc(kBlock, kSegmentHeaderBytes)));
+  std::memset(block.get(), 0, kSegmentHeaderBytes);
   SegmentHeader sh;
   sh.shape = catalog_.shape;
   sh.first_seq = last.first_seq;
   sh.segment_bytes = catalog_.segment_bytes;
   sh.max_batch_bytes = catalog_.max_batch_bytes;
-  encode_segment_header(sh, head.data());
-  if (auto st = write_all(seg_fd_, head.data(), head.size(), 0, seg_path); !st.ok()) {
+  encode_segment_header(sh, block.get());
+  if (auto st = write_all(seg_fd_, block.get(), kSegmentHeaderBytes, 0, seg_path); !st.ok()) {
     close_files();
     unlink(seg_path.c_str());
     return st;
@@ -410,16 +428,15 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
     if (auto st = roll(first_seq); !st.ok()) return st;
   }
   const std::string seg_path = dir_ + "/" + segment_name(catalog_.segments.back().first_seq);
-  // The entries first, the header last: a reader of the open segment that
-  // finds a header finds the whole batch behind it.
-  if (auto st = write_all(seg_fd_, batch.data() + kBatchHeaderBytes, batch.size() - kBatchHeaderBytes,
-                          write_offset_ + kBatchHeaderBytes, seg_path);
-      !st.ok()) {
-    return st;
+  // Whole blocks (direct I/O), the header's block last: a reader of the
+  // open segment that finds a header finds the whole batch behind it.
+  if (batch.size() > kBlock) {
+    if (auto st = write_all(seg_fd_, batch.data() + kBlock, batch.size() - kBlock, write_offset_ + kBlock, seg_path);
+        !st.ok()) {
+      return st;
+    }
   }
-  if (auto st = write_all(seg_fd_, batch.data(), kBatchHeaderBytes, write_offset_, seg_path); !st.ok()) {
-    return st;
-  }
+  if (auto st = write_all(seg_fd_, batch.data(), kBlock, write_offset_, seg_path); !st.ok()) return st;
   if (write_offset_ >= next_index_offset_) {
     uint8_t ie[kIndexEntryBytes];
     encode_index_entry(IndexEntry{first_seq, write_offset_}, ie);

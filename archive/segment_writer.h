@@ -50,8 +50,13 @@ class SegmentWriter {
 
   // has_batches: whether anything was ever recorded (end_seq() is valid).
   bool has_batches() const { return has_batches_; }
-  // end_seq: one past the last sequence the archive covers.
+  // end_seq: one past the last sequence the archive covers (where a new
+  // archive starts, before anything is recorded).
   uint64_t end_seq() const { return end_seq_; }
+  // start_at says where a new archive starts (before its first batch).
+  void start_at(uint64_t seq) {
+    if (!has_batches_) end_seq_ = durable_end_ = seq;
+  }
   const Catalog& catalog() const { return catalog_; }
   const std::string& dir() const { return dir_; }
 

@@ -24,7 +24,7 @@ const CommandSpec kRecord{
         {"fsync", "POLICY", "segment (default: each segment as it is sealed), never, or an interval (100ms)"},
         {"segment-size", "BYTES", "segment file size for a new archive (default 256Mi)"},
         {"index-interval", "BYTES", "one index entry per this many segment bytes (default 1Mi)"},
-        {"batch-bytes", "BYTES", "records per write, in bytes (default 256Ki)"},
+        {"batch-bytes", "BYTES", "records per write, in bytes (default 1Mi)"},
         {"linger", "TIME", "a partial batch is written this long after its first record (default 2ms)"},
         {"retain-bytes", "BYTES", "remove the oldest sealed segments beyond this size"},
         {"retain-age", "TIME", "remove sealed segments older than this"},
@@ -50,16 +50,15 @@ absl::Status parse_fsync(const std::string& text, archive::FsyncPolicy* policy, 
 }
 
 void print_line(const char* prefix, const archive::Recorder& rec, uint64_t per_s) {
-  const archive::RecorderStats& s = rec.stats();
-  std::printf("%s: %llu rec/s, recorded to %llu, lag %llu, %llu records, %llu bytes, %llu segments, "
-              "%llu gaps (%llu lost), %llu fsyncs, %llu disk errors%s%s\n",
-              prefix, static_cast<unsigned long long>(per_s),
-              static_cast<unsigned long long>(s.recorded_end.load()), static_cast<unsigned long long>(rec.lag()),
-              static_cast<unsigned long long>(s.records.load()), static_cast<unsigned long long>(s.bytes.load()),
-              static_cast<unsigned long long>(s.segments.load()), static_cast<unsigned long long>(s.gaps.load()),
-              static_cast<unsigned long long>(s.lost.load()), static_cast<unsigned long long>(s.fsyncs.load()),
-              static_cast<unsigned long long>(s.disk_errors.load()), s.stalled.load() ? ", STALLED: " : "",
-              s.stalled.load() ? rec.last_error().c_str() : "");
+  const archive::RecorderSnapshot s = rec.snapshot();
+  using ull = unsigned long long;
+  std::printf("%s: %llu rec/s, recorded to %llu, durable to %llu, lag %llu, %llu records, %llu bytes, "
+              "%llu segments, %llu gaps (%llu lost), %llu fsyncs, %llu disk errors%s%s\n",
+              prefix, static_cast<ull>(per_s), static_cast<ull>(s.recorded_end), static_cast<ull>(s.durable_end),
+              static_cast<ull>(s.lag), static_cast<ull>(s.records), static_cast<ull>(s.bytes),
+              static_cast<ull>(s.segments), static_cast<ull>(s.gaps), static_cast<ull>(s.lost),
+              static_cast<ull>(s.fsyncs), static_cast<ull>(s.disk_errors), s.stalled ? ", STALLED: " : "",
+              s.stalled ? rec.last_error().c_str() : "");
   std::fflush(stdout);
 }
 
@@ -92,7 +91,7 @@ int cmd_record(int argc, char** argv, int first) {
   if (*interval < 4096) {
     return fail("record", absl::InvalidArgumentError("--index-interval must be at least 4Ki"));
   }
-  if (auto st = parse_fsync(args->str("fsync", "segment"), &o.fsync, &o.fsync_interval_ns); !st.ok()) {
+  if (auto st = parse_fsync(args->str("fsync", "segment"), &o.sink.fsync, &o.sink.fsync_interval_ns); !st.ok()) {
     return fail("record", st);
   }
   o.start = *start;
@@ -100,8 +99,8 @@ int cmd_record(int argc, char** argv, int first) {
   o.layout.index_interval = *interval;
   o.batch_bytes = *batch;
   o.linger_ns = *linger;
-  o.retention.max_bytes = *retain_bytes;
-  o.retention.max_age_ns = *retain_age;
+  o.sink.retention.max_bytes = *retain_bytes;
+  o.sink.retention.max_age_ns = *retain_age;
   install_stop_handlers();
 
   auto file = ring::RingFile::open(args->positionals()[0]);
@@ -111,12 +110,12 @@ int cmd_record(int argc, char** argv, int first) {
   const archive::RecoveryReport& rr = (*rec)->recovery();
   if (rr.existed) {
     std::printf("record: resumed %s at sequence %llu (%s%llu orphan files removed)\n", o.dir.c_str(),
-                static_cast<unsigned long long>((*rec)->stats().recorded_end.load()),
+                static_cast<unsigned long long>((*rec)->snapshot().recorded_end),
                 rr.torn_bytes != 0 ? "torn tail cleared, " : "",
                 static_cast<unsigned long long>(rr.orphans_removed));
   } else {
     std::printf("record: new archive %s from sequence %llu\n", o.dir.c_str(),
-                static_cast<unsigned long long>((*rec)->stats().recorded_end.load()));
+                static_cast<unsigned long long>((*rec)->snapshot().recorded_end));
   }
   std::fflush(stdout);
 
@@ -130,9 +129,9 @@ int cmd_record(int argc, char** argv, int first) {
     const uint64_t n = (*rec)->poll(now);
     if (n != 0) last_work = now;
     if (now - t0 >= *duration) break;
-    if (n == 0 && now - last_work >= *idle_exit && (*rec)->lag() == 0) break;
+    if (n == 0 && now - last_work >= *idle_exit && (*rec)->snapshot().lag == 0) break;
     if (now >= next_report) {
-      const uint64_t records = (*rec)->stats().records.load();
+      const uint64_t records = (*rec)->snapshot().records;
       if (!quiet) print_line("record", **rec, records - reported);
       reported = records;
       next_report += 1'000'000'000u;

@@ -113,14 +113,26 @@ class BlobConsumer {
   // try_read copies the next blob into `out` (at least max_blob() bytes) and
   // its length into `*len`. A blob overwritten in the arena before or while
   // it was copied is skipped and counted in `lost` (and in overwritten()).
-  ReadResult try_read(std::byte* out, uint32_t* len) {
+  ReadResult try_read(std::byte* out, uint32_t* len) { return try_read_within(out, max_blob_, len); }
+
+  // try_read_within is try_read into `room` bytes at `out`: a blob longer
+  // than that stays unread (the next call finds it again) and comes back
+  // as !ok with its length in *len, so a caller copying into a batch reads
+  // each blob once, straight into place.
+  ReadResult try_read_within(std::byte* out, uint32_t room, uint32_t* len) {
     ReadResult total;
+    *len = 0;
     for (;;) {
       BlobDescriptor d;
       ReadResult r = cursor_.next(reinterpret_cast<std::byte*>(&d), sizeof(d));
       total.lost += r.lost;
       if (!r.ok) break;
       const uint64_t offset = d.arena_pos & arena_mask_;
+      if (d.length > room && d.length <= max_blob_) {
+        cursor_.seek(r.seq);
+        *len = d.length;
+        break;
+      }
       if (d.length <= max_blob_ && offset + d.length <= arena_size_) {
         std::memcpy(out, arena_ + offset, d.length);
         // Acquire fence: pairs with the release fence in BlobProducer::reserve.

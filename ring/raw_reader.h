@@ -43,6 +43,12 @@ class RawReader {
     }
     return blob_->try_read(buf_.data(), len);
   }
+  // next_within (blob rings only) reads the next blob straight into `dst`
+  // when it fits `room` bytes; a longer one stays unread and comes back
+  // !ok with its length in *len (BlobConsumer::try_read_within).
+  ReadResult next_within(std::byte* dst, uint32_t room, uint32_t* len) {
+    return blob_->try_read_within(dst, room, len);
+  }
   // next_into (fixed-slot rings only) reads the next record's
   // fixed_size() bytes straight into `dst` (a frame being built), not into
   // record(). On !ok, `dst` may hold a torn or stale copy: ignore it.

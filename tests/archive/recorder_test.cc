@@ -65,7 +65,9 @@ RecordOptions small_options(const std::string& dir) {
 void drain(Recorder& r, uint64_t* now) {
   for (int idle = 0; idle < 3;) {
     *now += 2'000'000;
-    idle = r.poll(*now) == 0 && r.lag() == 0 ? idle + 1 : 0;
+    const bool quiet = r.poll(*now) == 0;
+    if (quiet) r.settle();
+    idle = quiet && r.snapshot().lag == 0 ? idle + 1 : 0;
   }
   ASSERT_TRUE(r.flush().ok());
 }
@@ -125,9 +127,9 @@ TEST(Recorder, RecordsEveryRecordUnderItsSequenceAcrossSegments) {
   ASSERT_TRUE(rec.ok()) << rec.status();
   uint64_t now = 0;
   drain(**rec, &now);
-  EXPECT_EQ((*rec)->stats().records.load(), 20'000u);
-  EXPECT_EQ((*rec)->stats().recorded_end.load(), 20'000u);
-  EXPECT_GE((*rec)->stats().segments.load(), 6u) << "20,000 x 80 bytes in 256 KiB segments";
+  EXPECT_EQ((*rec)->snapshot().records, 20'000u);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, 20'000u);
+  EXPECT_GE((*rec)->snapshot().segments, 6u) << "20,000 x 80 bytes in 256 KiB segments";
   const ReadBack back = read_back(tmp.archive(), 0);
   ASSERT_TRUE(back.error.ok()) << back.error;
   EXPECT_EQ(back.seqs, iota(0, 20'000));
@@ -155,8 +157,8 @@ TEST(Recorder, BlobRecordsKeepTheirLengthsAndBytes) {
     if (seq % 100 == 99) drain(**rec, &now);  // within the 1 MiB arena's reach
   }
   drain(**rec, &now);
-  EXPECT_EQ((*rec)->stats().gaps.load(), 0u);
-  EXPECT_GE((*rec)->stats().segments.load(), 4u);
+  EXPECT_EQ((*rec)->snapshot().gaps, 0u);
+  EXPECT_GE((*rec)->snapshot().segments, 4u);
   auto r = ArchiveReader::open(tmp.archive());
   ASSERT_TRUE(r.ok());
   ArchiveEntry e;
@@ -192,7 +194,7 @@ TEST(Recorder, ASparseRingsHolesAreRecordedAsHolesNotGaps) {
   ASSERT_TRUE(back.error.ok()) << back.error;
   EXPECT_EQ(back.seqs, want);
   EXPECT_TRUE(back.gaps.empty());
-  EXPECT_EQ((*r)->stats().gaps.load(), 0u);
+  EXPECT_EQ((*r)->snapshot().gaps, 0u);
 }
 
 TEST(Recorder, ALapItTookIsRecordedAsAGapOfExactlyTheRecordsLost) {
@@ -207,8 +209,8 @@ TEST(Recorder, ALapItTookIsRecordedAsAGapOfExactlyTheRecordsLost) {
   drain(**rec, &now);
   publish(*p, 5000);  // 5,100 published; the ring holds 4,076..5,099
   drain(**rec, &now);
-  EXPECT_EQ((*rec)->stats().gaps.load(), 1u);
-  EXPECT_EQ((*rec)->stats().lost.load(), 5100u - 1024u - 100u);
+  EXPECT_EQ((*rec)->snapshot().gaps, 1u);
+  EXPECT_EQ((*rec)->snapshot().lost, 5100u - 1024u - 100u);
   const ReadBack back = read_back(tmp.archive(), 0);
   ASSERT_TRUE(back.error.ok()) << back.error;
   ASSERT_EQ(back.gaps.size(), 1u);
@@ -288,7 +290,7 @@ TEST(Recorder, ATornTailIsClearedAndRecordingResumesWithNoLossAndNoDuplicate) {
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_TRUE((*rec)->recovery().existed);
   EXPECT_GT((*rec)->recovery().torn_bytes, 0u);
-  EXPECT_EQ((*rec)->stats().recorded_end.load(), 3000u);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, 3000u);
   drain(**rec, &now);
   const ReadBack back = read_back(tmp.archive(), 0);
   ASSERT_TRUE(back.error.ok()) << back.error;
@@ -305,8 +307,8 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
   auto p = ring::Producer::attach(ring.open());
   ASSERT_TRUE(p.ok());
   RecordOptions o = small_options(tmp.archive());
-  o.fsync = FsyncPolicy::kInterval;
-  o.fsync_interval_ns = 10'000'000'000;  // no interval passes in this test
+  o.sink.fsync = FsyncPolicy::kInterval;
+  o.sink.fsync_interval_ns = 10'000'000'000;  // no interval passes in this test
   uint64_t now = 0;
   uint64_t durable = 0;
   uint64_t durable_offset = 0;
@@ -318,9 +320,13 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
     drain(**rec, &now);  // flush() syncs
     publish(*p, 1000);
     // Written, not synced: polls inside one fsync interval.
-    for (int i = 0; i < 50; ++i) (*rec)->poll(now += 1'500'000);
-    EXPECT_EQ((*rec)->stats().recorded_end.load(), 5000u);
-    durable = (*rec)->stats().durable_end.load();
+    for (int i = 0; i < 5000 && (*rec)->snapshot().recorded_end < 5000; ++i) {
+      if ((*rec)->poll(now += 1'500'000) == 0) (*rec)->settle();
+    }
+    ASSERT_LT(now, 10'000'000'000u);
+    ASSERT_TRUE((*rec)->settle());
+    EXPECT_EQ((*rec)->snapshot().recorded_end, 5000u);
+    durable = (*rec)->snapshot().durable_end;
     durable_offset = (*rec)->writer().durable_offset();
     open_segment = tmp.archive() + "/" + segment_name((*rec)->writer().catalog().segments.back().first_seq);
   }
@@ -335,7 +341,7 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
   ::close(fd);
   auto rec = Recorder::open(ring.open(), o);
   ASSERT_TRUE(rec.ok()) << rec.status();
-  EXPECT_EQ((*rec)->stats().recorded_end.load(), durable);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, durable);
   drain(**rec, &now);
   const ReadBack back = read_back(tmp.archive(), 0);
   ASSERT_TRUE(back.error.ok()) << back.error;
@@ -395,7 +401,7 @@ TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
   auto p = ring::Producer::attach(ring.open());
   ASSERT_TRUE(p.ok());
   RecordOptions o = small_options(tmp.archive());
-  o.retention.max_bytes = 4 * o.layout.segment_bytes;
+  o.sink.retention.max_bytes = 4 * o.layout.segment_bytes;
   auto rec = Recorder::open(ring.open(), o);
   ASSERT_TRUE(rec.ok());
   uint64_t now = 0;
@@ -410,7 +416,8 @@ TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
   drain(**rec, &now);
   now += 2'000'000'000;
   (*rec)->poll(now);
-  EXPECT_GT((*rec)->stats().removals_deferred.load(), 0u);
+  ASSERT_TRUE((*rec)->settle());
+  EXPECT_GT((*rec)->snapshot().removals_deferred, 0u);
   EXPECT_EQ((*rec)->writer().catalog().segments.front().first_seq, first);
   ArchiveEntry e;
   ASSERT_TRUE(*reader->next(&e));
@@ -419,8 +426,9 @@ TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
   reader = ArchiveReader::open(tmp.archive());
   now += 2'000'000'000;
   (*rec)->poll(now);
+  ASSERT_TRUE((*rec)->settle());
   EXPECT_EQ((*rec)->writer().catalog().segments.size(), 4u);
-  EXPECT_GT((*rec)->stats().segments_removed.load(), 0u);
+  EXPECT_GT((*rec)->snapshot().segments_removed, 0u);
   struct stat st {};
   EXPECT_NE(stat((tmp.archive() + "/" + segment_name(first)).c_str(), &st), 0);
   const uint64_t oldest = (*rec)->writer().catalog().segments.front().first_seq;
@@ -481,28 +489,30 @@ TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
   auto p = ring::Producer::attach(ring.open());
   ASSERT_TRUE(p.ok());
   RecordOptions o = small_options(mnt + "/a");
+  o.sink.retry_ns = 5'000'000;
   auto rec = Recorder::open(ring.open(), o);
   ASSERT_TRUE(rec.ok()) << rec.status();
   uint64_t now = 0;
   // 256 KiB segments: the third does not fit beside the ballast.
-  for (int i = 0; i < 40 && !(*rec)->stats().stalled.load(); ++i) {
+  for (int i = 0; i < 40 && !(*rec)->snapshot().stalled; ++i) {
     publish(*p, 1000);
     for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
+    (*rec)->settle();
   }
-  ASSERT_TRUE((*rec)->stats().stalled.load());
-  EXPECT_GT((*rec)->stats().disk_errors.load(), 0u);
+  ASSERT_TRUE((*rec)->snapshot().stalled);
+  EXPECT_GT((*rec)->snapshot().disk_errors, 0u);
   EXPECT_THAT((*rec)->last_error(), HasSubstr("disk is full"));
-  const uint64_t stalled_at = (*rec)->stats().recorded_end.load();
+  const uint64_t stalled_at = (*rec)->snapshot().recorded_end;
   // The ring goes on without it: its writer never waits for a reader.
   const uint64_t before = p->next_seq();
   publish(*p, 10'000);
   EXPECT_EQ(p->next_seq(), before + 10'000);
   ASSERT_EQ(unlink(ballast.c_str()), 0);
-  now += 2'000'000'000;
+  for (int i = 0; i < 2000 && (*rec)->snapshot().stalled; ++i) usleep(1000);
   drain(**rec, &now);
-  EXPECT_FALSE((*rec)->stats().stalled.load());
-  EXPECT_EQ((*rec)->stats().recorded_end.load(), p->next_seq());
-  EXPECT_GE((*rec)->stats().gaps.load(), 1u) << "the ring lapped it while it waited";
+  EXPECT_FALSE((*rec)->snapshot().stalled);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, p->next_seq());
+  EXPECT_GE((*rec)->snapshot().gaps, 1u) << "the ring lapped it while it waited";
   const ReadBack back = read_back(mnt + "/a", 0);
   ASSERT_TRUE(back.error.ok()) << back.error;
   EXPECT_EQ(back.bad, 0u);

@@ -1,0 +1,181 @@
+// batch_sink.cc — the recorder's writing thread.
+#include "archive/batch_sink.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace ringfire::archive {
+namespace {
+
+uint64_t unix_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t batch_bytes, uint32_t max_record)
+    : writer_(std::move(writer)), options_(options) {
+  writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
+  for (size_t i = 0; i < std::max<size_t>(options.buffers, 2); ++i) {
+    buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
+    free_.push_back(buffers_.back().get());
+  }
+  counters_.recorded_end.store(writer_.end_seq(), std::memory_order_relaxed);
+  counters_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
+  counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
+  thread_ = std::thread([this] { run(); });
+}
+
+BatchSink::~BatchSink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+BatchBuilder* BatchSink::acquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.empty()) return nullptr;
+  BatchBuilder* b = free_.back();
+  free_.pop_back();
+  return b;
+}
+
+void BatchSink::submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Job{batch, sealed, end_seq, now_ns, false});
+    ++submitted_;
+  }
+  work_cv_.notify_one();
+}
+
+void BatchSink::tick(uint64_t now_ns) {
+  // Relaxed: a hint; a tick missed now is taken at the next poll.
+  if (now_ns < due_ns_.load(std::memory_order_relaxed)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!queue_.empty()) return;  // the queued job housekeeps too
+    queue_.push_back(Job{nullptr, {}, 0, now_ns, false});
+    ++submitted_;
+  }
+  work_cv_.notify_one();
+}
+
+bool BatchSink::settle(uint64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = submitted_;
+  done_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&] {
+    return completed_ >= target || counters_.stalled.load(std::memory_order_relaxed);
+  });
+  return completed_ >= target;
+}
+
+absl::Status BatchSink::sync(uint64_t timeout_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Job{nullptr, {}, 0, 0, true});
+    ++submitted_;
+  }
+  work_cv_.notify_one();
+  if (!settle(timeout_ns)) return absl::UnavailableError(last_error());
+  std::lock_guard<std::mutex> lock(mu_);
+  return sync_result_;
+}
+
+void BatchSink::wait_for_buffer(uint64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&] { return !free_.empty(); });
+}
+
+std::string BatchSink::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void BatchSink::note_error(const absl::Status& st) {
+  counters_.disk_errors.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  error_ = std::string(st.message());
+}
+
+// housekeep syncs and removes segments when due by `now_ns`, and says
+// when it next has work (due_ns_). Writer thread.
+void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
+  const bool interval = options_.fsync == FsyncPolicy::kInterval;
+  if (force_sync || (interval && writer_.dirty() && now_ns >= next_sync_ns_)) {
+    absl::Status st = writer_.sync();
+    if (!st.ok()) note_error(st);
+    if (!force_sync) next_sync_ns_ = now_ns + options_.fsync_interval_ns;
+    std::lock_guard<std::mutex> lock(mu_);
+    sync_result_ = st;
+  }
+  const bool retains = options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0;
+  if (retains && now_ns >= next_retention_ns_ && !force_sync) {
+    next_retention_ns_ = now_ns + options_.retention_every_ns;
+    uint64_t deferred = 0;
+    auto removed = writer_.enforce(options_.retention, unix_now_ns(), &deferred);
+    if (removed.ok()) {
+      counters_.segments_removed.fetch_add(*removed, std::memory_order_relaxed);
+    } else {
+      note_error(removed.status());
+    }
+    counters_.removals_deferred.fetch_add(deferred, std::memory_order_relaxed);
+  }
+  counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
+  counters_.fsyncs.store(writer_.fsyncs(), std::memory_order_relaxed);
+  counters_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
+  uint64_t due = UINT64_MAX;
+  if (interval && writer_.dirty()) due = next_sync_ns_;
+  if (retains) due = std::min(due, next_retention_ns_);
+  due_ns_.store(due, std::memory_order_relaxed);
+}
+
+void BatchSink::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped, everything written
+      job = queue_.front();
+    }
+    if (job.batch != nullptr) {
+      for (bool last_try = false;;) {
+        const absl::Status st =
+            writer_.append(job.sealed, job.batch->first_seq(), job.end_seq, job.batch->records());
+        if (st.ok()) {
+          counters_.stalled.store(false, std::memory_order_relaxed);
+          counters_.records.fetch_add(job.batch->records(), std::memory_order_relaxed);
+          counters_.bytes.fetch_add(job.sealed.size(), std::memory_order_relaxed);
+          counters_.batches.fetch_add(1, std::memory_order_relaxed);
+          counters_.recorded_end.store(job.end_seq, std::memory_order_relaxed);
+          break;
+        }
+        note_error(st);
+        counters_.stalled.store(true, std::memory_order_relaxed);
+        done_cv_.notify_all();  // a settle waiting on this batch returns
+        if (last_try) break;    // stopping: the next recorder re-reads it from the ring
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait_for(lock, std::chrono::nanoseconds(options_.retry_ns), [&] { return stop_; });
+        last_try = stop_;
+      }
+    }
+    housekeep(job.now_ns, job.sync);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      if (job.batch != nullptr) free_.push_back(job.batch);
+      ++completed_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace ringfire::archive

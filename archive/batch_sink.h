@@ -1,0 +1,126 @@
+// batch_sink.h — the recorder's writing thread: sealed batches go in, in
+// order, and are appended to the archive (SegmentWriter), synced as the
+// fsync policy says, and old segments removed as retention says, while the
+// recorder's reading thread fills the next buffer. A fixed set of batch
+// buffers passes between the two: the reader takes a free one (acquire),
+// hands it back sealed (submit); the writer frees it once it is on disk.
+// When the disk is full every buffer ends up queued, the reader stops
+// reading, and the ring laps it: the gap it takes is recorded, the ring's
+// writer never waits.
+//
+// Time is passed in: each job carries the reader's `now`, and the writer
+// syncs and enforces retention by it; only the retry after a failed write
+// waits on the real clock (retry_ns).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "archive/batch_builder.h"
+#include "archive/segment_writer.h"
+
+namespace ringfire::archive {
+
+enum class FsyncPolicy : uint8_t { kNever, kInterval, kSegment };
+
+// SinkOptions say when the writer syncs, removes and retries.
+struct SinkOptions {
+  FsyncPolicy fsync = FsyncPolicy::kSegment;
+  uint64_t fsync_interval_ns = 0;       // kInterval
+  Retention retention;
+  uint64_t retention_every_ns = 1'000'000'000;
+  uint64_t retry_ns = 1'000'000'000;    // after a failed write (real time)
+  size_t buffers = 4;
+};
+
+// SinkCounters are the writer's counters; written by its thread, read
+// (relaxed) by any.
+struct SinkCounters {
+  std::atomic<uint64_t> recorded_end{0};  // one past the last sequence written
+  std::atomic<uint64_t> durable_end{0};   // one past the last sequence fsynced
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> bytes{0};         // on disk, block padding included
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> segments{0};      // the catalog lists now
+  std::atomic<uint64_t> fsyncs{0};
+  std::atomic<uint64_t> disk_errors{0};   // failed appends, syncs, removals
+  std::atomic<uint64_t> segments_removed{0};
+  std::atomic<uint64_t> removals_deferred{0};  // a reader held the oldest segment
+  std::atomic<bool> stalled{false};       // the last write failed; retrying
+};
+
+class BatchSink {
+ public:
+  // BatchSink starts the writing thread on `writer`; buffers hold batches
+  // of batch_bytes with room for one record of max_record.
+  BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t batch_bytes, uint32_t max_record);
+  ~BatchSink();  // writes what was submitted (bounded by one retry), then joins
+  BatchSink(const BatchSink&) = delete;
+  BatchSink& operator=(const BatchSink&) = delete;
+
+  // Reader thread.
+  // acquire returns a free buffer, or nullptr when every one is queued.
+  BatchBuilder* acquire();
+  // submit queues a sealed buffer: the batch covers [first_seq, end_seq).
+  void submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns);
+  // tick lets the writer sync and enforce retention by `now_ns` when due.
+  void tick(uint64_t now_ns);
+  // settle waits (at most timeout_ns) until everything submitted so far is
+  // written, or the writer is stalled on an error. True when written.
+  bool settle(uint64_t timeout_ns);
+  // sync asks for an fsync now and waits for it (settling first).
+  absl::Status sync(uint64_t timeout_ns);
+  // wait_for_buffer waits at most timeout_ns for a buffer to come free.
+  void wait_for_buffer(uint64_t timeout_ns);
+
+  const SinkCounters& counters() const { return counters_; }
+  std::string last_error() const;
+  // writer: the archive's writing side; look only while settled (tests).
+  const SegmentWriter& writer() const { return writer_; }
+
+ private:
+  struct Job {
+    BatchBuilder* batch = nullptr;  // nullptr: a tick
+    std::span<const uint8_t> sealed;
+    uint64_t end_seq = 0;
+    uint64_t now_ns = 0;
+    bool sync = false;
+  };
+  void run();
+  void housekeep(uint64_t now_ns, bool force_sync);
+  void note_error(const absl::Status& st);
+
+  SegmentWriter writer_;  // writer thread (and construction) only
+  const SinkOptions options_;
+  uint64_t next_sync_ns_ = 0;       // writer thread
+  uint64_t next_retention_ns_ = 0;  // writer thread
+  // due_ns_: when housekeeping next has work; the writer stores it, tick
+  // loads it (relaxed: a hint, see tick).
+  std::atomic<uint64_t> due_ns_{0};
+  std::vector<std::unique_ptr<BatchBuilder>> buffers_;
+  SinkCounters counters_;
+
+  // mu_ guards everything below; never held across I/O.
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // the writer waits for jobs
+  std::condition_variable done_cv_;   // the reader waits for buffers, settles
+  std::deque<Job> queue_;
+  std::vector<BatchBuilder*> free_;
+  uint64_t submitted_ = 0;
+  uint64_t completed_ = 0;
+  absl::Status sync_result_;
+  std::string error_;
+  bool stop_ = false;
+  std::thread thread_;                // last: started when the rest exists
+};
+
+}  // namespace ringfire::archive
