@@ -43,6 +43,10 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& o) noexcept {
   in_batch_ = o.in_batch_;
   walker_ = o.walker_;
   counters_ = o.counters_;
+  unsettled_ = std::move(o.unsettled_);
+  catalog_ino_ = o.catalog_ino_;
+  catalog_size_ = o.catalog_size_;
+  catalog_ctime_ = o.catalog_ctime_;
   return *this;
 }
 
@@ -54,7 +58,22 @@ void ArchiveReader::close_segment() {
   in_batch_ = false;
 }
 
-absl::Status ArchiveReader::reload_catalog() {
+absl::Status ArchiveReader::reload_catalog(bool force) {
+  // The catalog is replaced whole (rename): the same inode, size and
+  // change time almost surely mean the same catalog, and a lookup costs a
+  // stat. Where being wrong would stall (the end of what it lists), the
+  // caller forces a read.
+  struct stat st {};
+  const std::string path = dir_ + "/catalog";
+  if (!force && ::stat(path.c_str(), &st) == 0 && counters_.catalog_loads != 0 && st.st_ino == catalog_ino_ &&
+      st.st_size == catalog_size_ && st.st_ctim.tv_sec == catalog_ctime_.tv_sec &&
+      st.st_ctim.tv_nsec == catalog_ctime_.tv_nsec) {
+    return absl::OkStatus();
+  }
+  if (force) ::stat(path.c_str(), &st);
+  catalog_ino_ = st.st_ino;
+  catalog_size_ = st.st_size;
+  catalog_ctime_ = st.st_ctim;
   auto c = load_catalog(dir_);
   if (!c.ok()) return c.status();
   // The segment being read keeps its place: find it again by name.
@@ -160,8 +179,13 @@ absl::Status ArchiveReader::seek(uint64_t seq) {
   std::string why;
   if (e.offset >= kSegmentHeaderBytes &&
       read_batch(seg_fd_, e.offset, limits_, &buf_, &h, &why) == BatchRead::kOk && h.first_seq == e.seq) {
-    offset_ = e.offset;
-    expected_ = e.seq;
+    // The batch read to check the entry is the one to start in.
+    ++counters_.batches_read;
+    batch_ = h;
+    offset_ = e.offset + pad_block(h.bytes);
+    expected_ = h.end_seq;
+    walker_ = EntryWalker(buf_.data(), batch_);
+    in_batch_ = true;
   } else {
     ++counters_.index_misses;
   }
@@ -189,21 +213,35 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
     }
     if (seg_fd_ < 0) {
       if (catalog_.segments.empty()) {
-        if (auto st = reload_catalog(); !st.ok()) return st;
+        if (auto st = reload_catalog(true); !st.ok()) return st;
         if (catalog_.segments.empty()) return false;
         expected_ = catalog_.segments.front().first_seq;
       }
       if (auto st = open_segment(seg_); !st.ok()) return st;
     }
     std::string why;
-    BatchRead r = BatchRead::kEnd;
-    const bool open_segment_tail = seg_ + 1 == catalog_.segments.size() && !catalog_.segments[seg_].sealed;
-    // The open segment's last batch may be mid-write (its header is written
-    // last, so this is rare): look again briefly before calling it damage.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      r = read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why);
-      if (r != BatchRead::kDamaged || !open_segment_tail) break;
-      usleep(2000);
+    BatchRead r = read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why);
+    unsettled_.clear();
+    if (r == BatchRead::kDamaged && seg_ + 1 == catalog_.segments.size() && !catalog_.segments[seg_].sealed) {
+      // The open segment's last batch may be landing right now (one write,
+      // its blocks in any order). Damage is certain only once the recorder
+      // has written past it: a sealed segment, or a batch after it.
+      if (auto st = reload_catalog(true); !st.ok()) return st;
+      const bool still_open = seg_ + 1 == catalog_.segments.size() && !catalog_.segments[seg_].sealed;
+      BatchHeader after;
+      std::string ignored;
+      std::vector<uint8_t> scratch;
+      const bool written_past =
+          batch_.bytes >= kBatchHeaderBytes && batch_.bytes <= limits_.max_batch_bytes &&
+          read_batch(seg_fd_, offset_ + pad_block(batch_.bytes), limits_, &scratch, &after, &ignored) ==
+              BatchRead::kOk;
+      if (still_open && !written_past) {
+        r = read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why);  // landed meanwhile?
+        if (r == BatchRead::kDamaged) {
+          unsettled_ = why;
+          return false;
+        }
+      }
     }
     if (r == BatchRead::kDamaged) return damage(why);
     if (r == BatchRead::kOk) {
@@ -221,7 +259,7 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
     // The end of this segment's batches.
     const CatalogSegment seg = catalog_.segments[seg_];
     if (!seg.sealed || seg_ + 1 == catalog_.segments.size()) {
-      if (auto st = reload_catalog(); !st.ok()) return st;
+      if (auto st = reload_catalog(true); !st.ok()) return st;
       const CatalogSegment now = catalog_.segments[seg_];
       if (!now.sealed) return false;  // the recorder is still writing here
       if (seg_ + 1 == catalog_.segments.size()) {

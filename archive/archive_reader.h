@@ -7,6 +7,9 @@
 // (and everything newer) alone. One thread.
 #pragma once
 
+#include <sys/types.h>
+#include <time.h>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -32,7 +35,7 @@ struct ArchiveEntry {
 
 // ReaderCounters say what lookups cost (perf/archive_bench checks them).
 struct ReaderCounters {
-  uint64_t catalog_loads = 0;
+  uint64_t catalog_loads = 0;   // reads of a catalog that changed (or the first)
   uint64_t segments_opened = 0;
   uint64_t index_reads = 0;     // one pread of a segment's index each
   uint64_t batches_read = 0;
@@ -60,12 +63,16 @@ class ArchiveReader {
   absl::StatusOr<bool> next(ArchiveEntry* e);
   // position: the next sequence the reader covers (holes included).
   uint64_t position() const { return expected_; }
+  // unsettled: when next() returned false at a batch of the open segment
+  // that does not check out yet (being written, or a damaged tail that
+  // the recorder has not written past), why; "" otherwise.
+  const std::string& unsettled() const { return unsettled_; }
   const ReaderCounters& counters() const { return counters_; }
 
  private:
   ArchiveReader() = default;
   absl::Status open_segment(size_t i);
-  absl::Status reload_catalog();
+  absl::Status reload_catalog(bool force = false);
   absl::Status damage(const std::string& why) const;
   void close_segment();
 
@@ -84,6 +91,10 @@ class ArchiveReader {
   bool in_batch_ = false;
   EntryWalker walker_{nullptr, BatchHeader{}};
   ReaderCounters counters_;
+  std::string unsettled_;
+  ino_t catalog_ino_ = 0;   // the catalog loaded: reloaded only when replaced
+  off_t catalog_size_ = 0;
+  timespec catalog_ctime_{};
 };
 
 // SegmentScan is what scan_segment finds walking one segment's batches.

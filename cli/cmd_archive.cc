@@ -230,6 +230,10 @@ int cmd_replay(int argc, char** argv, int first) {
     ++replayed;
     last = e.seq + 1;
   }
+  if (!reader->unsettled().empty()) {
+    std::fprintf(stderr, "ringfire replay: stopped before the open segment's last batch, which does not check out "
+                         "(still being written, or damaged): %s\n", reader->unsettled().c_str());
+  }
   const uint64_t covered = std::max(last, reader->position());
   if (rc == 0 && *to != UINT64_MAX && covered < *to) {
     print_gap("replay", covered, *to, "not recorded (yet): the archive ends there");
@@ -302,6 +306,10 @@ int tail_archive(const Args& args) {
       default: ++torn; break;
     }
     if (print) std::printf("seq %llu len %zu\n", static_cast<ull>(e.seq), e.bytes.size());
+  }
+  if (!reader->unsettled().empty()) {
+    std::fprintf(stderr, "ringfire tail: stopped before the open segment's last batch, which does not check out "
+                         "(still being written, or damaged): %s\n", reader->unsettled().c_str());
   }
   std::printf(
       "tail: %llu records verified, %llu lost in %llu gaps, %llu holes skipped, %llu torn, %llu misplaced, "

@@ -242,7 +242,7 @@ TEST(Recorder, ASeekReadsTheCatalogOneIndexAndFewBatches) {
     ASSERT_TRUE(*r->next(&e));
     EXPECT_EQ(e.seq, seq);
     const ReaderCounters& after = r->counters();
-    EXPECT_EQ(after.catalog_loads - before.catalog_loads, 1u);
+    EXPECT_EQ(after.catalog_loads - before.catalog_loads, 0u) << "the catalog did not change";
     EXPECT_EQ(after.segments_opened - before.segments_opened, 1u);
     EXPECT_EQ(after.index_reads - before.index_reads, 1u);
     // An index entry per 8 KiB and 16 KiB batches: the batch found, and the
@@ -393,6 +393,63 @@ TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequ
   const ReadBack cut = read_back(tmp.archive(), 0);
   EXPECT_TRUE(absl::IsDataLoss(cut.error)) << cut.error;
   EXPECT_THAT(std::string(cut.error.message()), HasSubstr("truncated"));
+}
+
+// The open segment's last batch may be landing while a reader reads it:
+// until the recorder writes past it, a batch that does not check out there
+// ends the read for now (said, not an error). Restarting the recorder
+// clears it as a torn tail and records it again from the ring.
+TEST(Recorder, ABadLastBatchOfTheOpenSegmentIsUnsettledUntilTheRecorderWritesPastIt) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 1000);
+  uint64_t now = 0;
+  uint64_t last_batch = 0;
+  std::string open_segment;
+  {
+    auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+    ASSERT_TRUE(rec.ok());
+    drain(**rec, &now);
+    open_segment = tmp.archive() + "/" + segment_name((*rec)->writer().catalog().segments.back().first_seq);
+  }
+  // A flipped byte in its last batch (found by walking the chain).
+  {
+    const int fd = ::open(open_segment.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    std::vector<uint8_t> buf;
+    BatchHeader h;
+    std::string why;
+    uint64_t off = kSegmentHeaderBytes;
+    const SegmentLimits limits{256u << 10, 1u << 20, 64};
+    while (read_batch(fd, off, limits, &buf, &h, &why) == BatchRead::kOk) {
+      last_batch = off;
+      off += pad_block(h.bytes);
+    }
+    uint8_t b = 0;
+    ASSERT_EQ(pread(fd, &b, 1, static_cast<off_t>(last_batch + 100)), 1);
+    b ^= 0x08;
+    ASSERT_EQ(pwrite(fd, &b, 1, static_cast<off_t>(last_batch + 100)), 1);
+    ::close(fd);
+  }
+  auto r = ArchiveReader::open(tmp.archive());
+  ASSERT_TRUE(r.ok());
+  ArchiveEntry e;
+  uint64_t n = 0;
+  absl::StatusOr<bool> got;
+  while ((got = r->next(&e)).ok() && *got) ++n;
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_GT(n, 0u);
+  EXPECT_LT(n, 1000u);
+  EXPECT_THAT(r->unsettled(), HasSubstr("checksum"));
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  EXPECT_GT((*rec)->recovery().torn_bytes, 0u);
+  drain(**rec, &now);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, 1000));
 }
 
 TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
