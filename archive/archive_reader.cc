@@ -332,7 +332,7 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
       }
     }
     ++out.batches;
-    out.bytes += h.bytes;
+    out.bytes += pad_block(h.bytes);
     out.end_seq = h.end_seq;
     offset += pad_block(h.bytes);
   }

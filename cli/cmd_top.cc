@@ -84,10 +84,14 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
       rate = r->second;  // not published since: the last rate stands
     }
     rates[p.path] = rate;
-    const uint64_t lag = serve || mux ? 0 : get(p, "mirror.lag");
+    const bool record = p.role == "record";  // a recording: lag behind the writer, records lost to laps, disk errors
+    const uint64_t lag = serve || mux ? 0 : get(p, record ? "record.lag" : "mirror.lag");
     const uint64_t naks = get(p, p.role + ".naks");
-    const uint64_t gaps = mux ? 0 : serve ? get(p, "serve.gaps") : get(p, "mirror.gap_records");
-    const uint64_t drops = get(p, mux ? "mux.streams_dropped" : serve ? "serve.port_drops" : "mirror.port_drops");
+    const uint64_t gaps = mux ? 0 : serve ? get(p, "serve.gaps") : record ? get(p, "record.lost") : get(p, "mirror.gap_records");
+    const uint64_t drops = get(p, mux      ? "mux.streams_dropped"
+                                  : serve  ? "serve.port_drops"
+                                  : record ? "record.disk_errors"
+                                           : "mirror.port_drops");
     const uint64_t rejected = sum_prefix(p, "rejected.") + sum_prefix(p, "refused.");
     const double age = now_ns > p.updated_ns ? static_cast<double>(now_ns - p.updated_ns) / 1e9 : 0.0;
     std::snprintf(line, sizeof(line), "%-7u %-6s %-24s %-28s %10llu %9llu %8llu %8llu %8llu %8llu %5.1fs%s\n", p.pid,

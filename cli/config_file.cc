@@ -80,7 +80,8 @@ absl::StatusOr<ConfigFile> parse_config_text(const std::string& text, const std:
   for (auto&& [k, node] : root) {
     const std::string key(k.str());
     std::vector<ConfigTable>* into = key == "port" ? &f.ports : key == "serve" ? &f.serves
-                                   : key == "mirror" ? &f.mirrors : key == "node" ? &f.nodes : nullptr;
+                                   : key == "mirror" ? &f.mirrors : key == "node" ? &f.nodes
+                                   : key == "record" ? &f.records : nullptr;
     if (into != nullptr) {
       const toml::array* a = node.as_array();
       if (a == nullptr || !a->is_array_of_tables()) {
@@ -96,7 +97,7 @@ absl::StatusOr<ConfigFile> parse_config_text(const std::string& text, const std:
     }
     if (node.is_table() || node.is_array_of_tables()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ":", line_of(node), ": unknown table [", key,
-                                                     "]: the tables are [[port]], [[serve]], [[mirror]] and [[node]]"));
+                                                     "]: the tables are [[port]], [[serve]], [[mirror]], [[node]] and [[record]]"));
     }
     auto v = value_of(path, key, node);
     if (!v.ok()) return v.status();

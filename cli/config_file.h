@@ -1,5 +1,6 @@
 // config_file.h — reading `ringfire run`'s TOML config into plain tables:
-// top-level keys, and the [[port]], [[serve]] and [[mirror]] arrays, each
+// top-level keys, and the [[port]], [[serve]], [[mirror]], [[node]] and
+// [[record]] arrays, each
 // key with its value as the command line would spell it (integers in
 // decimal, arrays joined with commas, booleans as switches) and the line it
 // is on, so that every later error can name the file, the line and the key.
@@ -22,7 +23,7 @@ struct ConfigValue {
 };
 
 struct ConfigTable {
-  std::string kind;   // "port", "serve", "mirror", "node"; "" for the top level
+  std::string kind;   // "port", "serve", "mirror", "node", "record"; "" for the top level
   int line = 0;       // where it starts
   std::map<std::string, ConfigValue> values;
   // name: its `name` key, or "<kind> #N".
@@ -32,7 +33,7 @@ struct ConfigTable {
 struct ConfigFile {
   std::string path;
   ConfigTable top;
-  std::vector<ConfigTable> ports, serves, mirrors, nodes;
+  std::vector<ConfigTable> ports, serves, mirrors, nodes, records;
   // where: "PATH:LINE" of `key` in `t` (of the table when it has no such key).
   std::string where(const ConfigTable& t, const std::string& key = "") const;
 };

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 #include "cli/ctl_server.h"
 #include "cli/dpdk_telemetry.h"
 #include "cli/metrics_server.h"
+#include "cli/record_setup.h"
 #include "cli/run_config.h"
 #include "cli/service_notify.h"
 #include "cli/session_report.h"
@@ -43,6 +45,10 @@ class Daemon {
           std::printf("%s: %s\n", session.c_str(), line.c_str());
           std::fflush(stdout);
         }) {}
+
+  ~Daemon() {
+    for (auto& r : recordings_) end_recording(*r);  // a thread left running would end the process
+  }
 
   engine::Engine& engine() { return engine_; }
 
@@ -86,6 +92,41 @@ class Daemon {
     nodes_.push_back(Node{spec.name, spec.options.port.name, std::move(*n), std::move(*r)});
     return absl::OkStatus();
   }
+  // add_record starts a [[record]] on a thread of its own; a ring that a
+  // mirror of this config creates later waits for it, as a hub's serve does.
+  absl::Status add_record(RecordSpec spec) {
+    if (access(ring::ring_path(spec.ring).c_str(), F_OK) != 0) {
+      std::printf("run: record %s waits for ring %s\n", spec.name.c_str(), spec.ring.c_str());
+      pending_records_.push_back(std::move(spec));
+      return absl::OkStatus();
+    }
+    auto file = ring::RingFile::open(spec.ring);
+    if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat("record ", spec.name, ": ", file.status().message()));
+    const std::string ring_path = file->path();
+    auto rec = archive::Recorder::open(std::move(*file), spec.options);
+    if (!rec.ok()) return absl::Status(rec.status().code(), absl::StrCat("record ", spec.name, ": ", rec.status().message()));
+    auto report = RecordReport::start(**rec, spec.name, d_.quiet, d_.counters_dir, spec.name, ring_path, spec.options.dir);
+    if (!report.ok()) return report.status();
+    const archive::RecoveryReport& rr = (*rec)->recovery();
+    std::printf("run: record %s: %s into %s from sequence %llu%s\n", spec.name.c_str(), ring_path.c_str(),
+                spec.options.dir.c_str(), static_cast<unsigned long long>((*rec)->snapshot().recorded_end),
+                !rr.existed ? " (a new archive)" : rr.torn_bytes != 0 ? " (resumed; a torn tail cleared)" : " (resumed)");
+    auto r = std::make_unique<Recording>();
+    r->name = spec.name;
+    r->ring = ring_path;
+    r->recorder = std::move(*rec);
+    r->report = std::move(*report);
+    Recording* raw = r.get();
+    // The recording's thread owns the recorder's reading side; this thread
+    // (the conductor) reads only its snapshot. stop is the pair's flag.
+    raw->thread = std::thread([raw] {
+      raw->result = run_recording(
+          *raw->recorder, [raw] { return raw->stop.load(std::memory_order_acquire); }, UINT64_MAX, UINT64_MAX, {});
+    });
+    recordings_.push_back(std::move(r));
+    return absl::OkStatus();
+  }
+
   // nodes: the config's nodes, by name (for the hooks).
   std::vector<std::pair<std::string, node::Node*>> nodes() const {
     std::vector<std::pair<std::string, node::Node*>> out;
@@ -104,6 +145,19 @@ class Daemon {
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
       if (it->serve->name == name) {
         pending_.erase(it);
+        return absl::OkStatus();
+      }
+    }
+    for (auto it = pending_records_.begin(); it != pending_records_.end(); ++it) {
+      if (it->name == name) {
+        pending_records_.erase(it);
+        return absl::OkStatus();
+      }
+    }
+    for (auto it = recordings_.begin(); it != recordings_.end(); ++it) {
+      if ((*it)->name == name) {
+        end_recording(**it);
+        recordings_.erase(it);
         return absl::OkStatus();
       }
     }
@@ -139,11 +193,27 @@ class Daemon {
       }
       std::fflush(stdout);
     }
+    for (auto it = pending_records_.begin(); it != pending_records_.end();) {
+      if (access(ring::ring_path(it->ring).c_str(), F_OK) != 0) {
+        ++it;
+        continue;
+      }
+      RecordSpec s = std::move(*it);
+      it = pending_records_.erase(it);
+      const std::string name = s.name;
+      if (absl::Status st = add_record(std::move(s)); !st.ok()) {
+        std::printf("run: record %s: not started: %s\n", name.c_str(), std::string(st.message()).c_str());
+      }
+      std::fflush(stdout);
+    }
     for (auto& [name, r] : serve_reports_) r->tick(now);
     for (auto& [name, r] : mirror_reports_) r->tick(now);
+    for (auto& r : recordings_) r->report->tick(now);
   }
 
   void stop() {
+    for (auto& r : recordings_) end_recording(*r);
+    recordings_.clear();
     nodes_.clear();  // each node's channels leave the engine (on this thread: its conductor)
     for (auto& [name, r] : mirror_reports_) r->finish();
     mirror_reports_.clear();
@@ -236,6 +306,20 @@ class Daemon {
       }
       j["sessions"].push_back(e);
     }
+    j["recordings"] = json::array();
+    for (const auto& r : recordings_) {
+      const archive::RecorderSnapshot s = r->recorder->snapshot();
+      json e = {{"name", r->name}, {"kind", "record"}, {"ring", r->ring}, {"state", s.stalled ? "stalled" : "recording"},
+                {"records", s.records}, {"bytes", s.bytes}, {"recorded_end", s.recorded_end},
+                {"durable_end", s.durable_end}, {"lag", s.lag}, {"segments", s.segments}, {"gaps", s.gaps},
+                {"lost", s.lost}, {"fsyncs", s.fsyncs}, {"disk_errors", s.disk_errors}};
+      if (s.stalled) e["error"] = r->recorder->last_error();
+      j["recordings"].push_back(e);
+    }
+    for (const RecordSpec& p : pending_records_) {
+      j["recordings"].push_back({{"name", p.name}, {"kind", "record"}, {"ring", p.ring}, {"state", "waiting"},
+                                 {"over", "waiting for its ring"}});
+    }
     j["nodes"] = json::array();
     for (const Node& n : nodes_) {
       const node::NodeStats st = n.node->stats();
@@ -283,6 +367,11 @@ class Daemon {
       for (const Node& n : nodes_) samples.push_back(NodeSample{n.name, n.node->stats(), n.node->data_path()});
       text += node_metrics(samples);
     }
+    if (!recordings_.empty()) {
+      std::vector<RecordSample> samples;
+      for (const auto& r : recordings_) samples.push_back(RecordSample{r->name, r->ring, r->recorder->snapshot()});
+      text += record_metrics(samples);
+    }
     return text;
   }
 
@@ -312,10 +401,30 @@ class Daemon {
     std::unique_ptr<NodeReport> report;
   };
   std::vector<Node> nodes_;  // destroyed first (stop, or last here): they are the engine's agents
+  // Recording: a [[record]]'s recorder and the thread that runs it.
+  struct Recording {
+    std::string name, ring;
+    std::unique_ptr<archive::Recorder> recorder;
+    std::unique_ptr<RecordReport> report;
+    std::atomic<bool> stop{false};  // release by end_recording, acquire by the thread
+    std::thread thread;
+    absl::Status result;            // the thread's, read after join
+  };
+  // end_recording stops a recording's thread (it flushes) and says how it ended.
+  static void end_recording(Recording& r) {
+    r.stop.store(true, std::memory_order_release);
+    if (r.thread.joinable()) r.thread.join();
+    r.report->finish();
+    if (!r.result.ok()) std::printf("run: record %s: %s\n", r.name.c_str(), std::string(r.result.message()).c_str());
+  }
+  std::vector<std::unique_ptr<Recording>> recordings_;  // stopped in stop() (or by ~Daemon, last)
+  std::vector<RecordSpec> pending_records_;
 };
 
 // nodes_said: ", N nodes" for a config with stream mux nodes ("" without).
 std::string nodes_said(size_t n) { return n == 0 ? "" : absl::StrCat(", ", n, n == 1 ? " node" : " nodes"); }
+// records_said: ", N recordings" for a config with [[record]] tables.
+std::string records_said(size_t n) { return n == 0 ? "" : absl::StrCat(", ", n, n == 1 ? " recording" : " recordings"); }
 
 }  // namespace
 
@@ -366,6 +475,22 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       sessions.push_back(std::move(*s));
     }
   }
+  std::vector<RecordSpec> records;
+  for (const ConfigTable& t : file->records) {
+    auto r = record_spec(*file, t);
+    if (!r.ok()) return fail("run", r.status());
+    if (!session_names.insert(t.name).second) {
+      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second session named ",
+                                                                 t.name, ": give each its own name")));
+    }
+    for (const RecordSpec& other : records) {
+      if (other.options.dir == r->options.dir) {
+        return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "dir"), ": record ", other.name,
+                                                                   " writes ", r->options.dir, " already: one recording per archive")));
+      }
+    }
+    records.push_back(std::move(*r));
+  }
   std::vector<NodeSpec> nodes;
   for (const ConfigTable& t : file->nodes) {
     auto n = node_spec(*file, t, ports);
@@ -388,8 +513,8 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
     nodes.push_back(std::move(*n));
   }
   if (check_only) {
-    std::printf("run: %s: %zu ports, %zu sessions%s: ok\n", file->path.c_str(), ports.size(), sessions.size(),
-                nodes_said(nodes.size()).c_str());
+    std::printf("run: %s: %zu ports, %zu sessions%s%s: ok\n", file->path.c_str(), ports.size(), sessions.size(),
+                nodes_said(nodes.size()).c_str(), records_said(records.size()).c_str());
     return 0;
   }
   install_stop_handlers();
@@ -419,11 +544,18 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
   for (NodeSpec& n : nodes) {
     if (absl::Status st = daemon->add_node(std::move(n)); !st.ok()) return fail("run", st);
   }
+  for (RecordSpec& r : records) {
+    if (absl::Status st = daemon->add_record(std::move(r)); !st.ok()) {
+      daemon->stop();
+      return fail("run", st);
+    }
+  }
   auto ctl = CtlServer::listen(d->ctl);
   if (!ctl.ok()) return fail("run", ctl.status());
   if (absl::Status st = eng.watch((*ctl)->fd()); !st.ok()) return fail("run", st);
-  std::printf("run: %zu ports, %zu sessions%s; ctl %s\n", ports.size(), session_names.size() - nodes.size(),
-              nodes_said(nodes.size()).c_str(), (*ctl)->path().c_str());
+  std::printf("run: %zu ports, %zu sessions%s%s; ctl %s\n", ports.size(),
+              session_names.size() - nodes.size() - records.size(), nodes_said(nodes.size()).c_str(),
+              records_said(records.size()).c_str(), (*ctl)->path().c_str());
   std::fflush(stdout);
   // Under a Type=notify unit: ready now, and the watchdog pinged from this
   // loop (a conductor that stops turning stops pinging).
@@ -438,8 +570,8 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
   const bool telemetry = dpdk && telemetry_register();
   uint64_t next_snapshot_ns = 0;
   ServiceNotifier notifier;
-  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size() - nodes.size(), " sessions",
-                              nodes_said(nodes.size())));
+  notifier.ready(absl::StrCat(ports.size(), " ports, ", session_names.size() - nodes.size() - records.size(),
+                              " sessions", nodes_said(nodes.size()), records_said(records.size())));
   const uint64_t max_wait = notifier.watchdog_enabled() ? 50'000'000 : 100'000'000;
 
   if (hooks.node_up) {

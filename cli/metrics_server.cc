@@ -377,4 +377,41 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
   return x.text();
 }
 
+std::string record_metrics(const std::vector<RecordSample>& recordings) {
+  using S = archive::RecorderSnapshot;
+  Exposition x;
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t (*of)(const S&)) {
+    x.family(name, type, help);
+    for (const RecordSample& r : recordings) {
+      x.sample(name, {{"record", r.name}, {"ring", r.ring}}, static_cast<double>(of(r.s)));
+    }
+  };
+  metric("ringfire_record_records_total", "counter", "Records written to the archive by this process.",
+         [](const S& s) { return s.records; });
+  metric("ringfire_record_bytes_total", "counter", "Bytes written to segments (block padding included).",
+         [](const S& s) { return s.bytes; });
+  metric("ringfire_record_recorded_end", "gauge", "One past the last sequence written.",
+         [](const S& s) { return s.recorded_end; });
+  metric("ringfire_record_durable_end", "gauge", "One past the last sequence fsynced.",
+         [](const S& s) { return s.durable_end; });
+  metric("ringfire_record_lag_records", "gauge", "Records the ring's writer published that are not written yet.",
+         [](const S& s) { return s.lag; });
+  metric("ringfire_record_segments", "gauge", "Segments the archive's catalog lists.",
+         [](const S& s) { return s.segments; });
+  metric("ringfire_record_gaps_total", "counter", "Laps the recorder took (each recorded as a gap).",
+         [](const S& s) { return s.gaps; });
+  metric("ringfire_record_lost_total", "counter", "Records those gaps lost.", [](const S& s) { return s.lost; });
+  metric("ringfire_record_fsyncs_total", "counter", "fdatasync calls that succeeded.",
+         [](const S& s) { return s.fsyncs; });
+  metric("ringfire_record_disk_errors_total", "counter", "Failed writes, syncs and removals (a full disk).",
+         [](const S& s) { return s.disk_errors; });
+  metric("ringfire_record_segments_removed_total", "counter", "Segments retention removed.",
+         [](const S& s) { return s.segments_removed; });
+  metric("ringfire_record_removals_deferred_total", "counter", "Retention passes stopped by a reader's segment.",
+         [](const S& s) { return s.removals_deferred; });
+  metric("ringfire_record_stalled", "gauge", "1 while the disk refuses writes (recording waits, the ring goes on).",
+         [](const S& s) { return static_cast<uint64_t>(s.stalled ? 1 : 0); });
+  return x.text();
+}
+
 }  // namespace ringfire::cli

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "archive/recorder.h"
 #include "dataplane/packet_port.h"
 #include "engine/engine.h"
 #include "node/node.h"
@@ -87,5 +88,14 @@ std::string node_metrics(const std::vector<NodeSample>& nodes);
 inline std::string node_metrics(const node::NodeStats& s, const std::string& data_path) {
   return node_metrics({NodeSample{"", s, data_path}});
 }
+
+// record_metrics: recordings' counters (ringfire_record_*), labelled
+// record="NAME" and ring="RING".
+struct RecordSample {
+  std::string name;
+  std::string ring;
+  archive::RecorderSnapshot s;
+};
+std::string record_metrics(const std::vector<RecordSample>& recordings);
 
 }  // namespace ringfire::cli

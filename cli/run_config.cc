@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/common.h"
+#include "cli/record_setup.h"
 #include "cli/session_setup.h"
 #include "dataplane/kernel_udp.h"
 #include "ring/ring_file.h"
@@ -275,6 +276,26 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
     m.options.wait_for_source = true;  // a daemon's mirror waits for its source (start order does not matter)
     out.mirror = std::move(m);
   }
+  return out;
+}
+
+absl::StatusOr<RecordSpec> record_spec(const ConfigFile& f, const ConfigTable& t) {
+  std::vector<Key> keys = keys_of(record_options());
+  keys.push_back({"ring"});
+  if (absl::Status st = check_keys(f, t, keys); !st.ok()) return st;
+  RecordSpec out;
+  auto name = required(f, t, "name", "\"a-name\"");
+  if (!name.ok()) return name.status();
+  if (!valid_name(*name)) return error_at(f, t, "name", "1 to 32 letters, digits, '_', '-' or '.'");
+  auto ring = required(f, t, "ring", "\"a-ring\"");
+  if (!ring.ok()) return ring.status();
+  if (!get(t, "dir")) return error_at(f, t, "dir", "needs dir = \"/path/to/archive\": where its segments go");
+  // `name` is the table's; the recorder's registry name is the default.
+  auto o = parse_record_options(args_of(t.kind, t, {"name", "ring"}));
+  if (!o.ok()) return located(f, t, o.status());
+  out.name = *name;
+  out.ring = *ring;
+  out.options = std::move(*o);
   return out;
 }
 

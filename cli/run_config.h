@@ -1,7 +1,8 @@
 // run_config.h — a config file's tables as the engine's specs: [[port]]
 // tables as PortSpecs, [[serve]] and [[mirror]] tables as sessions (their
 // keys are the shorthands' option names, checked by the same code), and
-// [[node]] tables as stream mux nodes on the same engine. Every
+// [[node]] tables as stream mux nodes on the same engine, [[record]] tables
+// as recordings. Every
 // error names the file, the line, the table and the key, and says what to
 // change. Also the tables `ringfire ctl add` sends. Start-up and conductor.
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "archive/recorder.h"
 #include "cli/config_file.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
@@ -50,6 +52,17 @@ struct NodeSpec {
 };
 // node_spec builds a [[node]] table's spec; `ports` are the config's own.
 absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, const std::vector<engine::PortSpec>& ports);
+
+// RecordSpec: a [[record]] table — a recording of a ring into an archive,
+// on a thread of the daemon's own (never a port's worker).
+struct RecordSpec {
+  std::string name;
+  std::string ring;
+  archive::RecordOptions options;
+};
+// record_spec builds a [[record]] table's spec (its keys are `ringfire
+// record`'s options, plus name and ring).
+absl::StatusOr<RecordSpec> record_spec(const ConfigFile& f, const ConfigTable& t);
 
 // valid_name: 1 to 32 of [A-Za-z0-9_.-] (names become file names).
 bool valid_name(const std::string& name);

@@ -329,4 +329,65 @@ void NodeReport::tick(const node::Node& n, uint64_t now_ns) {
   f_.sweep();
 }
 
+namespace {
+
+void record_line(const std::string& prefix, const archive::RecorderSnapshot& s, uint64_t per_s,
+                 const std::string& error) {
+  using ull = unsigned long long;
+  std::printf("%s: %llu rec/s, recorded to %llu, durable to %llu, lag %llu, %llu records, %llu bytes, "
+              "%llu segments, %llu gaps (%llu lost), %llu fsyncs, %llu disk errors%s%s\n",
+              prefix.c_str(), static_cast<ull>(per_s), static_cast<ull>(s.recorded_end),
+              static_cast<ull>(s.durable_end), static_cast<ull>(s.lag), static_cast<ull>(s.records),
+              static_cast<ull>(s.bytes), static_cast<ull>(s.segments), static_cast<ull>(s.gaps),
+              static_cast<ull>(s.lost), static_cast<ull>(s.fsyncs), static_cast<ull>(s.disk_errors),
+              s.stalled ? ", STALLED: " : "", s.stalled ? error.c_str() : "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RecordReport>> RecordReport::start(const archive::Recorder& r, std::string prefix,
+                                                                  bool quiet, const std::string& counters_dir,
+                                                                  const std::string& tag, const std::string& ring,
+                                                                  const std::string& dir) {
+  auto f = telemetry::CountersFile::create(counters_dir, "record", ring, dir, 64, tag);
+  if (!f.ok()) return f.status();
+  std::unique_ptr<RecordReport> rep(new RecordReport(r, std::move(prefix), quiet, std::move(*f)));
+  rep->publish(r.snapshot());
+  return rep;
+}
+
+void RecordReport::publish(const archive::RecorderSnapshot& s) {
+  counters_.set("record.records", s.records);
+  counters_.set("record.bytes", s.bytes);
+  counters_.set("record.recorded_end", s.recorded_end);
+  counters_.set("record.durable_end", s.durable_end);
+  counters_.set("record.lag", s.lag);
+  counters_.set("record.segments", s.segments);
+  counters_.set("record.gaps", s.gaps);
+  counters_.set("record.lost", s.lost);
+  counters_.set("record.fsyncs", s.fsyncs);
+  counters_.set("record.disk_errors", s.disk_errors);
+  counters_.set("record.segments_removed", s.segments_removed);
+  counters_.set("record.removals_deferred", s.removals_deferred);
+  counters_.set("record.stalled", s.stalled ? 1 : 0);
+  counters_.sweep();
+}
+
+void RecordReport::tick(uint64_t now_ns) {
+  if (now_ns < next_report_ns_) return;
+  const bool first = next_report_ns_ == 0;
+  next_report_ns_ = now_ns + 1'000'000'000;
+  const archive::RecorderSnapshot s = r_.snapshot();
+  publish(s);
+  if (!first && !quiet_) record_line(prefix_, s, s.records - last_records_, r_.last_error());
+  last_records_ = s.records;
+}
+
+void RecordReport::finish() {
+  const archive::RecorderSnapshot s = r_.snapshot();
+  publish(s);
+  record_line(prefix_ + ": done", s, 0, r_.last_error());
+}
+
 }  // namespace ringfire::cli

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "archive/recorder.h"
 #include "engine/engine.h"
 #include "node/node.h"
 #include "telemetry/counters_file.h"
@@ -87,6 +88,33 @@ class NodeReport {
   telemetry::CountersFile f_;
   Records records_;
   uint64_t next_ns_ = 0;
+};
+
+// RecordReport: a recording's line once a second (records/s, recorded and
+// durable up to, lag, bytes, segments, gaps, fsyncs, disk errors, and the
+// disk's complaint while stalled) and its counters file (role "record",
+// the ring as its ring, the archive directory as its detail: `ringfire
+// stat RING` and `ringfire top` show it). Conductor (or main) thread: it
+// reads the recorder's snapshot, never its reading side.
+class RecordReport {
+ public:
+  static absl::StatusOr<std::unique_ptr<RecordReport>> start(const archive::Recorder& r, std::string prefix,
+                                                             bool quiet, const std::string& counters_dir,
+                                                             const std::string& tag, const std::string& ring,
+                                                             const std::string& dir);
+  void tick(uint64_t now_ns);
+  // finish prints the last line ("PREFIX: done: ...").
+  void finish();
+
+ private:
+  RecordReport(const archive::Recorder& r, std::string prefix, bool quiet, telemetry::CountersFile f)
+      : r_(r), prefix_(std::move(prefix)), quiet_(quiet), counters_(std::move(f)) {}
+  void publish(const archive::RecorderSnapshot& s);
+  const archive::Recorder& r_;
+  std::string prefix_;
+  bool quiet_;
+  telemetry::CountersFile counters_;
+  uint64_t next_report_ns_ = 0, last_records_ = 0;
 };
 
 }  // namespace ringfire::cli

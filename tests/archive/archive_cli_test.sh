@@ -9,7 +9,10 @@
 #      (`compare`), and a range the archive never had is named as a gap;
 #   3. a flipped byte: `archive` and `tail --archive` exit 3 naming the
 #      file, the offset and the last good sequence;
-#   4. bad options fail at start with a message that says what to change.
+#   4. bad options fail at start with a message that says what to change;
+#   5. a [[record]] in `ringfire run`: waits for its ring, records on a
+#      thread of its own, shows in ctl list, stat, top and /metrics, and
+#      flushes on SIGTERM.
 # Usage: archive_cli_test.sh PATH/TO/ringfire
 set -u
 rf=$1
@@ -22,6 +25,7 @@ cleanup() {
   wait 2>/dev/null
   "$rf" remove "$ring" >/dev/null 2>&1
   "$rf" remove "$ring-replay" >/dev/null 2>&1
+  "$rf" remove "$ring-late" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -110,6 +114,65 @@ sleep 0.5
 check_err "another recorder is writing" "$rf" record "$ring" --dir "$tmp/a2" --duration 1s
 kill "$holder"
 wait "$holder" || fail "a recorder stopped with SIGTERM exits 0"
+
+# 5. A [[record]] in `ringfire run`: it waits for a ring that is not there
+#    yet (a hub's mirror makes it), records it on its own thread, shows in
+#    ctl list, stat, top and /metrics, and flushes on SIGTERM.
+mport=$((20000 + $$ % 20000))
+cat >"$tmp/run.toml" <<EOF
+ctl = "$tmp/ctl.sock"
+metrics = "127.0.0.1:$mport"
+[[port]]
+name = "lo"
+backend = "kernel"
+iface = "lo"
+[[record]]
+name = "arc"
+ring = "$ring-late"
+dir = "$tmp/d"
+fsync = "50ms"
+segment-size = "4Mi"
+EOF
+out=$("$rf" run "$tmp/run.toml" --check 2>&1) || fail "run --check: $out"
+grep -q "1 recording: ok" <<<"$out" || fail "run --check: $out"
+"$rf" run "$tmp/run.toml" >"$tmp/run.out" 2>&1 &
+daemon=$!
+pids+=("$daemon")
+sleep 0.5
+grep -q "record arc waits for ring $ring-late" "$tmp/run.out" || fail "the recording does not wait: $(cat "$tmp/run.out")"
+"$rf" create "$ring-late" --capacity 64Ki >/dev/null
+sleep 1.5
+"$rf" publish "$ring-late" --count 50000 --rate 50k --quiet >/dev/null
+sleep 1.5
+out=$("$rf" ctl "$tmp/ctl.sock" list 2>&1)
+python3 - "$out" <<'PY' || fail "ctl list: $out"
+import json, sys
+r = json.loads(sys.argv[1])["recordings"]
+assert len(r) == 1 and r[0]["name"] == "arc" and r[0]["records"] == 50000 and r[0]["recorded_end"] == 50000, r
+assert r[0]["lag"] == 0 and r[0]["gaps"] == 0 and r[0]["state"] == "recording", r
+PY
+out=$("$rf" stat "$ring-late" 2>&1)
+grep -q "record.recorded_end  *50000" <<<"$out" || fail "stat shows the recording: $out"
+out=$("$rf" top --once --interval 200ms 2>&1)
+grep -q "record .*$tmp/d" <<<"$out" || fail "top shows the recording: $out"
+metrics=$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+  "http://127.0.0.1:$mport/metrics" 2>&1)
+grep -q "^ringfire_record_records_total{record=\"arc\",ring=\"/dev/shm/$ring-late\"} 50000" <<<"$metrics" ||
+  fail "/metrics: $(grep ringfire_record <<<"$metrics" | head -3)"
+if command -v promtool >/dev/null; then
+  promtool check metrics <<<"$metrics" >/dev/null 2>&1 || fail "promtool: $(promtool check metrics <<<"$metrics" 2>&1 | head -3)"
+fi
+kill -TERM "$daemon"
+wait "$daemon" || fail "the daemon exited $?: $(tail -3 "$tmp/run.out")"
+grep -q "arc: done: .*recorded to 50000, durable to 50000" "$tmp/run.out" || fail "the last line: $(tail -3 "$tmp/run.out")"
+out=$("$rf" tail --archive "$tmp/d" 2>&1)
+[[ "$out" == "tail: 50000 records verified, 0 lost in 0 gaps, 0 holes skipped, 0 torn, 0 misplaced, last seq 49999" ]] ||
+  fail "the daemon's archive: $out"
+"$rf" remove "$ring-late" >/dev/null 2>&1
+printf '[[record]]\nname = "x"\nring = "r"\ndir = "/tmp/x"\nfsync = "often"\n[[port]]\nname = "lo"\nbackend = "kernel"\niface = "lo"\n' >"$tmp/bad.toml"
+check_err "bad.toml:5: \[\[record\]\] x, key 'fsync': --fsync often: use segment, never" "$rf" run "$tmp/bad.toml" --check
+printf '[[record]]\nname = "x"\nring = "r"\n[[port]]\nname = "lo"\nbackend = "kernel"\niface = "lo"\n' >"$tmp/bad.toml"
+check_err "needs dir = " "$rf" run "$tmp/bad.toml" --check
 
 if ((fails)); then
   echo "archive_cli_test: $fails failures"
