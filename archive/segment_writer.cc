@@ -431,8 +431,10 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
   // One write of whole blocks (direct I/O). A reader of the open segment
   // may catch it half-landed: its checksum fails, and the reader looks
   // again (ArchiveReader::next). Writing the header's block last instead
-  // costs a second, small synchronous write per batch: 0.62x of dd's
-  // bandwidth against 0.69x in one run (perf/README.md, "The archive").
+  // costs a second, small synchronous write per batch: with it the
+  // recorder fell behind 1 KiB records offered at 0.75x of dd's bandwidth
+  // (110 k records lost after warm-up), without it kept up (none lost);
+  // perf/README.md, "The archive".
   if (auto st = write_all(seg_fd_, batch.data(), batch.size(), write_offset_, seg_path); !st.ok()) return st;
   if (write_offset_ >= next_index_offset_) {
     uint8_t ie[kIndexEntryBytes];
