@@ -280,7 +280,9 @@ class Daemon {
                                {"records", w.records.get() + c.tcp_records}, {"next_seq", w.next_to_send.load(std::memory_order_relaxed)},
                                {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.get()},
                                {"fault_dropped", w.fault_dropped.get()}, {"refused_tcp", c.refused()},
-                               {"refused_punches", w.punches_refused()}, {"pace_us", s->pace_ns / 1000}});
+                               {"refused_punches", w.punches_refused()}, {"pace_us", s->pace_ns / 1000},
+                               {"archive_records", c.archive_records}, {"archive_replays", c.archive_replays},
+                               {"archive_waits", c.archive_waits}, {"archive_errors", c.archive_errors}});
     }
     for (const SessionSpec& p : pending_) {
       j["sessions"].push_back({{"name", p.serve->name}, {"kind", "serve"}, {"port", p.serve->port},

@@ -210,6 +210,14 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const Serve& s) { return s.control->stats().naks; });
   serve_metric("ringfire_serve_refused_tcp_total", "counter", "TCP connections and frames refused.",
                [](const Serve& s) { return s.control->stats().refused(); });
+  serve_metric("ringfire_serve_archive_records_total", "counter",
+               "Records answered from the ring's archive (what the ring no longer held).",
+               [](const Serve& s) { return s.control->stats().archive_records; });
+  serve_metric("ringfire_serve_archive_waits_total", "counter",
+               "Turns a mirror's replay waited for the replay or bandwidth cap.",
+               [](const Serve& s) { return s.control->stats().archive_waits + s.control->stats().archive_throttled; });
+  serve_metric("ringfire_serve_archive_errors_total", "counter", "Archive reads that failed (damage).",
+               [](const Serve& s) { return s.control->stats().archive_errors; });
   x.family("ringfire_session_unkeyed", "gauge",
            "1 for a session that crosses networks without a pre-shared key (a unicast serve or mirror): make "
            "one with `ringfire keygen` and set psk-file.");

@@ -29,6 +29,12 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("serve.nak_records_tcp", c.nak_records);
   f.set("serve.udp_repairs", c.udp_repairs);
   f.set("serve.gaps", c.gaps);
+  f.set("serve.archive_records", c.archive_records);
+  f.set("serve.archive_bytes", c.archive_bytes);
+  f.set("serve.archive_replays", c.archive_replays);
+  f.set("serve.archive_waits", c.archive_waits);
+  f.set("serve.archive_throttled", c.archive_throttled);
+  f.set("serve.archive_errors", c.archive_errors);
   f.set("serve.slow_warnings", c.slow_warnings);
   f.set("serve.port_drops", port_drops);
   f.set("refused.tcp.conn_cap", c.conn_cap);

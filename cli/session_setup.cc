@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "archive/segment_writer.h"
 #include "cli/common.h"
 #include "cli/dpdk_options.h"
 #include "dataplane/kernel_udp.h"
@@ -36,6 +37,10 @@ std::vector<OptionSpec> serve_session_options() {
         {"peer-timeout", "DURATION", "a mirror silent this long is dropped (default 5s; mirrors report every 100 ms)"},
         {"stall-timeout", "DURATION", "a mirror that reads nothing of what it was sent this long is dropped (default 10s)"},
         {"slow-mirror-pct", "PCT", "warn when a mirror lags by this share of the ring (default 50)"},
+        {"archive", "DIR", "the ring's archive (ringfire record): what the ring no longer holds is answered "
+                           "from it, not with a GAP; \"oldest\" is its first record"},
+        {"archive-replays", "N", "mirrors read from the archive at once, at most (default 4)"},
+        {"archive-rate", "BYTES", "archive bytes sent per second, all mirrors (default 256Mi)"},
   });
 }
 
@@ -58,9 +63,12 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   auto handshake = args.duration_ns("handshake-timeout", 5'000'000'000);
   auto peer_timeout = args.duration_ns("peer-timeout", 5'000'000'000);
   auto stall_timeout = args.duration_ns("stall-timeout", 10'000'000'000);
+  auto archive_replays = args.count("archive-replays", 4);
+  auto archive_rate = args.count("archive-rate", 256ull << 20);
   auto faults = parse_faults(args);
   for (const auto* s : {&ttl, &mtu, &udp_port, &dup, &pace, &heartbeat, &repair_max, &heartbeat_max,
-                        &max_conns, &slow_pct, &handshake, &peer_timeout, &stall_timeout}) {
+                        &max_conns, &slow_pct, &handshake, &peer_timeout, &stall_timeout, &archive_replays,
+                        &archive_rate}) {
     if (!s->ok()) return s->status();
   }
   if (*max_conns == 0 || *max_conns > 4096) {
@@ -148,6 +156,19 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   cc.peer_timeout_ns = *peer_timeout;
   cc.stall_timeout_ns = *stall_timeout;
   cc.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
+  if (args.has("archive")) {
+    cc.archive_dir = args.str("archive");
+    if (auto a = archive::load_catalog(cc.archive_dir); !a.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--archive ", cc.archive_dir, ": ", a.status().message(),
+                                                     " (record the ring there first: ringfire record)"));
+    }
+  }
+  if (*archive_replays == 0 || *archive_replays > 1024) {
+    return absl::InvalidArgumentError("--archive-replays: between 1 and 1024");
+  }
+  if (*archive_rate < (1u << 20)) return absl::InvalidArgumentError("--archive-rate: at least 1Mi (bytes a second)");
+  cc.archive_replays = static_cast<uint32_t>(*archive_replays);
+  cc.archive_bytes_per_s = *archive_rate;
   if (psk) {
     // One salt per serve process: every datagram of this incarnation is
     // MACed under the key derived from it (multicast has one datagram for

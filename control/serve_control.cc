@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "archive/archive_reader.h"
 #include "control/ring_geometry.h"
 #include "dataplane/data_framer.h"
 #include "ring/monotonic.h"
@@ -79,6 +80,10 @@ struct ServeControl::Mirror {
   bool slow = false;
   uint64_t stall_written = 0;
   uint64_t stall_since_ns = 0;
+  // replay: reading the archive for this mirror (at most archive_replays
+  // mirrors at once); replay_next: the sequence it stands at, if known.
+  std::unique_ptr<archive::ArchiveReader> replay;
+  uint64_t replay_next = UINT64_MAX;
 };
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
@@ -198,6 +203,7 @@ void ServeControl::drop(size_t index) {
     dataplane::poke_worker(*worker_);
   }
   if (m.state == Mirror::State::kStreaming && stats_.mirrors > 0) --stats_.mirrors;
+  if (m.replay) --replays_open_;  // its archive reader (and segment lock) goes with it
   mirrors_.erase(mirrors_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
@@ -319,7 +325,7 @@ bool ServeControl::start_streaming(Mirror& m) {
   if (hello.first_wanted == proto::kHelloLatest) {
     first = tcp_mode ? ws : sending;
   } else if (hello.first_wanted == proto::kHelloOldest) {
-    first = oldest;
+    first = std::min(oldest, archive_first());  // with an archive, its first record
   } else {
     first = std::min(hello.first_wanted, ws);
   }
@@ -383,14 +389,156 @@ bool ServeControl::start_streaming(Mirror& m) {
   return true;
 }
 
+uint64_t ServeControl::archive_first() {
+  if (config_.archive_dir.empty()) return UINT64_MAX;
+  auto r = archive::ArchiveReader::open(config_.archive_dir);
+  if (!r.ok()) return UINT64_MAX;
+  auto first = r->first_seq();
+  return first.ok() ? *first : UINT64_MAX;
+}
+
+uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t below, uint64_t max_records,
+                                     uint64_t* records, bool* blocked) {
+  *records = 0;
+  *blocked = false;
+  if (!m.replay) {
+    if (replays_open_ >= config_.archive_replays) {
+      ++stats_.archive_waits;  // another mirror's replay finishes first
+      *blocked = true;
+      return first;
+    }
+    auto r = archive::ArchiveReader::open(config_.archive_dir);
+    if (!r.ok()) {
+      ++stats_.archive_errors;
+      note("archive", absl::StrCat("the archive cannot be read: ", r.status().message()));
+      return first;  // the ring's answer (a GAP) stands
+    }
+    m.replay = std::make_unique<archive::ArchiveReader>(std::move(*r));
+    m.replay_next = UINT64_MAX;
+    ++replays_open_;
+    ++stats_.archive_replays;
+  }
+  // The byte budget, shared by every mirror: refilled at archive_bytes_per_s,
+  // at most a tenth of a second of it banked.
+  const uint64_t now = monotonic_ns();
+  const uint64_t bank = std::max<uint64_t>(config_.archive_bytes_per_s / 10, 1u << 20);
+  if (archive_tokens_ns_ == 0) {
+    archive_tokens_ = bank;
+  } else {
+    const long double refill = static_cast<long double>(now - archive_tokens_ns_) *
+                               static_cast<long double>(config_.archive_bytes_per_s) / 1e9L;
+    archive_tokens_ = std::min<uint64_t>(bank, archive_tokens_ + static_cast<uint64_t>(refill));
+  }
+  archive_tokens_ns_ = now;
+  if (archive_tokens_ == 0) {
+    ++stats_.archive_throttled;
+    *blocked = true;
+    return first;
+  }
+  uint64_t want = first;
+  dataplane::DataFramer framer(reader_.fixed_size(), 0);
+  framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
+  auto flush = [&] {
+    if (const size_t n = framer.finish()) m.conn.send(proto::ConstBytes(frame_buf_.data(), n));
+    framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
+  };
+  auto gap = [&](uint64_t next) {
+    flush();
+    std::byte g[proto::kFrameHeaderBytes];
+    proto::encode_gap(next, g);
+    m.conn.send(g);
+    ++stats_.gaps;
+    want = next;
+  };
+  if (m.replay_next != want) {
+    const absl::Status st = m.replay->seek(want);
+    if (absl::IsOutOfRange(st)) {
+      // Older than the archive: what it never had (or retention removed)
+      // is a GAP to its first record, if that is still below the ring's.
+      auto oldest = m.replay->first_seq();
+      if (!oldest.ok() || *oldest >= below || *oldest > last) return want;
+      gap(*oldest);
+      if (!m.replay->seek(want).ok()) return want;
+    } else if (!st.ok()) {
+      ++stats_.archive_errors;
+      return want;
+    }
+  }
+  m.replay_next = UINT64_MAX;  // where the archive's reader stands, once known
+  uint64_t sent = 0;
+  archive::ArchiveEntry e;
+  for (;;) {
+    auto got = m.replay->next(&e);
+    if (!got.ok()) {
+      // Damage: nothing past it is sent from the archive; the ring's answer
+      // (a GAP to what it holds) follows.
+      ++stats_.archive_errors;
+      note("archive", std::string(got.status().message()));
+      break;
+    }
+    if (!*got) break;  // the archive ends here (the recorder is behind the ring)
+    if (e.seq >= below || e.seq > last) break;  // the ring's (or not asked for): read again next time
+    if (e.gap) {
+      gap(std::min({e.gap_end, below, last == UINT64_MAX ? last : last + 1}));  // the recorder's own loss
+      if (want != e.gap_end) break;
+      m.replay_next = want;
+      continue;
+    }
+    const auto* bytes = reinterpret_cast<const std::byte*>(e.bytes.data());
+    if (!framer.add(e.seq, bytes, e.bytes.size())) {
+      flush();
+      if (!framer.add(e.seq, bytes, e.bytes.size())) {
+        framer.begin(frame_buf_.data(), frame_buf_.size());
+        framer.add(e.seq, bytes, e.bytes.size());
+        flush();
+      }
+    }
+    want = e.seq + 1;
+    m.replay_next = want;
+    ++sent;
+    stats_.archive_bytes += e.bytes.size();
+    archive_tokens_ -= std::min<uint64_t>(archive_tokens_, e.bytes.size());
+    if (sent >= max_records || archive_tokens_ == 0 || m.conn.pending() >= config_.out_watermark_bytes) break;
+  }
+  flush();
+  stats_.archive_records += sent;
+  *records = sent;
+  return want;
+}
+
 uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint64_t max_records,
-                                  uint64_t* records) {
+                                  uint64_t* records, bool* blocked) {
+  *records = 0;
+  *blocked = false;
+  const bool archived = !config_.archive_dir.empty();
+  const ring::RingHeader& h = info_.header();
+  // oldest_now: the ring's oldest record now (acquire: pairs with the
+  // writer's release of write_seq).
+  auto oldest_now = [&] {
+    const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
+    return ws > h.capacity ? ws - h.capacity : 0;
+  };
+  uint64_t want = first;
+  uint64_t sent = 0;
+  if (archived) {
+    // Below the ring's oldest record, and an eighth of the ring above it
+    // (where the writer may lap a read), the archive answers.
+    const uint64_t oldest = oldest_now();
+    const uint64_t below = oldest == 0 ? 0 : oldest + h.capacity / 8;
+    if (want < below) {
+      want = send_archived(m, want, last, below, max_records, &sent, blocked);
+      *records = sent;
+      if (*blocked || want > last || sent >= max_records) return want;
+    }
+    if (m.replay) {  // past the archive's part: its reader goes
+      m.replay.reset();
+      --replays_open_;
+    }
+  }
   // Frames are packed to tcp_frame_bytes; a record larger than that gets a
   // frame of its own, up to the largest record the ring can hold.
   dataplane::DataFramer framer(reader_.fixed_size(), 0);
   framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
-  uint64_t want = first;
-  uint64_t sent = 0;
   auto flush = [&] {
     if (const size_t n = framer.finish()) m.conn.send(proto::ConstBytes(frame_buf_.data(), n));
     framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
@@ -402,10 +550,16 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
     m.conn.send(g);
     ++stats_.gaps;
   };
-  reader_.seek(first);
+  reader_.seek(want);
   while (want <= last && sent < max_records) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
+    // Lapped while reading: with an archive, it answers next turn.
+    if (archived && (r.lost != 0 || (r.ok && r.seq != want)) && want < oldest_now()) {
+      flush();
+      *records = sent;
+      return want;
+    }
     if (!r.ok) {
       // Nothing more (yet). If the reader was lapped on the way, everything
       // from `want` is gone: say where the stream resumes.
@@ -637,9 +791,14 @@ bool ServeControl::serve_one(Mirror& m) {
   while (budget != 0 && !m.repairs.empty() && m.conn.pending() < config_.out_watermark_bytes) {
     const proto::Nak r = m.repairs.front();
     uint64_t n = 0;
-    const uint64_t next = send_range(m, r.first, r.last, budget, &n);
+    bool blocked = false;
+    const uint64_t next = send_range(m, r.first, r.last, budget, &n, &blocked);
     stats_.nak_records += n;
     budget -= std::min(budget, n);
+    if (blocked) {  // the archive's caps: this range waits for a later turn
+      if (next > r.first) m.repairs.advance(next);
+      break;
+    }
     if (next <= r.first && n == 0) {
       m.repairs.advance(r.last == UINT64_MAX ? r.last : r.last + 1);  // nothing there to send: done
     } else {
@@ -647,11 +806,18 @@ bool ServeControl::serve_one(Mirror& m) {
     }
   }
   bool more = !m.repairs.empty();
+  if (m.replay && !more && !m.tcp_mode) {
+    // Its NAKs answered: the archive's reader (and its replay slot) goes;
+    // a later NAK below the ring opens another.
+    m.replay.reset();
+    --replays_open_;
+  }
   if (m.tcp_mode && budget != 0 && m.conn.pending() < config_.out_watermark_bytes) {
     uint64_t n = 0;
-    m.tcp_cursor = send_range(m, m.tcp_cursor, UINT64_MAX, budget, &n);
+    bool blocked = false;
+    m.tcp_cursor = send_range(m, m.tcp_cursor, UINT64_MAX, budget, &n, &blocked);
     stats_.tcp_records += n;
-    more |= n == budget;
+    more |= n == budget || blocked;
   }
   return more && m.conn.pending() < config_.out_watermark_bytes;
 }

@@ -68,6 +68,12 @@ struct ServeControlConfig {
   uint64_t udp_repair_grace_ns = 500'000;   // group: another mirror's repair may still be on its way
   uint64_t udp_repair_memory_ns = 1'000'000'000;
   double slow_mirror_share = 0.5;           // warn when a mirror lags by this share of the ring
+  // archive_dir: an archive of this ring (`ringfire record`); what the ring
+  // no longer holds is answered from it instead of with a GAP, and
+  // "oldest" means the archive's first record. "": none.
+  std::string archive_dir;
+  uint32_t archive_replays = 4;                 // mirrors read from the archive at once, at most
+  uint64_t archive_bytes_per_s = 256ull << 20;  // archive bytes sent per second, all mirrors
   // log receives one line per event an operator should see (refusals,
   // slow mirrors; rate-limited per reason).
   std::function<void(const std::string&)> log;
@@ -83,6 +89,12 @@ struct ServeControlStats {
   uint64_t udp_repairs = 0;     // ranges handed to the worker to repair by UDP
   uint64_t udp_repair_records = 0;
   uint64_t gaps = 0;
+  uint64_t archive_records = 0;   // records answered from the archive
+  uint64_t archive_bytes = 0;
+  uint64_t archive_replays = 0;   // replays started (a mirror reading the archive)
+  uint64_t archive_waits = 0;     // turns a mirror waited: archive_replays were busy
+  uint64_t archive_throttled = 0; // turns a mirror waited: archive_bytes_per_s spent
+  uint64_t archive_errors = 0;    // archive reads that failed (damage: a GAP past it)
   uint64_t tcp_records = 0;     // records streamed to TCP-mode mirrors
   uint64_t big_records = 0;     // records too large for a datagram, sent over TCP
   uint64_t untagged_to_tcp = 0; // multicast mirrors that check no tag, served over TCP instead
@@ -175,7 +187,14 @@ class ServeControl {
   // from the shared reader, and a GAP wherever the ring skipped; at most
   // max_records. Returns the next sequence to send.
   uint64_t send_range(Mirror& m, uint64_t first, uint64_t last, uint64_t max_records,
-                      uint64_t* records);
+                      uint64_t* records, bool* blocked);
+  // send_archived is send_range's part below the ring's oldest record: from
+  // the archive, up to `below`. *blocked: the replay or byte cap is spent
+  // (try again next turn).
+  uint64_t send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t below, uint64_t max_records,
+                         uint64_t* records, bool* blocked);
+  // archive_first: the archive's first sequence (UINT64_MAX: none, or empty).
+  uint64_t archive_first();
   // serve_one gives mirror m one turn of TCP answers; true if it has more.
   bool serve_one(Mirror& m);
   void send_position(Mirror& m);
@@ -208,6 +227,9 @@ class ServeControl {
   uint64_t next_deadline_check_ns_ = 0;
   std::vector<std::pair<std::string, uint64_t>> last_log_ns_;
   ServeControlStats stats_;
+  uint32_t replays_open_ = 0;        // mirrors holding an ArchiveReader
+  uint64_t archive_tokens_ = 0;      // the archive byte budget (bytes)
+  uint64_t archive_tokens_ns_ = 0;
 };
 
 }  // namespace ringfire::control
