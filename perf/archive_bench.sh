@@ -10,12 +10,16 @@
 #            bytes/s written over the last half (the first lap of a fresh
 #            arena pays the machine's first-touch cost; see perf/README.md)
 #            and its ratio to dd; gaps after the first half;
+#   replay   a TCP mirror from the oldest record of a 10 M-record archive
+#            (64 B): records/s; then a unicast mirror from the archive's
+#            first record into a live 1 M records/s stream: seconds until it
+#            is at lag 0, and the most it lags after;
 #   lookup   archive_lookup at 1 GB and 100 GB (sparse files): files and
 #            batches one lookup touches, and its time, warm and cold.
 # The publisher runs on CPU 0; the recorder is not pinned (its writing
 # thread mostly waits on the disk). Leaves nothing behind but --json.
 # Usage: perf/archive_bench.sh [--build DIR] [--dir DIR] [--rate N]
-#        [--seconds S] [--blob-share F] [--no-lookup] [--json FILE]   (root)
+#        [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--json FILE]   (root)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -24,6 +28,7 @@ rate=5000000
 seconds=10
 share=0.75
 lookup=1
+replay=1
 json=
 while (($#)); do
   case $1 in
@@ -33,8 +38,9 @@ while (($#)); do
     --seconds) seconds=$2; shift 2 ;;
     --blob-share) share=$2; shift 2 ;;
     --no-lookup) lookup=0; shift ;;
+    --no-replay) replay=0; shift ;;
     --json) json=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--dir DIR] [--rate N] [--seconds S] [--blob-share F] [--no-lookup] [--json FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--build DIR] [--dir DIR] [--rate N] [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 rf=$build/cli/ringfire
@@ -99,6 +105,62 @@ b_bps=$(awk -v a="$b0" -v b="$b1" -v s="$secs" 'BEGIN {print int((b - a) / s)}')
 ratio=$(awk -v a="$b_bps" -v d="$dd_bps" 'BEGIN {printf "%.2f", a / d}')
 echo "blob 1 KiB at $blob_rate/s ($share x dd): recorder wrote $b_bps B/s over the last $secs s = ${ratio}x dd; lost after warm-up: $((lost1 - lost0))"
 
+# replay: a TCP mirror from the oldest record of an archive of 10 M
+# 64-byte records (the ring holds the last 1 M): records/s until it has them
+# all; then a unicast mirror joining a live 1 M records/s stream from the
+# archive's first record: when it reaches lag 0, and the most it lags after.
+replay_rate= merge_s= merge_after=
+if ((replay)); then
+  rsrc=rf-abench-replay-$$
+  pids_before=${#pids[@]}
+  "$rf" create "$rsrc" --capacity 1Mi --slot-size 64 >/dev/null
+  rm -rf "$work/r"
+  "$rf" record "$rsrc" --dir "$work/r" --fsync never --quiet >"$work/rrec.out" 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  taskset -c 0 "$rf" publish "$rsrc" --count 10000000 --rate 2M --quiet --unchecked >/dev/null
+  sleep 1
+  rgaps=$("$rf" archive "$work/r" --no-verify >/dev/null; "$rf" tail --archive "$work/r" --quiet 2>&1 | sed -n 's/.* lost in \([0-9]*\) gaps.*/\1/p')
+  "$rf" serve "$rsrc" --listen 127.0.0.1:$((7600 + $$ % 300)) --udp $((7900 + $$ % 300)) --archive "$work/r" \
+    --archive-rate 4Gi --quiet >"$work/rserve.out" 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  t0=$(date +%s.%N)
+  "$rf" mirror 127.0.0.1:$((7600 + $$ % 300)) "$rsrc-m" --tcp --from oldest >"$work/rmir.out" 2>&1 &
+  mp=$!
+  for _ in $(seq 1 600); do
+    sleep 0.05
+    grep -q "next seq 10000000" "$work/rmir.out" && break
+  done
+  t1=$(date +%s.%N)
+  kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null
+  "$rf" remove "$rsrc-m" >/dev/null 2>&1
+  replay_rate=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", 10000000 / (b - a)}')
+  echo "replay to a TCP mirror: 10000000 records (the archive: $rgaps gaps) in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s = $replay_rate records/s (from the mirror's start, its connection included)"
+  # The merge: live at 1 M records/s; a unicast mirror from the oldest.
+  taskset -c 0 "$rf" publish "$rsrc" --rate 1M --duration 14s --quiet --unchecked >/dev/null &
+  pub=$!
+  pids+=($pub)
+  sleep 2
+  "$rf" mirror 127.0.0.1:$((7600 + $$ % 300)) "$rsrc-u" --unicast --from oldest >"$work/umir.out" 2>&1 &
+  mp=$!
+  wait "$pub"
+  sleep 1
+  kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null
+  "$rf" remove "$rsrc-u" >/dev/null 2>&1
+  # Per-second lines: the first at lag 0 (caught up), and the most it lagged after.
+  read -r merge_s merge_after ugap < <(awk '/^mirror: [0-9]+ rec\/s/ {
+      n++; match($0, /lag [0-9]+/); lag = substr($0, RSTART + 4, RLENGTH - 4) + 0
+      match($0, /GAP records [0-9]+/); g = substr($0, RSTART + 12, RLENGTH - 12) + 0
+      if (first == 0 && lag == 0 && n > 1) first = n
+      else if (first > 0 && lag > worst) worst = lag
+    } END {print first, worst + 0, g + 0}' "$work/umir.out")
+  echo "merge into a live 1 M records/s stream (unicast mirror from the archive's first record): lag 0 after ${merge_s:-never} s, at most ${merge_after:-?} records behind after that, ${ugap:-?} GAP records"
+  for p in "${pids[@]:$pids_before}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  "$rf" remove "$rsrc" >/dev/null 2>&1
+fi
+
 l1= l100=
 if ((lookup)); then
   mkdir -p "$work/l1" "$work/l100"
@@ -115,6 +177,7 @@ if [[ -n $json ]]; then
 {"dd_bytes_per_s": $dd_bps,
  "fixed": {"rate": $rate, "seconds": $seconds, "published": ${published:-0}, "recorded": ${f_records:-0}, "gaps": ${f_gaps:-0}, "lost": ${f_lost:-0}},
  "blob": {"rate": $blob_rate, "bytes_per_s": $b_bps, "ratio_to_dd": $ratio, "lost_after_warmup": $((lost1 - lost0))},
+ "replay": {"tcp_records_per_s": ${replay_rate:-null}, "merge_lag0_after_s": ${merge_s:-null}, "merge_max_lag_after": ${merge_after:-null}},
  "lookup_1gb": ${l1:-null},
  "lookup_100gb": ${l100:-null}}
 EOF
