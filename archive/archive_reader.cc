@@ -156,7 +156,15 @@ absl::Status ArchiveReader::seek(uint64_t seq) {
   const std::string idx_path = dir_ + "/" + index_name(segs[i].first_seq);
   const int fd = ::open(idx_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::OkStatus();  // no index: scan from the start
-  const uint64_t max_entries = catalog_.segment_bytes / std::max<uint64_t>(catalog_.index_interval, 1) + 2;
+  // Sized by the file (a segment's index is a few KiB), never by what the
+  // catalog declares.
+  struct stat ist {};
+  const uint64_t file_bytes = fstat(fd, &ist) == 0 ? static_cast<uint64_t>(ist.st_size) : 0;
+  const uint64_t max_entries = std::min<uint64_t>(file_bytes / kIndexEntryBytes, 1u << 20);
+  if (max_entries == 0) {
+    ::close(fd);
+    return absl::OkStatus();
+  }
   std::vector<uint8_t> idx(static_cast<size_t>(max_entries * kIndexEntryBytes));
   const ssize_t n = pread(fd, idx.data(), idx.size(), 0);
   ::close(fd);

@@ -29,7 +29,7 @@ class BatchBuilder {
   // capacity_for: the buffer a builder of this target gets: the largest
   // batch it can seal.
   static uint64_t capacity_for(uint64_t capacity, uint32_t max_record) {
-    return pad8(std::max<uint64_t>(capacity, kBatchHeaderBytes + kReserve + pad8(max_record)));
+    return pad8(std::max<uint64_t>(capacity, kBatchHeaderBytes + kReserve + kEntryHeaderBytes + pad8(max_record)));
   }
 
   bool empty() const { return entries_ == 0; }

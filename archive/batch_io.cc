@@ -102,8 +102,12 @@ bool check_entries(const uint8_t* batch, const BatchHeader& h, uint32_t max_reco
       }
       next_min = e.seq + 1;
     } else if (e.kind == kEntryGap) {
+      if (e.len != kGapPayloadBytes) {
+        *why = absl::StrCat("gap entry at ", e.seq, " is malformed");
+        return false;
+      }
       const uint64_t gap_end = get_u64(p + kEntryHeaderBytes);
-      if (e.len != kGapPayloadBytes || gap_end <= e.seq || gap_end > h.end_seq) {
+      if (gap_end <= e.seq || gap_end > h.end_seq) {
         *why = absl::StrCat("gap entry at ", e.seq, " is malformed");
         return false;
       }

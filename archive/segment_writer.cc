@@ -249,7 +249,9 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
   CatalogSegment& last = catalog_.segments.back();
   // A segment is named by the first sequence it was opened for: the end
   // of the one before it, so an open segment without batches ends there.
-  has_batches_ = last.end_seq > last.first_seq || catalog_.segments.size() > 1;
+  // Any segment listed fixes where the archive goes on: where its batches
+  // end, or (none landed) where it was opened.
+  has_batches_ = true;
   end_seq_ = last.end_seq;
   durable_end_ = end_seq_;
   if (last.sealed) return absl::OkStatus();
@@ -332,10 +334,9 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
   seg_fd_ = open_segment_fd(seg_path, O_RDWR);
   if (seg_fd_ < 0) return io_error(errno, "open", seg_path);
   write_offset_ = offset;
-  if (any) {
-    has_batches_ = true;
-    end_seq_ = expect;
-  }
+  // Where its batches end, or (none landed) where it was opened: the
+  // catalog's figure may be ahead of what landed.
+  end_seq_ = any ? expect : last.first_seq;
   durable_end_ = end_seq_;
   durable_offset_ = offset;
   last.end_seq = any ? expect : last.first_seq;

@@ -84,6 +84,7 @@ struct ServeControl::Mirror {
   // mirrors at once); replay_next: the sequence it stands at, if known.
   std::unique_ptr<archive::ArchiveReader> replay;
   uint64_t replay_next = UINT64_MAX;
+  uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
 };
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
@@ -477,7 +478,10 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       break;
     }
     if (!*got) break;  // the archive ends here (the recorder is behind the ring)
-    if (e.seq >= below || e.seq > last) break;  // the ring's (or not asked for): read again next time
+    if (e.seq >= below || e.seq > last) {  // the ring's (or not asked for): read again next time
+      m.replay_next = UINT64_MAX;            // it was consumed: seek before reading on
+      break;
+    }
     if (e.gap) {
       gap(std::min({e.gap_end, below, last == UINT64_MAX ? last : last + 1}));  // the recorder's own loss
       if (want != e.gap_end) break;
@@ -526,9 +530,13 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
     const uint64_t oldest = oldest_now();
     const uint64_t below = oldest == 0 ? 0 : oldest + h.capacity / 8;
     if (want < below) {
+      const uint64_t asked = want;
       want = send_archived(m, want, last, below, max_records, &sent, blocked);
       *records = sent;
       if (*blocked || want > last || sent >= max_records) return want;
+      // Nothing there (the archive ends, or is damaged, before the ring):
+      // the ring's answer, a GAP, must not wait for it again.
+      m.archive_dry = want == asked && sent == 0 ? want : UINT64_MAX;
     }
     if (m.replay) {  // past the archive's part: its reader goes
       m.replay.reset();
@@ -555,7 +563,7 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
     // Lapped while reading: with an archive, it answers next turn.
-    if (archived && (r.lost != 0 || (r.ok && r.seq != want)) && want < oldest_now()) {
+    if (archived && (r.lost != 0 || (r.ok && r.seq != want)) && want < oldest_now() && m.archive_dry != want) {
       flush();
       *records = sent;
       return want;
