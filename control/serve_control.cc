@@ -390,6 +390,45 @@ bool ServeControl::start_streaming(Mirror& m) {
   return true;
 }
 
+// TcpDataOut packs records into DATA frames on one mirror's connection —
+// tcp_frame_bytes each; a larger record gets a frame of its own, up to the
+// largest the ring holds — and sends GAPs between them. What send_range
+// (from the ring) and send_archived (from the archive) share.
+class TcpDataOut {
+ public:
+  TcpDataOut(TcpConn& conn, ring::LazyBytes& buf, size_t frame_bytes, uint32_t fixed_size, uint64_t& gaps)
+      : conn_(conn), buf_(buf), frame_bytes_(frame_bytes), framer_(fixed_size, 0), gaps_(gaps) {
+    framer_.begin(buf_.data(), frame_bytes_);
+  }
+  void add(uint64_t seq, const std::byte* record, size_t len) {
+    if (framer_.add(seq, record, len)) return;
+    flush();
+    if (framer_.add(seq, record, len)) return;
+    framer_.begin(buf_.data(), buf_.size());
+    framer_.add(seq, record, len);
+    flush();
+  }
+  void flush() {
+    if (const size_t n = framer_.finish()) conn_.send(proto::ConstBytes(buf_.data(), n));
+    framer_.begin(buf_.data(), frame_bytes_);
+  }
+  // gap: the next sequence that will come is `next`.
+  void gap(uint64_t next) {
+    flush();
+    std::byte g[proto::kFrameHeaderBytes];
+    proto::encode_gap(next, g);
+    conn_.send(g);
+    ++gaps_;
+  }
+
+ private:
+  TcpConn& conn_;
+  ring::LazyBytes& buf_;
+  size_t frame_bytes_;
+  dataplane::DataFramer framer_;
+  uint64_t& gaps_;
+};
+
 uint64_t ServeControl::archive_first() {
   if (config_.archive_dir.empty()) return UINT64_MAX;
   auto r = archive::ArchiveReader::open(config_.archive_dir);
@@ -437,18 +476,9 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     return first;
   }
   uint64_t want = first;
-  dataplane::DataFramer framer(reader_.fixed_size(), 0);
-  framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
-  auto flush = [&] {
-    if (const size_t n = framer.finish()) m.conn.send(proto::ConstBytes(frame_buf_.data(), n));
-    framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
-  };
+  TcpDataOut out(m.conn, frame_buf_, config_.tcp_frame_bytes, reader_.fixed_size(), stats_.gaps);
   auto gap = [&](uint64_t next) {
-    flush();
-    std::byte g[proto::kFrameHeaderBytes];
-    proto::encode_gap(next, g);
-    m.conn.send(g);
-    ++stats_.gaps;
+    out.gap(next);
     want = next;
   };
   if (m.replay_next != want) {
@@ -488,15 +518,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       m.replay_next = want;
       continue;
     }
-    const auto* bytes = reinterpret_cast<const std::byte*>(e.bytes.data());
-    if (!framer.add(e.seq, bytes, e.bytes.size())) {
-      flush();
-      if (!framer.add(e.seq, bytes, e.bytes.size())) {
-        framer.begin(frame_buf_.data(), frame_buf_.size());
-        framer.add(e.seq, bytes, e.bytes.size());
-        flush();
-      }
-    }
+    out.add(e.seq, reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size());
     want = e.seq + 1;
     m.replay_next = want;
     ++sent;
@@ -504,7 +526,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     archive_tokens_ -= std::min<uint64_t>(archive_tokens_, e.bytes.size());
     if (sent >= max_records || archive_tokens_ == 0 || m.conn.pending() >= config_.out_watermark_bytes) break;
   }
-  flush();
+  out.flush();
   stats_.archive_records += sent;
   *records = sent;
   return want;
@@ -543,28 +565,14 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
       --replays_open_;
     }
   }
-  // Frames are packed to tcp_frame_bytes; a record larger than that gets a
-  // frame of its own, up to the largest record the ring can hold.
-  dataplane::DataFramer framer(reader_.fixed_size(), 0);
-  framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
-  auto flush = [&] {
-    if (const size_t n = framer.finish()) m.conn.send(proto::ConstBytes(frame_buf_.data(), n));
-    framer.begin(frame_buf_.data(), config_.tcp_frame_bytes);
-  };
-  auto gap = [&](uint64_t next) {
-    flush();
-    std::byte g[proto::kFrameHeaderBytes];
-    proto::encode_gap(next, g);
-    m.conn.send(g);
-    ++stats_.gaps;
-  };
+  TcpDataOut out(m.conn, frame_buf_, config_.tcp_frame_bytes, reader_.fixed_size(), stats_.gaps);
   reader_.seek(want);
   while (want <= last && sent < max_records) {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
     // Lapped while reading: with an archive, it answers next turn.
     if (archived && (r.lost != 0 || (r.ok && r.seq != want)) && want < oldest_now() && m.archive_dry != want) {
-      flush();
+      out.flush();
       *records = sent;
       return want;
     }
@@ -572,28 +580,21 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
       // Nothing more (yet). If the reader was lapped on the way, everything
       // from `want` is gone: say where the stream resumes.
       if (r.lost != 0 || reader_.cursor() > want) {
-        gap(reader_.cursor());
+        out.gap(reader_.cursor());
         want = reader_.cursor();
       }
       break;
     }
-    if (r.seq != want) gap(r.seq);  // lapped, or a hole in a sparse (hub) ring
+    if (r.seq != want) out.gap(r.seq);  // lapped, or a hole in a sparse (hub) ring
     if (r.seq > last) {
       want = r.seq;
       break;
     }
-    if (!framer.add(r.seq, reader_.record(), len)) {
-      flush();
-      if (!framer.add(r.seq, reader_.record(), len)) {
-        framer.begin(frame_buf_.data(), frame_buf_.size());
-        framer.add(r.seq, reader_.record(), len);
-        flush();
-      }
-    }
+    out.add(r.seq, reader_.record(), len);
     want = r.seq + 1;
     ++sent;
   }
-  flush();
+  out.flush();
   *records = sent;
   return want;
 }
