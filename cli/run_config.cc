@@ -145,9 +145,11 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
 absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTable& t) {
   static const std::vector<Key> kKeys = {{"name"}, {"backend"}, {"iface"}, {"device"}, {"pmd"},
                                          {"ip"},   {"mtu"},     {"ttl"},   {"idle"},   {"lcore"},
-                                         {"neighbors"}, {"require"}};
+                                         {"neighbors"}, {"require"}, {"gso", true}, {"gro", true}};
   if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
   engine::PortSpec p;
+  if (const ConfigValue* v = get(t, "gso")) p.gso = v->flag;
+  if (const ConfigValue* v = get(t, "gro")) p.gro = v->flag;
   auto name = required(f, t, "name", "\"eth0\"");
   if (!name.ok()) return name.status();
   if (!valid_name(*name)) return error_at(f, t, "name", "1 to 32 letters, digits, '_', '-' or '.'");
@@ -190,6 +192,10 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
   if (p.backend == engine::PortSpec::Backend::kKernel) {
     for (const char* k : {"device", "pmd", "lcore", "neighbors"}) {
       if (get(t, k)) return error_at(f, t, k, "only for backend = \"dpdk\" or \"auto\"");
+    }
+  } else if (p.backend == engine::PortSpec::Backend::kDpdk) {
+    for (const char* k : {"gso", "gro"}) {
+      if (get(t, k)) return error_at(f, t, k, "only for backend = \"kernel\" or \"auto\" (the kernel's UDP sockets)");
     }
   }
   if (const ConfigValue* v = get(t, "ip")) {

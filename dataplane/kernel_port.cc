@@ -15,6 +15,8 @@ absl::StatusOr<KernelPort::Prepared> KernelPort::prepare(const KernelPortOptions
   uo.buffer_bytes = o.buffer_bytes;
   uo.max_datagram = o.max_datagram;
   uo.reuse_port = spec.reuse;
+  uo.gso = o.gso;
+  uo.gro = o.gro;
   auto s = KernelUdp::open(uo);
   if (!s.ok()) return s.status();
   Prepared p;

@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <netinet/udp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -91,22 +93,32 @@ absl::StatusOr<uint32_t> interface_address(const std::string& ifname) {
   return found;
 }
 
-KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram)
-    : fd_(fd), local_(local), max_datagram_(max_datagram), rx_buf_(kBurst * max_datagram) {
+KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram, bool gso, bool gro)
+    : fd_(fd),
+      local_(local),
+      max_datagram_(max_datagram),
+      gso_(gso),
+      gro_(gro),
+      rx_room_(gro ? size_t{65536} : max_datagram),
+      rx_buf_(kBurst * rx_room_) {
   for (size_t i = 0; i < kBurst; ++i) {
-    rx_iov_[i] = iovec{rx_buf_.data() + i * max_datagram_, max_datagram_};
+    rx_iov_[i] = iovec{rx_buf_.data() + i * rx_room_, rx_room_};
     rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
     rx_msgs_[i].msg_hdr.msg_iovlen = 1;
     rx_msgs_[i].msg_hdr.msg_name = &rx_addr_[i];
-    tx_msgs_[i].msg_hdr.msg_iov = &tx_iov_[2 * i];
-    tx_msgs_[i].msg_hdr.msg_iovlen = 1;
     tx_msgs_[i].msg_hdr.msg_name = &tx_addr_[i];
     tx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    cmsghdr* c = reinterpret_cast<cmsghdr*>(tx_cmsg_[i].bytes);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
   }
 }
 
 KernelUdp::KernelUdp(KernelUdp&& o) noexcept
-    : KernelUdp(std::exchange(o.fd_, -1), o.local_, o.max_datagram_) {}
+    : KernelUdp(std::exchange(o.fd_, -1), o.local_, o.max_datagram_, o.gso_, o.gro_) {
+  runs_ = o.runs_;
+}
 
 KernelUdp::~KernelUdp() {
   if (fd_ >= 0) close(fd_);
@@ -169,37 +181,140 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
   sockaddr_in local{};
   socklen_t len = sizeof(local);
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-  return KernelUdp(fd, from_sockaddr(local), o.max_datagram);
+  bool gro = o.gro;
+  if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) gro = false;  // a kernel before 5.0
+  return KernelUdp(fd, from_sockaddr(local), o.max_datagram, o.gso, gro);
 }
 
 size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-  const int got = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
-  if (got <= 0) return 0;
-  for (int i = 0; i < got; ++i) {
-    out[i].payload = proto::ConstBytes(static_cast<const std::byte*>(rx_iov_[i].iov_base),
-                                       rx_msgs_[i].msg_len);
-    out[i].from = from_sockaddr(rx_addr_[i]);
+  if (rx_next_ == rx_msgs_n_) {
+    for (size_t i = 0; i < n; ++i) {
+      rx_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      if (gro_) {
+        rx_msgs_[i].msg_hdr.msg_control = rx_cmsg_[i].bytes;
+        rx_msgs_[i].msg_hdr.msg_controllen = sizeof(rx_cmsg_[i].bytes);
+      }
+    }
+    const int got = recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+    if (got <= 0) return 0;
+    rx_msgs_n_ = static_cast<size_t>(got);
+    rx_next_ = 0;
+    rx_off_ = 0;
+    for (size_t i = 0; i < rx_msgs_n_; ++i) {
+      const msghdr& h = rx_msgs_[i].msg_hdr;
+      size_t segment = rx_msgs_[i].msg_len;
+      if (gro_ && h.msg_controllen > 0) {
+        for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+          if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int size = 0;
+            std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+            if (size > 0) segment = static_cast<size_t>(size);
+          }
+        }
+      }
+      // A datagram past the room it was read into was cut: it is handed
+      // out as it was read, and the session's decoder drops it, counted.
+      rx_segment_[i] = static_cast<uint32_t>(std::min(segment, rx_room_));
+      if (rx_msgs_[i].msg_len > segment && segment > 0) {
+        ++runs_.gro_runs;
+        runs_.gro_datagrams += (rx_msgs_[i].msg_len + segment - 1) / segment;
+      }
+    }
   }
-  return static_cast<size_t>(got);
+  size_t got = 0;
+  while (got < n && rx_next_ < rx_msgs_n_) {
+    const size_t len = std::min<size_t>(rx_msgs_[rx_next_].msg_len, rx_room_);
+    const size_t take = std::min<size_t>(rx_segment_[rx_next_], len - rx_off_);
+    out[got].payload = proto::ConstBytes(static_cast<const std::byte*>(rx_iov_[rx_next_].iov_base) + rx_off_, take);
+    out[got].from = from_sockaddr(rx_addr_[rx_next_]);
+    ++got;
+    rx_off_ += take;
+    if (rx_off_ >= len || take == 0) {
+      ++rx_next_;
+      rx_off_ = 0;
+    }
+  }
+  return got;
+}
+
+size_t KernelUdp::pack(const TxDatagram* in, size_t n) {
+  // The kernel's bounds on one GSO send: its segments, and its bytes (one
+  // IPv4 packet's payload before segmentation).
+  constexpr size_t kMaxSegments = 64;
+  auto bytes = [](const TxDatagram& d) {
+    return d.payload.size() + (d.trailer != nullptr ? proto::kTagFrameBytes : 0);
+  };
+  size_t m = 0;
+  size_t v = 0;  // iovecs used
+  for (size_t i = 0; i < n; ++m) {
+    // The run: one destination, every datagram the first's size, but a
+    // last that may be shorter.
+    const size_t segment = bytes(in[i]);
+    size_t j = i + 1;
+    size_t total = segment;
+    if (gso_) {
+      while (j < n && j - i < kMaxSegments && in[j].to == in[i].to) {
+        const size_t b = bytes(in[j]);
+        if (b > segment || total + b > kMaxDatagram) break;
+        total += b;
+        ++j;
+        if (b < segment) break;
+      }
+    }
+    msghdr& h = tx_msgs_[m].msg_hdr;
+    h.msg_iov = &tx_iov_[v];
+    for (size_t k = i; k < j; ++k) {
+      tx_iov_[v++] = iovec{const_cast<std::byte*>(in[k].payload.data()), in[k].payload.size()};
+      if (in[k].trailer != nullptr) {
+        tx_iov_[v++] = iovec{const_cast<std::byte*>(in[k].trailer), proto::kTagFrameBytes};
+      }
+    }
+    h.msg_iovlen = static_cast<size_t>(&tx_iov_[v] - h.msg_iov);
+    if (j - i > 1) {
+      cmsghdr* c = reinterpret_cast<cmsghdr*>(tx_cmsg_[m].bytes);
+      const uint16_t size = static_cast<uint16_t>(segment);
+      std::memcpy(CMSG_DATA(c), &size, sizeof(size));
+      h.msg_control = tx_cmsg_[m].bytes;
+      h.msg_controllen = sizeof(tx_cmsg_[m].bytes);
+    } else {
+      h.msg_control = nullptr;
+      h.msg_controllen = 0;
+    }
+    tx_addr_[m] = to_sockaddr(in[i].to);
+    tx_count_[m] = static_cast<uint32_t>(j - i);
+    i = j;
+  }
+  return m;
 }
 
 size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    tx_iov_[2 * i] = iovec{const_cast<std::byte*>(in[i].payload.data()), in[i].payload.size()};
-    if (in[i].trailer != nullptr) {
-      tx_iov_[2 * i + 1] = iovec{const_cast<std::byte*>(in[i].trailer), proto::kTagFrameBytes};
-      tx_msgs_[i].msg_hdr.msg_iovlen = 2;
-    } else {
-      tx_msgs_[i].msg_hdr.msg_iovlen = 1;
-    }
-    tx_addr_[i] = to_sockaddr(in[i].to);
-  }
   size_t sent = 0;
   while (sent < n) {
-    const int k = sendmmsg(fd_, tx_msgs_.data() + sent, static_cast<unsigned>(n - sent), MSG_DONTWAIT);
-    if (k <= 0) break;
-    sent += static_cast<size_t>(k);
+    const size_t m = pack(in + sent, n - sent);
+    size_t done = 0;  // messages the kernel took
+    while (done < m) {
+      const int k = sendmmsg(fd_, tx_msgs_.data() + done, static_cast<unsigned>(m - done), MSG_DONTWAIT);
+      if (k <= 0) break;
+      for (int q = 0; q < k; ++q) {
+        const uint32_t c = tx_count_[done + static_cast<size_t>(q)];
+        sent += c;
+        if (c > 1) {
+          ++runs_.gso_sends;
+          runs_.gso_datagrams += c;
+        }
+      }
+      done += static_cast<size_t>(k);
+    }
+    if (done == m) break;
+    // The kernel refused a message. A GSO send the route cannot take
+    // (EMSGSIZE or EINVAL: a segment past the link's MTU; EIO: no
+    // checksum offload)
+    // is sent again one datagram a message, with GSO off from now on;
+    // anything else (a full buffer) is the caller's to count.
+    const bool refused = tx_count_[done] > 1 && (errno == EMSGSIZE || errno == EINVAL || errno == EIO);
+    if (!refused) break;
+    gso_ = false;
+    runs_.gso_refused = true;
   }
   return sent;
 }

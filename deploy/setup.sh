@@ -27,6 +27,7 @@ packages=(
   pybind11-dev python3-dev                 # the `ringfire` Python module (python/), tested from Python
   python3-aiohttp curl                     # the SSE frontend (ringfire.frontend) and its real HTTP clients
   python3-zmq python3-msgpack              # perf/py_mux_bench: the ZeroMQ batch-per-step baseline
+  python3-uvloop                           # perf/py_mux_bench --loop uvloop: both frontends on uvicorn's loop
 )
 
 missing=()

@@ -26,6 +26,8 @@ std::unique_ptr<PortHandle> kernel_port(const PortSpec& spec, uint32_t ip) {
   o.iface_ip = ip;
   o.ttl = spec.ttl;
   o.max_datagram = std::max<size_t>(spec.mtu, 1472);
+  o.gso = spec.gso;
+  o.gro = spec.gro;
   auto prepare = [](const dataplane::KernelPort& port, const dataplane::BindSpec& b, uint32_t local_ip,
                     uint16_t max_payload) {
     dataplane::KernelPortOptions po = port.options();

@@ -38,6 +38,8 @@ struct PortSpec {
   uint32_t ip = 0;         // the port's address (dpdk: required, or lazy); kernel: multicast's
   uint8_t ttl = 1;
   uint16_t mtu = 1472;     // the largest UDP payload it sends or receives
+  bool gso = true;         // kernel: runs of datagrams leave as one UDP GSO send
+  bool gro = true;         // kernel: such runs are taken whole (UDP_GRO)
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   int lcore = -1;          // dpdk: the worker's EAL lcore (-1: the first idle one, else a thread)
   std::vector<dataplane::StaticNeighbor> neighbors;

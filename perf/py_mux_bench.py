@@ -108,7 +108,7 @@ async def consume_mux(args, tally):
     import ringfire.aio
 
     node = ringfire.Node(instance_id=f"front-{os.getpid()}", control=args.listen, initial_credit=args.credit,
-                         mtu=args.mtu)
+                         mtu=args.mtu, gso=not args.no_udp_runs, gro=not args.no_udp_runs)
     anode = ringfire.aio.AsyncNode(node)
     anchors = [anode.create_anchor() for _ in range(args.streams)]
     with open(args.handles + ".tmp", "w") as f:
@@ -191,6 +191,9 @@ async def consume_zmq(args, tally):
 def consumer(args):
     tally = Tally(args.streams, args.tokens, args.stall, args.cancel)
     run = consume_mux if args.path == "mux" else consume_zmq
+    if args.loop == "uvloop":  # the event loop most Python inference frontends run on (uvicorn's default)
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     cpu, extra = asyncio.run(run(args, tally))
     checked = args.streams - len(tally.stall)
     ok = tally.bad == 0 and tally.finished + tally.cancelled == checked
@@ -218,7 +221,7 @@ def produce_mux(args, handles):
     import ringfire
 
     node = ringfire.Node(instance_id=f"engine-{os.getpid()}", control=args.listen, flush="manual", mtu=args.mtu,
-                         initial_credit=args.credit)
+                         initial_credit=args.credit, gso=not args.no_udp_runs, gro=not args.no_udp_runs)
     senders = [node.attach(h, args.peer) for h in handles]
     n = len(senders)
     live = list(range(n))
@@ -298,6 +301,10 @@ def main():
     p.add_argument("--credit", type=int, default=256)
     p.add_argument("--hwm", type=int, default=1000, help="zmq: the sockets' high-water mark (messages)")
     p.add_argument("--mtu", type=int, default=1472, help="mux: the channels' largest datagram (8972 on a 9000-byte link)")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                   help="consumer: the event loop (uvloop: Debian's python3-uvloop)")
+    p.add_argument("--no-udp-runs", action="store_true",
+                   help="mux: one send and one receive per datagram (no UDP GSO/GRO), as before 2026-12-03")
     p.add_argument("--handles", required=True)
     p.add_argument("--stall", type=int, default=0)
     p.add_argument("--cancel", type=int, default=0)

@@ -233,7 +233,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
-                       const std::string& dpdk_ip, double silent_peer, uint32_t mtu) {
+                       const std::string& dpdk_ip, double silent_peer, uint32_t mtu, bool gso, bool gro) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -251,6 +251,8 @@ PYBIND11_MODULE(_ringfire, m) {
                throw py::value_error("mtu " + std::to_string(mtu) + ": the largest UDP payload, 256 to 65507 (8972 on a 9000-byte link)");
              }
              o.port.mtu = static_cast<uint16_t>(mtu);
+             o.port.gso = gso;
+             o.port.gro = gro;
              if (dpdk_port >= 0) {  // the data plane on an ethdev of the EAL start_dpdk started
                if (dpdk_ip.empty()) throw py::value_error("dpdk_port needs dpdk_ip: the data plane's address on that port");
                o.port.backend = ringfire::engine::PortSpec::Backend::kDpdk;
@@ -271,7 +273,7 @@ PYBIND11_MODULE(_ringfire, m) {
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
            py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "",
-           py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472)
+           py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472, py::arg("gso") = true, py::arg("gro") = true)
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

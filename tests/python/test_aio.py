@@ -163,6 +163,36 @@ class Aio(unittest.TestCase):
         with self.assertRaises(ValueError):
             producer.send_many([(None, "text, not bytes")])
 
+    def test_a_reader_cancelled_while_waiting_loses_no_token(self):
+        # `async for` waits on a future the node's reader settles with the
+        # item itself: a reader cancelled meanwhile (its client went) must
+        # leave the item for the next one, in order.
+        consumer, producer = node("c"), node("p", flush="manual")
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            a = anode.create_anchor()
+            loop = asyncio.get_running_loop()
+            s = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
+            waiting = asyncio.ensure_future(anext(a))
+            await asyncio.sleep(0.05)
+            waiting.cancel()
+            self.assertIsNone(producer.send_many([(s, b"t0"), (s, b"t1")], flush=True))
+            deadline = loop.time() + 10
+            while a.ready() < 2 and loop.time() < deadline:  # taken from the node while no reader waits
+                await asyncio.sleep(0.01)
+            self.assertEqual(a.ready(), 2)
+            got = [await asyncio.wait_for(anext(a), 10), await asyncio.wait_for(anext(a), 10)]
+            self.assertEqual(got, [b"t0", b"t1"])
+            self.assertTrue(s.finish())
+            producer.flush_batch()
+            rest = [t async for t in a]  # ends at the finish, with nothing more
+            self.assertEqual(rest, [])
+            return waiting
+
+        waiting = asyncio.run(main())
+        self.assertTrue(waiting.cancelled())
+
 
 if __name__ == "__main__":
     unittest.main()
