@@ -79,7 +79,7 @@ absl::Status ArchiveReader::reload_catalog(bool force) {
   // The segment being read keeps its place: find it again by name.
   const uint64_t current = seg_fd_ >= 0 ? catalog_.segments[seg_].first_seq : 0;
   catalog_ = std::move(*c);
-  limits_ = SegmentLimits{catalog_.segment_bytes, catalog_.max_batch_bytes, catalog_.shape.max_record};
+  limits_ = limits_of(catalog_);
   ++counters_.catalog_loads;
   if (seg_fd_ >= 0) {
     auto it = std::find_if(catalog_.segments.begin(), catalog_.segments.end(),
@@ -309,7 +309,7 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
     ::close(fd);
     return out;
   }
-  const SegmentLimits limits{catalog.segment_bytes, catalog.max_batch_bytes, catalog.shape.max_record};
+  const SegmentLimits limits = limits_of(catalog);
   std::vector<uint8_t> buf;
   uint64_t offset = kSegmentHeaderBytes;
   uint64_t last_good = 0;

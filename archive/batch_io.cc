@@ -71,11 +71,12 @@ BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::
     *why = "batch checksum mismatch";
     return BatchRead::kDamaged;
   }
-  if (!check_entries(buf->data(), *header, limits.max_record, why)) return BatchRead::kDamaged;
+  if (!check_entries(buf->data(), *header, limits, why)) return BatchRead::kDamaged;
   return BatchRead::kOk;
 }
 
-bool check_entries(const uint8_t* batch, const BatchHeader& h, uint32_t max_record, std::string* why) {
+bool check_entries(const uint8_t* batch, const BatchHeader& h, const SegmentLimits& limits, std::string* why) {
+  const uint32_t max_record = limits.max_record;
   const uint8_t* p = batch + kBatchHeaderBytes;
   const uint8_t* end = batch + h.bytes;
   uint64_t next_min = h.first_seq;
@@ -98,6 +99,11 @@ bool check_entries(const uint8_t* batch, const BatchHeader& h, uint32_t max_reco
       if (e.len > max_record) {
         *why = absl::StrCat("record ", e.seq, " of ", e.len, " bytes (the ring's records are at most ",
                             max_record, ")");
+        return false;
+      }
+      if (limits.record_size != 0 && e.len != limits.record_size) {
+        *why = absl::StrCat("record ", e.seq, " of ", e.len, " bytes in a ring of ", limits.record_size,
+                            "-byte records");
         return false;
       }
       next_min = e.seq + 1;

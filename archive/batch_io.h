@@ -23,7 +23,11 @@ struct SegmentLimits {
   uint64_t segment_bytes = 0;
   uint64_t max_batch_bytes = 0;
   uint32_t max_record = 0;
+  uint32_t record_size = 0;  // a fixed ring's: every record is this size (0: a blob ring)
 };
+inline SegmentLimits limits_of(const Catalog& c) {
+  return SegmentLimits{c.segment_bytes, c.max_batch_bytes, c.shape.max_record, c.shape.record_size};
+}
 
 // read_batch reads the batch at `offset` of a segment file into *buf,
 // checks its header, checksum and entries (check_entries), and fills
@@ -42,8 +46,9 @@ struct EntryView {
 
 // check_entries walks a batch's entries and says whether they are well
 // formed: lengths inside the batch, sequences increasing inside
-// [first_seq, end_seq), gaps 16 bytes with end > seq, known kinds only.
-bool check_entries(const uint8_t* batch, const BatchHeader& h, uint32_t max_record, std::string* why);
+// [first_seq, end_seq), records at most max_record bytes and, in a fixed
+// ring, exactly record_size; gaps 16 bytes with end > seq, known kinds only.
+bool check_entries(const uint8_t* batch, const BatchHeader& h, const SegmentLimits& limits, std::string* why);
 
 // EntryWalker steps through the entries of a batch check_entries passed.
 class EntryWalker {

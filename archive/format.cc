@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "ring/layout.h"
 
 namespace ringfire::archive {
 namespace {
@@ -168,13 +169,48 @@ std::optional<Catalog> decode_catalog(const uint8_t* in, size_t len, std::string
   c.index_interval = get_u64(in + 40);
   c.max_batch_bytes = get_u64(in + 48);
   c.created_unix_ns = get_u64(in + 56);
+  if (!geometry_holds(c, why)) return std::nullopt;
   c.segments.reserve(count);
   const uint8_t* e = in + kCatalogHeadBytes;
   for (uint64_t i = 0; i < count; ++i, e += kCatalogSegmentBytes) {
     c.segments.push_back(CatalogSegment{get_u64(e), get_u64(e + 8), get_u64(e + 16),
                                         get_u64(e + 24), (get_u32(e + 32) & 1u) != 0});
+    const CatalogSegment& s = c.segments.back();
+    if (s.end_seq < s.first_seq || s.bytes > c.segment_bytes) {
+      *why = absl::StrCat("catalog segment ", i, " covers [", s.first_seq, ", ", s.end_seq, ") in ", s.bytes,
+                          " bytes of a ", c.segment_bytes, "-byte segment");
+      return std::nullopt;
+    }
   }
   return c;
+}
+
+bool geometry_holds(const Catalog& c, std::string* why) {
+  const RingShape& r = c.shape;
+  const bool blob = (r.ring_flags & ring::kFlagBlob) != 0;
+  // What a recorder writes (SegmentWriter::open, Recorder::open): anything
+  // else is a damaged or forged catalog, refused before a reader sizes a
+  // read, a buffer or a copy by it.
+  if (c.segment_bytes < (1u << 16) || c.segment_bytes % kBlock != 0 || c.segment_bytes > kMaxSegmentBytes) {
+    *why = absl::StrCat("catalog declares segments of ", c.segment_bytes, " bytes");
+    return false;
+  }
+  if (c.max_batch_bytes < kBatchHeaderBytes || c.max_batch_bytes > kMaxBatchBytes ||
+      pad_block(c.max_batch_bytes) + kSegmentHeaderBytes > c.segment_bytes) {
+    *why = absl::StrCat("catalog declares batches of ", c.max_batch_bytes, " bytes in segments of ", c.segment_bytes);
+    return false;
+  }
+  if (c.index_interval < kBlock || c.index_interval > c.segment_bytes) {
+    *why = absl::StrCat("catalog declares an index entry per ", c.index_interval, " bytes");
+    return false;
+  }
+  if (r.max_record == 0 || kBatchHeaderBytes + kEntryHeaderBytes + pad8(r.max_record) > c.max_batch_bytes ||
+      (blob ? r.record_size != 0 : r.record_size != r.max_record)) {
+    *why = absl::StrCat("catalog declares records of ", r.record_size, " bytes, at most ", r.max_record,
+                        ", in batches of ", c.max_batch_bytes, blob ? " (a blob ring)" : " (a fixed ring)");
+    return false;
+  }
+  return true;
 }
 
 std::string segment_name(uint64_t first_seq) {

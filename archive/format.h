@@ -68,6 +68,8 @@ inline constexpr size_t kIndexEntryBytes = 16;
 // kMaxBatchBytes bounds what a reader allocates for one batch, whatever a
 // damaged or hostile file declares.
 inline constexpr uint64_t kMaxBatchBytes = 1ull << 30;
+// kMaxSegmentBytes bounds a segment file's declared size (64 GiB).
+inline constexpr uint64_t kMaxSegmentBytes = 64ull << 30;
 // kMaxCatalogBytes bounds the catalog a reader loads (a million segments).
 inline constexpr uint64_t kMaxCatalogBytes = 64ull << 20;
 
@@ -164,6 +166,11 @@ IndexEntry decode_index_entry(const uint8_t in[kIndexEntryBytes]);
 
 std::string encode_catalog(const Catalog& c);
 std::optional<Catalog> decode_catalog(const uint8_t* in, size_t len, std::string* why);
+// geometry_holds: the catalog's sizes are ones a recorder writes (segments
+// 64 KiB to kMaxSegmentBytes in 4 KiB units, a batch within a segment and
+// kMaxBatchBytes, the largest record within a batch, a fixed ring's
+// records all its slot size); decode_catalog refuses a catalog without.
+bool geometry_holds(const Catalog& c, std::string* why);
 
 // segment_name is "<first_seq, 20 digits>.seg"; index_name the ".idx".
 std::string segment_name(uint64_t first_seq);

@@ -122,9 +122,10 @@ absl::StatusOr<Catalog> load_catalog(const std::string& dir) {
 
 absl::StatusOr<SegmentWriter> SegmentWriter::open(const std::string& dir, const RingShape& shape,
                                                   const ArchiveLayout& layout, RecoveryReport* report) {
-  if (layout.segment_bytes < (1u << 16) || layout.segment_bytes % 4096 != 0) {
+  if (layout.segment_bytes < (1u << 16) || layout.segment_bytes % 4096 != 0 ||
+      layout.segment_bytes > kMaxSegmentBytes) {
     return absl::InvalidArgumentError(absl::StrCat("segment size ", layout.segment_bytes,
-                                                   ": use a multiple of 4 KiB, at least 64 KiB"));
+                                                   ": use a multiple of 4 KiB, 64 KiB to 64 GiB"));
   }
   if (pad_block(layout.max_batch_bytes) + kSegmentHeaderBytes > layout.segment_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("a batch of ", layout.max_batch_bytes,
@@ -282,7 +283,7 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
   if (idx_fd_ < 0) return io_error(errno, "open", idx_path);
   if (ftruncate(idx_fd_, 0) != 0) return io_error(errno, "truncate", idx_path);
 
-  const SegmentLimits limits{catalog_.segment_bytes, catalog_.max_batch_bytes, catalog_.shape.max_record};
+  const SegmentLimits limits = limits_of(catalog_);
   std::vector<uint8_t> buf;
   uint64_t offset = kSegmentHeaderBytes;
   uint64_t records = 0;

@@ -113,20 +113,57 @@ TEST(ArchiveFormat, CheckEntriesRefusesWhatABuilderNeverWrites) {
   BatchHeader h = decode_batch_header(span.data(), &magic);
   std::vector<uint8_t> batch(span.begin(), span.begin() + h.bytes);
   std::string why;
-  ASSERT_TRUE(check_entries(batch.data(), h, 64, &why)) << why;
+  ASSERT_TRUE(check_entries(batch.data(), h, SegmentLimits{1 << 20, 4096, 64, 0}, &why)) << why;
   EXPECT_EQ(batch_checksum(batch.data(), batch.size()), h.checksum);
 
   std::vector<uint8_t> bad = batch;
   put_u64(bad.data() + kBatchHeaderBytes + 40, 9);  // the second record's seq: before the first
-  EXPECT_FALSE(check_entries(bad.data(), h, 64, &why));
+  EXPECT_FALSE(check_entries(bad.data(), h, SegmentLimits{1 << 20, 4096, 64, 0}, &why));
   bad = batch;
   put_u32(bad.data() + kBatchHeaderBytes + 8, 1u << 20);  // the first record's length
-  EXPECT_FALSE(check_entries(bad.data(), h, 1u << 21, &why));
+  EXPECT_FALSE(check_entries(bad.data(), h, SegmentLimits{1 << 22, 1 << 21, 1u << 21, 0}, &why));
   EXPECT_NE(why.find("runs past the batch"), std::string::npos) << why;
   bad = batch;
   put_u16(bad.data() + kBatchHeaderBytes + 12, 7);
-  EXPECT_FALSE(check_entries(bad.data(), h, 64, &why));
-  EXPECT_FALSE(check_entries(batch.data(), h, 16, &why)) << "records over the ring's largest";
+  EXPECT_FALSE(check_entries(bad.data(), h, SegmentLimits{1 << 20, 4096, 64, 0}, &why));
+  EXPECT_FALSE(check_entries(batch.data(), h, SegmentLimits{1 << 20, 4096, 16, 0}, &why)) << "records over the ring's largest";
+  // A fixed ring's records are all its slot size: a 20-byte record in a
+  // ring of 64-byte records would be copied into a 64-byte slot from 20.
+  EXPECT_FALSE(check_entries(batch.data(), h, SegmentLimits{1 << 20, 4096, 64, 64}, &why));
+  EXPECT_NE(why.find("of 20 bytes in a ring of 64-byte records"), std::string::npos) << why;
+  EXPECT_TRUE(check_entries(batch.data(), h, SegmentLimits{1 << 20, 4096, 20, 20}, &why)) << why;
+}
+
+// A catalog whose geometry no recorder writes is refused at decode, before
+// a reader sizes a read, a buffer or a copy by it (checksum recomputed: a
+// forger's catalog, not a flipped bit).
+TEST(ArchiveFormat, ACatalogDeclaringAGeometryNoRecorderWritesIsRefused) {
+  struct Case {
+    const char* what;
+    void (*change)(Catalog*);
+    const char* says;
+  } cases[] = {
+      {"segments of 1 TiB", [](Catalog* c) { c->segment_bytes = 1ull << 40; }, "segments of"},
+      {"segments not in 4 KiB", [](Catalog* c) { c->segment_bytes = (1 << 20) + 1; }, "segments of"},
+      {"batches of 4 GiB", [](Catalog* c) { c->max_batch_bytes = 4ull << 30; }, "batches of"},
+      {"a batch past its segment", [](Catalog* c) { c->max_batch_bytes = c->segment_bytes; }, "batches of"},
+      {"records past a batch", [](Catalog* c) { c->shape.max_record = c->shape.record_size = 1 << 30; }, "records of"},
+      {"a blob ring with a record size", [](Catalog* c) { c->shape.record_size = 8; }, "records of"},
+      {"an index entry per byte", [](Catalog* c) { c->index_interval = 1; }, "index entry per"},
+      {"a segment over its size", [](Catalog* c) { c->segments[0].bytes = c->segment_bytes + 1; }, "catalog segment 0"},
+      {"a segment ending before it starts", [](Catalog* c) { c->segments[1].end_seq = 1; }, "catalog segment 1"},
+  };
+  std::string why;
+  const Catalog good = sample_catalog();
+  ASSERT_TRUE(geometry_holds(good, &why)) << why;
+  for (const Case& k : cases) {
+    Catalog c = good;
+    k.change(&c);
+    const std::string bytes = encode_catalog(c);
+    why.clear();
+    EXPECT_FALSE(decode_catalog(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &why)) << k.what;
+    EXPECT_NE(why.find(k.says), std::string::npos) << k.what << ": " << why;
+  }
 }
 
 }  // namespace
