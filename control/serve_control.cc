@@ -85,6 +85,7 @@ struct ServeControl::Mirror {
   std::unique_ptr<archive::ArchiveReader> replay;
   uint64_t replay_next = UINT64_MAX;
   uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
+  bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
 };
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
@@ -445,6 +446,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     if (replays_open_ >= config_.archive_replays) {
       ++stats_.archive_waits;  // another mirror's replay finishes first
       *blocked = true;
+      retry_archive_at(monotonic_ns() + kArchiveSlotRetryNs);
       return first;
     }
     auto r = archive::ArchiveReader::open(config_.archive_dir);
@@ -470,11 +472,19 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     archive_tokens_ = std::min<uint64_t>(bank, archive_tokens_ + static_cast<uint64_t>(refill));
   }
   archive_tokens_ns_ = now;
-  if (archive_tokens_ == 0) {
+  // Spent: wait for a quantum of budget (not a record's worth at a time,
+  // which would keep the conductor turning), and sleep until then.
+  const uint64_t quantum = std::min(bank, kArchiveQuantumBytes);
+  if (archive_tokens_ == 0 || (archive_spent_ && archive_tokens_ < quantum)) {
+    archive_spent_ = true;
     ++stats_.archive_throttled;
     *blocked = true;
+    const uint64_t rate = std::max<uint64_t>(config_.archive_bytes_per_s, 1);
+    const long double wait_ns = static_cast<long double>(quantum - archive_tokens_) * 1e9L / static_cast<long double>(rate);
+    retry_archive_at(now + std::clamp<uint64_t>(static_cast<uint64_t>(wait_ns), 100'000, 1'000'000'000));
     return first;
   }
+  archive_spent_ = false;
   uint64_t want = first;
   TcpDataOut out(m.conn, frame_buf_, config_.tcp_frame_bytes, reader_.fixed_size(), stats_.gaps);
   auto gap = [&](uint64_t next) {
@@ -527,6 +537,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     if (sent >= max_records || archive_tokens_ == 0 || m.conn.pending() >= config_.out_watermark_bytes) break;
   }
   out.flush();
+  if (archive_tokens_ == 0) archive_spent_ = true;  // the next turn waits for a quantum
   stats_.archive_records += sent;
   *records = sent;
   return want;
@@ -556,6 +567,9 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
       want = send_archived(m, want, last, below, max_records, &sent, blocked);
       *records = sent;
       if (*blocked || want > last || sent >= max_records) return want;
+      // Part of its share sent (the connection's watermark): the rest next
+      // turn, from the same reader.
+      if (want < below && want != asked) return want;
       // Nothing there (the archive ends, or is damaged, before the ring):
       // the ring's answer, a GAP, must not wait for it again.
       m.archive_dry = want == asked && sent == 0 ? want : UINT64_MAX;
@@ -797,6 +811,7 @@ bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
 bool ServeControl::serve_one(Mirror& m) {
   if (m.state != Mirror::State::kStreaming) return false;
   uint64_t budget = config_.tcp_chunk_records;
+  bool nak_blocked = false;
   while (budget != 0 && !m.repairs.empty() && m.conn.pending() < config_.out_watermark_bytes) {
     const proto::Nak r = m.repairs.front();
     uint64_t n = 0;
@@ -806,6 +821,7 @@ bool ServeControl::serve_one(Mirror& m) {
     budget -= std::min(budget, n);
     if (blocked) {  // the archive's caps: this range waits for a later turn
       if (next > r.first) m.repairs.advance(next);
+      nak_blocked = true;
       break;
     }
     if (next <= r.first && n == 0) {
@@ -814,8 +830,10 @@ bool ServeControl::serve_one(Mirror& m) {
       m.repairs.advance(next);
     }
   }
-  bool more = !m.repairs.empty();
-  if (m.replay && !more && !m.tcp_mode) {
+  // A range the archive's caps hold back is not more work now: the
+  // conductor sleeps until archive_retry_at_ns_.
+  bool more = !m.repairs.empty() && !nak_blocked;
+  if (m.replay && m.repairs.empty() && !m.tcp_mode) {
     // Its NAKs answered: the archive's reader (and its replay slot) goes;
     // a later NAK below the ring opens another.
     m.replay.reset();
@@ -825,8 +843,9 @@ bool ServeControl::serve_one(Mirror& m) {
     uint64_t n = 0;
     bool blocked = false;
     m.tcp_cursor = send_range(m, m.tcp_cursor, UINT64_MAX, budget, &n, &blocked);
+    m.archive_held = blocked;
     stats_.tcp_records += n;
-    more |= n == budget || blocked;
+    more |= n == budget && !blocked;
   }
   return more && m.conn.pending() < config_.out_watermark_bytes;
 }
@@ -899,6 +918,7 @@ bool ServeControl::poll(uint64_t timeout_us) {
     }
   }
   bool more = send_big_records();
+  archive_retry_at_ns_ = UINT64_MAX;  // set again by whichever turn the archive's caps hold back
   // Answers, round-robin: each mirror gets one turn (a chunk) per pass.
   const size_t count = mirrors_.size();
   for (size_t k = 0; k < count; ++k) {
@@ -937,6 +957,8 @@ bool ServeControl::poll(uint64_t timeout_us) {
   return more;
 }
 
+uint64_t ServeControl::next_poll_at(uint64_t now_ns) { return std::min(tcp_poll_at(now_ns), archive_retry_at_ns_); }
+
 uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
   const ring::RingHeader& h = info_.header();
   bool any = false;
@@ -944,7 +966,7 @@ uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
   // Acquire: pairs with the writer's release store of write_seq.
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
   for (const auto& m : mirrors_) {
-    if (!m->tcp_mode || m->state != Mirror::State::kStreaming || m->dead) continue;
+    if (!m->tcp_mode || m->state != Mirror::State::kStreaming || m->dead || m->archive_held) continue;
     any = true;
     behind |= m->tcp_cursor < ws;
   }

@@ -158,6 +158,14 @@ class ServeControl {
   // the ring moves, and the answer is only a fallback a few ms away;
   // UINT64_MAX with none.
   uint64_t tcp_poll_at(uint64_t now_ns);
+  // next_poll_at: tcp_poll_at, or sooner when a replay the archive's caps
+  // held back may go on (its turn returned no "more": nothing spins).
+  uint64_t next_poll_at(uint64_t now_ns);
+  // A replay held back by the byte cap waits for this much budget (or
+  // the whole bank, if smaller); one held back by the replay cap looks
+  // again after kArchiveSlotRetryNs.
+  static constexpr uint64_t kArchiveQuantumBytes = 64u << 10;
+  static constexpr uint64_t kArchiveSlotRetryNs = 10'000'000;
   static constexpr uint64_t kTcpBehindPollNs = 50'000;
   static constexpr uint64_t kTcpQuietNs = 1'000'000;  // caught up this long: ask the worker, sleep
   static constexpr uint64_t kTcpCaughtUpPollNs = 20'000'000;
@@ -228,6 +236,9 @@ class ServeControl {
   std::vector<std::pair<std::string, uint64_t>> last_log_ns_;
   ServeControlStats stats_;
   uint32_t replays_open_ = 0;        // mirrors holding an ArchiveReader
+  void retry_archive_at(uint64_t t) { archive_retry_at_ns_ = std::min(archive_retry_at_ns_, t); }
+  uint64_t archive_retry_at_ns_ = UINT64_MAX;  // when a held-back replay may go on
+  bool archive_spent_ = false;        // the byte budget ran out: wait for a quantum
   uint64_t archive_tokens_ = 0;      // the archive byte budget (bytes)
   uint64_t archive_tokens_ns_ = 0;
 };

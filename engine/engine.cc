@@ -192,8 +192,9 @@ void Engine::run_once(uint64_t max_wait_ns) {
   bool more = false;
   for (const auto& s : serves_) {
     more |= s->control->poll(0);
-    // TCP-mode mirrors are streamed from here: come back when the ring moves.
-    until = std::min(until, s->control->tcp_poll_at(now));
+    // TCP-mode mirrors are streamed from here: come back when the ring
+    // moves, or when a replay the archive's caps held back may go on.
+    until = std::min(until, s->control->next_poll_at(now));
   }
   for (const auto& m : mirrors_) until = std::min(until, m->control->poll(now));
   // The agents after the sessions' turn (they may add and remove sessions).

@@ -11,14 +11,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "archive/recorder.h"
 #include "control/auth.h"
 #include "gtest/gtest.h"
 #include "ring/check_record.h"
+#include "ring/monotonic.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
 
@@ -532,6 +535,78 @@ TEST_F(ServeControlTest, CaughtUpTcpMirrorsLetTheConductorSleepUntilTheWorkerTel
   link_.stats.next_to_send.store(5);
   EXPECT_EQ(ctl->tcp_poll_at(now), now + ServeControl::kTcpCaughtUpPollNs);
   EXPECT_EQ(link_.tell_control_at.load(), 5u);
+}
+
+// A mirror replaying from the archive under a byte cap it has spent is
+// not more work for the conductor: the turn says no more, and the
+// conductor's next poll is when a quantum of budget is back (it used to
+// turn at once, again and again, a record at a time).
+TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUntilItsBudgetIsBack) {
+  char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  struct Remove {
+    std::string d;
+    ~Remove() { std::filesystem::remove_all(d); }
+  } remove{dir};
+  {  // an archive of [0, 100000) while the ring (65536 slots) laps: it keeps [34464, 100000)
+    archive::RecordOptions o;
+    o.dir = dir + "/a";
+    o.layout.segment_bytes = 4u << 20;
+    o.batch_bytes = 64u << 10;
+    auto rec = archive::Recorder::open(ring_.open(), o);
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    uint64_t now = 1;
+    for (int round = 0; round < 10; ++round) {
+      publish(10000);
+      for (int idle = 0; idle < 3;) {
+        now += 2'000'000;
+        const bool quiet = (*rec)->poll(now) == 0;
+        if (quiet) (*rec)->settle();
+        idle = quiet && (*rec)->snapshot().lag == 0 ? idle + 1 : 0;
+      }
+    }
+    ASSERT_TRUE((*rec)->flush().ok());
+    ASSERT_EQ((*rec)->snapshot().recorded_end, 100000u);
+  }
+  ServeControlConfig c;
+  c.archive_dir = dir + "/a";
+  c.archive_bytes_per_s = 512u << 10;  // a bank of 1 MiB, then 64 KiB every 125 ms
+  auto ctl = start(c);
+  Client cl(ctl->listening());
+  cl.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));  // from the oldest: the archive's first
+  // Read what comes while pumping the control, until the cap holds it back.
+  uint64_t records = 0;
+  auto drain = [&] {
+    Frame f;
+    size_t n;
+    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == TcpConn::Next::kFrame) {
+      if (f.header.kind == FrameKind::kData) ++records;
+      cl.conn().consume(n);
+    }
+  };
+  for (int i = 0; i < 2000 && ctl->stats().archive_throttled == 0; ++i) {
+    ctl->poll(1000);
+    drain();
+  }
+  ASSERT_GT(ctl->stats().archive_throttled, 0u) << "the byte cap never held the replay back: archive bytes " << ctl->stats().archive_bytes << " records " << records << " replays " << ctl->stats().archive_replays << " errors " << ctl->stats().archive_errors << " tcp " << ctl->stats().tcp_records << " gaps " << ctl->stats().gaps << " log " << (log_.empty() ? "" : log_.back());
+  const uint64_t sent = ctl->stats().archive_bytes;
+  EXPECT_GE(sent, 1u << 20) << "the bank was not spent first";
+  EXPECT_LT(sent, 2u << 20);
+  // Held back: no more now, and the next poll is when 64 KiB are back.
+  const uint64_t t0 = ringfire::monotonic_ns();
+  EXPECT_FALSE(ctl->poll(0)) << "a held-back replay made the conductor turn again at once";
+  const uint64_t at = ctl->next_poll_at(t0);
+  EXPECT_GE(at, t0 + 20'000'000) << "it would poll again within 20 ms";
+  EXPECT_LE(at, t0 + 400'000'000) << "it would sleep past the budget's return";
+  // And it goes on from there: more of the archive, no GAP.
+  for (int i = 0; i < 3000 && ctl->stats().archive_bytes < sent + (64u << 10); ++i) {
+    ctl->poll(1000);
+    drain();
+  }
+  EXPECT_GE(ctl->stats().archive_bytes, sent + (64u << 10)) << "the replay did not go on";
+  EXPECT_EQ(ctl->stats().gaps, 0u);
+  EXPECT_GT(records, 0u);
+  EXPECT_EQ(ctl->stats().archive_replays, 1u) << "the archive's reader was opened again for each turn";
 }
 
 // ---- the PSK handshake
