@@ -7,7 +7,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "ring/blob.h"
 #include "ring/layout.h"
+#include "ring/ring_file.h"
 
 namespace ringfire::archive {
 namespace {
@@ -185,6 +187,25 @@ std::optional<Catalog> decode_catalog(const uint8_t* in, size_t len, std::string
   return c;
 }
 
+RingShape shape_of(const ring::RingFile& ring) {
+  const ring::RingHeader& h = ring.header();
+  RingShape shape;
+  shape.ring_flags = h.flags & (ring::kFlagBlob | ring::kFlagSparse);
+  shape.record_size = ring.blob() ? 0 : ring.slot_size();
+  shape.max_record = ring.blob() ? ring::max_blob_bytes(h.arena_size) : ring.slot_size();
+  shape.schema_signature = h.schema_signature;
+  return shape;
+}
+
+std::string shape_mismatch(const RingShape& have, const RingShape& ring) {
+  std::string why;
+  if (have.ring_flags != ring.ring_flags) absl::StrAppend(&why, " ring flags ", have.ring_flags, " vs ", ring.ring_flags, ";");
+  if (have.record_size != ring.record_size) absl::StrAppend(&why, " record size ", have.record_size, " vs ", ring.record_size, ";");
+  if (have.max_record != ring.max_record) absl::StrAppend(&why, " largest record ", have.max_record, " vs ", ring.max_record, ";");
+  if (have.schema_signature != ring.schema_signature) absl::StrAppend(&why, " schema ", have.schema_signature, " vs ", ring.schema_signature, ";");
+  return why;
+}
+
 bool geometry_holds(const Catalog& c, std::string* why) {
   const RingShape& r = c.shape;
   const bool blob = (r.ring_flags & ring::kFlagBlob) != 0;
@@ -200,7 +221,7 @@ bool geometry_holds(const Catalog& c, std::string* why) {
     *why = absl::StrCat("catalog declares batches of ", c.max_batch_bytes, " bytes in segments of ", c.segment_bytes);
     return false;
   }
-  if (c.index_interval < kBlock || c.index_interval > c.segment_bytes) {
+  if (c.index_interval < kBlock || c.index_interval > kMaxSegmentBytes) {  // past a segment: one entry
     *why = absl::StrCat("catalog declares an index entry per ", c.index_interval, " bytes");
     return false;
   }

@@ -51,6 +51,10 @@
 #include <string>
 #include <vector>
 
+namespace ringfire::ring {
+class RingFile;
+}  // namespace ringfire::ring
+
 namespace ringfire::archive {
 
 // kCatalogMagic is "RFCATLG1", kSegmentMagic "RFSEGMT1", kBatchMagic "RFB1",
@@ -92,6 +96,13 @@ struct RingShape {
   uint64_t schema_signature = 0;
   bool operator==(const RingShape&) const = default;
 };
+
+// shape_of: the shape of a ring (what its archive records, and what an
+// archive served for it must match).
+RingShape shape_of(const ring::RingFile& ring);
+// shape_mismatch: "" when an archive of shape `have` holds records of a
+// ring of shape `ring`; else what differs, for a message.
+std::string shape_mismatch(const RingShape& have, const RingShape& ring);
 
 // SegmentHeader is the first bytes of a segment file (the rest of its
 // 4 KiB is zero). 56 bytes on disk.

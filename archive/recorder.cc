@@ -17,11 +17,7 @@ constexpr uint32_t kReadsPerPoll = 4096;
 
 absl::StatusOr<std::unique_ptr<Recorder>> Recorder::open(ring::RingFile ring, const RecordOptions& options) {
   const ring::RingHeader& h = ring.header();
-  RingShape shape;
-  shape.ring_flags = h.flags & (ring::kFlagBlob | ring::kFlagSparse);
-  shape.record_size = ring.blob() ? 0 : ring.slot_size();
-  shape.max_record = ring.blob() ? ring::max_blob_bytes(h.arena_size) : ring.slot_size();
-  shape.schema_signature = h.schema_signature;
+  const RingShape shape = shape_of(ring);
   if (options.batch_bytes > kMaxBatchBytes || kBatchHeaderBytes + 64 + pad8(shape.max_record) > kMaxBatchBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a batch holds at most ", kMaxBatchBytes, " bytes: lower --batch-bytes (the ring's largest record is ",

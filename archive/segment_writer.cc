@@ -77,15 +77,6 @@ bool is_archive_file(const char* name, uint64_t* first_seq) {
   return true;
 }
 
-std::string shape_mismatch(const RingShape& have, const RingShape& ring) {
-  std::string why;
-  if (have.ring_flags != ring.ring_flags) absl::StrAppend(&why, " ring flags ", have.ring_flags, " vs ", ring.ring_flags, ";");
-  if (have.record_size != ring.record_size) absl::StrAppend(&why, " record size ", have.record_size, " vs ", ring.record_size, ";");
-  if (have.max_record != ring.max_record) absl::StrAppend(&why, " largest record ", have.max_record, " vs ", ring.max_record, ";");
-  if (have.schema_signature != ring.schema_signature) absl::StrAppend(&why, " schema ", have.schema_signature, " vs ", ring.schema_signature, ";");
-  return why;
-}
-
 uint64_t unix_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);

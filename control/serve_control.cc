@@ -100,6 +100,20 @@ absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeCon
                                                                  ring::RingFile file) {
   auto reader = ring::RawReader::attach(file.share(), ring::StartPosition::at(0));
   if (!reader.ok()) return reader.status();
+  if (!c.archive_dir.empty()) {
+    // An archive of another ring would answer with its records: refused
+    // now. One not there yet (its recorder starts later) is looked at
+    // again whenever a mirror needs it.
+    auto a = archive::ArchiveReader::open(c.archive_dir);
+    if (a.ok()) {
+      const std::string why = archive::shape_mismatch(a->catalog().shape, archive::shape_of(file));
+      if (!why.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--archive ", c.archive_dir, " is an archive of another kind of ring (", why,
+            " ): give the directory `ringfire record ", c.ring, "` writes"));
+      }
+    }
+  }
   std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(file), std::move(*reader)));
   auto fd = tcp_listen(c.listen);
   if (!fd.ok()) return fd.status();
@@ -401,13 +415,16 @@ class TcpDataOut {
       : conn_(conn), buf_(buf), frame_bytes_(frame_bytes), framer_(fixed_size, 0), gaps_(gaps) {
     framer_.begin(buf_.data(), frame_bytes_);
   }
-  void add(uint64_t seq, const std::byte* record, size_t len) {
-    if (framer_.add(seq, record, len)) return;
+  // add: false if the record fits no frame (larger than the ring's
+  // largest, or not a fixed ring's size: never from the ring itself).
+  bool add(uint64_t seq, const std::byte* record, size_t len) {
+    if (framer_.add(seq, record, len)) return true;
     flush();
-    if (framer_.add(seq, record, len)) return;
+    if (framer_.add(seq, record, len)) return true;
     framer_.begin(buf_.data(), buf_.size());
-    framer_.add(seq, record, len);
+    const bool ok = framer_.add(seq, record, len);
     flush();
+    return ok;
   }
   void flush() {
     if (const size_t n = framer_.finish()) conn_.send(proto::ConstBytes(buf_.data(), n));
@@ -454,6 +471,11 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       ++stats_.archive_errors;
       note("archive", absl::StrCat("the archive cannot be read: ", r.status().message()));
       return first;  // the ring's answer (a GAP) stands
+    }
+    if (const std::string why = archive::shape_mismatch(r->catalog().shape, archive::shape_of(info_)); !why.empty()) {
+      ++stats_.archive_errors;
+      note("archive", absl::StrCat("the archive is of another kind of ring (", why, " ): not served from"));
+      return first;
     }
     m.replay = std::make_unique<archive::ArchiveReader>(std::move(*r));
     m.replay_next = UINT64_MAX;
@@ -528,7 +550,11 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       m.replay_next = want;
       continue;
     }
-    out.add(e.seq, reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size());
+    if (!out.add(e.seq, reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size())) {
+      ++stats_.archive_errors;
+      note("archive", absl::StrCat("record ", e.seq, " of ", e.bytes.size(), " bytes fits no frame of this ring"));
+      break;
+    }
     want = e.seq + 1;
     m.replay_next = want;
     ++sent;

@@ -56,6 +56,12 @@ BindingId KernelPort::install(Prepared p) {
   if (epoll_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p.socket->fd(), &ev) != 0) return 0;
   sockets_[id] = std::move(p.socket);
   ++live_;
+  // Leaving one-binding mode: datagrams the one socket already read (a
+  // run taken whole) are not in epoll's sight; the ready list keeps it.
+  if (live_ == 2 && only_ != 0 && sockets_[only_]->rx_pending()) {
+    ready_n_ = 0;
+    ready_[ready_n_++] = only_;
+  }
   only_ = live_ == 1 ? id : 0;
   return id;
 }
@@ -72,7 +78,12 @@ void KernelPort::uninstall(BindingId b) {
       if (sockets_[i]) only_ = static_cast<BindingId>(i);
     }
   }
-  ready_n_ = 0;
+  // The others stay listed: one may hold datagrams it already read.
+  size_t keep = 0;
+  for (size_t i = 0; i < ready_n_; ++i) {
+    if (ready_[i] != b) ready_[keep++] = ready_[i];
+  }
+  ready_n_ = keep;
 }
 
 Endpoint KernelPort::local(BindingId b) const {
@@ -112,7 +123,7 @@ size_t KernelPort::rx_burst(RxDatagram* out, size_t n) {
     const size_t k = s->rx_burst(out + got, n - got);
     for (size_t j = got; j < got + k; ++j) out[j].binding = b;
     got += k;
-    if (got == n) ready_[keep++] = b;  // may hold more
+    if (got == n || s->rx_pending()) ready_[keep++] = b;  // may hold more (or holds some, read)
   }
   ready_n_ = keep;
   return got;

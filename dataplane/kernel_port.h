@@ -23,7 +23,7 @@ struct KernelPortOptions {
   int buffer_bytes = 8 << 20;   // per socket, forced past a namespace's rmem_max
   size_t max_datagram = 1472;
   bool gso = true;              // UdpOptions::gso and gro, for every binding's socket
-  bool gro = true;
+  bool gro = false;
 };
 
 class KernelPort {

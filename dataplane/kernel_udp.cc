@@ -183,7 +183,12 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
   bool gro = o.gro;
   if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) gro = false;  // a kernel before 5.0
-  return KernelUdp(fd, from_sockaddr(local), o.max_datagram, o.gso, gro);
+  // A kernel before 4.18 would ignore UDP_SEGMENT and send a run as one
+  // datagram: GSO only where the option is known.
+  int segment = 0;
+  socklen_t segment_len = sizeof(segment);
+  const bool gso = o.gso && getsockopt(fd, SOL_UDP, UDP_SEGMENT, &segment, &segment_len) == 0;
+  return KernelUdp(fd, from_sockaddr(local), o.max_datagram, gso, gro);
 }
 
 size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
@@ -252,7 +257,7 @@ size_t KernelUdp::pack(const TxDatagram* in, size_t n) {
     const size_t segment = bytes(in[i]);
     size_t j = i + 1;
     size_t total = segment;
-    if (gso_) {
+    if (gso_ && segment > 0) {  // (a segment size of 0 would send one empty datagram for the run)
       while (j < n && j - i < kMaxSegments && in[j].to == in[i].to) {
         const size_t b = bytes(in[j]);
         if (b > segment || total + b > kMaxDatagram) break;
@@ -288,6 +293,7 @@ size_t KernelUdp::pack(const TxDatagram* in, size_t n) {
 }
 
 size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
+  if (gso_retry_in_ != 0 && --gso_retry_in_ == 0) gso_ = true;
   size_t sent = 0;
   while (sent < n) {
     const size_t m = pack(in + sent, n - sent);
@@ -313,8 +319,12 @@ size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
     // anything else (a full buffer) is the caller's to count.
     const bool refused = tx_count_[done] > 1 && (errno == EMSGSIZE || errno == EINVAL || errno == EIO);
     if (!refused) break;
+    // Off for a while, not for good: one destination's path may be what
+    // refused it (a smaller MTU learned, or claimed by a forged ICMP).
     gso_ = false;
+    gso_retry_in_ = kGsoRetryBursts;
     runs_.gso_refused = true;
+    ++runs_.gso_refusals;
   }
   return sent;
 }

@@ -53,9 +53,11 @@ struct UdpOptions {
   bool gso = true;
   // gro: the socket takes a run sent as one GSO send whole (UDP_GRO), one
   // socket enqueue and one wake-up for the run instead of one each;
-  // rx_burst hands its datagrams out one by one. Each receive buffer is
-  // then 64 KiB (pages taken as they are written).
-  bool gro = true;
+  // rx_burst hands its datagrams out one by one. Each of its kBurst
+  // receive buffers is then 64 KiB (pages taken as they are written: up
+  // to 2 MiB a socket once runs arrive), so it is for the sockets that
+  // receive from GSO senders (a stream mux's channels), off by default.
+  bool gro = false;
 };
 
 // reserve_udp_port binds a kernel UDP socket to `port` on any address and
@@ -89,11 +91,14 @@ class KernelUdp {
 
   // Runs: GSO sends that carried more than one datagram and the
   // datagrams they carried, whether the route refused GSO (then off for
-  // this socket); runs that arrived whole (gro) and their datagrams.
+  // the socket's next kGsoRetryBursts bursts); runs that arrived whole
+  // (gro) and their datagrams.
+  static constexpr uint32_t kGsoRetryBursts = 4096;
   struct RunStats {
     uint64_t gso_sends = 0;
     uint64_t gso_datagrams = 0;
     bool gso_refused = false;
+    uint64_t gso_refusals = 0;  // each turns it off for kGsoRetryBursts bursts
     uint64_t gro_runs = 0;
     uint64_t gro_datagrams = 0;
   };
@@ -107,6 +112,7 @@ class KernelUdp {
   Endpoint local_;
   size_t max_datagram_;
   bool gso_;
+  uint32_t gso_retry_in_ = 0;  // bursts until GSO is tried again after a refusal
   bool gro_;
   RunStats runs_;
   size_t rx_room_;            // each receive buffer's bytes

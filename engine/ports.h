@@ -39,7 +39,7 @@ struct PortSpec {
   uint8_t ttl = 1;
   uint16_t mtu = 1472;     // the largest UDP payload it sends or receives
   bool gso = true;         // kernel: runs of datagrams leave as one UDP GSO send
-  bool gro = true;         // kernel: such runs are taken whole (UDP_GRO)
+  bool gro = false;        // kernel: such runs are taken whole (UDP_GRO; 64 KiB buffers: a mux node's port)
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   int lcore = -1;          // dpdk: the worker's EAL lcore (-1: the first idle one, else a thread)
   std::vector<dataplane::StaticNeighbor> neighbors;

@@ -67,14 +67,23 @@ enum class AnchorKind : uint8_t {
   kMultiSender,   // any number, each its own stream (session)
 };
 
+// node_port: a node's own data port by default (gro on).
+inline engine::PortSpec node_port() {
+  engine::PortSpec p;
+  p.gro = true;
+  return p;
+}
+
 struct NodeOptions {
   std::string instance_id;        // names the node; its worker id is xxh3 of it (required)
   dataplane::Endpoint control;    // the TCP control listener (ip required; port 0 picks one)
   // port: the data plane the channels use. Its `ip` defaults to the
   // control address; backend kernel unless set. With a host, only its
   // `name` (a port of the host engine), `ip` (its address: 0 takes the
-  // control address) and `mtu` count.
-  engine::PortSpec port;
+  // control address) and `mtu` count. A kernel port of the node's own
+  // takes a step's runs whole (gro): channels carry runs of equal
+  // datagrams.
+  engine::PortSpec port = node_port();
   // host: run on this engine (its conductor drives the node, its port
   // `port.name` carries the channels) instead of an engine and a thread of
   // the node's own. Create and destroy the node on that conductor's thread.

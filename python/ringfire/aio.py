@@ -34,15 +34,14 @@ class AsyncAnchor:
     items as Anchor.recv does; iterating yields a single-sender stream's
     tokens until it finishes (StreamDropped if it is dropped)."""
 
-    __slots__ = ("_anode", "anchor", "_items", "_waiter", "_next", "_buffer", "_paused", "_loop")
+    __slots__ = ("_anode", "anchor", "_items", "_waiter", "_buffer", "_paused", "_loop")
 
     def __init__(self, anode, anchor, buffer):
         self._anode = anode
         self._loop = anode.loop
         self.anchor = anchor
         self._items = collections.deque()  # node.poll() tuples: (anchor_id, kind, session, payload)
-        self._waiter = None  # recv()'s: set when an item is queued
-        self._next = None    # async for's: settled with the item itself
+        self._waiter = None  # set (to None) when an item is queued
         self._buffer = buffer
         self._paused = False
 
@@ -87,17 +86,33 @@ class AsyncAnchor:
         return self
 
     def __anext__(self):
-        # The hot path of a frontend, one token per call: a plain call that
-        # returns a future (no coroutine made per token). With an item
-        # waiting, the future is already done and `await` does not suspend;
-        # otherwise the node's reader settles it with the next item itself
-        # (nothing queued, nothing looked at twice).
-        f = self._loop.create_future()
+        # The hot path of a frontend, one token per call. An item already
+        # here: a done future (no coroutine made; `await` does not
+        # suspend). None: a coroutine that waits, then takes the item, so a
+        # reader cancelled as the item arrives leaves it queued for the
+        # next one (an item handed over in the future itself would be lost
+        # with the cancelled reader).
         if self._items:
+            f = self._loop.create_future()
             _settle(f, self._take())
-        else:
-            self._next = f
-        return f
+            return f
+        return self._wait_next()
+
+    async def _wait_next(self):
+        items = self._items
+        while not items:
+            w = self._waiter = self._loop.create_future()
+            try:
+                await w
+            finally:
+                self._waiter = None
+        item = self._take()
+        kind = item[1]
+        if kind == "data":
+            return item[3]
+        if kind == "finished":
+            raise StopAsyncIteration
+        raise StreamDropped(item[3], item[2])
 
     def cancel(self):
         """end every stream of the anchor (its producers see closed senders)."""
@@ -110,8 +125,8 @@ class AsyncAnchor:
 
 
 def _settle(f, item):
-    """completes an `async for` step's future with a node.poll() item: the
-    token, the end of the iteration, or the drop."""
+    """completes an `async for` step's future with a queued node.poll()
+    item: the token, the end of the iteration, or the drop."""
     kind = item[1]
     if kind == "data":
         f.set_result(item[3])
@@ -145,12 +160,6 @@ class AsyncNode:
             a = get(item[0])
             if a is None:
                 continue
-            f = a._next
-            if f is not None:
-                a._next = None
-                if not f.done():  # its task was cancelled: the item is queued instead
-                    _settle(f, item)
-                    continue
             items = a._items
             items.append(item)
             w = a._waiter

@@ -150,12 +150,17 @@ TEST(ArchiveFormat, ACatalogDeclaringAGeometryNoRecorderWritesIsRefused) {
       {"records past a batch", [](Catalog* c) { c->shape.max_record = c->shape.record_size = 1 << 30; }, "records of"},
       {"a blob ring with a record size", [](Catalog* c) { c->shape.record_size = 8; }, "records of"},
       {"an index entry per byte", [](Catalog* c) { c->index_interval = 1; }, "index entry per"},
+      {"an index entry per 1 TiB", [](Catalog* c) { c->index_interval = 1ull << 40; }, "index entry per"},
       {"a segment over its size", [](Catalog* c) { c->segments[0].bytes = c->segment_bytes + 1; }, "catalog segment 0"},
       {"a segment ending before it starts", [](Catalog* c) { c->segments[1].end_seq = 1; }, "catalog segment 1"},
   };
   std::string why;
   const Catalog good = sample_catalog();
   ASSERT_TRUE(geometry_holds(good, &why)) << why;
+  Catalog small = good;  // `record --segment-size 512Ki` with the default 1 MiB index interval
+  small.segment_bytes = 512u << 10;
+  small.index_interval = 1u << 20;
+  EXPECT_TRUE(geometry_holds(small, &why)) << why;
   for (const Case& k : cases) {
     Catalog c = good;
     k.change(&c);

@@ -609,6 +609,33 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
   EXPECT_EQ(ctl->stats().archive_replays, 1u) << "the archive's reader was opened again for each turn";
 }
 
+// An archive of another kind of ring would answer a mirror with records
+// of the wrong size: serve refuses it at start, saying what differs.
+TEST_F(ServeControlTest, AnArchiveOfAnotherKindOfRingIsRefusedAtStart) {
+  char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  struct Remove {
+    std::string d;
+    ~Remove() { std::filesystem::remove_all(d); }
+  } remove{dir};
+  ScopedRing other(ring::testing::fixed_ring(1024, 32));
+  {
+    archive::RecordOptions o;
+    o.dir = dir + "/a";
+    o.layout.segment_bytes = 1u << 20;
+    o.batch_bytes = 16u << 10;
+    ASSERT_TRUE(archive::Recorder::open(other.open(), o).ok());
+  }
+  ServeControlConfig c;
+  c.archive_dir = dir + "/a";
+  c.listen = Endpoint{kLoopback, 0};
+  c.ring = ring_.name();
+  c.multicast = Endpoint{0xEFFF0001, 7401};
+  auto s = ServeControl::start(c, &link_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("record size 32 vs 64"), std::string::npos) << s.status();
+}
+
 // ---- the PSK handshake
 
 class ServeControlAuthTest : public ServeControlTest {

@@ -4,6 +4,8 @@
 // GSO gets every datagram one send each.
 #include "dataplane/kernel_udp.h"
 
+#include "dataplane/kernel_port.h"
+
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -23,11 +25,12 @@ namespace {
 
 constexpr uint32_t kLoopback = 0x7f000001;
 
-KernelUdp open_on_loopback(bool gso = true) {
+KernelUdp open_on_loopback(bool gso = true, bool gro = true) {
   UdpOptions o;
   o.bind = Endpoint{kLoopback, 0};
   o.max_datagram = 9000;
   o.gso = gso;
+  o.gro = gro;
   auto s = KernelUdp::open(o);
   EXPECT_TRUE(s.ok()) << s.status();
   return std::move(*s);
@@ -167,6 +170,52 @@ TEST(KernelUdp, AlternatingDestinationsAndGsoOffSendOneDatagramAMessage) {
   }
   EXPECT_EQ(receive_all(rx1, 12).size(), 12u);
   EXPECT_EQ(receive_all(rx2, 4).size(), 4u);
+}
+
+// A port whose one socket holds part of a run it read when a second
+// binding comes (or another goes) still hands the rest out: epoll cannot
+// see datagrams already read, so the port must remember the socket.
+TEST(KernelPort, DatagramsAlreadyReadSurviveABindingAddedOrRemoved) {
+  for (bool add : {true, false}) {
+    KernelPortOptions po;
+    po.gro = true;
+    KernelPort port(po);
+    auto prepare = [&] {
+      auto p = KernelPort::prepare(po, BindSpec{kLoopback, 0, 0, false});
+      EXPECT_TRUE(p.ok()) << p.status();
+      return std::move(*p);
+    };
+    const BindingId a = port.install(prepare());
+    BindingId other = 0;
+    if (!add) {  // two more: one goes, and the port still reads through epoll
+      other = port.install(prepare());
+      port.install(prepare());
+    }
+    KernelUdp tx = open_on_loopback();
+    Burst b(std::vector<size_t>(2 * kBurst, 500), {port.local(a)}, false);
+    ASSERT_EQ(tx.tx_burst(b.tx.data(), kBurst), kBurst);
+    ASSERT_EQ(tx.tx_burst(b.tx.data() + kBurst, kBurst), kBurst);
+    std::vector<std::vector<std::byte>> got;
+    RxDatagram d[kBurst];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (got.size() < kBurst && std::chrono::steady_clock::now() < until) {
+      const size_t n = port.rx_burst(d, kBurst);
+      for (size_t i = 0; i < n; ++i) got.emplace_back(d[i].payload.begin(), d[i].payload.end());
+    }
+    ASSERT_EQ(got.size(), kBurst) << "add " << add;
+    if (add) {
+      port.install(prepare());
+    } else {
+      port.uninstall(other);
+    }
+    for (int i = 0; i < 100 && got.size() < 2 * kBurst; ++i) {
+      const size_t n = port.rx_burst(d, kBurst);
+      for (size_t k = 0; k < n; ++k) got.emplace_back(d[k].payload.begin(), d[k].payload.end());
+    }
+    ASSERT_EQ(got.size(), 2 * kBurst) << (add ? "after an install" : "after an uninstall")
+                                      << ": datagrams read from the socket were never handed out";
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], b.expected[i]) << i;
+  }
 }
 
 // In a network namespace of its own whose loopback has a 1,500-byte MTU,

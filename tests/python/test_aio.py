@@ -193,6 +193,30 @@ class Aio(unittest.TestCase):
         waiting = asyncio.run(main())
         self.assertTrue(waiting.cancelled())
 
+    def test_a_reader_cancelled_just_as_its_item_arrives_loses_no_token(self):
+        # The node's reader runs, then, in the same turn of the loop, the
+        # waiting reader is cancelled (its client went, a wait_for timed
+        # out): the item it was woken for stays for the next reader.
+        consumer, producer = node("c"), node("p", flush="manual")
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            a = anode.create_anchor()
+            loop = asyncio.get_running_loop()
+            s = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
+            waiting = asyncio.ensure_future(anext(a))
+            await asyncio.sleep(0.05)  # it waits
+            self.assertIsNone(producer.send_many([(s, b"t0"), (s, b"t1")], flush=True))
+            self.assertTrue(readable(consumer.fd(), 10))  # blocking: the loop does not turn meanwhile
+            anode._on_ready()  # the loop's reader callback, as the loop runs it ...
+            waiting.cancel()   # ... and the reader cancelled in the same turn
+            with self.assertRaises(asyncio.CancelledError):
+                await waiting
+            got = [await asyncio.wait_for(anext(a), 10), await asyncio.wait_for(anext(a), 10)]
+            self.assertEqual(got, [b"t0", b"t1"])
+
+        asyncio.run(main())
+
 
 if __name__ == "__main__":
     unittest.main()
