@@ -119,14 +119,7 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   const bool retains = options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0;
   if (retains && now_ns >= next_retention_ns_ && !force_sync) {
     next_retention_ns_ = now_ns + options_.retention_every_ns;
-    uint64_t deferred = 0;
-    auto removed = writer_.enforce(options_.retention, unix_now_ns(), &deferred);
-    if (removed.ok()) {
-      counters_.segments_removed.fetch_add(*removed, std::memory_order_relaxed);
-    } else {
-      note_error(removed.status());
-    }
-    counters_.removals_deferred.fetch_add(deferred, std::memory_order_relaxed);
+    retain();
   }
   counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
   counters_.fsyncs.store(writer_.fsyncs(), std::memory_order_relaxed);
@@ -137,7 +130,23 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   due_ns_.store(due, std::memory_order_relaxed);
 }
 
+// retain removes what the retention policy lets go. Writer thread.
+void BatchSink::retain() {
+  uint64_t deferred = 0;
+  auto removed = writer_.enforce(options_.retention, unix_now_ns(), &deferred);
+  if (removed.ok()) {
+    counters_.segments_removed.fetch_add(*removed, std::memory_order_relaxed);
+  } else {
+    note_error(removed.status());
+  }
+  counters_.removals_deferred.fetch_add(deferred, std::memory_order_relaxed);
+}
+
 void BatchSink::run() {
+  // abandoned: a batch was dropped on the way out (the disk still full at
+  // stop); the ones queued behind it are dropped too, or the archive's
+  // chain would skip it. The next recorder re-reads them from the ring.
+  bool abandoned = false;
   for (;;) {
     Job job;
     {
@@ -146,7 +155,7 @@ void BatchSink::run() {
       if (queue_.empty()) return;  // stopped, everything written
       job = queue_.front();
     }
-    if (job.batch != nullptr) {
+    if (job.batch != nullptr && !abandoned) {
       for (bool last_try = false;;) {
         const absl::Status st =
             writer_.append(job.sealed, job.batch->first_seq(), job.end_seq, job.batch->records());
@@ -161,10 +170,17 @@ void BatchSink::run() {
         note_error(st);
         counters_.stalled.store(true, std::memory_order_relaxed);
         done_cv_.notify_all();  // a settle waiting on this batch returns
-        if (last_try) break;    // stopping: the next recorder re-reads it from the ring
-        std::unique_lock<std::mutex> lock(mu_);
-        work_cv_.wait_for(lock, std::chrono::nanoseconds(options_.retry_ns), [&] { return stop_; });
-        last_try = stop_;
+        if (last_try) {         // stopping: the next recorder re-reads it from the ring
+          abandoned = true;
+          break;
+        }
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          work_cv_.wait_for(lock, std::chrono::nanoseconds(options_.retry_ns), [&] { return stop_; });
+          last_try = stop_;
+        }
+        // Retention may be what frees the room (mu_ released: enforce is I/O).
+        if (options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0) retain();
       }
     }
     housekeep(job.now_ns, job.sync);

@@ -96,6 +96,7 @@ class BatchSink {
     bool sync = false;
   };
   void run();
+  void retain();
   void housekeep(uint64_t now_ns, bool force_sync);
   void note_error(const absl::Status& st);
 

@@ -578,5 +578,57 @@ TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
   EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
 }
 
+// A disk that retention can free: a recording stalled on a full disk
+// removes its own oldest segments while it retries (it used to wait for
+// room that only its retention could make, for good).
+TEST(Recorder, AFullDiskIsFreedByTheRecordingsOwnRetentionWhileItRetries) {
+  TempDir tmp;
+  const std::string mnt = tmp.path() + "/small";
+  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string p;
+    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  {  // ballast that stays: room for three 256 KiB segments beside it
+    const int fd = ::open((mnt + "/ballast").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fallocate(fd, 0, 0, 1200 << 10), 0);
+    ::close(fd);
+  }
+  ScopedRing ring(ring::testing::fixed_ring(4096, 64));
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(mnt + "/a");
+  o.sink.retry_ns = 5'000'000;
+  o.sink.retention.max_bytes = 256u << 10;            // one sealed segment kept
+  o.sink.retention_every_ns = 3600'000'000'000ull;     // its schedule never comes in this test
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  for (int i = 0; i < 40 && (*rec)->snapshot().segments_removed == 0; ++i) {
+    publish(*p, 1000);
+    for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
+    (*rec)->settle();
+    for (int w = 0; w < 200 && (*rec)->snapshot().stalled; ++w) usleep(1000);
+  }
+  EXPECT_GT((*rec)->snapshot().disk_errors, 0u) << "the disk never filled: the test proves nothing";
+  EXPECT_GT((*rec)->snapshot().segments_removed, 0u) << "retention never ran while the write was retried";
+  drain(**rec, &now);
+  EXPECT_FALSE((*rec)->snapshot().stalled);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, p->next_seq());
+  // What is kept reads back whole, up to the last record published.
+  ArchiveReader r = *ArchiveReader::open(mnt + "/a");
+  auto first = r.first_seq();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const ReadBack back = read_back(mnt + "/a", *first);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.bad, 0u);
+  ASSERT_FALSE(back.seqs.empty());
+  EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
+}
+
 }  // namespace
 }  // namespace ringfire::archive
