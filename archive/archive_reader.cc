@@ -116,7 +116,12 @@ absl::Status ArchiveReader::open_segment(size_t i) {
                                               " (removed by retention while it was looked up?)"));
   }
   // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce.
-  flock(fd, LOCK_SH);
+  // Not waited for: a segment retention holds is being removed (a reader
+  // on a serve's conductor must not wait on it).
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    ::close(fd);
+    return absl::OutOfRangeError(absl::StrCat(path, ": being removed by retention"));
+  }
   seg_fd_ = fd;
   ++counters_.segments_opened;
   uint8_t head[kSegmentHeaderEncoded];
