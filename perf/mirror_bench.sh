@@ -3,7 +3,7 @@
 # writing JSON into one results directory, then perf/plot.py for the SVGs.
 #
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
-#                        [--harness raw,stages,loop,engine,worker,rate,auth,repair,fanout]
+#                        [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout]
 #                        [--out DIR] [--quick] [--build DIR] [--ping-rate R] [--pace-us US]
 # --ping-rate: the round-trip harnesses' pings per second (default 10 k), or
 # `closed`: closed loop, the next ping when the last one's echo is in (as
@@ -55,6 +55,10 @@
 #           record and the serve process's, the two sharing CPU 0. memif
 #           links get 2^14-slot rings (rsize=14; the PMD's default 1,024
 #           overflows while the mirror is descheduled at ~5 M records/s).
+# record    the rate harness twice, without and with a recorder (`ringfire
+#           record`, unpinned, fsync per segment, 1 GiB retained) on the
+#           source ring: what archiving costs the live path. (Not in the
+#           default set.)
 # auth      the rate harness twice, without and with a pre-shared key (every
 #           datagram MACed by the source and checked by the mirror): the
 #           zero-loss rates and their ratio. (Not in the default set.)
@@ -92,7 +96,7 @@ while (($#)); do
     --build) build_dir=$2; shift 2 ;;
     --ping-rate) ping_rate=$2; shift 2 ;;
     --pace-us) pace_us=$2; shift 2 ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--quick]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -239,6 +243,7 @@ run_backend() {
   wants worker && run_engine_loop "$backend" "$p0" "$g" worker
   wants rate && run_rate "$backend" "$p0" "$g"
   wants auth && run_auth "$backend" "$p0" "$g"
+  wants record && run_record "$backend" "$p0" "$g"
   wants repair && [[ $backend != memif ]] && run_repair "$backend" "$p0" "$g"
   wants fanout && [[ $backend != memif ]] && run_fanout "$backend" "$p0" "$g"
   stop_since "$first_pid"  # before the next backend is measured
@@ -403,6 +408,16 @@ run_auth() {
   rm -f "$out/psk"
 }
 
+# run_record: the one-way rate without and with a recorder on the source
+# ring, one after the other in this run.
+run_record() {
+  local backend=$1 p0=$2 g=$3 plain
+  run_rate "$backend" $((p0 + 60)) "$g" plain
+  plain=$rate_best
+  run_rate "$backend" $((p0 + 70)) "$g" record
+  echo "record ($backend): zero-loss rate with a recorder ${rate_best} / without ${plain} records/s = $(awk -v a="$rate_best" -v b="$plain" 'BEGIN {printf "%.2f", b ? a / b : 0}')"
+}
+
 run_repair() {
   local backend=$1 p0=$2 g=$3 mode max
   for mode in tcp udp; do
@@ -448,6 +463,11 @@ run_rate() {
   serve1 "$logs/$backend-serve-r$tag" $(fl $backend 1 d1 server) "$R" --listen 198.18.0.1:$((p0 + 8)) \
     --multicast 239.255.$g.14:$((p0 + 9)) "${idle[@]}" --quiet ${pace_us:+--pace-us} ${pace_us:+$pace_us} "${extra[@]}"
   local serve_pid=${LAB_PIDS[-1]}
+  if [[ $tag == record ]]; then  # a recorder of the source ring beside it (h1, unpinned)
+    rm -rf "$out/archive-$backend"
+    bg 1 "$logs/$backend-record" "$rf" record "$R" --dir "$out/archive-$backend" --from latest --retain-bytes 1Gi
+    wait_for 5 grep -qs "^record: " "$logs/$backend-record" || { echo "mirror_bench: the recorder did not start: $(tail -n 2 "$logs/$backend-record")" >&2; exit 1; }
+  fi
   log=$logs/$backend-mirror-r$tag
   mirror_on 2 "$log" $(fl $backend 2 d1 client) 198.18.0.1:$((p0 + 8)) "$M" "${idle[@]}" "${extra[@]}"
   unset IFS
@@ -479,8 +499,12 @@ run_rate() {
   echo "rate ($backend${tag:+, $tag}): highest zero-loss rate $best records/s"
   echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best}" > "$out/rate-$backend${tag:+-$tag}.json"
   rate_best=$best
+  if [[ $tag == record ]]; then
+    grep -h "^record" "$logs/$backend-record" | tail -n 2
+    "$rf" archive "$out/archive-$backend" 2>&1 | tail -n 3
+  fi
   stop_since "$first_pid"
-  rm -f "/dev/shm/$R" "/dev/shm/$M"
+  rm -rf "/dev/shm/$R" "/dev/shm/$M" "$out/archive-$backend"
 }
 
 i=0
