@@ -53,6 +53,13 @@ struct ServeConfig {
   uint64_t heartbeat_ns = 1'000'000;       // the first heartbeat after a send ...
   uint64_t heartbeat_max_ns = 100'000'000; // ... then growing while idle, up to this
   uint32_t heartbeat_growth = 2;           // each idle heartbeat waits this many times the last (at least 2)
+  // heartbeat_follows_cadence: data that leaves in bursts at a steady
+  // cadence (a decode loop's steps) moves the first heartbeat after a
+  // burst to just past when the next burst is due (1.25 cadences, at
+  // least heartbeat_ns): while the bursts keep coming, no heartbeat (and
+  // no wake-up of the receiver) between them; a lost last datagram shows
+  // by the next burst's sequence, or by that heartbeat once they stop.
+  bool heartbeat_follows_cadence = false;
   std::optional<MacKey> data_key;  // authenticated: seal every datagram
   // tag: unkeyed, the group's datagrams end with a TAG frame carrying it
   // (random per incarnation; 0: untagged). Unicast mirrors get their own
@@ -257,6 +264,7 @@ class alignas(64) ServeSession {
   void queue_to_all(proto::ConstBytes datagram);
   void flush_pending();
   void flush(uint64_t now_ns);
+  void follow_cadence(uint64_t now_ns);
   // begin_frame opens the next frame: in a buffer the port lends (a DPDK
   // mbuf: the frame leaves from where it is built) or, without one, in
   // frame_bufs_[frame_at_] (the port copies it).
@@ -298,6 +306,8 @@ class alignas(64) ServeSession {
   uint64_t probes_made_ = 0;
   uint64_t last_send_ns_ = 0;
   uint64_t heartbeat_wait_ns_;  // backs off while idle
+  uint64_t cadence_ns_ = 0;     // the bursts' usual spacing (heartbeat_follows_cadence; 0: none seen)
+  uint64_t last_data_ns_ = 0;   // when the last data frame left (follow_cadence)
   std::optional<ring::RawReader> repair_reader_;
   DataFramer repair_framer_;
   std::vector<std::byte> repair_buf_;

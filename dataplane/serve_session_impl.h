@@ -258,10 +258,15 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
     // After the frame's last datagram is queued (a wide fan-out may send a
     // burst while queueing it: the lease is still ours then).
     if (frame_lease_ != nullptr) pending_leases_[pending_leases_n_++] = frame_lease_;
+    if (config_.heartbeat_follows_cadence) follow_cadence(now_ns);
     last_send_ns_ = now_ns;
   }
   frame_lease_ = nullptr;
   heartbeat_wait_ns_ = config_.heartbeat_ns;
+  if (cadence_ns_ != 0) {
+    heartbeat_wait_ns_ = std::clamp(cadence_ns_ + cadence_ns_ / 4, config_.heartbeat_ns,
+                                    std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
+  }
   // Release: pairs with the control thread's acquire loads of next_to_send
   // (serve_control.cc: GEOMETRY, the position it answers); only this thread
   // writes it.
@@ -339,6 +344,24 @@ bool ServeSession<Port>::repair_step() {
     --repair_count_;
   }
   return true;
+}
+
+// follow_cadence: a data frame leaving `now_ns` after the previous one (its
+// heartbeats apart); a gap of
+// more than kBurstGapNs starts a new burst, and the bursts' spacing is
+// averaged (a gap past heartbeat_max_ns is a pause: no cadence until the
+// next two bursts). Worker thread.
+template <PacketPort Port>
+void ServeSession<Port>::follow_cadence(uint64_t now_ns) {
+  constexpr uint64_t kBurstGapNs = 200'000;
+  const uint64_t last = std::exchange(last_data_ns_, now_ns);
+  if (last == 0 || now_ns < last + kBurstGapNs) return;  // the first frame, or the same burst
+  const uint64_t gap = now_ns - last;
+  if (gap > std::max(config_.heartbeat_max_ns, config_.heartbeat_ns)) {
+    cadence_ns_ = 0;
+  } else {
+    cadence_ns_ = cadence_ns_ == 0 ? gap : (3 * cadence_ns_ + gap) / 4;
+  }
 }
 
 template <PacketPort Port>

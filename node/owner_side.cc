@@ -67,6 +67,12 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // rest, so the next heartbeat waits 64 ms, not 2 (a wake-up of the
   // peer's worker saved two or three times per pass).
   spec.worker.heartbeat_growth = 64;
+  // Passes at a steady cadence (decode steps): the first heartbeat after a
+  // pass waits until just past the next one is due, so none goes between
+  // them (each cost the peer a wake-up per pass); a lost last datagram
+  // shows by the next pass's sequence, or by that heartbeat once the
+  // passes stop.
+  spec.worker.heartbeat_follows_cadence = true;
   // Its TCP listener is on the control address (a kernel one: a DPDK
   // port's address may exist only on its own link); DATA leaves the port.
   spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};

@@ -370,6 +370,46 @@ TEST_F(ServeWorkerTest, HeartbeatsGrowByTheConfiguredFactor) {
   EXPECT_EQ(beats_after_a_frame(*w, 1000 * kMs, 300 * kMs, 500 * kUs), (std::vector<uint64_t>{1, 65, 165, 265}));
 }
 
+// Bursts at a steady cadence (a decode loop's steps, 20 ms apart) move the
+// first heartbeat after each to 1.25 cadences: none between the bursts
+// once the cadence is known; when they stop, one comes 25 ms after the
+// last (its lost last datagram shows). Without the option: four between
+// every two bursts.
+TEST_F(ServeWorkerTest, BurstsAtASteadyCadenceSendNoHeartbeatBetweenThem) {
+  for (bool follow : {true, false}) {
+    ServeConfig c;
+    c.multicast = kGroup;
+    c.pace_ns = 0;
+    c.heartbeat_follows_cadence = follow;
+    auto w = worker(c);
+    const uint64_t t0 = 1000 * kMs;
+    uint64_t heartbeats = 0, data = 0;
+    auto count = [&] {
+      for (const auto& d : sent()) (decode(d).header.kind == proto::FrameKind::kHeartbeat ? heartbeats : data) += 1;
+      sent().clear();
+    };
+    for (int step = 0; step < 10; ++step) {
+      publish(3);
+      const uint64_t at = t0 + static_cast<uint64_t>(step) * 20 * kMs;
+      for (uint64_t t = at; t < at + 20 * kMs; t += 500 * kUs) w->step(t);
+      count();
+      if (step == 3) heartbeats = 0;  // from here the cadence is known
+    }
+    EXPECT_EQ(data, 10u) << "follow " << follow;
+    // Without: 1, 3, 7 and 15 ms after each of the last six bursts.
+    EXPECT_EQ(heartbeats, follow ? 0u : 24u) << "follow " << follow;
+    // The bursts stop: the first heartbeat past the 20 ms the next burst was
+    // due comes 25 ms after the last one (31 ms without: its backed-off one).
+    const uint64_t last = t0 + 9 * 20 * kMs;
+    uint64_t first_beat = 0;
+    for (uint64_t t = last + 20 * kMs; t < last + 40 * kMs && first_beat == 0; t += 500 * kUs) {
+      w->step(t);
+      if (!sent().empty()) first_beat = (t - last) / kUs;
+    }
+    EXPECT_EQ(first_beat, follow ? 25'000u : 31'000u) << "follow " << follow;
+  }
+}
+
 ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
   ServeCommand c{ServeCommand::Kind::kAllowToken, token};
   c.peer_ip = from.ip;
