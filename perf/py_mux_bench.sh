@@ -94,17 +94,16 @@ for r in rows:
     print(f"{r['streams']:5} {r['path']:10} {'yes' if c['ok'] else 'NO':3} {c['tokens']:8} {c['cpu_ns_per_token']:12.0f} {p['cpu_ns_per_token']:7.0f} "
           f"{c['latency_us']['p50']:8.0f} {c['latency_us']['p99']:8.0f} {c['peak_rss_kib']/1024:9.1f} {c.get('stalled_held', 0):12} "
           f"{(max(stop) if stop else '-') if r['path'].startswith('mux') else 'never':>10}")
+def ratios(x, a, b, label):
+    """one line: path a's figures over path b's, at x streams."""
+    if (x, a) not in by or (x, b) not in by:
+        return
+    (bc, bp), (ac, ap) = by[(x, b)], by[(x, a)]
+    r = lambda u, v: u / v if v else float("nan")
+    print(f"{x:5} {label}: consumer cpu {r(ac['cpu_ns_per_token'], bc['cpu_ns_per_token']):.2f}x, producer cpu "
+          f"{r(ap['cpu_ns_per_token'], bp['cpu_ns_per_token']):.2f}x, p50 {r(ac['latency_us']['p50'], bc['latency_us']['p50']):.2f}x, "
+          f"p99 {r(ac['latency_us']['p99'], bc['latency_us']['p99']):.2f}x")
 for x in sorted({k[0] for k in by}):
-    if (x, "zmq") in by and (x, "mux") in by:
-        (zc, zp), (mc, mp) = by[(x, "zmq")], by[(x, "mux")]
-        r = lambda a, b: a / b if b else float("nan")
-        print(f"{x:5} mux / zmq: consumer cpu {r(mc['cpu_ns_per_token'], zc['cpu_ns_per_token']):.2f}x, producer cpu "
-              f"{r(mp['cpu_ns_per_token'], zp['cpu_ns_per_token']):.2f}x, p50 {r(mc['latency_us']['p50'], zc['latency_us']['p50']):.2f}x, "
-              f"p99 {r(mc['latency_us']['p99'], zc['latency_us']['p99']):.2f}x")
-    if (x, "mux-single") in by and (x, "mux") in by:
-        (sc, sp), (mc, mp) = by[(x, "mux-single")], by[(x, "mux")]
-        r = lambda a, b: a / b if b else float("nan")
-        print(f"{x:5} mux / mux-single (UDP runs on / off): consumer cpu {r(mc['cpu_ns_per_token'], sc['cpu_ns_per_token']):.2f}x, "
-              f"producer cpu {r(mp['cpu_ns_per_token'], sp['cpu_ns_per_token']):.2f}x, "
-              f"p50 {r(mc['latency_us']['p50'], sc['latency_us']['p50']):.2f}x, p99 {r(mc['latency_us']['p99'], sc['latency_us']['p99']):.2f}x")
+    ratios(x, "mux", "zmq", "mux / zmq")
+    ratios(x, "mux", "mux-single", "mux / mux-single (UDP runs on / off)")
 PY

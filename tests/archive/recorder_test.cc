@@ -521,27 +521,42 @@ TEST(Recorder, RefusesAnotherKindOfRingARecreatedRingAndASecondRecorder) {
   EXPECT_THAT(std::string(recreated.status().message()), HasSubstr("re-created"));
 }
 
+// SmallDisk is a 2 MiB tmpfs at `path` (root), unmounted at the end;
+// ballast() fills 1,200 KiB of it and says the file's path ("" if it
+// could not).
+class SmallDisk {
+ public:
+  explicit SmallDisk(std::string path) : path_(std::move(path)) {
+    mounted_ = mkdir(path_.c_str(), 0755) == 0 && mount("tmpfs", path_.c_str(), "tmpfs", 0, "size=2m") == 0;
+  }
+  ~SmallDisk() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& path() const { return path_; }
+  std::string ballast() const {
+    const std::string file = path_ + "/ballast";
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) return "";
+    const bool ok = fallocate(fd, 0, 0, 1200 << 10) == 0;
+    ::close(fd);
+    return ok ? file : "";
+  }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
 // A full disk stops the recording (counted, said) while the ring goes on;
 // recording resumes when space returns, with the lap it took as a gap.
 TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
   TempDir tmp;
-  const std::string mnt = tmp.path() + "/small";
-  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string p;
-    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
-  } unmount{mnt};
-  // Ballast: most of the 2 MiB, given back later.
-  const std::string ballast = mnt + "/ballast";
-  {
-    const int fd = ::open(ballast.c_str(), O_WRONLY | O_CREAT, 0644);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(fallocate(fd, 0, 0, 1200 << 10), 0);
-    ::close(fd);
-  }
+  SmallDisk disk(tmp.path() + "/small");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  const std::string& mnt = disk.path();
+  const std::string ballast = disk.ballast();  // most of the 2 MiB, given back later
+  ASSERT_FALSE(ballast.empty());
   ScopedRing ring(ring::testing::fixed_ring(4096, 64));
   auto p = ring::Producer::attach(ring.open());
   ASSERT_TRUE(p.ok());
@@ -583,21 +598,10 @@ TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
 // room that only its retention could make, for good).
 TEST(Recorder, AFullDiskIsFreedByTheRecordingsOwnRetentionWhileItRetries) {
   TempDir tmp;
-  const std::string mnt = tmp.path() + "/small";
-  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string p;
-    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
-  } unmount{mnt};
-  {  // ballast that stays: room for three 256 KiB segments beside it
-    const int fd = ::open((mnt + "/ballast").c_str(), O_WRONLY | O_CREAT, 0644);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(fallocate(fd, 0, 0, 1200 << 10), 0);
-    ::close(fd);
-  }
+  SmallDisk disk(tmp.path() + "/small");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  const std::string& mnt = disk.path();
+  ASSERT_FALSE(disk.ballast().empty());  // it stays: room for three 256 KiB segments beside it
   ScopedRing ring(ring::testing::fixed_ring(4096, 64));
   auto p = ring::Producer::attach(ring.open());
   ASSERT_TRUE(p.ok());

@@ -537,17 +537,27 @@ TEST_F(ServeControlTest, CaughtUpTcpMirrorsLetTheConductorSleepUntilTheWorkerTel
   EXPECT_EQ(link_.tell_control_at.load(), 5u);
 }
 
+// TempDir is a directory for one test, removed with what it holds.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // A mirror replaying from the archive under a byte cap it has spent is
 // not more work for the conductor: the turn says no more, and the
 // conductor's next poll is when a quantum of budget is back (it used to
 // turn at once, again and again, a record at a time).
 TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUntilItsBudgetIsBack) {
-  char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  struct Remove {
-    std::string d;
-    ~Remove() { std::filesystem::remove_all(d); }
-  } remove{dir};
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   {  // an archive of [0, 100000) while the ring (65536 slots) laps: it keeps [34464, 100000)
     archive::RecordOptions o;
     o.dir = dir + "/a";
@@ -612,12 +622,8 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
 // An archive of another kind of ring would answer a mirror with records
 // of the wrong size: serve refuses it at start, saying what differs.
 TEST_F(ServeControlTest, AnArchiveOfAnotherKindOfRingIsRefusedAtStart) {
-  char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  struct Remove {
-    std::string d;
-    ~Remove() { std::filesystem::remove_all(d); }
-  } remove{dir};
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ScopedRing other(ring::testing::fixed_ring(1024, 32));
   {
     archive::RecordOptions o;

@@ -24,6 +24,18 @@ def readable(fd, timeout):
     return bool(select.select([fd], [], [], timeout)[0])
 
 
+async def one_waiting_reader(consumer, producer):
+    """an anchor of `consumer` in this loop, `producer`'s sender to it, and
+    a reader task waiting in `anext` for its first item."""
+    anode = ringfire.aio.AsyncNode(consumer)
+    a = anode.create_anchor()
+    loop = asyncio.get_running_loop()
+    s = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
+    waiting = asyncio.ensure_future(anext(a))
+    await asyncio.sleep(0.05)  # it waits
+    return anode, a, s, waiting
+
+
 class Aio(unittest.TestCase):
     def test_one_loop_reads_many_anchors_in_order(self):
         consumer, producer = node("c"), node("p", flush="manual", initial_credit=16)
@@ -164,18 +176,13 @@ class Aio(unittest.TestCase):
             producer.send_many([(None, "text, not bytes")])
 
     def test_a_reader_cancelled_while_waiting_loses_no_token(self):
-        # `async for` waits on a future the node's reader settles with the
-        # item itself: a reader cancelled meanwhile (its client went) must
-        # leave the item for the next one, in order.
+        # A reader cancelled while it waits (its client went) must leave
+        # the items that come after for the next one, in order.
         consumer, producer = node("c"), node("p", flush="manual")
 
         async def main():
-            anode = ringfire.aio.AsyncNode(consumer)
-            a = anode.create_anchor()
+            anode, a, s, waiting = await one_waiting_reader(consumer, producer)
             loop = asyncio.get_running_loop()
-            s = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
-            waiting = asyncio.ensure_future(anext(a))
-            await asyncio.sleep(0.05)
             waiting.cancel()
             self.assertIsNone(producer.send_many([(s, b"t0"), (s, b"t1")], flush=True))
             deadline = loop.time() + 10
@@ -200,12 +207,7 @@ class Aio(unittest.TestCase):
         consumer, producer = node("c"), node("p", flush="manual")
 
         async def main():
-            anode = ringfire.aio.AsyncNode(consumer)
-            a = anode.create_anchor()
-            loop = asyncio.get_running_loop()
-            s = await loop.run_in_executor(None, producer.attach, a.handle, consumer.control_address)
-            waiting = asyncio.ensure_future(anext(a))
-            await asyncio.sleep(0.05)  # it waits
+            anode, a, s, waiting = await one_waiting_reader(consumer, producer)
             self.assertIsNone(producer.send_many([(s, b"t0"), (s, b"t1")], flush=True))
             self.assertTrue(readable(consumer.fd(), 10))  # blocking: the loop does not turn meanwhile
             anode._on_ready()  # the loop's reader callback, as the loop runs it ...
