@@ -9,7 +9,9 @@
 # 0.5-2 s. At the end the chaos stops, everything is up, the publisher
 # stops, and every mirror must hold every record published, each verified
 # (checksum, sequence) and byte for byte equal to the source's: the ring
-# holds the whole run, so nothing may be lost to a GAP either.
+# holds the whole run, so nothing may be lost to a GAP either. A recorder
+# of the source ring (h1) is one of the roles killed -9 and restarted:
+# its archive must hold every record published too, each once, no gap.
 # Usage: perf/chaos.sh [--build DIR] [--minutes N] [--rate R] [--seed S] [--json FILE]   (root)
 # Exit 0 only if every ring verified.
 set -u
@@ -57,6 +59,9 @@ role hub 2 hub "$rf" serve "$(ring_name m2)" --listen 198.18.0.2:7500 --udp 7502
 role m3 3 m3 "$rf" mirror 198.18.0.1:7400 "$(ring_name m3)" --unicast --from oldest --loss 50 --seed 3
 role mt 4 mt "$rf" mirror 198.18.0.1:7400 "$(ring_name mt)" --tcp --from oldest
 role leaf 4 leaf "$rf" mirror 198.18.0.2:7500 "$(ring_name leaf)" --unicast --from oldest --loss 50 --seed 4
+archive=$logs/archive
+rm -rf "$archive"
+role rec 1 rec "$rf" record "$src" --dir "$archive" --from oldest --segment-size 4Mi --linger 10ms
 start() {
   local r=$1
   ip netns exec "$(host "${host[$r]}")" ${cmd[$r]} >>"$logs/$r" 2>&1 &
@@ -76,7 +81,7 @@ start serve
 wait_for 5 grep -q "^serve: " "$logs/serve" || { echo "chaos: serve did not start"; exit 1; }
 start m2
 wait_for 10 test -e "/dev/shm/$(ring_name m2)" || { echo "chaos: m2 did not start"; exit 1; }
-for r in hub m3 mt; do start "$r"; done
+for r in hub m3 mt rec; do start "$r"; done
 sleep 1
 start leaf
 on 1 "$rf" publish "$src" --count $((rate * seconds)) --rate "$rate" --quiet >"$logs/publish" 2>&1 &
@@ -84,7 +89,7 @@ publisher=$!
 LAB_PIDS+=($publisher)
 
 declare -A flaps
-roles=(serve m2 hub m3 mt leaf)
+roles=(serve m2 hub m3 mt leaf rec)
 events=0
 end=$((SECONDS + seconds))
 echo "chaos: $minutes min, $rate records/s, seed $seed"
@@ -134,6 +139,21 @@ for r in m2 m3 mt leaf; do
   [[ $status == ok ]] || echo "chaos: $r: $out; $(echo "$cmp" | tr "\n" " ")"
   results+=("{\"mirror\": \"$r\", \"verified\": ${verified:-0}, \"published\": $total, \"kills\": ${kills[$r]}, \"ok\": $([[ $status == ok ]] && echo true || echo false)}")
 done
+# The recorder: its archive catches up, then holds every record, each
+# once and whole, no gap (each kill -9 resumed at its last whole batch).
+rec_out=""
+for _ in $(seq 1 600); do
+  rec_out=$("$rf" tail --archive "$archive" --idle-exit 100ms 2>&1)
+  [[ $rec_out == "tail: $total records verified, 0 lost in 0 gaps"* ]] && break
+  sleep 0.1
+done
+rec_status=ok
+if [[ $rec_out != "tail: $total records verified, 0 lost in 0 gaps, 0 holes skipped, 0 torn, 0 misplaced, last seq $((total - 1))" ]]; then
+  rec_status=FAILED
+  ok=0
+fi
+echo "chaos: rec (the archive): $(echo "$rec_out" | head -n 1 | cut -c1-80), killed ${kills[rec]} times: $rec_status"
+results+=("{\"recorder\": \"rec\", \"published\": $total, \"kills\": ${kills[rec]}, \"ok\": $([[ $rec_status == ok ]] && echo true || echo false)}")
 echo "chaos: source killed ${kills[serve]} times, hub ${kills[hub]} times; link flaps h2 ${flaps[2]:-0}, h3 ${flaps[3]:-0}, h4 ${flaps[4]:-0}"
 if [[ -n $json ]]; then
   printf '{"minutes": %s, "rate": %s, "seed": %s, "events": %s, "published": %s, "serve_kills": %s, "hub_kills": %s, "mirrors": [%s]}\n' \
