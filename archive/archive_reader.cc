@@ -38,6 +38,7 @@ ArchiveReader& ArchiveReader::operator=(ArchiveReader&& o) noexcept {
   skip_below_ = o.skip_below_;
   last_good_ = o.last_good_;
   any_good_ = o.any_good_;
+  never_wait_ = o.never_wait_;
   buf_ = std::move(o.buf_);
   batch_ = o.batch_;
   in_batch_ = o.in_batch_;
@@ -115,12 +116,12 @@ absl::Status ArchiveReader::open_segment(size_t i) {
     return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
                                               " (removed by retention while it was looked up?)"));
   }
-  // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce.
-  // Not waited for: a segment retention holds is being removed (a reader
-  // on a serve's conductor must not wait on it).
-  if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+  // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce
+  // (held while retention removes the segment: the catalog may list it
+  // for a few milliseconds more). never_wait: not waited for.
+  if (flock(fd, never_wait_ ? LOCK_SH | LOCK_NB : LOCK_SH) != 0) {
     ::close(fd);
-    return absl::OutOfRangeError(absl::StrCat(path, ": being removed by retention"));
+    return absl::UnavailableError(absl::StrCat(path, ": being removed by retention (try again)"));
   }
   seg_fd_ = fd;
   ++counters_.segments_opened;

@@ -68,6 +68,11 @@ class ArchiveReader {
   // the recorder has not written past), why; "" otherwise.
   const std::string& unsettled() const { return unsettled_; }
   const ReaderCounters& counters() const { return counters_; }
+  // never_wait: a segment retention holds (it is removing it) is not
+  // waited for: seek and next answer Unavailable, and the caller tries
+  // again shortly (a serve's conductor). Otherwise the reader waits the
+  // moment it takes (a command-line reader).
+  void never_wait() { never_wait_ = true; }
 
  private:
   ArchiveReader() = default;
@@ -86,6 +91,7 @@ class ArchiveReader {
   uint64_t skip_below_ = 0;
   uint64_t last_good_ = 0;
   bool any_good_ = false;
+  bool never_wait_ = false;
   std::vector<uint8_t> buf_;
   BatchHeader batch_;
   bool in_batch_ = false;

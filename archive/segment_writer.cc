@@ -150,6 +150,10 @@ absl::StatusOr<SegmentWriter> SegmentWriter::open(const std::string& dir, const 
     w.catalog_.index_interval = layout.index_interval;
     w.catalog_.max_batch_bytes = layout.max_batch_bytes;
     w.catalog_.created_unix_ns = unix_ns();
+    // What every reader (and this recorder's next start) will check.
+    if (std::string why; !geometry_holds(w.catalog_, &why)) {
+      return absl::InvalidArgumentError(absl::StrCat(why, ": not an archive a reader would take (see `ringfire record --help`)"));
+    }
     if (auto st = w.store_catalog(); !st.ok()) return st;
   } else {
     return existing.status();

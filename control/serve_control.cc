@@ -478,6 +478,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       return first;
     }
     m.replay = std::make_unique<archive::ArchiveReader>(std::move(*r));
+    m.replay->never_wait();  // the conductor's: a segment being removed is tried again, not waited for
     m.replay_next = UINT64_MAX;
     ++replays_open_;
     ++stats_.archive_replays;
@@ -513,15 +514,30 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     out.gap(next);
     want = next;
   };
+  // A segment retention is removing (the catalog still lists it): held,
+  // tried again in a millisecond; no GAP, nothing marked dry.
+  auto held = [&] {
+    *blocked = true;
+    m.replay_next = UINT64_MAX;
+    retry_archive_at(now + 1'000'000);
+    return want;
+  };
   if (m.replay_next != want) {
     const absl::Status st = m.replay->seek(want);
+    if (absl::IsUnavailable(st)) return held();
     if (absl::IsOutOfRange(st)) {
       // Older than the archive: what it never had (or retention removed)
       // is a GAP to its first record, if that is still below the ring's.
       auto oldest = m.replay->first_seq();
       if (!oldest.ok() || *oldest >= below || *oldest > last) return want;
+      if (*oldest <= want) return held();  // listed, yet not there: being removed
       gap(*oldest);
-      if (!m.replay->seek(want).ok()) return want;
+      const absl::Status again = m.replay->seek(want);
+      if (absl::IsUnavailable(again)) {
+        out.flush();
+        return held();
+      }
+      if (!again.ok()) return want;
     } else if (!st.ok()) {
       ++stats_.archive_errors;
       return want;
@@ -532,6 +548,12 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
   archive::ArchiveEntry e;
   for (;;) {
     auto got = m.replay->next(&e);
+    if (!got.ok() && absl::IsUnavailable(got.status())) {
+      out.flush();
+      stats_.archive_records += sent;
+      *records = sent;
+      return held();
+    }
     if (!got.ok()) {
       // Damage: nothing past it is sent from the archive; the ring's answer
       // (a GAP to what it holds) follows.
@@ -551,6 +573,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       continue;
     }
     if (!out.add(e.seq, reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size())) {
+      m.replay_next = UINT64_MAX;  // it was consumed: seek before reading on
       ++stats_.archive_errors;
       note("archive", absl::StrCat("record ", e.seq, " of ", e.bytes.size(), " bytes fits no frame of this ring"));
       break;
@@ -872,6 +895,8 @@ bool ServeControl::serve_one(Mirror& m) {
     m.archive_held = blocked;
     stats_.tcp_records += n;
     more |= n == budget && !blocked;
+  } else {
+    m.archive_held = false;  // not tried this turn: not known to be held
   }
   return more && m.conn.pending() < config_.out_watermark_bytes;
 }

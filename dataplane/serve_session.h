@@ -56,7 +56,8 @@ struct ServeConfig {
   // heartbeat_follows_cadence: data that leaves in bursts at a steady
   // cadence (a decode loop's steps) moves the first heartbeat after a
   // burst to just past when the next burst is due (1.25 cadences, at
-  // least heartbeat_ns): while the bursts keep coming, no heartbeat (and
+  // least heartbeat_ns; only while the spacing is steady, its mean
+  // deviation within a quarter of it): while the bursts keep coming, no heartbeat (and
   // no wake-up of the receiver) between them; a lost last datagram shows
   // by the next burst's sequence, or by that heartbeat once they stop.
   bool heartbeat_follows_cadence = false;
@@ -308,6 +309,7 @@ class alignas(64) ServeSession {
   uint64_t heartbeat_wait_ns_;  // backs off while idle
   uint64_t cadence_ns_ = 0;     // the bursts' usual spacing (heartbeat_follows_cadence; 0: none seen)
   uint64_t last_data_ns_ = 0;   // when the last data frame left (follow_cadence)
+  uint64_t cadence_dev_ns_ = 0; // the spacing's mean deviation: steady when within a quarter of it
   std::optional<ring::RawReader> repair_reader_;
   DataFramer repair_framer_;
   std::vector<std::byte> repair_buf_;

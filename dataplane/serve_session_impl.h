@@ -263,7 +263,9 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
   }
   frame_lease_ = nullptr;
   heartbeat_wait_ns_ = config_.heartbeat_ns;
-  if (cadence_ns_ != 0) {
+  // Steady (the spacing's mean deviation within a quarter of it): wait
+  // for the next burst. Irregular traffic keeps the prompt heartbeat.
+  if (cadence_ns_ != 0 && 4 * cadence_dev_ns_ <= cadence_ns_) {
     heartbeat_wait_ns_ = std::clamp(cadence_ns_ + cadence_ns_ / 4, config_.heartbeat_ns,
                                     std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
   }
@@ -347,10 +349,10 @@ bool ServeSession<Port>::repair_step() {
 }
 
 // follow_cadence: a data frame leaving `now_ns` after the previous one (its
-// heartbeats apart); a gap of
-// more than kBurstGapNs starts a new burst, and the bursts' spacing is
-// averaged (a gap past heartbeat_max_ns is a pause: no cadence until the
-// next two bursts). Worker thread.
+// heartbeats apart); a gap of more than kBurstGapNs starts a new burst, and
+// the bursts' spacing and its mean deviation are averaged (a gap past
+// heartbeat_max_ns is a pause: no cadence until the next bursts). Worker
+// thread.
 template <PacketPort Port>
 void ServeSession<Port>::follow_cadence(uint64_t now_ns) {
   constexpr uint64_t kBurstGapNs = 200'000;
@@ -359,8 +361,14 @@ void ServeSession<Port>::follow_cadence(uint64_t now_ns) {
   const uint64_t gap = now_ns - last;
   if (gap > std::max(config_.heartbeat_max_ns, config_.heartbeat_ns)) {
     cadence_ns_ = 0;
+    cadence_dev_ns_ = 0;
+  } else if (cadence_ns_ == 0) {
+    cadence_ns_ = gap;
+    cadence_dev_ns_ = gap / 2;  // one gap is not yet a cadence
   } else {
-    cadence_ns_ = cadence_ns_ == 0 ? gap : (3 * cadence_ns_ + gap) / 4;
+    const uint64_t off = gap > cadence_ns_ ? gap - cadence_ns_ : cadence_ns_ - gap;
+    cadence_ns_ = (3 * cadence_ns_ + gap) / 4;
+    cadence_dev_ns_ = (3 * cadence_dev_ns_ + off) / 4;
   }
 }
 

@@ -521,6 +521,19 @@ TEST(Recorder, RefusesAnotherKindOfRingARecreatedRingAndASecondRecorder) {
   EXPECT_THAT(std::string(recreated.status().message()), HasSubstr("re-created"));
 }
 
+// What a reader would refuse is never written: an index interval past
+// 64 GiB is refused when the archive is made, not at its first read.
+TEST(Recorder, AnArchiveNoReaderWouldTakeIsRefusedWhenItIsMade) {
+  TempDir tmp;
+  ScopedRing ring(ring::testing::fixed_ring(1024, 64));
+  RecordOptions o = small_options(tmp.archive());
+  o.layout.index_interval = 1ull << 37;
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_FALSE(rec.ok());
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("index entry per 137438953472 bytes"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.archive() + "/catalog")) << "a catalog was written";
+}
+
 // SmallDisk is a 2 MiB tmpfs at `path` (root), unmounted at the end;
 // ballast() fills 1,200 KiB of it and says the file's path ("" if it
 // could not).

@@ -6,6 +6,8 @@
 // connection cap, a peer that asks and never reads).
 #include "control/serve_control.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "archive/format.h"
 #include "archive/recorder.h"
 #include "control/auth.h"
 #include "gtest/gtest.h"
@@ -143,6 +146,29 @@ class ServeControlTest : public ::testing::Test {
     ServeCommand c;
     while (link_.commands.try_pop(&c)) out.push_back(c);
     return out;
+  }
+
+  // record_past_the_ring: an archive at `dir` of [0, 100000) while the
+  // ring (65536 slots) laps: the ring keeps [34464, 100000).
+  void record_past_the_ring(const std::string& dir, uint64_t segment_bytes) {
+    archive::RecordOptions o;
+    o.dir = dir;
+    o.layout.segment_bytes = segment_bytes;
+    o.batch_bytes = 64u << 10;
+    auto rec = archive::Recorder::open(ring_.open(), o);
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    uint64_t now = 1;
+    for (int round = 0; round < 10; ++round) {
+      publish(10000);
+      for (int idle = 0; idle < 3;) {
+        now += 2'000'000;
+        const bool quiet = (*rec)->poll(now) == 0;
+        if (quiet) (*rec)->settle();
+        idle = quiet && (*rec)->snapshot().lag == 0 ? idle + 1 : 0;
+      }
+    }
+    ASSERT_TRUE((*rec)->flush().ok());
+    ASSERT_EQ((*rec)->snapshot().recorded_end, 100000u);
   }
 
   ScopedRing ring_;
@@ -558,26 +584,7 @@ class TempDir {
 TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUntilItsBudgetIsBack) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
-  {  // an archive of [0, 100000) while the ring (65536 slots) laps: it keeps [34464, 100000)
-    archive::RecordOptions o;
-    o.dir = dir + "/a";
-    o.layout.segment_bytes = 4u << 20;
-    o.batch_bytes = 64u << 10;
-    auto rec = archive::Recorder::open(ring_.open(), o);
-    ASSERT_TRUE(rec.ok()) << rec.status();
-    uint64_t now = 1;
-    for (int round = 0; round < 10; ++round) {
-      publish(10000);
-      for (int idle = 0; idle < 3;) {
-        now += 2'000'000;
-        const bool quiet = (*rec)->poll(now) == 0;
-        if (quiet) (*rec)->settle();
-        idle = quiet && (*rec)->snapshot().lag == 0 ? idle + 1 : 0;
-      }
-    }
-    ASSERT_TRUE((*rec)->flush().ok());
-    ASSERT_EQ((*rec)->snapshot().recorded_end, 100000u);
-  }
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 4u << 20));
   ServeControlConfig c;
   c.archive_dir = dir + "/a";
   c.archive_bytes_per_s = 512u << 10;  // a bank of 1 MiB, then 64 KiB every 125 ms
@@ -617,6 +624,49 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
   EXPECT_EQ(ctl->stats().gaps, 0u);
   EXPECT_GT(records, 0u);
   EXPECT_EQ(ctl->stats().archive_replays, 1u) << "the archive's reader was opened again for each turn";
+}
+
+// Retention removing the oldest segment holds its lock while the catalog
+// still lists it: a replay from there waits (no GAP over the segments
+// behind it, never the conductor blocked), and goes on from record 0 once
+// the lock is let go.
+TEST_F(ServeControlTest, AReplayWaitsForASegmentRetentionHoldsAndSkipsNothing) {
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
+  const int lock = ::open((dir + "/a/" + archive::segment_name(0)).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX | LOCK_NB), 0);  // as SegmentWriter::enforce takes it
+  ServeControlConfig c;
+  c.archive_dir = dir + "/a";
+  auto ctl = start(c);
+  Client cl(ctl->listening());
+  cl.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));  // from the oldest
+  uint64_t first_data = UINT64_MAX, gaps = 0;
+  auto drain = [&] {
+    Frame f;
+    size_t n;
+    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == TcpConn::Next::kFrame) {
+      if (f.header.kind == FrameKind::kData && first_data == UINT64_MAX) first_data = f.header.seq;
+      if (f.header.kind == FrameKind::kGap) ++gaps;
+      cl.conn().consume(n);
+    }
+  };
+  for (int i = 0; i < 100; ++i) {
+    ctl->poll(1000);
+    drain();
+  }
+  EXPECT_EQ(first_data, UINT64_MAX) << "something was sent past the segment being removed";
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_GT(ctl->next_poll_at(0), 0u);
+  ::close(lock);  // retention gave it up (here: it did not remove it)
+  for (int i = 0; i < 2000 && first_data == UINT64_MAX; ++i) {
+    ctl->poll(1000);
+    drain();
+  }
+  EXPECT_EQ(first_data, 0u) << "the replay did not go on from the oldest record";
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_EQ(ctl->stats().archive_errors, 0u);
 }
 
 // An archive of another kind of ring would answer a mirror with records

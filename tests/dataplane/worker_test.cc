@@ -410,6 +410,33 @@ TEST_F(ServeWorkerTest, BurstsAtASteadyCadenceSendNoHeartbeatBetweenThem) {
   }
 }
 
+// Bursts at no steady spacing (5 ms, then 35 ms, again and again: request
+// and response, not decode steps) keep the prompt heartbeat: 1 ms after
+// each burst, whatever the option says.
+TEST_F(ServeWorkerTest, BurstsAtNoSteadyCadenceKeepThePromptHeartbeat) {
+  ServeConfig c;
+  c.multicast = kGroup;
+  c.pace_ns = 0;
+  c.heartbeat_follows_cadence = true;
+  auto w = worker(c);
+  uint64_t t = 1000 * kMs;
+  int prompt = 0;
+  for (int burst = 0; burst < 12; ++burst) {
+    publish(2);
+    w->step(t);
+    sent().clear();
+    w->step(t + 1 * kMs);  // the first heartbeat after the burst, if it is prompt
+    const bool beat = !sent().empty() && decode(sent()[0]).header.kind == proto::FrameKind::kHeartbeat;
+    if (burst >= 4 && beat) ++prompt;
+    sent().clear();
+    const uint64_t gap = burst % 2 == 0 ? 5 * kMs : 35 * kMs;
+    for (uint64_t u = t + 1 * kMs + 500 * kUs; u < t + gap; u += 500 * kUs) w->step(u);
+    sent().clear();
+    t += gap;
+  }
+  EXPECT_EQ(prompt, 8) << "an irregular spacing took the heartbeat away";
+}
+
 ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
   ServeCommand c{ServeCommand::Kind::kAllowToken, token};
   c.peer_ip = from.ip;
