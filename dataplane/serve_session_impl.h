@@ -170,7 +170,21 @@ void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
     }
     return;
   }
+  const bool joined = !it->to.has_value();
   it->to = d.from;
+  if (joined) {
+    // A mirror takes the stream by UDP from now: counted at once, and the
+    // control told (a stream mux waits for this to send its first batch;
+    // its conductor would otherwise see it at its next look, up to 1 ms on).
+    uint64_t active = 0;
+    for (const Unicast& u : unicast_) active += u.to.has_value();
+    link_.stats.unicast_mirrors.set(active);
+    // Acquire: pairs with the control thread's release store of notify_fd.
+    if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {
+      const uint64_t one = 1;
+      (void)!write(fd, &one, sizeof(one));
+    }
+  }
 }
 
 template <PacketPort Port>
