@@ -88,7 +88,7 @@ absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const
                                                        o.max_ring_bytes, " bytes this mirror accepts"));
     }
   }
-  if (!existing) return ring::RingFile::create(mirror_ring_options(g, path));
+  if (!existing) return ring::RingFile::create(mirror_ring_options(g, path, o.lazy_ring));
   // The mapping connect() made to read where the ring ends: not mapped
   // (and its page tables filled) a second time.
   ring::RingFile f = std::move(*existing);

@@ -41,6 +41,9 @@ struct MirrorOptions {
   // refused before anything is created (0: any size; a node's channel
   // bounds what a stranger's GEOMETRY can make it allocate).
   uint64_t max_ring_bytes = 0;
+  // lazy_ring: the ring it creates takes its pages as they are written
+  // (ring::kFlagLazy: a stream mux channel's, on a first token's path).
+  bool lazy_ring = false;
   std::optional<Psk> psk;        // authenticate (and require the source to)
   std::vector<uint32_t> accept_from;  // relays whose UDP the mirror also believes
   bool multi_range_naks = true;  // offer multi-range NAKs (off: a single-range peer, for A/B)

@@ -18,7 +18,7 @@ inline proto::Geometry geometry_of(const ring::RingHeader& h, uint64_t first_seq
   g.first_seq = first_seq;
   g.capacity = h.capacity;
   g.slot_size = h.slot_size;
-  g.ring_flags = h.flags;
+  g.ring_flags = h.flags & (ring::kFlagBlob | ring::kFlagSparse);  // the wire's (PROTOCOL.md §1.3)
   g.schema_signature = h.schema_signature;
   g.registry_size = h.registry_size;
   g.slots_offset = h.slots_offset;
@@ -28,7 +28,7 @@ inline proto::Geometry geometry_of(const ring::RingHeader& h, uint64_t first_seq
 }
 
 // mirror_ring_options is the sparse ring a mirror creates for `g` at `path`.
-inline ring::RingOptions mirror_ring_options(const proto::Geometry& g, const std::string& path) {
+inline ring::RingOptions mirror_ring_options(const proto::Geometry& g, const std::string& path, bool lazy = false) {
   ring::RingOptions o;
   o.name = path;
   o.capacity = g.capacity;
@@ -36,7 +36,7 @@ inline ring::RingOptions mirror_ring_options(const proto::Geometry& g, const std
   o.schema_signature = g.schema_signature;
   o.registry_size = g.registry_size;
   o.arena_size = g.arena_size;
-  o.flags = (g.ring_flags & ring::kFlagBlob) | ring::kFlagSparse;
+  o.flags = (g.ring_flags & ring::kFlagBlob) | ring::kFlagSparse | (lazy ? ring::kFlagLazy : 0u);
   return o;
 }
 

@@ -35,7 +35,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   ro.capacity = opt.channel_records;
   ro.slot_size = sizeof(ring::BlobDescriptor);
   ro.arena_size = channel_arena();
-  ro.flags = ring::kFlagBlob;
+  ro.flags = ring::kFlagBlob | ring::kFlagLazy;  // its pages as batches are written, not all at set-up
   ro.schema_signature = kChannelSchema;
   p.ring_path = ring::ring_path(ro.name, ro.dir);
   auto file = ring::RingFile::create(ro);

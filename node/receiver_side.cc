@@ -242,6 +242,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
   const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
+  spec.options.lazy_ring = true;  // its pages as batches land, not all before the first
   p.mirror_wanted = std::move(spec);
   p.node_answer_owed = !answered;
   p.receiver->set_readable_hook(&NodeImpl::on_readable, this);

@@ -29,8 +29,14 @@ inline constexpr size_t kSlotWordBytes = 8;
 enum RingFlags : uint32_t {
   kFlagBlob = 1u << 0,    // slots hold BlobDescriptors into the arena
   kFlagSparse = 1u << 1,  // sequences may have holes (mirror rings)
+  // kFlagLazy: the file's pages are taken as they are first written,
+  // neither preallocated nor prefaulted by its creator or any opener (a
+  // stream mux channel's rings: their set-up is on a first token's path,
+  // and a 12 MiB ring costs ~5 ms to allocate and map whole). Local to
+  // the file: never sent in a GEOMETRY.
+  kFlagLazy = 1u << 2,
 };
-inline constexpr uint32_t kKnownFlags = kFlagBlob | kFlagSparse;
+inline constexpr uint32_t kKnownFlags = kFlagBlob | kFlagSparse | kFlagLazy;
 
 // RingHeader is the first page of every ring file. The fields up to
 // header_checksum never change after creation and are covered by the checksum;

@@ -36,8 +36,10 @@ absl::Status errno_status(int err, absl::string_view what, absl::string_view pat
 // map_ring maps a ring file with its page tables filled (MAP_POPULATE): a
 // record's first write or read of a page then takes no fault (a minor one
 // costs ~1 us; one page holds 64 records of 64 bytes).
-void* map_ring(int fd, uint64_t size) {
-  return mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+// A kFlagLazy ring is mapped as it is: its pages come on first touch.
+void* map_ring(int fd, uint64_t size, uint32_t flags) {
+  const int populate = (flags & kFlagLazy) != 0 ? 0 : MAP_POPULATE;
+  return mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
 }
 
 // filesystem_block returns the allocation unit files in `dir` must be sized
@@ -235,7 +237,8 @@ absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
   // start-up error here, not a SIGBUS in the writer on its first lap, and
   // the first lap does not pay for allocating and zeroing a page every 64
   // records. (A filesystem without fallocate keeps the file sparse.)
-  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(h.file_size)); err == ENOSPC || err == ENOMEM) {
+  if (const int err = (h.flags & kFlagLazy) != 0 ? 0 : posix_fallocate(fd, 0, static_cast<off_t>(h.file_size));
+      err == ENOSPC || err == ENOMEM) {
     struct statfs fs {};
     const bool huge = statfs(dir.c_str(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC;
     return fail(absl::ResourceExhaustedError(absl::StrCat(
@@ -243,7 +246,7 @@ absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
         " free): make the ring smaller (capacity, slot size, arena) or ",
         huge ? "reserve more huge pages (/proc/sys/vm/nr_hugepages)" : "its filesystem larger")));
   }
-  void* base = map_ring(fd, h.file_size);
+  void* base = map_ring(fd, h.file_size, h.flags);
   if (base == MAP_FAILED) return fail(errno_status(errno, "cannot map ring file", tmp));
   h.header_checksum = header_checksum(h);
   auto* header = new (base) RingHeader();
@@ -302,7 +305,7 @@ absl::StatusOr<RingFile> RingFile::open(std::string_view name_or_path, const Rin
     close(fd);
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
-  void* base = map_ring(fd, h.file_size);
+  void* base = map_ring(fd, h.file_size, h.flags);
   if (base == MAP_FAILED) {
     const int err = errno;
     close(fd);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -47,6 +48,30 @@ TEST(RingFile, CreateAllocatesEveryPage) {
   struct stat st {};
   ASSERT_EQ(stat(f.path().c_str(), &st), 0);
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, f.header().file_size) << "the ring file is sparse";
+}
+
+// A lazy ring (a stream mux channel's) takes its pages as they are
+// written: created and opened, its file holds only the header's; a write
+// takes what it touches.
+TEST(RingFile, ALazyRingTakesItsPagesAsTheyAreWritten) {
+  ScopedRing r(testing::fixed_ring(1 << 16, 64, kFlagLazy));
+  RingFile f = r.open();
+  auto blocks = [&] {
+    struct stat st {};
+    EXPECT_EQ(stat(f.path().c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_blocks) * 512;
+  };
+  EXPECT_LE(blocks(), 64u << 10) << "a lazy ring was allocated whole (" << f.header().file_size << " bytes)";
+  EXPECT_NE(f.header().flags & kFlagLazy, 0u);
+  auto again = RingFile::open(f.path());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_LE(blocks(), 64u << 10) << "opening it allocated it";
+  auto p = Producer::attach(std::move(*again));
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<std::byte> rec(64, std::byte{7});
+  for (int i = 0; i < 1000; ++i) p->publish(rec.data());
+  EXPECT_GE(blocks(), 1000u * 64) << "the records' pages";
+  EXPECT_LE(blocks(), (64u << 10) + 1000u * 64 + (16u << 10));
 }
 
 TEST(RingFile, CreateRefusesAnExistingNameUnlessReplacing) {
