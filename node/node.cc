@@ -207,7 +207,6 @@ uint64_t NodeImpl::conduct(uint64_t now) {
 // connections attach() opened watched, channels set up (the egress ring
 // and its serve), ingress rings opened, every connection read.
 void NodeImpl::before_step(uint64_t now) {
-  (void)now;
   {
     std::lock_guard l(mu);
     pass_out.clear();
@@ -226,6 +225,15 @@ void NodeImpl::before_step(uint64_t now) {
   // turn): opened outside mu (it maps a file).
   for (auto& p : in) {
     if (p->receiver && !p->ingress && !p->dead && p->mirror != nullptr) open_ingress(*p);
+    // Its lazy pages allocated once its first tokens are long in: a full
+    // filesystem ends this peer here, not the process at a later write.
+    if (p->ingress_file && now >= p->ingress_ns + kReserveAfterNs) {
+      if (absl::Status st = p->ingress_file->reserve(); !st.ok()) {
+        log(absl::StrCat("ingress ring: ", st.message()));
+        p->write_failed = true;  // its connection is cut at this pass's step (its streams end)
+      }
+      p->ingress_file.reset();
+    }
   }
   for (auto& p : pass_out) {
     if (!p->watched && p->conn) {
@@ -233,6 +241,17 @@ void NodeImpl::before_step(uint64_t now) {
       if (!engine->watch(p->conn->fd()).ok()) p->write_failed = true;
     }
     if (p->serve_name.empty() && !p->setup_failed) p->setup_failed = !setup_out(*p);
+    // The channel up kReserveAfterNs (its first tokens long gone): its lazy
+    // ring's pages now, so a full filesystem ends this peer here, not the
+    // process at a later write.
+    if (p->channel_ready && p->ready_ns == 0) p->ready_ns = now;
+    if (p->ready_ns != 0 && now >= p->ready_ns + kReserveAfterNs && !p->reserved && p->egress_file) {
+      p->reserved = true;
+      if (absl::Status st = p->egress_file->reserve(); !st.ok()) {
+        log(absl::StrCat("egress ring: ", st.message()));
+        p->setup_failed = true;
+      }
+    }
     // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
     if (p->conn) p->open_read = p->conn->read_available(1u << 20);
   }

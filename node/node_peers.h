@@ -59,6 +59,12 @@ struct OutPeer : std::enable_shared_from_this<OutPeer> {  // held by shared_ptr 
   // after: BlobProducer::defer_wakes); unmapped by the conductor's teardown
   // once no runner holds it.
   std::optional<ring::BlobProducer> egress;
+  // egress_file: the conductor's handle on the egress ring (reserve(): a
+  // lazy ring's pages, allocated once the channel is up, off the first
+  // token's path).
+  std::optional<ring::RingFile> egress_file;
+  bool reserved = false;            // conductor: egress_file reserved
+  uint64_t ready_ns = 0;            // conductor: when the channel came up (its reserve waits kReserveAfterNs)
   std::string ring_path;
   std::string serve_name;           // conductor: the engine session serving the egress ring ("" until set up)
   dataplane::ServeLink* serve_link = nullptr;  // its link (poked after a publish); the engine's; null once ended
@@ -154,6 +160,10 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   // poll() or recv() (its items so need no hand-off), or the node thread
   // before it judges the streams' liveness.
   std::optional<ring::BlobConsumer> ingress;
+  // ingress_file: the conductor's handle on it, reserved (its lazy pages
+  // allocated) kReserveAfterNs after it opened, then let go.
+  std::optional<ring::RingFile> ingress_file;
+  uint64_t ingress_ns = 0;          // conductor: when it opened
   ring::LazyBytes record;           // ingress scratch (max_blob bytes: pages taken as records reach them)
   uint64_t applied = 0;             // channel records applied
   uint64_t reported = 0;            // the last position sent back

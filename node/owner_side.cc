@@ -43,6 +43,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
     log(absl::StrCat("egress ring: ", file.status().message()));
     return false;
   }
+  p.egress_file = file->share();
   auto prod = ring::BlobProducer::attach(std::move(*file));
   if (!prod.ok()) {
     unlink(p.ring_path.c_str());

@@ -404,17 +404,22 @@ bool NodeImpl::open_ingress(InPeer& p) {
   want.schema_signature = kChannelSchema;
   auto f = ring::RingFile::open(p.ring_path, want);
   if (!f.ok()) return false;
+  ring::RingFile lazy = f->share();  // reserved by the conductor kReserveAfterNs from now
   auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-reader");
   if (!cons.ok()) return false;
   ring::LazyBytes record(cons->max_blob());  // 2 MiB zeroed was 12 ms of page faults on the first token's path
-  std::lock_guard l(mu);
-  p.record = std::move(record);
-  p.ingress.emplace(std::move(*cons));
-  settle(p);  // its channel is up
-  // Records the mirror committed before the ring was open here (the first
-  // batches: a producer's first tokens) woke no reader that could apply
-  // them: one looks now, not at the next commit.
-  if (p.ingress->published() > p.ingress->cursor()) items_ready();
+  {
+    std::lock_guard l(mu);
+    p.record = std::move(record);
+    p.ingress.emplace(std::move(*cons));
+    settle(p);  // its channel is up
+    // Records the mirror committed before the ring was open here (the first
+    // batches: a producer's first tokens) woke no reader that could apply
+    // them: one looks now, not at the next commit.
+    if (p.ingress->published() > p.ingress->cursor()) items_ready();
+  }
+  p.ingress_file.emplace(std::move(lazy));
+  p.ingress_ns = monotonic_ns();
   return true;
 }
 

@@ -42,6 +42,17 @@ void* map_ring(int fd, uint64_t size, uint32_t flags) {
   return mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
 }
 
+// no_room: a ring of `bytes` does not fit in `dir`'s filesystem.
+absl::Status no_room(const std::string& dir, uint64_t bytes) {
+  struct statfs fs {};
+  const bool huge = statfs(dir.c_str(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no room for a ring of ", bytes, " bytes in ", dir, " (",
+      static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize),
+      " free): make the ring smaller (capacity, slot size, arena) or ",
+      huge ? "reserve more huge pages (/proc/sys/vm/nr_hugepages)" : "its filesystem larger"));
+}
+
 // filesystem_block returns the allocation unit files in `dir` must be sized
 // to: the huge page size on hugetlbfs, the page size elsewhere.
 uint64_t filesystem_block(const std::string& dir) {
@@ -237,15 +248,16 @@ absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
   // start-up error here, not a SIGBUS in the writer on its first lap, and
   // the first lap does not pay for allocating and zeroing a page every 64
   // records. (A filesystem without fallocate keeps the file sparse.)
-  if (const int err = (h.flags & kFlagLazy) != 0 ? 0 : posix_fallocate(fd, 0, static_cast<off_t>(h.file_size));
-      err == ENOSPC || err == ENOMEM) {
-    struct statfs fs {};
-    const bool huge = statfs(dir.c_str(), &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC;
-    return fail(absl::ResourceExhaustedError(absl::StrCat(
-        "no room for a ring of ", h.file_size, " bytes in ", dir, " (", static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize),
-        " free): make the ring smaller (capacity, slot size, arena) or ",
-        huge ? "reserve more huge pages (/proc/sys/vm/nr_hugepages)" : "its filesystem larger")));
+  // A lazy ring is not allocated here (its owner reserves it later), but
+  // one that would not fit now is refused now, as any other.
+  int room = 0;
+  if ((h.flags & kFlagLazy) == 0) {
+    room = posix_fallocate(fd, 0, static_cast<off_t>(h.file_size));
+  } else if (struct statfs fs {}; fstatfs(fd, &fs) == 0 &&
+             static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize) < h.file_size) {
+    room = ENOSPC;
   }
+  if (room == ENOSPC || room == ENOMEM) return fail(no_room(dir, h.file_size));
   void* base = map_ring(fd, h.file_size, h.flags);
   if (base == MAP_FAILED) return fail(errno_status(errno, "cannot map ring file", tmp));
   h.header_checksum = header_checksum(h);
@@ -330,6 +342,13 @@ absl::Status RingFile::lock_writer() {
     return errno_status(errno, "cannot lock ring", path_);
   }
   header_->writer_pid.store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status RingFile::reserve() const {
+  const int err = posix_fallocate(map_->fd, 0, static_cast<off_t>(header_->file_size));
+  if (err == ENOSPC || err == ENOMEM) return no_room(parent_dir(path_), header_->file_size);
+  if (err != 0 && err != EOPNOTSUPP) return errno_status(err, "cannot allocate ring", path_);
   return absl::OkStatus();
 }
 

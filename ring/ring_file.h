@@ -98,6 +98,13 @@ class RingFile {
   // including when the process is killed.
   absl::Status lock_writer();
 
+  // reserve allocates every page of the file now. A kFlagLazy ring is made
+  // without (its set-up is on a first token's path); its owner reserves it
+  // once that token is gone, so a full filesystem is an error there
+  // (ResourceExhausted, saying how much room there is), not a SIGBUS at a
+  // later write or read of an untouched page. Any thread; a system call.
+  absl::Status reserve() const;
+
   RingHeader& header() const { return *header_; }
   uint64_t capacity() const { return header_->capacity; }
   uint64_t mask() const { return slots_.mask; }

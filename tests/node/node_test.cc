@@ -8,9 +8,11 @@
 #include <poll.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <cstring>
 #include <mutex>
 #include <map>
@@ -143,6 +145,42 @@ void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool pe
     Item more;
     EXPECT_FALSE(anchors[i]->recv(&more, 50'000'000)) << "an item after the end";
   }
+}
+
+// A channel's rings take their pages as batches land (nothing on the
+// first token's path), and are reserved whole soon after the channel is
+// up: a full /dev/shm is then an error that ends a peer, never a SIGBUS.
+TEST(Node, AChannelsLazyRingsAreReservedWholeOnceTheChannelIsUp) {
+  char tmpl[] = "/dev/shm/rf-node-test.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  struct Remove {
+    std::string d;
+    ~Remove() { std::filesystem::remove_all(d); }
+  } remove{dir};
+  NodeOptions co = options("c"), po = options("p");
+  co.ring_dir = po.ring_dir = dir;
+  co.channel_records = po.channel_records = 1 << 16;  // 8 MiB arenas: sparse shows
+  auto consumer = Node::create(co);
+  auto producer = Node::create(po);
+  ASSERT_TRUE(consumer.ok() && producer.ok());
+  stream_all(**consumer, **producer, 4, 20, false);
+  auto rings = [&] {
+    std::vector<std::pair<uint64_t, uint64_t>> out;  // allocated, size
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      struct stat st {};
+      if (stat(e.path().c_str(), &st) == 0) out.emplace_back(static_cast<uint64_t>(st.st_blocks) * 512, st.st_size);
+    }
+    return out;
+  };
+  auto r = rings();
+  ASSERT_EQ(r.size(), 2u) << "an egress and an ingress ring";
+  bool all = false;
+  for (int i = 0; i < 100 && !all; ++i) {  // reserved kReserveAfterNs (100 ms) after the channel came up
+    usleep(10'000);
+    r = rings();
+    all = r.size() == 2 && r[0].first >= r[0].second && r[1].first >= r[1].second;
+  }
+  EXPECT_TRUE(all) << "allocated " << r[0].first << " of " << r[0].second << ", " << r[1].first << " of " << r[1].second;
 }
 
 TEST(Node, RefusesABadConfigAtCreate) {

@@ -3,6 +3,7 @@
 #include "ring/ring_file.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,52 @@ TEST(RingFile, ALazyRingTakesItsPagesAsTheyAreWritten) {
   for (int i = 0; i < 1000; ++i) p->publish(rec.data());
   EXPECT_GE(blocks(), 1000u * 64) << "the records' pages";
   EXPECT_LE(blocks(), (64u << 10) + 1000u * 64 + (16u << 10));
+}
+
+// A lazy ring is reserved whole by its owner later: reserve() allocates
+// every page; on a filesystem without the room it says so (no SIGBUS at a
+// later write), and one that would not fit even now is refused at create.
+TEST(RingFile, ALazyRingIsReservedLaterAndAFullFilesystemIsAnErrorNotASigbus) {
+  char tmpl[] = "/tmp/rf-lazy.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=12m") != 0) {
+    rmdir(dir.c_str());
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  struct Unmount {
+    std::string d;
+    ~Unmount() {
+      umount2(d.c_str(), MNT_DETACH);
+      rmdir(d.c_str());
+    }
+  } unmount{dir};
+  auto make = [&](const std::string& name) {
+    RingOptions o = testing::fixed_ring(1 << 16, 64, kFlagLazy);  // ~8.4 MB
+    o.name = name;
+    o.dir = dir;
+    return RingFile::create(o);
+  };
+  auto a = make("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->reserve().ok());
+  struct stat st {};
+  ASSERT_EQ(stat(a->path().c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, a->header().file_size) << "reserve left it sparse";
+  // A second one fits nowhere: refused at create, as a ring that is not lazy.
+  auto b = make("b");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("no room for a ring of"));
+  // Made while there was room, reserved once there is none: an error.
+  ASSERT_TRUE(RingFile::remove(a->path()).ok());
+  a = absl::InternalError("closed");
+  auto c = make("c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto d = make("d");  // fits the free space (c is still sparse) ...
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(c->reserve().ok());
+  const absl::Status full = d->reserve();  // ... but not beside c reserved
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
 }
 
 TEST(RingFile, CreateRefusesAnExistingNameUnlessReplacing) {
