@@ -514,9 +514,14 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     out.gap(next);
     want = next;
   };
+  uint64_t sent = 0;
   // A segment retention is removing (the catalog still lists it): held,
-  // tried again in a millisecond; no GAP, nothing marked dry.
+  // tried again in a millisecond; no GAP, nothing marked dry. What went
+  // before it this turn is out and counted.
   auto held = [&] {
+    out.flush();
+    stats_.archive_records += sent;
+    *records = sent;
     *blocked = true;
     m.replay_next = UINT64_MAX;
     retry_archive_at(now + 1'000'000);
@@ -533,10 +538,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       if (*oldest <= want) return held();  // listed, yet not there: being removed
       gap(*oldest);
       const absl::Status again = m.replay->seek(want);
-      if (absl::IsUnavailable(again)) {
-        out.flush();
-        return held();
-      }
+      if (absl::IsUnavailable(again)) return held();
       if (!again.ok()) return want;
     } else if (!st.ok()) {
       ++stats_.archive_errors;
@@ -544,16 +546,10 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     }
   }
   m.replay_next = UINT64_MAX;  // where the archive's reader stands, once known
-  uint64_t sent = 0;
   archive::ArchiveEntry e;
   for (;;) {
     auto got = m.replay->next(&e);
-    if (!got.ok() && absl::IsUnavailable(got.status())) {
-      out.flush();
-      stats_.archive_records += sent;
-      *records = sent;
-      return held();
-    }
+    if (!got.ok() && absl::IsUnavailable(got.status())) return held();
     if (!got.ok()) {
       // Damage: nothing past it is sent from the archive; the ring's answer
       // (a GAP to what it holds) follows.

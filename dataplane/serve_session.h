@@ -266,6 +266,7 @@ class alignas(64) ServeSession {
   void flush_pending();
   void flush(uint64_t now_ns);
   void follow_cadence(uint64_t now_ns);
+  void count_unicast();
   // begin_frame opens the next frame: in a buffer the port lends (a DPDK
   // mbuf: the frame leaves from where it is built) or, without one, in
   // frame_bufs_[frame_at_] (the port copies it).

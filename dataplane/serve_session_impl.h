@@ -96,6 +96,13 @@ void ServeSession<Port>::take_commands() {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
     }
   }
+  count_unicast();
+}
+
+// count_unicast: the unicast mirrors that take the stream now (ones whose
+// punch came), into the link's stats. Worker thread.
+template <PacketPort Port>
+void ServeSession<Port>::count_unicast() {
   uint64_t active = 0;
   for (const Unicast& u : unicast_) active += u.to.has_value();
   link_.stats.unicast_mirrors.set(active);
@@ -176,9 +183,7 @@ void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
     // A mirror takes the stream by UDP from now: counted at once, and the
     // control told (a stream mux waits for this to send its first batch;
     // its conductor would otherwise see it at its next look, up to 1 ms on).
-    uint64_t active = 0;
-    for (const Unicast& u : unicast_) active += u.to.has_value();
-    link_.stats.unicast_mirrors.set(active);
+    count_unicast();
     // Acquire: pairs with the control thread's release store of notify_fd.
     if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {
       const uint64_t one = 1;

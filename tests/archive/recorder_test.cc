@@ -20,6 +20,7 @@
 #include "ring/check_record.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
+#include "tests/temp_dir.h"
 
 namespace ringfire::archive {
 namespace {
@@ -27,20 +28,7 @@ namespace {
 using ring::testing::ScopedRing;
 using ::testing::HasSubstr;
 
-// TempDir is a directory for one test, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rf-archive-test.XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string archive() const { return path_ + "/a"; }
-
- private:
-  std::string path_;
-};
+using ringfire::testing::TempDir;
 
 void publish(ring::Producer& p, uint64_t n) {
   std::vector<std::byte> rec(p.record_size());

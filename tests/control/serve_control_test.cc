@@ -27,6 +27,7 @@
 #include "ring/monotonic.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
+#include "tests/temp_dir.h"
 
 namespace ringfire::control {
 namespace {
@@ -563,19 +564,7 @@ TEST_F(ServeControlTest, CaughtUpTcpMirrorsLetTheConductorSleepUntilTheWorkerTel
   EXPECT_EQ(link_.tell_control_at.load(), 5u);
 }
 
-// TempDir is a directory for one test, removed with what it holds.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rf-serve-archive.XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ringfire::testing::TempDir;
 
 // A mirror replaying from the archive under a byte cap it has spent is
 // not more work for the conductor: the turn says no more, and the

@@ -43,16 +43,26 @@ std::vector<std::byte> payload(size_t index, size_t size) {
   return b;
 }
 
-// receive_all reads until `want` datagrams came or 5 s passed.
-std::vector<std::vector<std::byte>> receive_all(KernelUdp& rx, size_t want) {
-  std::vector<std::vector<std::byte>> got;
+using Datagrams = std::vector<std::vector<std::byte>>;
+
+// receive reads from `rx` (a socket or a port), `per_call` datagrams a
+// call at most, until *got holds `want` or 5 s passed.
+template <typename Rx>
+void receive(Rx& rx, size_t want, size_t per_call, Datagrams* got) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   RxDatagram d[kBurst];
-  while (got.size() < want && std::chrono::steady_clock::now() < until) {
-    const size_t n = rx.rx_burst(d, kBurst);
-    for (size_t i = 0; i < n; ++i) got.emplace_back(d[i].payload.begin(), d[i].payload.end());
+  while (got->size() < want && std::chrono::steady_clock::now() < until) {
+    const size_t n = rx.rx_burst(d, per_call);
+    EXPECT_LE(n, per_call);
+    for (size_t i = 0; i < n; ++i) got->emplace_back(d[i].payload.begin(), d[i].payload.end());
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+// receive_all: what `rx` receives, until `want` datagrams or 5 s.
+Datagrams receive_all(KernelUdp& rx, size_t want) {
+  Datagrams got;
+  receive(rx, want, kBurst, &got);
   return got;
 }
 
@@ -117,14 +127,8 @@ TEST(KernelUdp, ARunTakenWholeIsHandedOutAFewAtATime) {
   sizes.push_back(10);
   Burst b(sizes, {rx.local()}, false);
   ASSERT_EQ(tx.tx_burst(b.tx.data(), b.tx.size()), sizes.size());
-  std::vector<std::vector<std::byte>> got;
-  RxDatagram d[kBurst];
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (got.size() < sizes.size() && std::chrono::steady_clock::now() < until) {
-    const size_t n = rx.rx_burst(d, 4);
-    ASSERT_LE(n, 4u);
-    for (size_t i = 0; i < n; ++i) got.emplace_back(d[i].payload.begin(), d[i].payload.end());
-  }
+  Datagrams got;
+  receive(rx, sizes.size(), 4, &got);
   ASSERT_EQ(got.size(), sizes.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], b.expected[i]) << "datagram " << i;
   EXPECT_FALSE(rx.rx_pending());
@@ -195,23 +199,15 @@ TEST(KernelPort, DatagramsAlreadyReadSurviveABindingAddedOrRemoved) {
     Burst b(std::vector<size_t>(2 * kBurst, 500), {port.local(a)}, false);
     ASSERT_EQ(tx.tx_burst(b.tx.data(), kBurst), kBurst);
     ASSERT_EQ(tx.tx_burst(b.tx.data() + kBurst, kBurst), kBurst);
-    std::vector<std::vector<std::byte>> got;
-    RxDatagram d[kBurst];
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (got.size() < kBurst && std::chrono::steady_clock::now() < until) {
-      const size_t n = port.rx_burst(d, kBurst);
-      for (size_t i = 0; i < n; ++i) got.emplace_back(d[i].payload.begin(), d[i].payload.end());
-    }
+    Datagrams got;
+    receive(port, kBurst, kBurst, &got);
     ASSERT_EQ(got.size(), kBurst) << "add " << add;
     if (add) {
       port.install(prepare());
     } else {
       port.uninstall(other);
     }
-    for (int i = 0; i < 100 && got.size() < 2 * kBurst; ++i) {
-      const size_t n = port.rx_burst(d, kBurst);
-      for (size_t k = 0; k < n; ++k) got.emplace_back(d[k].payload.begin(), d[k].payload.end());
-    }
+    receive(port, 2 * kBurst, kBurst, &got);
     ASSERT_EQ(got.size(), 2 * kBurst) << (add ? "after an install" : "after an uninstall")
                                       << ": datagrams read from the socket were never handed out";
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], b.expected[i]) << i;

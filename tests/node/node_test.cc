@@ -25,6 +25,7 @@
 #include "control/frame_mac.h"
 #include "proto/attach.h"
 #include "proto/frame.h"
+#include "tests/temp_dir.h"
 
 namespace ringfire::node {
 namespace {
@@ -151,12 +152,8 @@ void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool pe
 // first token's path), and are reserved whole soon after the channel is
 // up: a full /dev/shm is then an error that ends a peer, never a SIGBUS.
 TEST(Node, AChannelsLazyRingsAreReservedWholeOnceTheChannelIsUp) {
-  char tmpl[] = "/dev/shm/rf-node-test.XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  struct Remove {
-    std::string d;
-    ~Remove() { std::filesystem::remove_all(d); }
-  } remove{dir};
+  const ringfire::testing::TempDir tmp("/dev/shm");  // its rings alone in it
+  const std::string& dir = tmp.path();
   NodeOptions co = options("c"), po = options("p");
   co.ring_dir = po.ring_dir = dir;
   co.channel_records = po.channel_records = 1 << 16;  // 8 MiB arenas: sparse shows
