@@ -104,9 +104,13 @@ absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const
 
 // tcp_connect_start begins a non-blocking connect; the fd becomes writable
 // when it is done (SO_ERROR says how).
-absl::StatusOr<int> tcp_connect_start(const Endpoint& to) {
+absl::StatusOr<int> tcp_connect_start(const Endpoint& to, uint32_t from_ip) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (absl::Status st = bind_source(fd, from_ip); !st.ok()) {
+    close(fd);
+    return st;
+  }
   sockaddr_in a = dataplane::to_sockaddr(to);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
     const int err = errno;
@@ -209,7 +213,7 @@ void MirrorControl::connect(uint64_t now_ns) {
     fail(existing.status());
     return;
   }
-  auto fd = tcp_connect_start(o_.source);
+  auto fd = tcp_connect_start(o_.source, o_.tcp_from_ip);
   if (!fd.ok()) {
     unavailable(fd.status(), now_ns);
     return;

@@ -36,6 +36,7 @@ struct MirrorOptions {
   bool unicast = false;          // ask for UDP unicast (punch) instead of multicast
   bool tcp_only = false;         // ask for DATA on the TCP connection
   uint32_t local_ip = 0;         // the data plane's address for unicast (0: the TCP connection's)
+  uint32_t tcp_from_ip = 0;      // the control connection leaves from this address (0: the kernel's choice)
   uint64_t expected_schema = 0;  // 0: any
   // max_ring_bytes: a source whose ring (slots and arena) is larger is
   // refused before anything is created (0: any size; a node's channel

@@ -35,9 +35,23 @@ absl::StatusOr<int> tcp_listen(const Endpoint& at) {
   return fd;
 }
 
-absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms) {
+absl::Status bind_source(int fd, uint32_t ip) {
+  if (ip == 0) return absl::OkStatus();
+  sockaddr_in a = to_sockaddr(Endpoint{ip, 0});
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot connect from ", dataplane::to_string(Endpoint{ip, 0}),
+                                                      ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms, uint32_t from_ip) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (absl::Status st = bind_source(fd, from_ip); !st.ok()) {
+    close(fd);
+    return st;
+  }
   sockaddr_in a = to_sockaddr(to);
   int err = 0;
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {

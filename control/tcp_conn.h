@@ -42,7 +42,13 @@ struct FrameLimits {
 absl::StatusOr<int> tcp_listen(const dataplane::Endpoint& at);
 using dataplane::socket_local;  // the address a socket is bound to
 // tcp_connect connects with a timeout; the socket is returned non-blocking.
-absl::StatusOr<int> tcp_connect(const dataplane::Endpoint& to, int timeout_ms);
+// bind_source: a socket about to connect leaves from `ip` (0: nothing to
+// do, the kernel's choice).
+absl::Status bind_source(int fd, uint32_t ip);
+// from_ip (0: the kernel's choice): the connection leaves from this local
+// address — a node on a host of several addresses is then known to its
+// peer by the address it listens on, whatever the route's source would be.
+absl::StatusOr<int> tcp_connect(const dataplane::Endpoint& to, int timeout_ms, uint32_t from_ip = 0);
 // detect_silent_peer makes the kernel end a connection whose peer went
 // silent (a host or link gone without a FIN or reset) within about
 // timeout_ms: keepalive probes once it has been idle a half of it, one a

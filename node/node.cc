@@ -533,7 +533,9 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   if (p == nullptr) {
     // A new peer: connect here (setup may block; the conductor must not).
     // The conductor watches the connection and sets the channel up.
-    auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000));
+    // From our control address: the peer mirrors our channel from the
+    // connection's source, and our serve listens there.
+    auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000), m.opt.control.ip);
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
     control::detect_silent_peer(*fd, m.opt.silent_peer_ms);
     auto fresh = std::make_shared<OutPeer>();

@@ -404,7 +404,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
 
 absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                              const dataplane::Endpoint& peer) {
-  auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000));
+  auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000), opt.control.ip);
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
   control::detect_silent_peer(*fd, opt.silent_peer_ms);
   auto t = std::make_shared<TcpStreamOut>();

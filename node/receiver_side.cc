@@ -238,6 +238,9 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.unicast = true;
   spec.options.expected_schema = kChannelSchema;
   spec.options.local_ip = opt.port.ip;
+  // From the address the peer knows us by (its channel's serve takes only
+  // that one), not the route's source on a host of several addresses.
+  spec.options.tcp_from_ip = opt.control.ip;
   spec.options.psk = opt.psk;  // set: the source must prove the key, and so must we
   spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
   const uint64_t arena = channel_arena();

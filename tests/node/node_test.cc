@@ -148,6 +148,25 @@ void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool pe
   }
 }
 
+// On a host of several addresses, each node is known by the address it
+// listens on: the producer's attach and the consumer's channel mirror leave
+// from their nodes' control addresses, not the route's choice (between
+// 127.0.0.2 and 127.0.0.1 the kernel picks 127.0.0.1 for both; the
+// producer's channel serve, on 127.0.0.2, then refused the consumer's
+// mirror and every attach timed out).
+TEST(Node, NodesOnTwoAddressesOfOneHostStreamFromTheirOwnAddresses) {
+  auto consumer = make("c");
+  NodeOptions o = options("p");
+  o.control = dataplane::Endpoint{INADDR_LOOPBACK + 1, 0};  // 127.0.0.2
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto producer = std::move(*made);
+  ASSERT_TRUE(consumer);
+  stream_all(*consumer, *producer, 4, 40, false);
+  EXPECT_EQ(consumer->stats().in.records, 160u);
+  EXPECT_EQ(consumer->stats().in.finished, 4u);
+}
+
 // A channel's rings take their pages as batches land (nothing on the
 // first token's path), and are reserved whole soon after the channel is
 // up: a full /dev/shm is then an error that ends a peer, never a SIGBUS.
