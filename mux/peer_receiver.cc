@@ -38,6 +38,7 @@ struct PeerReceiver::Stream {
   uint32_t first_seq = 0;       // the OpenSlot's frame_seq: frames delivered = expected - first
   uint32_t data_items = 0;      // data items buffered (<= window)
   uint32_t owed = 0;            // frames read, not yet granted back
+  uint64_t owed_bytes = 0;      // ... and their data bytes
   bool in_owed = false;
   size_t at = 0;                // its index in streams_ (freed by swap and pop: O(1))
   size_t owed_at = 0;           // in_owed: its index in credit_owed_
@@ -91,7 +92,9 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
     if (!s->ended) live_bytes_ -= len;
     if (s->bound) {
       ++s->owed;
-      owe_credit(s);
+      s->owed_bytes += len;
+      owed_bytes_ += len;
+      if (grant_due(s)) owe_credit(s);  // smaller grants wait (build_control's sweep)
     }
     return true;
   }
@@ -114,7 +117,9 @@ bool PeerReceiver::pop(Stream* s, StreamItem* out) {
   return true;
 }
 
-bool PeerReceiver::grant_due(const Stream* s) const { return uint64_t{s->owed} * 4 >= s->window; }
+bool PeerReceiver::grant_due(const Stream* s) const {
+  return uint64_t{s->owed} * 4 >= s->window || s->owed_bytes * 4 >= config_.slot_byte_budget;
+}
 
 void PeerReceiver::cancel(Stream* s) {
   if (s->bound) owe_close(s->slot, proto::CloseReason::kCancelled);
@@ -139,6 +144,8 @@ void PeerReceiver::unbind(Stream* s) {
   if (id.index < slots_.size() && slots_[id.index].stream == s) slots_[id.index].stream = nullptr;
   s->bound = false;
   s->owed = 0;
+  owed_bytes_ -= s->owed_bytes;
+  s->owed_bytes = 0;
 }
 
 void PeerReceiver::readable(Stream* s, bool was_empty) {
@@ -374,7 +381,17 @@ uint64_t PeerReceiver::next_expiry_ns() const {
   return t;
 }
 
-size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {
+size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns) {
+  // The sweep: every stream's smaller grants, once the peer's read-back
+  // bytes reach a quarter of its budget (the owner still has 3/4 of it),
+  // and at least every kCreditSweepNs whatever they are (an owner whose
+  // budgets are smaller than this receiver's answer waits that at most).
+  if (owed_bytes_ != 0 && (owed_bytes_ * 4 >= config_.peer_byte_budget || now_ns - swept_ns_ >= kCreditSweepNs)) {
+    for (const auto& s : streams_) {
+      if (s->owed != 0) owe_credit(s.get());
+    }
+    swept_ns_ = now_ns;
+  }
   if (closes_owed_.empty() && credit_owed_.empty()) return 0;
   proto::BatchWriter w(out, epoch, control_seq_);
   size_t closes = 0;
@@ -405,6 +422,8 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch) {
     }
     stats_.credit_returned += s->owed;
     s->owed = 0;
+    owed_bytes_ -= s->owed_bytes;
+    s->owed_bytes = 0;
     s->in_owed = false;
   }
   credit_owed_.resize(keep);

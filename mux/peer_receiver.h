@@ -118,10 +118,14 @@ class PeerReceiver {
   bool pop(Stream* s, Popped* out);
   bool pop(Stream* s, StreamItem* out);  // a copy
   bool has_items(const Stream* s) const;
-  // grant_due: the stream has read back a quarter of its window since its
-  // last grant — time to send credit (the owner has at least 3/4 of its
-  // window left before then; smaller grants wait for the next control turn).
+  // grant_due: the stream has read back a quarter of its window, or of its
+  // byte budget, since its last grant — time to send credit (the owner has
+  // at least 3/4 of both left before then). Smaller grants wait for
+  // build_control's sweep: a credit record per stream per decode step
+  // (thousands a step) cost both ends more than the records did.
   bool grant_due(const Stream* s) const;
+  // kCreditSweepNs: the longest a read record waits to be granted back.
+  static constexpr uint64_t kCreditSweepNs = 250'000'000;
   // cancel: the consumer went away (the owner gets CloseSlot{cancelled});
   // frees the stream.
   void cancel(Stream* s);
@@ -144,9 +148,11 @@ class PeerReceiver {
   // next_expiry_ns: when the oldest unclaimed stream's accept timeout
   // runs out (UINT64_MAX: none waits).
   uint64_t next_expiry_ns() const;
-  // build_control writes what goes back (credit, closes) into `out`;
-  // returns its size, 0 when nothing is owed. Call until 0.
-  size_t build_control(proto::MutableBytes out, uint64_t epoch);
+  // build_control writes what goes back (credit that is due, closes) into
+  // `out`; returns its size, 0 when nothing is owed. Call until 0. Time
+  // passed in: every grant goes once the peer's read-back bytes reach a
+  // quarter of its budget, or kCreditSweepNs after the last sweep.
+  size_t build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns);
   // closes_owed: build_control has closes to write (credit is due by grant_due).
   bool closes_owed() const { return !closes_owed_.empty(); }
 
@@ -190,6 +196,8 @@ class PeerReceiver {
   uint32_t control_seq_ = 0;  // the batches build_control wrote
   uint64_t peer_bytes_ = 0;  // buffered in every stream
   uint64_t live_bytes_ = 0;  // ... in streams not yet ended (the peer budget's measure)
+  uint64_t owed_bytes_ = 0;  // read by the consumer, not yet granted back (every bound stream)
+  uint64_t swept_ns_ = 0;    // build_control's last sweep of the smaller grants
   uint32_t live_ = 0;
   PeerReceiverStats stats_;
 };

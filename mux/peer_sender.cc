@@ -129,7 +129,7 @@ void PeerSender::on_credit(uint32_t raw, uint32_t delta) {
   if (n < delta) ++stats_.credit_overflow;  // more than was sent: never past the window
   for (uint32_t i = 0; i < n; ++i) {  // the oldest n records were read: their bytes are free
     const uint32_t len = s->sent_lens[s->sent_head];
-    if (++s->sent_head == s->window) s->sent_head = 0;
+    s->sent_head = (s->sent_head + 1) & static_cast<uint32_t>(s->sent_lens.size() - 1);
     s->out_bytes -= len;
     out_bytes_total_ -= len;
   }
@@ -180,14 +180,22 @@ void PeerSender::took(Slot& s, uint32_t len, uint64_t now_ns) {
   --s.withheld_records;
   ++s.frame_seq;
   --s.credit;
-  if (s.sent_lens.empty()) s.sent_lens.resize(s.window);
-  s.sent_lens[(s.sent_head + s.outstanding) % s.window] = len;  // outstanding < window: a credit was spent
+  if (s.outstanding == s.sent_lens.size()) grow_sent_lens(s);
+  s.sent_lens[(s.sent_head + s.outstanding) & (s.sent_lens.size() - 1)] = len;
   ++s.outstanding;
   s.out_bytes += len;
   out_bytes_total_ += len;
   s.last_send_ns = now_ns;
   ++stats_.records;
   stats_.bytes += len;
+}
+
+void PeerSender::grow_sent_lens(Slot& s) {
+  const size_t size = s.sent_lens.size();
+  std::vector<uint32_t> grown(std::max<size_t>(8, 2 * size));
+  for (size_t i = 0; i < s.outstanding; ++i) grown[i] = s.sent_lens[(s.sent_head + i) & (size - 1)];
+  s.sent_lens = std::move(grown);
+  s.sent_head = 0;
 }
 
 void PeerSender::discard(Slot& s) {
@@ -219,8 +227,15 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
   // included (a forward pass is then one tx_burst); what may be staged
   // meanwhile is bounded by credit and the byte budgets, as always.
   if (ready_.empty()) return false;
-  // Whether anything may go, and whether a batch's worth may: the scan
-  // stops at a full batch (its cost is a batch, never every slot).
+  // A flush asked for (flush_batch(), or the Manual policy): build() finds
+  // what may go as it writes, and calls a batch it filled kClamp. (A scan
+  // here read every slot of the batch a second time.)
+  if (kicked_ || config_.flush.kind == FlushPolicy::Kind::kManual) {
+    *why = FlushReason::kManual;
+    return true;
+  }
+  // Auto: whether anything may go, and whether a batch's worth may: the
+  // scan stops at a full batch (its cost is a batch, never every slot).
   size_t bytes = 0;
   bool any = false;
   for (size_t i = 0; i < ready_.size() && bytes < record_cap_; ++i) {
@@ -232,8 +247,6 @@ bool PeerSender::due(uint64_t now_ns, FlushReason* why) const {
   if (!any) return false;
   if (bytes >= record_cap_) {
     *why = FlushReason::kClamp;
-  } else if (kicked_ || config_.flush.kind == FlushPolicy::Kind::kManual) {
-    *why = FlushReason::kManual;
   } else if (config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.on_admission) {
     *why = FlushReason::kOnAdmission;
   } else if (config_.flush.kind == FlushPolicy::Kind::kAuto && config_.flush.max_linger_ns != 0 &&
@@ -356,6 +369,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
   // when it has nothing more that may go, and a slot held back only by the
   // byte budgets goes to the back once per batch.
   size_t idle_turns = 0;  // turns since the last record or terminal went: a whole lap of them ends the batch
+  bool filled = false;    // a record or terminal did not fit: the batch is full
   while (!ready_.empty() && idle_turns < ready_.size()) {
     const proto::SlotId id = ready_.front();
     Slot* s = slots_.find(id);
@@ -368,13 +382,19 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     if (!s->open_pending && may_go(*s) && head_len(*s) <= record_cap_) {
       const uint32_t len = head_len(*s);
       const proto::ConstBytes body(s->withheld.data() + s->head + kLenPrefix, len);
-      if (!w.add_data(id.pack(), s->frame_seq, body)) break;  // full: the slot stays at the front
+      if (!w.add_data(id.pack(), s->frame_seq, body)) {  // full: the slot stays at the front
+        filled = true;
+        break;
+      }
       took(*s, len, now_ns);
       if (s->credit == 0 && has_data(*s)) ++stats_.credit_exhausted;  // the rest waits for credit
       wrote = true;
     }
     if (!s->open_pending && s->close_pending && !has_data(*s)) {
-      if (!w.add_close_slot(id.pack(), s->frame_seq, s->close_reason)) break;  // the terminal leads the next batch
+      if (!w.add_close_slot(id.pack(), s->frame_seq, s->close_reason)) {  // the terminal leads the next batch
+        filled = true;
+        break;
+      }
       s->close_pending = false;
       --liveness_pending_;
       s->state = State::kClosed;
@@ -394,6 +414,7 @@ size_t PeerSender::build(uint64_t now_ns, proto::MutableBytes out, FlushReason* 
     idle_turns = wrote ? 0 : idle_turns + 1;
   }
   if (w.record_count() == 0) return 0;
+  if (filled && reason == FlushReason::kManual) reason = FlushReason::kClamp;
   const bool staged = has_staged();
   staged_since_ns_ = staged ? now_ns : 0;
   kicked_ = kicked_ && staged;  // Auto: a flush_batch() makes what is staged go now

@@ -142,7 +142,10 @@ class PeerSender {
     uint32_t byte_budget = 0;    // data bytes it may have outstanding (the receiver's answer)
     uint64_t out_bytes = 0;      // data bytes sent, not yet credited back
     // sent_lens: the outstanding records' lengths, oldest first from
-    // sent_head (a ring of `window`): credit returns records in order.
+    // sent_head: credit returns records in order. A ring a power of two
+    // long, grown as records are in flight (grow_sent_lens): its memory
+    // follows what is outstanding, not the window (4,096 slots of a
+    // 256-record window took 4 MiB, zeroed, at their first records).
     std::vector<uint32_t> sent_lens;
     uint32_t sent_head = 0;
     bool open_pending = false;   // its OpenSlot is not yet written
@@ -183,6 +186,8 @@ class PeerSender {
   }
   // forget_outstanding: the slot closes; its outstanding bytes no longer count.
   void forget_outstanding(Slot& s);
+  // grow_sent_lens: room for one more outstanding record's length.
+  static void grow_sent_lens(Slot& s);
   bool sendable(const Slot& s) const;
   void enqueue(proto::SlotId id, Slot& s);
   void discard(Slot& s);  // drop what it withholds

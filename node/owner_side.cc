@@ -63,6 +63,10 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.pace_ns = 0;  // a batch is the unit: it leaves at once
   spec.pace_given = true;
   spec.worker.writer_pokes = true;  // pump_out's runs poke the worker after each pass
+  // A pass is the unit: one step takes all of it (a 4,096-stream pass is
+  // ~70 batches; at 32 a step, the rest waited for the worker to be woken
+  // by a timer the writer armed: a timerfd_settime and a wake-up a pass).
+  spec.worker.burst_records = 1024;
   // One heartbeat 1 ms after a pass exposes its lost last datagram; the
   // next pass (a decode step is ~20 ms) or the mux's own liveness says the
   // rest, so the next heartbeat waits 64 ms, not 2 (a wake-up of the

@@ -110,7 +110,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
     }
     for (;;) {
       // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
-      const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch);
+      const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch, now);
       if (n == 0) break;
       queue_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
       p.reported = p.applied;

@@ -11,7 +11,7 @@ its stream in order. Run by perf/py_mux_bench.sh on two lab hosts.
 
 Every token is checked (stream, index, order); the end is checked (T
 tokens, then one end per stream). The report is one JSON line: CPU per
-token (os.times: user + system of this process), per-token latency
+token (time.process_time: every thread of this process), per-token latency
 percentiles (the token carries its send time; both hosts share the
 clock), peak RSS.
 
@@ -36,8 +36,8 @@ TOKEN = struct.Struct("<IIQ")  # stream, index, send time (ns): 16 bytes
 
 
 def cpu_s():
-    t = os.times()
-    return t.user + t.system
+    """this process's CPU, every thread's (CLOCK_PROCESS_CPUTIME_ID: ns, not os.times()'s 10 ms ticks)."""
+    return time.process_time()
 
 
 def pct(xs, q):

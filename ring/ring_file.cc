@@ -349,6 +349,11 @@ absl::Status RingFile::reserve() const {
   const int err = posix_fallocate(map_->fd, 0, static_cast<off_t>(header_->file_size));
   if (err == ENOSPC || err == ENOMEM) return no_room(parent_dir(path_), header_->file_size);
   if (err != 0 && err != EOPNOTSUPP) return errno_status(err, "cannot allocate ring", path_);
+  // This mapping's page tables too, in one call (MADV_POPULATE_WRITE,
+  // Linux 5.14): its writer's first lap then takes no fault a page (~5 us
+  // each on a VM: 3,072 of them on a stream mux channel's 12 MiB ring).
+  // Best effort: an older kernel leaves them to the first touch.
+  (void)madvise(map_->base, map_->size, MADV_POPULATE_WRITE);
   return absl::OkStatus();
 }
 

@@ -102,7 +102,9 @@ class RingFile {
   // without (its set-up is on a first token's path); its owner reserves it
   // once that token is gone, so a full filesystem is an error there
   // (ResourceExhausted, saying how much room there is), not a SIGBUS at a
-  // later write or read of an untouched page. Any thread; a system call.
+  // later write or read of an untouched page; and it fills this mapping's
+  // page tables (one call, not a fault a page at first touch). Any thread;
+  // system calls.
   absl::Status reserve() const;
 
   RingHeader& header() const { return *header_; }

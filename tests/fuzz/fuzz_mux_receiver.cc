@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rx.apply(proto::ConstBytes(reinterpret_cast<const std::byte*>(data + pos), len), now += 1000, &owner);
     pos += len;
     if ((len & 1) != 0) read_all();  // sometimes the consumer lags
-    while (rx.build_control(back, 1) != 0) {
+    while (rx.build_control(back, 1, now) != 0) {
     }
     while (owner.build(now, back) != 0) {
     }

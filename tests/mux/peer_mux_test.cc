@@ -52,7 +52,7 @@ struct Pair {
         ++n;
         any = true;
       }
-      while (size_t len = rx.build_control(buf, tx.epoch())) {
+      while (size_t len = rx.build_control(buf, tx.epoch(), now)) {
         tx.apply_control(proto::ConstBytes(buf.data(), len));
         any = true;
       }
@@ -473,7 +473,82 @@ TEST(PeerMux, TheOwnerKeepsOutstandingBytesWithinBothBudgets) {
   EXPECT_EQ(got, 8u);
   EXPECT_EQ(p.rx.stats().over_budget, 0u);
   EXPECT_EQ(p.rx.stats().protocol_errors, 0u);
+  p.pump(PeerReceiver::kCreditSweepNs + 100);  // the smaller grants' sweep
   EXPECT_EQ(p.tx.outstanding_bytes(), 0u) << "credit for every record read came back";
+}
+
+// The owner's outstanding bytes follow credit record by record, in order,
+// across its length ring growing while its oldest entry is mid-ring.
+TEST(PeerMux, OutstandingBytesFollowCreditInOrderAsTheLengthRingGrows) {
+  Pair p(small(16));  // a grant is due at 4 records read
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 16);
+  const auto id = *p.tx.open(1, 1, 16, 0);
+  p.pump(0);
+  auto send = [&](uint32_t len) { ASSERT_EQ(p.tx.send(id, bytes_of(std::string(len, 'x')), 1), SendStatus::kSent); };
+  auto read = [&](int n, uint64_t now) {
+    for (int i = 0; i < n; ++i) {
+      StreamItem item;
+      ASSERT_TRUE(p.rx.pop(s, &item));
+    }
+    p.pump(now);
+  };
+  for (uint32_t len = 1; len <= 5; ++len) send(len);
+  p.pump(1);
+  read(4, 2);  // 1..4 granted back: the oldest outstanding is 4 places in
+  EXPECT_EQ(p.tx.outstanding_bytes(), 5u);
+  for (uint32_t len = 10; len <= 17; ++len) send(len);  // nine outstanding: the ring of eight grows
+  p.pump(3);
+  EXPECT_EQ(p.tx.outstanding_bytes(), 5u + 108u);
+  read(4, 4);  // 5, 10, 11, 12
+  EXPECT_EQ(p.tx.outstanding_bytes(), 113u - 38u);
+  read(5, 5);
+  EXPECT_EQ(p.tx.outstanding_bytes(), 0u);
+}
+
+// Credit goes back a quarter of the window (or of the byte budgets) at a
+// time, not a record at a time: thousands of streams a decode step made a
+// grant each, a step. The smaller grants follow at the sweep; the owner is
+// never held below 3/4 of its window by them.
+TEST(PeerMux, CreditGoesBackAQuarterAtATimeAndTheRestAtTheSweep) {
+  MuxConfig c = small(64);
+  c.slot_byte_budget = 1 << 20;
+  c.peer_byte_budget = 40 * 100;  // the peer's quarter: 10 records of 100 B read back
+  Pair p(c);
+  std::vector<PeerReceiver::Stream*> s;
+  std::vector<proto::SlotId> id;
+  for (uint64_t k = 1; k <= 3; ++k) {
+    s.push_back(p.rx.expect(k, 1, 64));
+    id.push_back(*p.tx.open(k, 1, 64, 0, 1 << 20));
+  }
+  p.tx.set_peer_budget(c.peer_byte_budget);
+  uint64_t t = kMs;
+  p.pump(t);
+  const std::string small_rec(10, 's');
+  auto send_read = [&](size_t k, int n, const std::string& rec) {
+    for (int i = 0; i < n; ++i) ASSERT_EQ(p.tx.send(id[k], bytes_of(rec), t), SendStatus::kSent);
+    p.pump(t);
+    EXPECT_EQ(p.drain(s[k]).size(), static_cast<size_t>(n));
+    p.pump(t);
+  };
+  send_read(0, 15, small_rec);
+  EXPECT_EQ(p.rx.stats().credit_returned, 0u) << "15 of 64 read: under a quarter, nothing went back";
+  send_read(0, 1, small_rec);
+  EXPECT_EQ(p.rx.stats().credit_returned, 16u) << "16 of 64: a quarter, granted at once";
+  send_read(1, 5, small_rec);
+  t += PeerReceiver::kCreditSweepNs / 2;
+  p.pump(t);
+  EXPECT_EQ(p.rx.stats().credit_returned, 16u);
+  t += PeerReceiver::kCreditSweepNs / 2;
+  p.pump(t);
+  EXPECT_EQ(p.rx.stats().credit_returned, 21u) << "the sweep grants what is smaller";
+  EXPECT_EQ(p.tx.outstanding_bytes(), 0u);
+  // Read-back bytes over a quarter of the peer's budget: every grant goes.
+  const std::string big(100, 'b');
+  send_read(1, 5, big);
+  EXPECT_EQ(p.rx.stats().credit_returned, 21u) << "500 B of the peer's 1000 B quarter";
+  send_read(2, 5, big);
+  EXPECT_EQ(p.rx.stats().credit_returned, 31u) << "1000 B read back: both streams' grants went";
+  EXPECT_EQ(p.tx.outstanding_bytes(), 0u);
 }
 
 // A record the receiver's answered budget can never take is refused at
@@ -798,7 +873,7 @@ TEST(PeerMux, ANewEpochEndsTheOldStreamsOnceAndALateBatchOfTheDeadEpochMovesNoth
 
   // What goes back now is the new epoch's credit, never the old one's close.
   // Sent back under the dead epoch, it is refused whole.
-  const size_t n = p.rx.build_control(p.buf, 7);
+  const size_t n = p.rx.build_control(p.buf, 7, 0);
   ASSERT_GT(n, 0u);
   proto::BatchReader r;
   ASSERT_EQ(r.open({p.buf.data(), n}), proto::DecodeError::kOk);
