@@ -92,6 +92,7 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
     if (!s->ended) live_bytes_ -= len;
     if (s->bound) {
       ++s->owed;
+      ++owed_frames_;
       s->owed_bytes += len;
       owed_bytes_ += len;
       if (grant_due(s)) owe_credit(s);  // smaller grants wait (build_control's sweep)
@@ -118,7 +119,16 @@ bool PeerReceiver::pop(Stream* s, StreamItem* out) {
 }
 
 bool PeerReceiver::grant_due(const Stream* s) const {
-  return uint64_t{s->owed} * 4 >= s->window || s->owed_bytes * 4 >= config_.slot_byte_budget;
+  // Or what the owner counts outstanding on it (read back, and still
+  // buffered here) at 3/4 of the slot's budget: its next record may not fit.
+  return uint64_t{s->owed} * 4 >= s->window || s->owed_bytes * 4 >= config_.slot_byte_budget ||
+         (s->owed_bytes + s->bytes) * 4 >= uint64_t{config_.slot_byte_budget} * 3;
+}
+
+bool PeerReceiver::sweep_due(uint64_t now_ns) const {
+  if (owed_frames_ == 0) return false;
+  return owed_bytes_ * 4 >= config_.peer_byte_budget ||
+         (owed_bytes_ + live_bytes_) * 4 >= uint64_t{config_.peer_byte_budget} * 3 || now_ns >= sweep_at_ns();
 }
 
 void PeerReceiver::cancel(Stream* s) {
@@ -143,6 +153,7 @@ void PeerReceiver::unbind(Stream* s) {
   const proto::SlotId id = proto::SlotId::unpack(s->slot);
   if (id.index < slots_.size() && slots_[id.index].stream == s) slots_[id.index].stream = nullptr;
   s->bound = false;
+  owed_frames_ -= s->owed;
   s->owed = 0;
   owed_bytes_ -= s->owed_bytes;
   s->owed_bytes = 0;
@@ -382,11 +393,8 @@ uint64_t PeerReceiver::next_expiry_ns() const {
 }
 
 size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns) {
-  // The sweep: every stream's smaller grants, once the peer's read-back
-  // bytes reach a quarter of its budget (the owner still has 3/4 of it),
-  // and at least every kCreditSweepNs whatever they are (an owner whose
-  // budgets are smaller than this receiver's answer waits that at most).
-  if (owed_bytes_ != 0 && (owed_bytes_ * 4 >= config_.peer_byte_budget || now_ns - swept_ns_ >= kCreditSweepNs)) {
+  // The sweep: every stream's smaller grants (sweep_due).
+  if (sweep_due(now_ns)) {
     for (const auto& s : streams_) {
       if (s->owed != 0) owe_credit(s.get());
     }
@@ -421,6 +429,7 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint
       continue;
     }
     stats_.credit_returned += s->owed;
+    owed_frames_ -= s->owed;
     s->owed = 0;
     owed_bytes_ -= s->owed_bytes;
     s->owed_bytes = 0;

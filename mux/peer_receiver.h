@@ -119,13 +119,21 @@ class PeerReceiver {
   bool pop(Stream* s, StreamItem* out);  // a copy
   bool has_items(const Stream* s) const;
   // grant_due: the stream has read back a quarter of its window, or of its
-  // byte budget, since its last grant — time to send credit (the owner has
-  // at least 3/4 of both left before then). Smaller grants wait for
-  // build_control's sweep: a credit record per stream per decode step
+  // byte budget, since its last grant, or what it has read back and still
+  // buffers is 3/4 of its byte budget — time to send credit. Smaller
+  // grants wait for the sweep: a credit record per stream per decode step
   // (thousands a step) cost both ends more than the records did.
   bool grant_due(const Stream* s) const;
-  // kCreditSweepNs: the longest a read record waits to be granted back.
-  static constexpr uint64_t kCreditSweepNs = 250'000'000;
+  // sweep_due: every stream's grants go now — the peer's read-back bytes
+  // are a quarter of its budget, or with what its live streams buffer 3/4
+  // of it, or kCreditSweepNs passed since the last sweep with anything owed.
+  bool sweep_due(uint64_t now_ns) const;
+  // sweep_at_ns: when the next sweep falls due by time (with anything owed).
+  uint64_t sweep_at_ns() const { return swept_ns_ + kCreditSweepNs; }
+  bool owes_credit() const { return owed_frames_ != 0; }
+  // kCreditSweepNs: the longest a read record waits to be granted back
+  // (then the node thread's next turn: it plans one for sweep_at_ns()).
+  static constexpr uint64_t kCreditSweepNs = 100'000'000;
   // cancel: the consumer went away (the owner gets CloseSlot{cancelled});
   // frees the stream.
   void cancel(Stream* s);
@@ -197,6 +205,7 @@ class PeerReceiver {
   uint64_t peer_bytes_ = 0;  // buffered in every stream
   uint64_t live_bytes_ = 0;  // ... in streams not yet ended (the peer budget's measure)
   uint64_t owed_bytes_ = 0;  // read by the consumer, not yet granted back (every bound stream)
+  uint64_t owed_frames_ = 0; // ... their frames (a zero-length record owes a frame and no byte)
   uint64_t swept_ns_ = 0;    // build_control's last sweep of the smaller grants
   uint32_t live_ = 0;
   PeerReceiverStats stats_;

@@ -424,6 +424,8 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->receiver && (p->applied != p->reported || now - p->reported_ns < kPositionEveryNs)) {
       until = std::min(until, p->reported_ns + kPositionEveryNs);
     }
+    // Credit held back goes at the sweep (sooner when reads make it due: they wake us).
+    if (p->receiver && p->receiver->owes_credit()) until = std::min(until, p->receiver->sweep_at_ns());
     // An accept timeout is judged by the watchdog, which runs at most every
     // tenth of a heartbeat interval: its next turn, not the expiry itself.
     if (p->receiver) until = std::min(until, std::max(p->receiver->next_expiry_ns(), p->watchdog_next_ns));

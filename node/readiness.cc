@@ -82,7 +82,7 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
       frames = p.frames;
       data = p.bytes;
       if (kind == Item::Kind::kData) {
-        *wake_node |= rx.grant_due(s->stream);  // credit to send back
+        *wake_node |= rx.grant_due(s->stream) || rx.sweep_due(0);  // credit to send back (0: not by time)
         if (rx.has_items(s->stream)) stream_readable(s);
       } else {
         *wake_node = true;  // a close may be owed, the position moves

@@ -549,6 +549,30 @@ TEST(PeerMux, CreditGoesBackAQuarterAtATimeAndTheRestAtTheSweep) {
   send_read(2, 5, big);
   EXPECT_EQ(p.rx.stats().credit_returned, 31u) << "1000 B read back: both streams' grants went";
   EXPECT_EQ(p.tx.outstanding_bytes(), 0u);
+  // Empty records owe frames and no bytes: the sweep grants them too.
+  send_read(2, 3, "");
+  t += PeerReceiver::kCreditSweepNs;
+  p.pump(t);
+  EXPECT_EQ(p.rx.stats().credit_returned, 34u) << "three empty records read, granted at the sweep";
+}
+
+// A stream whose read-back and still-buffered bytes reach 3/4 of its byte
+// budget has its grant go at once, however small: the owner counts both
+// as outstanding, and its next record may not fit.
+TEST(PeerMux, AGrantGoesAtOnceWhenReadAndBufferedBytesNearTheSlotsBudget) {
+  MuxConfig c = small(64);
+  c.slot_byte_budget = 4000;
+  Pair p(c);
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 64);
+  const auto id = *p.tx.open(1, 1, 64, 0, 4000);
+  p.pump(kMs);
+  for (size_t len : {500, 1300, 1300}) ASSERT_EQ(p.tx.send(id, bytes_of(std::string(len, 'x')), kMs), SendStatus::kSent);
+  p.pump(kMs);
+  StreamItem item;
+  ASSERT_TRUE(p.rx.pop(s, &item));  // 500 read back, 2,600 still buffered: 3,100 of 4,000
+  p.pump(kMs);
+  EXPECT_EQ(p.rx.stats().credit_returned, 1u);
+  EXPECT_EQ(p.tx.outstanding_bytes(), 2600u);
 }
 
 // A record the receiver's answered budget can never take is refused at
