@@ -124,8 +124,10 @@ class PortWorker {
   std::mutex& step_mutex() { return step_mu_; }
 
   // step is one iteration; returns whether it did anything. Time never
-  // goes backwards for the sessions, whichever thread steps.
-  bool step(uint64_t now_ns) {
+  // goes backwards for the sessions, whichever thread steps. Without
+  // `receive` the port is not read (a writer's step of a parked worker:
+  // what arrives wakes the worker's own poll, which reads it).
+  bool step(uint64_t now_ns, bool receive = true) {
     now_ns = std::max(now_ns, last_now_);
     last_now_ = now_ns;
     bool busy = take_commands();
@@ -133,7 +135,7 @@ class PortWorker {
       if (slot.serve != nullptr) slot.serve->take_commands();
     }
     RxDatagram* rx = rx_.data();  // a member: not initialised again every iteration
-    const size_t n = port_.rx_burst(rx, kBurst);
+    const size_t n = receive ? port_.rx_burst(rx, kBurst) : 0;
     for (size_t i = 0; i < n; ++i) {
       const int32_t s = rx[i].binding <= kMaxBindings ? route_[rx[i].binding] : -1;
       if (s < 0) {
@@ -295,7 +297,10 @@ class PortWorker {
     // Asleep only a moment: traffic is dense (a producer flat out), and the
     // worker, woken, sends in parallel with the writer's next pass.
     if (now < w.parked_at_ns_ + kStepParkedAfterNs) return false;
-    w.step(now);
+    // Sending only: the port is read by the worker, woken by its own poll
+    // when something arrives (a read here was a system call a pass that
+    // found nothing: the peer's answers come between passes).
+    w.step(now, false);
     ++w.stats_.inline_steps;
     const uint64_t next = w.next_deadline_ns(w.last_now_);
     if (next < w.wake_at_ns_) {
