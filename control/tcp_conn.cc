@@ -37,6 +37,10 @@ absl::StatusOr<int> tcp_listen(const Endpoint& at) {
 
 absl::Status bind_source(int fd, uint32_t ip) {
   if (ip == 0) return absl::OkStatus();
+  // The port is chosen at connect, per destination (not one of the
+  // host's ephemeral ports held per address whatever the destination).
+  const int one = 1;
+  (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
   sockaddr_in a = to_sockaddr(Endpoint{ip, 0});
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot connect from ", dataplane::to_string(Endpoint{ip, 0}),

@@ -67,7 +67,7 @@ struct ServeConfig {
   // with kAllowToken.
   uint64_t tag = 0;
   uint32_t dup = 1;                // sends of each datagram
-  uint32_t burst_records = 32;     // records read per step
+  uint32_t burst_records = 32;     // records read per step (a repair's: at most 32)
   std::optional<Endpoint> multicast;
   FaultConfig tx_faults;           // test: faults on every datagram sent
   // writer_pokes: the ring's writer is in this process and pokes the

@@ -337,7 +337,10 @@ bool ServeSession<Port>::repair_step() {
     }
     repair_framer_.begin(repair_buf_.data(), frame_limit());
   };
-  for (uint32_t i = 0; i < config_.burst_records && !done; ++i) {
+  // At most 32 records a step however large burst_records is (a mux
+  // channel's pass takes 1,024): a repair is a send a datagram, and a
+  // burst of them past the socket's buffer would make more repairs.
+  for (uint32_t i = 0; i < std::min<uint32_t>(config_.burst_records, 32) && !done; ++i) {
     uint32_t len = 0;
     const ring::ReadResult r = rd.next(&len);
     if (!r.ok || r.seq != job.next) {

@@ -350,9 +350,11 @@ absl::Status RingFile::reserve() const {
   if (err == ENOSPC || err == ENOMEM) return no_room(parent_dir(path_), header_->file_size);
   if (err != 0 && err != EOPNOTSUPP) return errno_status(err, "cannot allocate ring", path_);
   // This mapping's page tables too, in one call (MADV_POPULATE_WRITE,
-  // Linux 5.14): its writer's first lap then takes no fault a page (~5 us
-  // each on a VM: 3,072 of them on a stream mux channel's 12 MiB ring).
-  // Best effort: an older kernel leaves them to the first touch.
+  // Linux 5.14): whoever uses this mapping (a node's egress ring: its
+  // writer and the serve; its ingress ring: its reader, not the mirror's
+  // own mapping) then takes no fault a page on the first lap (~5 us each
+  // on a VM: 3,072 of them on a stream mux channel's 12 MiB ring). Best
+  // effort: an older kernel leaves them to the first touch.
   (void)madvise(map_->base, map_->size, MADV_POPULATE_WRITE);
   return absl::OkStatus();
 }
