@@ -75,6 +75,8 @@ absl::Status Engine::watch(int fd) {
 
 void Engine::unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
+bool Engine::ready(int fd) const { return std::find(ready_fds_.begin(), ready_fds_.end(), fd) != ready_fds_.end(); }
+
 absl::StatusOr<Engine::Serve*> Engine::add_serve(ServeSpec spec, std::optional<ring::RingFile> mapped) {
   if (name_taken(spec.name)) {
     return absl::AlreadyExistsError(absl::StrCat("a session named ", spec.name, " exists already"));
@@ -190,29 +192,42 @@ void Engine::run_once(uint64_t max_wait_ns) {
   uint64_t now = monotonic_ns();
   uint64_t until = now + max_wait_ns;
   bool more = false;
+  // Only the sessions with something to do: a poll is a system call, and
+  // a node's turn for one channel's report polled every channel's control.
   for (const auto& s : serves_) {
-    more |= s->control->poll(0);
-    // TCP-mode mirrors are streamed from here: come back when the ring
-    // moves, or when a replay the archive's caps held back may go on.
-    until = std::min(until, s->control->next_poll_at(now));
+    if (now >= s->poll_at || ready(s->control->wait_fd())) {
+      const bool again = s->control->poll(0);
+      more |= again;
+      // TCP-mode mirrors are streamed from here: come back when the ring
+      // moves, or when a replay the archive's caps held back may go on.
+      s->poll_at = again ? now : std::min(s->control->next_poll_at(now), now + kPollEveryNs);
+    }
+    until = std::min(until, s->poll_at);
   }
-  for (const auto& m : mirrors_) until = std::min(until, m->control->poll(now));
+  for (const auto& m : mirrors_) {
+    if (now >= m->poll_at || ready(m->control->wait_fd())) {
+      m->poll_at = std::min(m->control->poll(now), now + kPollEveryNs);
+    }
+    until = std::min(until, m->poll_at);
+  }
   // The agents after the sessions' turn (they may add and remove sessions).
   // By index: an agent may remove itself.
   const size_t sessions = serves_.size() + mirrors_.size();
   for (size_t i = 0; i < agents_.size(); ++i) until = std::min(until, agents_[i]->conduct(monotonic_ns()));
+  ready_fds_.clear();
   // A session an agent added takes its first turn (a mirror's connect) now,
   // not after the wait planned without it (a stream mux's channel: its
   // first batch waits for it).
-  if (more || serves_.size() + mirrors_.size() != sessions) return;
+  // No wait then, but a look all the same: which sessions' descriptors are
+  // ready is what the next round polls.
   now = monotonic_ns();
-  if (until <= now) return;
-  const uint64_t wait_ns = until - now;
-  epoll_event events[16];
+  const bool wait = !more && serves_.size() + mirrors_.size() == sessions && until > now;
+  const uint64_t wait_ns = wait ? until - now : 0;
+  epoll_event events[64];
   const timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
-  // Which session's sockets are ready does not matter: the next round
-  // polls every session (each poll is one epoll_wait that returns at once).
-  (void)epoll_pwait2(epoll_fd_, events, 16, &ts, nullptr);
+  // Level-triggered: a descriptor not reported here (past 64) is at the next look.
+  const int n = epoll_pwait2(epoll_fd_, events, 64, &ts, nullptr);
+  for (int i = 0; i < n; ++i) ready_fds_.push_back(events[i].data.fd);
 }
 
 }  // namespace ringfire::engine

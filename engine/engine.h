@@ -69,11 +69,13 @@ class Engine {
     dataplane::Endpoint udp_local;
     uint64_t pace_ns = 0;  // the pacing interval in effect (the spec's, or the port kind's)
     std::unique_ptr<control::ServeControl> control;
+    uint64_t poll_at = 0;  // run_once: when its control is polled next unless its descriptor is ready first
   };
   struct Mirror {
     MirrorSpec spec;
     PortHandle* port = nullptr;
     std::unique_ptr<control::MirrorControl> control;
+    uint64_t poll_at = 0;  // as Serve::poll_at
   };
 
   // add_serve places a serve session on its port and opens its listener;
@@ -91,6 +93,10 @@ class Engine {
   // one epoll_ctl each: safe from any thread.
   absl::Status watch(int fd);
   void unwatch(int fd);
+  // ready: `fd` (watched) was readable at the last look, which ends every
+  // run_once — an agent reads only those (level-triggered: one it leaves
+  // unread is ready again at the next look). Conductor thread.
+  bool ready(int fd) const;
 
   // add_agent: conductor work beside the sessions (a mux node), run by
   // every run_once after the sessions' turn; remove_agent before it goes.
@@ -99,7 +105,11 @@ class Engine {
 
   // run_once does what every session and agent has ready or due, waits at
   // most `max_wait_ns` (or until an agent's deadline) for more, and returns.
+  // A session's control is polled when its descriptor was ready at the
+  // last wait, when its own deadline came, when its last poll left more to
+  // do, and at least every kPollEveryNs (its timeouts are judged there).
   void run_once(uint64_t max_wait_ns);
+  static constexpr uint64_t kPollEveryNs = 100'000'000;
   // stop_all ends every session and stops every port's worker.
   void stop_all();
 
@@ -116,6 +126,7 @@ class Engine {
   std::vector<std::unique_ptr<Serve>> serves_;
   std::vector<std::unique_ptr<Mirror>> mirrors_;
   std::vector<ConductorAgent*> agents_;
+  std::vector<int> ready_fds_;  // what the last wait reported (sessions' wait_fd among them)
 };
 
 }  // namespace ringfire::engine

@@ -173,13 +173,16 @@ void NodeImpl::loop() {
 }
 
 uint64_t NodeImpl::conduct(uint64_t now) {
+  // Only what the engine's last look found readable is read (a read a
+  // connection every pass was a system call each; one turn came per
+  // channel's report).
   uint64_t v;
-  (void)!read(wake_fd, &v, sizeof(v));
+  if (engine->ready(wake_fd)) (void)!read(wake_fd, &v, sizeof(v));
   // Release: pairs with wake()'s acq_rel exchange (node_impl.h): a waker that
   // finds false after this has its work seen by the pass that follows.
   wake_pending.store(false, std::memory_order_release);
   if (stopped) return now + 100'000'000;
-  accept_all(now);
+  if (engine->ready(listen_fd)) accept_all(now);
   before_step(now);
   uint64_t deadline;
   {
@@ -253,11 +256,11 @@ void NodeImpl::before_step(uint64_t now) {
       }
     }
     // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
-    if (p->conn) p->open_read = p->conn->read_available(1u << 20);
+    if (p->conn) p->open_read = !engine->ready(p->conn->fd()) || p->conn->read_available(1u << 20);
   }
   for (auto& p : in) {
     // At the peer's end of stream, what it sent before is still applied.
-    if (p->want_read && !p->conn->read_available(1u << 20)) p->eof_read = true;
+    if (p->want_read && engine->ready(p->conn->fd()) && !p->conn->read_available(1u << 20)) p->eof_read = true;
   }
   for (auto& t : pass_tcp_out) step_tcp_out(*t);
 }

@@ -111,6 +111,7 @@ struct TcpStreamOut {
   std::vector<std::byte> node_sent;  // conductor: our NODE as sent (keyed: the ATTACH waits for the peer's proof)
   bool node_seen = false;        // conductor
   bool watched = false;          // conductor
+  bool unwatched = false;        // conductor: the engine would not watch it (read every pass)
   bool attached = false;         // wmu: its ATTACH was answered ok
   bool finished = false;         // wmu
   bool closed = false;           // wmu: the connection ended (cancelled, the peer gone) or was finished

@@ -319,7 +319,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   if (t.conn == nullptr) return;
   if (!t.watched) {
     t.watched = true;
-    (void)engine->watch(t.conn->fd());  // on failure the 200 us look of next_wait still finds it
+    t.unwatched = !engine->watch(t.conn->fd()).ok();  // then read every pass: the 200 us look of next_wait finds it
   }
   // answer: an attach answered (or failed), under mu; the caller is told after the pass.
   auto answer = [&](absl::Status st, bool attached) {
@@ -340,7 +340,8 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
     t.gone.store(true, std::memory_order_relaxed);
   };
   if (t.closed && !t.finished) return end("closed");  // abandoned (a sender dropped without its terminal)
-  const bool open = t.conn->read_available(64u << 10);  // what came before a close is read first
+  // What came before a close is read first; only when the last look found it readable.
+  const bool open = !(t.unwatched || engine->ready(t.conn->fd())) || t.conn->read_available(64u << 10);
   proto::Frame f;
   size_t size = 0;
   for (;;) {
