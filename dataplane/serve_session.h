@@ -55,8 +55,8 @@ struct ServeConfig {
   uint32_t heartbeat_growth = 2;           // each idle heartbeat waits this many times the last (at least 2)
   // heartbeat_follows_cadence: data that leaves in bursts at a steady
   // cadence (a decode loop's steps) moves the first heartbeat after a
-  // burst to just past when the next burst is due (1.25 cadences, at
-  // least heartbeat_ns; only while the spacing is steady, its mean
+  // burst to three cadences later (at least heartbeat_ns, at most
+  // heartbeat_max_ns; only while the spacing is steady, its mean
   // deviation within a quarter of it): while the bursts keep coming, no heartbeat (and
   // no wake-up of the receiver) between them; a lost last datagram shows
   // by the next burst's sequence, or by that heartbeat once they stop.

@@ -282,10 +282,13 @@ void ServeSession<Port>::flush(uint64_t now_ns) {
   }
   frame_lease_ = nullptr;
   heartbeat_wait_ns_ = config_.heartbeat_ns;
-  // Steady (the spacing's mean deviation within a quarter of it): wait
-  // for the next burst. Irregular traffic keeps the prompt heartbeat.
+  // Steady (the spacing's mean deviation within a quarter of it): three
+  // spacings, past the next two bursts. A worker parked to this deadline
+  // while a writer steps it wakes once per three bursts, not once per
+  // burst (1.25 spacings fell between every two). Irregular traffic keeps
+  // the prompt heartbeat.
   if (cadence_ns_ != 0 && 4 * cadence_dev_ns_ <= cadence_ns_) {
-    heartbeat_wait_ns_ = std::clamp(cadence_ns_ + cadence_ns_ / 4, config_.heartbeat_ns,
+    heartbeat_wait_ns_ = std::clamp(3 * cadence_ns_, config_.heartbeat_ns,
                                     std::max(config_.heartbeat_max_ns, config_.heartbeat_ns));
   }
   // Release: pairs with the control thread's acquire loads of next_to_send
