@@ -16,7 +16,13 @@ percentiles (the token carries its send time; both hosts share the
 clock), peak RSS.
 
   consumer: --role consumer --path zmq|mux --listen IP:PORT --streams N --tokens T --handles FILE
-  producer: --role producer --path zmq|mux --peer IP:PORT --tokens T --rate STEPS --handles FILE
+  producer: --role producer --path zmq|mux --peer IP:PORT[,IP:PORT...] --tokens T --rate STEPS --handles FILE[,FILE...]
+A producer given Y peers (and Y handle files) is one engine feeding Y
+frontends: zmq, a PUSH socket to each (a message per frontend a step);
+mux, one node attached to each frontend's anchors (a channel per peer).
+It reports the TCP connections and UDP sockets its host holds at the end.
+--dpdk-eal ARGS --dpdk-ip A.B.C.D (mux): the node's channels on DPDK
+(ethdev 0, e.g. a net_memif vdev), its control still on the kernel.
 Options: --stall K (consumer: K requests stop reading after their first
 token: a client that stopped; they are not checked for completion, and
 the report gives the others' latency and this process's peak memory),
@@ -108,7 +114,7 @@ async def consume_mux(args, tally):
     import ringfire.aio
 
     node = ringfire.Node(instance_id=f"front-{os.getpid()}", control=args.listen, initial_credit=args.credit,
-                         mtu=args.mtu, gso=not args.no_udp_runs, gro=not args.no_udp_runs)
+                         mtu=args.mtu, gso=not args.no_udp_runs, gro=not args.no_udp_runs, **dpdk_kwargs(args))
     anode = ringfire.aio.AsyncNode(node)
     anchors = [anode.create_anchor() for _ in range(args.streams)]
     with open(args.handles + ".tmp", "w") as f:
@@ -217,12 +223,36 @@ def pace(start, step, rate):
             time.sleep(delay)
 
 
-def produce_mux(args, handles):
+def dpdk_kwargs(args):
+    """the node's channels on DPDK's ethdev 0 (the EAL started here, once), or nothing."""
+    if not args.dpdk_eal:
+        return {}
+    import ringfire
+    ringfire.start_dpdk(args.dpdk_eal)
+    return {"dpdk_port": 0, "dpdk_ip": args.dpdk_ip}
+
+
+def host_sockets():
+    """the TCP connections established and the UDP sockets open in this
+    process's network namespace (the lab host: this process alone)."""
+    def rows(f):
+        try:
+            return [l.split() for l in open(f).read().splitlines()[1:]]
+        except OSError:
+            return []
+    return {"tcp": sum(1 for r in rows("/proc/net/tcp") if r[3] == "01"), "udp": len(rows("/proc/net/udp"))}
+
+
+def produce_mux(args, frontends):
     import ringfire
 
     node = ringfire.Node(instance_id=f"engine-{os.getpid()}", control=args.listen, flush="manual", mtu=args.mtu,
-                         initial_credit=args.credit, gso=not args.no_udp_runs, gro=not args.no_udp_runs)
-    senders = [node.attach(h, args.peer) for h in handles]
+                         initial_credit=args.credit, gso=not args.no_udp_runs, gro=not args.no_udp_runs,
+                         **dpdk_kwargs(args))
+    senders, ids = [], []
+    for peer, handles in frontends:
+        senders += [node.attach(h, peer) for h in handles]
+        ids += range(len(handles))  # a stream's id is its place at its own frontend
     n = len(senders)
     live = list(range(n))
     stopped_at = {}
@@ -231,7 +261,7 @@ def produce_mux(args, handles):
     for k in range(args.tokens):
         pace(start, k, args.rate)
         now = time.monotonic_ns()
-        step = [(senders[i], TOKEN.pack(i, k, now)) for i in live]
+        step = [(senders[i], TOKEN.pack(ids[i], k, now)) for i in live]
         not_sent = node.send_many(step, flush=True)
         if not_sent:
             gone = set()
@@ -244,46 +274,59 @@ def produce_mux(args, handles):
                     full += 1
                     gone.add(i)  # a stalled stream is left behind (its client stopped)
             live = [i for i in live if i not in gone]
+    sockets = host_sockets()  # every stream still open
     for i in live:
         senders[i].finish()
     node.flush_batch()
     cpu = cpu_s() - cpu0
     node.drain(10.0)
     st = node.stats()
-    return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full}
+    return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full, **sockets}
 
 
-def produce_zmq(args, handles):
+def produce_zmq(args, frontends):
     import msgpack
     import zmq
 
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.SNDHWM, args.hwm)
-    sock.connect(f"tcp://{args.peer}")
-    ids = [int(h) for h in handles]
+    outs = []  # (socket, the frontend's stream ids): a PUSH socket to each frontend
+    for peer, handles in frontends:
+        sock = ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.SNDHWM, args.hwm)
+        sock.connect(f"tcp://{peer}")
+        outs.append((sock, [int(h) for h in handles]))
     cpu0, start = cpu_s(), time.monotonic()
     sent = 0
     for k in range(args.tokens):
         pace(start, k, args.rate)
         now = time.monotonic_ns()
-        sock.send(msgpack.packb([(i, TOKEN.pack(i, k, now)) for i in ids]))
-        sent += len(ids)
-    sock.send(msgpack.packb([(i, None) for i in ids]))
+        for sock, ids in outs:
+            sock.send(msgpack.packb([(i, TOKEN.pack(i, k, now)) for i in ids]))
+            sent += len(ids)
+    sockets = host_sockets()  # every stream still open
+    for sock, ids in outs:
+        sock.send(msgpack.packb([(i, None) for i in ids]))
     cpu = cpu_s() - cpu0
-    sock.close(linger=10_000)
+    for sock, _ in outs:
+        sock.close(linger=10_000)
     ctx.term()
-    return cpu, sent, {}
+    return cpu, sent, sockets
 
 
 def producer(args):
-    deadline = time.monotonic() + 30
-    while not os.path.exists(args.handles) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    handles = [l.strip() for l in open(args.handles) if l.strip()]
+    peers, files = args.peer.split(","), args.handles.split(",")
+    if len(peers) != len(files):
+        sys.exit("py_mux_bench: --peer and --handles must name as many frontends")
+    frontends = []
+    for peer, f in zip(peers, files):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(f) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        frontends.append((peer, [l.strip() for l in open(f) if l.strip()]))
     run = produce_mux if args.path == "mux" else produce_zmq
-    cpu, sent, extra = run(args, handles)
-    report({"role": "producer", "path": args.path, "streams": len(handles), "records": sent,
+    cpu, sent, extra = run(args, frontends)
+    report({"role": "producer", "path": args.path, "streams": sum(len(h) for _, h in frontends),
+            "frontends": len(frontends), "records": sent,
             "cpu_ns_per_token": cpu * 1e9 / max(1, sent),
             "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **extra})
     return 0
@@ -294,7 +337,7 @@ def main():
     p.add_argument("--role", choices=["consumer", "producer"], required=True)
     p.add_argument("--path", choices=["zmq", "mux"], required=True)
     p.add_argument("--listen", help="consumer: where it listens; producer (mux): its node's control address")
-    p.add_argument("--peer", help="producer: the consumer's address")
+    p.add_argument("--peer", help="producer: the consumers' addresses, IP:PORT[,IP:PORT...] (one per frontend)")
     p.add_argument("--streams", type=int, default=300)
     p.add_argument("--tokens", type=int, default=200)
     p.add_argument("--rate", type=float, default=50.0, help="decode steps per second (0: flat out)")
@@ -305,7 +348,9 @@ def main():
                    help="consumer: the event loop (uvloop: Debian's python3-uvloop)")
     p.add_argument("--no-udp-runs", action="store_true",
                    help="mux: one send and one receive per datagram (no UDP GSO/GRO), as before 2026-12-03")
-    p.add_argument("--handles", required=True)
+    p.add_argument("--handles", required=True, help="consumer: where it writes its handles; producer: FILE[,FILE...]")
+    p.add_argument("--dpdk-eal", default="", help="mux: start DPDK's EAL with these arguments; the channels on ethdev 0")
+    p.add_argument("--dpdk-ip", default="", help="mux with --dpdk-eal: the DPDK port's address")
     p.add_argument("--stall", type=int, default=0)
     p.add_argument("--cancel", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0)
