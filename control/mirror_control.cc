@@ -662,9 +662,14 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
     end_session(end_reason_, now_ns);
     return next_attempt_ns_;
   }
-  // A full relay queue: come back at once; else at the next report.
+  // A full relay queue: come back at once; output the socket did not take
+  // yet (only EPOLLIN is watched) or a position request held back by the
+  // 1 ms spacing: within a millisecond; else at the next report.
   if (queue_full_) return now_ns;
-  return health ? next_health_ns_ : now_ns + 100'000'000;
+  uint64_t at = health ? next_health_ns_ : now_ns + 100'000'000;
+  if (conn_->pending() != 0) at = std::min(at, now_ns + 1'000'000);
+  if (health && link_->position_wanted.load(std::memory_order_relaxed)) at = std::min(at, last_health_ns_ + 1'000'000);
+  return at;
 }
 
 }  // namespace ringfire::control

@@ -86,6 +86,7 @@ struct ServeControl::Mirror {
   uint64_t replay_next = UINT64_MAX;
   uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
   bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
+  bool room_wanted = false;   // serve_one had more to send and no room under the watermark
 };
 
 absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeControlConfig& c,
@@ -854,6 +855,7 @@ bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
 }
 
 bool ServeControl::serve_one(Mirror& m) {
+  m.room_wanted = false;
   if (m.state != Mirror::State::kStreaming) return false;
   uint64_t budget = config_.tcp_chunk_records;
   bool nak_blocked = false;
@@ -894,7 +896,10 @@ bool ServeControl::serve_one(Mirror& m) {
   } else {
     m.archive_held = false;  // not tried this turn: not known to be held
   }
-  return more && m.conn.pending() < config_.out_watermark_bytes;
+  // More, but no room: the output's drain (below, in poll) may make room
+  // with no event to say so (EPOLLOUT is watched only while output waits).
+  m.room_wanted = more && m.conn.pending() >= config_.out_watermark_bytes;
+  return more && !m.room_wanted;
 }
 
 void ServeControl::check_deadlines(uint64_t now_ns) {
@@ -991,6 +996,9 @@ bool ServeControl::poll(uint64_t timeout_us) {
       drop(i);
       continue;
     }
+    // Its repairs or stream waited for room, and the flush made it: go on
+    // at the next round (the engine polls again on `more`).
+    if (m.room_wanted && m.conn.pending() < config_.out_watermark_bytes) more = true;
     // Wake for writability only while output waits.
     const bool want_out = m.conn.pending() != 0;
     if (want_out != m.want_out) {

@@ -224,6 +224,10 @@ class PortWorker {
       const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
       if (held != nullptr) held->unlock();
       const int ready = ppoll(fds, nf, &ts, nullptr);
+      // Awake: a writer's step_parked declines from here (it would not read
+      // the port, and a writer stepping back to back could keep the lock
+      // from a worker woken for datagrams); it signals instead.
+      wake_.parked.store(false, std::memory_order_relaxed);
       if (held != nullptr) held->lock();
       uint64_t ignored;
       if (ready > 0 && (fds[nf - 1].revents & POLLIN) != 0) (void)!read(wake_.fd, &ignored, sizeof(ignored));

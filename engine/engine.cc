@@ -194,18 +194,25 @@ void Engine::run_once(uint64_t max_wait_ns) {
   bool more = false;
   // Only the sessions with something to do: a poll is a system call, and
   // a node's turn for one channel's report polled every channel's control.
+  // due: its time came, or (its time only kPollEveryNs's, no deadline of
+  // its own) the conductor is up anyway and that time is within half of it.
+  const auto due = [&](uint64_t at, uint64_t set_at) {
+    return now >= at || (at - set_at == kPollEveryNs && now + kPollEveryNs / 2 >= at);
+  };
   for (const auto& s : serves_) {
-    if (now >= s->poll_at || ready(s->control->wait_fd())) {
+    if (due(s->poll_at, s->polled_ns) || ready(s->control->wait_fd())) {
       const bool again = s->control->poll(0);
       more |= again;
       // TCP-mode mirrors are streamed from here: come back when the ring
       // moves, or when a replay the archive's caps held back may go on.
+      s->polled_ns = now;
       s->poll_at = again ? now : std::min(s->control->next_poll_at(now), now + kPollEveryNs);
     }
     until = std::min(until, s->poll_at);
   }
   for (const auto& m : mirrors_) {
-    if (now >= m->poll_at || ready(m->control->wait_fd())) {
+    if (due(m->poll_at, m->polled_ns) || ready(m->control->wait_fd())) {
+      m->polled_ns = now;
       m->poll_at = std::min(m->control->poll(now), now + kPollEveryNs);
     }
     until = std::min(until, m->poll_at);
@@ -215,6 +222,10 @@ void Engine::run_once(uint64_t max_wait_ns) {
   const size_t sessions = serves_.size() + mirrors_.size();
   for (size_t i = 0; i < agents_.size(); ++i) until = std::min(until, agents_[i]->conduct(monotonic_ns()));
   ready_fds_.clear();
+  // A session an agent added (its poll_at 0) takes its turn at once, even
+  // when another went in the same pass (the count alone would not say).
+  for (const auto& s : serves_) until = std::min(until, s->poll_at);
+  for (const auto& m : mirrors_) until = std::min(until, m->poll_at);
   // A session an agent added takes its first turn (a mirror's connect) now,
   // not after the wait planned without it (a stream mux's channel: its
   // first batch waits for it).

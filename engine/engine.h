@@ -70,12 +70,14 @@ class Engine {
     uint64_t pace_ns = 0;  // the pacing interval in effect (the spec's, or the port kind's)
     std::unique_ptr<control::ServeControl> control;
     uint64_t poll_at = 0;  // run_once: when its control is polled next unless its descriptor is ready first
+    uint64_t polled_ns = 0;  // ... and when it was last
   };
   struct Mirror {
     MirrorSpec spec;
     PortHandle* port = nullptr;
     std::unique_ptr<control::MirrorControl> control;
     uint64_t poll_at = 0;  // as Serve::poll_at
+    uint64_t polled_ns = 0;
   };
 
   // add_serve places a serve session on its port and opens its listener;
@@ -107,7 +109,8 @@ class Engine {
   // most `max_wait_ns` (or until an agent's deadline) for more, and returns.
   // A session's control is polled when its descriptor was ready at the
   // last wait, when its own deadline came, when its last poll left more to
-  // do, and at least every kPollEveryNs (its timeouts are judged there).
+  // do, and at least every kPollEveryNs (its timeouts are judged there;
+  // that one rides on a wake-up for something else within half of it).
   void run_once(uint64_t max_wait_ns);
   static constexpr uint64_t kPollEveryNs = 100'000'000;
   // stop_all ends every session and stops every port's worker.

@@ -392,9 +392,9 @@ uint64_t PeerReceiver::next_expiry_ns() const {
   return t;
 }
 
-size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns) {
+size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns, bool sweep) {
   // The sweep: every stream's smaller grants (sweep_due).
-  if (sweep_due(now_ns)) {
+  if ((sweep && owed_frames_ != 0) || sweep_due(now_ns)) {
     for (const auto& s : streams_) {
       if (s->owed != 0) owe_credit(s.get());
     }

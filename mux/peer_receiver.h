@@ -160,7 +160,9 @@ class PeerReceiver {
   // `out`; returns its size, 0 when nothing is owed. Call until 0. Time
   // passed in: every grant goes once the peer's read-back bytes reach a
   // quarter of its budget, or kCreditSweepNs after the last sweep.
-  size_t build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns);
+  // `sweep`: every grant goes now, whatever is due (the node's position
+  // report by time: the two go in one frame).
+  size_t build_control(proto::MutableBytes out, uint64_t epoch, uint64_t now_ns, bool sweep = false);
   // closes_owed: build_control has closes to write (credit is due by grant_due).
   bool closes_owed() const { return !closes_owed_.empty(); }
 

@@ -413,7 +413,8 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   for (const auto& t : tcp_out) {
     // Unwritten bytes (a socket that took less than a send gave it): a look
     // every 200 us until they are out. (A finish() wakes the conductor itself.)
-    if (t->unwritten.load(std::memory_order_relaxed)) until = std::min(until, now + 200'000);
+    // One the engine would not watch is read every pass: the same look.
+    if (t->unwritten.load(std::memory_order_relaxed) || t->unwatched) until = std::min(until, now + 200'000);
   }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
@@ -510,9 +511,13 @@ void NodeImpl::step(uint64_t now) {
   for (auto& p : pass_out) {
     if (!p->dead) step_out(*p, now);
   }
-  // The channel mirrors' counters, for stats() (which never touches the engine).
+  // The channel mirrors' counters, for stats() (which never touches the
+  // engine); kept as they were when the session's link went (the source
+  // gone: its counters go with it, before this peer ends).
   for (auto& p : in) {
-    if (p->mirror != nullptr && !p->dead) p->mirror_counts = mirror_counts_of(*p->mirror);
+    if (p->mirror != nullptr && !p->dead && p->mirror->control->stats() != nullptr) {
+      p->mirror_counts = mirror_counts_of(*p->mirror);
+    }
   }
 }
 

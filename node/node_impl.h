@@ -65,7 +65,7 @@ constexpr uint32_t kMaxControlBody = 64u << 10;
 // needs it only for admission (half the ring may be ahead) and drain(), so
 // a decode step's batches cost no report, and no wake-up of either node
 // thread, of their own.
-constexpr uint64_t kPositionEveryNs = 50'000'000;
+constexpr uint64_t kPositionEveryNs = 100'000'000;  // the credit sweep's (mux::PeerReceiver::kCreditSweepNs): one phase
 // kReserveAfterNs: a channel's lazy rings are reserved whole this long
 // after the channel came up (not on its first tokens' path: the
 // allocation takes ~2 ms of the CPU the first token needs).

@@ -319,7 +319,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   if (t.conn == nullptr) return;
   if (!t.watched) {
     t.watched = true;
-    t.unwatched = !engine->watch(t.conn->fd()).ok();  // then read every pass: the 200 us look of next_wait finds it
+    t.unwatched = !engine->watch(t.conn->fd()).ok();  // then read every pass, next_wait's 200 us looks
   }
   // answer: an attach answered (or failed), under mu; the caller is told after the pass.
   auto answer = [&](absl::Status st, bool attached) {

@@ -108,19 +108,24 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
         items_ready();
       }
     }
-    for (;;) {
+    // The position goes at once past 1/16 of the ring, else at most every
+    // kPositionEveryNs while it moved; the credit held back goes with it
+    // (a forced sweep: MUXCTL carries the position), so the two keep one
+    // phase and wake the owner's node thread once, not twice.
+    const bool report_due = p.applied != p.reported && (p.applied - p.reported >= opt.channel_records / 16 ||
+                                                        now - p.reported_ns >= kPositionEveryNs);
+    for (bool sweep = report_due;; sweep = false) {
       // A MUXCTL body is bounded (kMaxControlBody): several when more is owed.
-      const size_t n = p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch, now);
+      const size_t n =
+          p.receiver->build_control({buf.data(), std::min<size_t>(buf.size(), kMaxControlBody)}, p.epoch, now, sweep);
       if (n == 0) break;
       queue_frame(*p.conn, FrameKind::kMuxControl, p.applied, {buf.data(), n});
       p.reported = p.applied;
       p.reported_ns = now;
     }
     // The position alone, so the owner may reuse its egress ring (and knows
-    // when everything it sent has been applied): at once past 1/16 of the
-    // ring, else at most every millisecond while it moved.
-    if (p.applied != p.reported &&
-        (p.applied - p.reported >= opt.channel_records / 16 || now - p.reported_ns >= kPositionEveryNs)) {
+    // when everything it sent has been applied).
+    if (report_due && p.applied != p.reported) {
       queue_frame(*p.conn, FrameKind::kMuxControl, p.applied, {});
       p.reported = p.applied;
       p.reported_ns = now;
@@ -241,6 +246,10 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   // From the address the peer knows us by (its channel's serve takes only
   // that one), not the route's source on a host of several addresses.
   spec.options.tcp_from_ip = opt.control.ip;
+  // A HEALTH a second, not ten: each woke the owner's node thread, and a
+  // channel's loss shows by its NAKs and its liveness by the mux's own
+  // (the serve's silence timeout is 5 s).
+  spec.options.health_interval_ns = 1'000'000'000;
   spec.options.psk = opt.psk;  // set: the source must prove the key, and so must we
   spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
   const uint64_t arena = channel_arena();
@@ -455,7 +464,8 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
   // released (teardown); the mirror's counters outlive it.
   retire(p.conn);
   p.mirror_wanted.reset();
-  if (p.mirror != nullptr) counters = sum(counters, mirror_counts_of(*p.mirror));
+  if (p.mirror != nullptr && p.mirror->control->stats() != nullptr) p.mirror_counts = mirror_counts_of(*p.mirror);
+  counters = sum(counters, p.mirror_counts);  // the last the session had, if its link went first
   p.mirror_counts = NodeStats{};
   retiring_in.push_back(p.shared_from_this());
   ++counters.peers_lost;

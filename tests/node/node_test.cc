@@ -608,6 +608,35 @@ TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   EXPECT_FALSE(anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
 }
 
+// A channel's counters outlive it: the consumer's datagram count stays
+// what it was once the producer node goes (its channel's mirror session
+// and link go first, as the source closes; its peer ends after).
+TEST(Node, AChannelsCountersOutliveItsPeer) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 2, &anchors, &senders));
+  for (int t = 0; t < 20; ++t) {
+    for (auto& s : senders) ASSERT_TRUE(send_all(*s, {absl::StrCat("t", t)}));
+  }
+  Item it;
+  for (auto& a : anchors) {
+    for (int t = 0; t < 20; ++t) ASSERT_TRUE(a->recv(&it, 10 * kSecond));
+  }
+  uint64_t before = 0;
+  for (int i = 0; i < 200 && before == 0; ++i) {  // the conductor copies them at its next pass
+    before = consumer->stats().channel_datagrams;
+    if (before == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(before, 0u);
+  senders.clear();
+  producer.reset();
+  for (int i = 0; i < 400 && consumer->stats().peers_lost == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(consumer->stats().peers_lost, 1u);
+  EXPECT_GE(consumer->stats().channel_datagrams, before);
+}
+
 // Readers blocked in recv, one per anchor, all fed by one channel: one of
 // them watches the ingress ring and applies it for all, the others wait on
 // the node; each gets exactly its own stream, whole and in order, and the
