@@ -187,6 +187,7 @@ uint64_t NodeImpl::conduct(uint64_t now) {
   uint64_t deadline;
   {
     std::lock_guard l(mu);
+    ++counters.conductor_passes;
     step(now);
     for (auto& p : in) {
       if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
@@ -259,8 +260,24 @@ void NodeImpl::before_step(uint64_t now) {
     if (p->conn) p->open_read = !engine->ready(p->conn->fd()) || p->conn->read_available(1u << 20);
   }
   for (auto& p : in) {
+    if (p->dead || p->conn == nullptr) continue;
+    const int fd = p->conn->fd();
+    bool look = engine->ready(fd);
+    // A per-stream connection whose consumer is a window behind leaves the
+    // engine's look while it is not read (its waiting bytes made every look
+    // return at once: the node thread spun a core); the reader that takes
+    // an item from a full stream wakes us, and it comes back, read at once.
+    const bool full = p->stream != nullptr && !p->want_read && !p->eof;
+    if (full && !p->read_paused) {
+      engine->unwatch(fd);
+      p->read_paused = true;
+    } else if (!full && p->read_paused) {
+      p->read_paused = false;
+      if (!engine->watch(fd).ok()) p->write_failed = true;
+      look = true;
+    }
     // At the peer's end of stream, what it sent before is still applied.
-    if (p->want_read && engine->ready(p->conn->fd()) && !p->conn->read_available(1u << 20)) p->eof_read = true;
+    if (p->want_read && look && !p->conn->read_available(1u << 20)) p->eof_read = true;
   }
   for (auto& t : pass_tcp_out) step_tcp_out(*t);
 }

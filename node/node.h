@@ -206,6 +206,7 @@ struct NodeStats {
   // channel's worker, the node thread or a poll that left items).
   uint64_t polls = 0;
   uint64_t ready_wakeups = 0;
+  uint64_t conductor_passes = 0;  // the node thread's turns (a spinning one shows here)
   // Gauges (now, not totals), each back to zero once every stream ended and
   // was read and every peer applied what it was sent: the owner side's
   // live slots, bytes withheld (staged, not sent) and outstanding (sent,

@@ -126,6 +126,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   // cut: the conductor then ends the peer.
   std::unique_ptr<control::TcpConn> conn;
   bool want_read = false;           // conductor: read this pass (decided under mu: the stream's window)
+  bool read_paused = false;         // conductor: out of the engine's epoll while its stream is a window behind
   bool eof_read = false;            // conductor: a read found the peer's end
   bool write_failed = false;        // conductor: a flush failed
   // The channel's mirror session, wanted (accept_node, under mu) and then

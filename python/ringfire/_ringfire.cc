@@ -147,6 +147,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["never_opened"] = s.in.never_opened;
   d["polls"] = s.polls;
   d["ready_wakeups"] = s.ready_wakeups;
+  d["conductor_passes"] = s.conductor_passes;
   return d;
 }
 

@@ -608,6 +608,40 @@ TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   EXPECT_FALSE(anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
 }
 
+// A per-stream connection whose consumer stopped reading a window behind
+// is not read, and does not spin the node thread either (its waiting bytes
+// made every look of the engine return at once: a core); once the consumer
+// reads again every token arrives, whole and in order.
+TEST(PerStreamPath, AConsumerAWindowBehindCostsTheNodeThreadNothing) {
+  auto consumer = make_with("c", false);
+  auto producer = make_with("p", false);
+  ASSERT_TRUE(consumer && producer);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  constexpr int kTokens = 2000;  // far past the window (8) and the sockets' buffers
+  Joined prod{std::thread([&] {
+    for (int t = 0; t < kTokens; ++t) {
+      if (!send_all(**s, {absl::StrCat("t", t)})) return;
+    }
+    EXPECT_TRUE((*s)->finish());
+  })};
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the window fills, the sockets too
+  const uint64_t before = consumer->stats().conductor_passes;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t passes = consumer->stats().conductor_passes - before;
+  EXPECT_LT(passes, 100u) << "the node thread spun on a connection it does not read";
+  for (int t = 0; t < kTokens; ++t) {
+    Item it;
+    ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << "stalled at " << t;
+    ASSERT_EQ(it.kind, Item::Kind::kData);
+    ASSERT_EQ(text(it.bytes), absl::StrCat("t", t));
+  }
+  Item end;
+  ASSERT_TRUE(anchor->recv(&end, 10 * kSecond));
+  EXPECT_EQ(end.kind, Item::Kind::kFinished);
+}
+
 // A channel's counters outlive it: the consumer's datagram count stays
 // what it was once the producer node goes (its channel's mirror session
 // and link go first, as the source closes; its peer ends after).
