@@ -1022,6 +1022,9 @@ uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);
   for (const auto& m : mirrors_) {
     if (!m->tcp_mode || m->state != Mirror::State::kStreaming || m->dead || m->archive_held) continue;
+    // Held by its socket (output at the watermark): EPOLLOUT, watched while
+    // output waits, wakes us when it drains; nothing to poll for.
+    if (m->conn.pending() >= config_.out_watermark_bytes) continue;
     any = true;
     behind |= m->tcp_cursor < ws;
   }

@@ -465,6 +465,30 @@ TEST_F(ServeControlTest, APeerThatAsksAndNeverReadsIsBoundedAndCut) {
   EXPECT_EQ(ctl->stats().mirrors, 0u);
 }
 
+// A TCP-mode mirror whose socket does not take more (its output at the
+// watermark) is not polled for: EPOLLOUT, watched while output waits,
+// wakes the conductor when it drains (it was "behind", polled every 50 us).
+TEST_F(ServeControlTest, ATcpMirrorHeldByItsSocketIsWokenByItNotPolled) {
+  ServeControlConfig cfg;
+  cfg.out_watermark_bytes = 64u << 10;
+  auto ctl = start(cfg);
+  Client c(ctl->listening());
+  const int one = 4096;  // a small receive buffer: it fills at once
+  setsockopt(c.conn().fd(), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+  const proto::Multicast mc = handshake(c, *ctl, proto::kHelloHealth | proto::kHelloTcpOnly);
+  ASSERT_EQ(mc.port, 0u) << "not in TCP mode";
+  publish(60000);
+  size_t out = 0;
+  for (int i = 0; i < 400 && out < cfg.out_watermark_bytes; ++i) {
+    ctl->poll(1000);
+    for (const MirrorView& v : ctl->mirrors()) out = v.output_bytes;
+  }
+  ASSERT_GE(out, cfg.out_watermark_bytes) << "the mirror's output never reached the watermark";
+  EXPECT_GT(ctl->stats().tcp_records, 0u);
+  EXPECT_LT(ctl->stats().tcp_records, 60000u) << "it took everything: not held";
+  EXPECT_EQ(ctl->tcp_poll_at(2'000'000'000), UINT64_MAX) << "polled for a mirror its socket holds";
+}
+
 TEST_F(ServeControlTest, AUnicastTokenIsBoundToTheMirrorsAddress) {
   ServeControlConfig cfg;
   cfg.unicast_port = 7402;
