@@ -100,12 +100,21 @@ void ServeSession<Port>::take_commands() {
 }
 
 // count_unicast: the unicast mirrors that take the stream now (ones whose
-// punch came), into the link's stats. Worker thread.
+// punch came, or whose probe was echoed), into the link's stats; when one
+// more does, the control is told at once (a stream mux waits for this to
+// send its first batch; its conductor would otherwise see it at its next
+// look). Worker thread.
 template <PacketPort Port>
 void ServeSession<Port>::count_unicast() {
   uint64_t active = 0;
   for (const Unicast& u : unicast_) active += u.to.has_value();
+  const bool more = active > link_.stats.unicast_mirrors.get();
   link_.stats.unicast_mirrors.set(active);
+  // Acquire: pairs with the control thread's release store of notify_fd.
+  if (const int fd = link_.notify_fd.load(std::memory_order_acquire); more && fd >= 0) {
+    const uint64_t one = 1;
+    (void)!write(fd, &one, sizeof(one));
+  }
 }
 
 template <PacketPort Port>
@@ -179,17 +188,7 @@ void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
   }
   const bool joined = !it->to.has_value();
   it->to = d.from;
-  if (joined) {
-    // A mirror takes the stream by UDP from now: counted at once, and the
-    // control told (a stream mux waits for this to send its first batch;
-    // its conductor would otherwise see it at its next look, up to 1 ms on).
-    count_unicast();
-    // Acquire: pairs with the control thread's release store of notify_fd.
-    if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {
-      const uint64_t one = 1;
-      (void)!write(fd, &one, sizeof(one));
-    }
-  }
+  if (joined) count_unicast();  // a mirror takes the stream by UDP from now: counted, the control told
 }
 
 template <PacketPort Port>

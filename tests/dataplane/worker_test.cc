@@ -559,6 +559,9 @@ TEST_F(ServeWorkerTest, ARepairResendsTheRangeFromTheRingToTheGroupOrTheMirrorTh
 
 TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMirrorEchoesIt) {
   auto w = worker(ServeConfig{});
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  w->link().notify_fd.store(efd);
+  uint64_t told = 0;
   const Endpoint mirror{0xC6120003, 6666}, other{0xC6120005, 6666};
   ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
   port_.state->inbox.push_back({punch(77), other});  // the right token, another host
@@ -582,11 +585,15 @@ TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMir
   publish(1);
   w->step(1020 * kMs);
   EXPECT_EQ(sent().size(), 1u);
+  EXPECT_EQ(read(efd, &told, sizeof(told)), -1) << "the control told of a mirror no probe validated";
   echo.first = probe.header.seq;
   ASSERT_TRUE(w->link().commands.try_push(echo));
   publish(1);
   w->step(1030 * kMs);
   ASSERT_EQ(sent().size(), 2u);
+  // The echo validated it: counted, and the control told at once.
+  EXPECT_EQ(w->link().stats.unicast_mirrors.get(), 1u);
+  EXPECT_EQ(read(efd, &told, sizeof(told)), static_cast<ssize_t>(sizeof(told)));
   EXPECT_EQ(decode(sent()[1]).header.kind, proto::FrameKind::kData);
   EXPECT_EQ(sent()[1].peer, other);
   EXPECT_EQ(w->link().stats.paths_validated.get(), 1u);
@@ -597,6 +604,8 @@ TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMir
   w->step(1040 * kMs);
   EXPECT_EQ(sent().back().peer, (Endpoint{mirror.ip, 4242}));
   EXPECT_EQ(decode(sent().back()).header.kind, proto::FrameKind::kData);
+  w->link().notify_fd.store(-1);
+  close(efd);
 }
 
 TEST_F(ServeWorkerTest, EveryKindOfJunkIsCountedByReasonAndSendsNothing) {
