@@ -117,7 +117,9 @@ KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram, bool gso, bool
 
 KernelUdp::KernelUdp(KernelUdp&& o) noexcept
     : KernelUdp(std::exchange(o.fd_, -1), o.local_, o.max_datagram_, o.gso_, o.gro_) {
+  // (Moved only at open, before any datagram: no received run to carry.)
   runs_ = o.runs_;
+  gso_retry_in_ = o.gso_retry_in_;
 }
 
 KernelUdp::~KernelUdp() {
