@@ -71,7 +71,9 @@ void ServeSession<Port>::release_leases() {
 template <PacketPort Port>
 void ServeSession<Port>::take_commands() {
   ServeCommand c;
+  bool took = false;
   while (link_.commands.try_pop(&c)) {
+    took = true;
     if (c.kind == ServeCommand::Kind::kRepair) {
       queue_repair(c);
     } else if (c.kind == ServeCommand::Kind::kProbeEcho) {
@@ -96,7 +98,7 @@ void ServeSession<Port>::take_commands() {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
     }
   }
-  count_unicast();
+  if (took) count_unicast();  // the count moves only with a command (or a punch: on_datagram)
 }
 
 // count_unicast: the unicast mirrors that take the stream now (ones whose
@@ -110,8 +112,9 @@ void ServeSession<Port>::count_unicast() {
   for (const Unicast& u : unicast_) active += u.to.has_value();
   const bool more = active > link_.stats.unicast_mirrors.get();
   link_.stats.unicast_mirrors.set(active);
+  if (!more) return;
   // Acquire: pairs with the control thread's release store of notify_fd.
-  if (const int fd = link_.notify_fd.load(std::memory_order_acquire); more && fd >= 0) {
+  if (const int fd = link_.notify_fd.load(std::memory_order_acquire); fd >= 0) {
     const uint64_t one = 1;
     (void)!write(fd, &one, sizeof(one));
   }

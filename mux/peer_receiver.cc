@@ -153,6 +153,10 @@ void PeerReceiver::unbind(Stream* s) {
   const proto::SlotId id = proto::SlotId::unpack(s->slot);
   if (id.index < slots_.size() && slots_[id.index].stream == s) slots_[id.index].stream = nullptr;
   s->bound = false;
+  forget_owed(s);
+}
+
+void PeerReceiver::forget_owed(Stream* s) {
   owed_frames_ -= s->owed;
   s->owed = 0;
   owed_bytes_ -= s->owed_bytes;
@@ -429,10 +433,7 @@ size_t PeerReceiver::build_control(proto::MutableBytes out, uint64_t epoch, uint
       continue;
     }
     stats_.credit_returned += s->owed;
-    owed_frames_ -= s->owed;
-    s->owed = 0;
-    owed_bytes_ -= s->owed_bytes;
-    s->owed_bytes = 0;
+    forget_owed(s);  // granted
     s->in_owed = false;
   }
   credit_owed_.resize(keep);

@@ -182,6 +182,8 @@ class PeerReceiver {
   void free_stream(Stream* s);
   void owe_close(uint32_t raw_slot, proto::CloseReason reason);
   void owe_credit(Stream* s);
+  // forget_owed: the stream's reads not granted back leave the counts (granted, or unbound).
+  void forget_owed(Stream* s);
   // fail_slot: this slot only broke the protocol (or its budget): ended, and the owner told.
   void fail_slot(Stream* s, uint32_t raw, EndReason reason);
 

@@ -117,6 +117,16 @@ void open_streams(Node& consumer, Node& producer, int n, std::vector<std::unique
   }
 }
 
+// NodePair: a consumer node and a producer node, and the streams opened
+// between them (open: n more, as open_streams).
+struct NodePair {
+  std::unique_ptr<Node> consumer = make("c");
+  std::unique_ptr<Node> producer = make("p");
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<std::unique_ptr<Sender>> senders;
+  void open(int n) { open_streams(*consumer, *producer, n, &anchors, &senders); }
+};
+
 // stream_all: `streams` streams of `tokens` each from producer to consumer,
 // checked in order, finished once; every sender on the path wanted.
 void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool per_stream) {
@@ -583,29 +593,26 @@ TEST(Node, ABatchFilledToItsCapLeavesInOneDatagramWithItsTag) {
 }
 
 TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
-  auto consumer = make("c");
-  auto producer = make("p");
-  std::vector<std::unique_ptr<Anchor>> anchors;
-  std::vector<std::unique_ptr<Sender>> senders;
-  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 3, &anchors, &senders));
-  send_all(*senders[0], {"a"});
-  senders[1]->finish();  // finished before the loss: no Dropped for it
+  NodePair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.open(3));
+  send_all(*pair.senders[0], {"a"});
+  pair.senders[1]->finish();  // finished before the loss: no Dropped for it
   Item it;
-  ASSERT_TRUE(anchors[0]->recv(&it, 10 * kSecond));
-  ASSERT_TRUE(anchors[1]->recv(&it, 10 * kSecond));
+  ASSERT_TRUE(pair.anchors[0]->recv(&it, 10 * kSecond));
+  ASSERT_TRUE(pair.anchors[1]->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kFinished);
   // Stream 0's sender goes without finish: dropped (peer-gone). Stream 2's
   // is still held when the producer node itself goes: dropped (peer lost).
-  senders[0].reset();
-  ASSERT_TRUE(anchors[0]->recv(&it, 10 * kSecond));
+  pair.senders[0].reset();
+  ASSERT_TRUE(pair.anchors[0]->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
-  producer.reset();
-  EXPECT_TRUE(senders[2]->closed());
-  EXPECT_EQ(senders[2]->send(bytes("late")), mux::SendStatus::kClosed);
-  ASSERT_TRUE(anchors[2]->recv(&it, 10 * kSecond));
+  pair.producer.reset();
+  EXPECT_TRUE(pair.senders[2]->closed());
+  EXPECT_EQ(pair.senders[2]->send(bytes("late")), mux::SendStatus::kClosed);
+  ASSERT_TRUE(pair.anchors[2]->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
-  for (int i : {0, 2}) EXPECT_FALSE(anchors[i]->recv(&it, 100'000'000)) << "a second end for " << i;
-  EXPECT_FALSE(anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
+  for (int i : {0, 2}) EXPECT_FALSE(pair.anchors[i]->recv(&it, 100'000'000)) << "a second end for " << i;
+  EXPECT_FALSE(pair.anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
 }
 
 // A per-stream connection whose consumer stopped reading a window behind
@@ -646,29 +653,26 @@ TEST(PerStreamPath, AConsumerAWindowBehindCostsTheNodeThreadNothing) {
 // what it was once the producer node goes (its channel's mirror session
 // and link go first, as the source closes; its peer ends after).
 TEST(Node, AChannelsCountersOutliveItsPeer) {
-  auto consumer = make("c");
-  auto producer = make("p");
-  std::vector<std::unique_ptr<Anchor>> anchors;
-  std::vector<std::unique_ptr<Sender>> senders;
-  ASSERT_NO_FATAL_FAILURE(open_streams(*consumer, *producer, 2, &anchors, &senders));
+  NodePair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.open(2));
   for (int t = 0; t < 20; ++t) {
-    for (auto& s : senders) ASSERT_TRUE(send_all(*s, {absl::StrCat("t", t)}));
+    for (auto& s : pair.senders) ASSERT_TRUE(send_all(*s, {absl::StrCat("t", t)}));
   }
   Item it;
-  for (auto& a : anchors) {
+  for (auto& a : pair.anchors) {
     for (int t = 0; t < 20; ++t) ASSERT_TRUE(a->recv(&it, 10 * kSecond));
   }
   uint64_t before = 0;
   for (int i = 0; i < 200 && before == 0; ++i) {  // the conductor copies them at its next pass
-    before = consumer->stats().channel_datagrams;
+    before = pair.consumer->stats().channel_datagrams;
     if (before == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_GT(before, 0u);
-  senders.clear();
-  producer.reset();
-  for (int i = 0; i < 400 && consumer->stats().peers_lost == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(consumer->stats().peers_lost, 1u);
-  EXPECT_GE(consumer->stats().channel_datagrams, before);
+  pair.senders.clear();
+  pair.producer.reset();
+  for (int i = 0; i < 400 && pair.consumer->stats().peers_lost == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(pair.consumer->stats().peers_lost, 1u);
+  EXPECT_GE(pair.consumer->stats().channel_datagrams, before);
 }
 
 // Readers blocked in recv, one per anchor, all fed by one channel: one of
