@@ -1,6 +1,7 @@
 // batch_sink.cc — the recorder's writing thread.
 #include "archive/batch_sink.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -27,7 +28,10 @@ BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t 
   counters_.recorded_end.store(writer_.end_seq(), std::memory_order_relaxed);
   counters_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
   counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "rf-archive");
+    run();
+  });
 }
 
 BatchSink::~BatchSink() {

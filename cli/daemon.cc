@@ -8,6 +8,7 @@
 // port's worker: perf/engine_echo) runs the same daemon through its hooks.
 #include "cli/daemon.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -120,6 +121,7 @@ class Daemon {
     // The recording's thread owns the recorder's reading side; this thread
     // (the conductor) reads only its snapshot. stop is the pair's flag.
     raw->thread = std::thread([raw] {
+      pthread_setname_np(pthread_self(), "rf-record");
       raw->result = run_recording(
           *raw->recorder, [raw] { return raw->stop.load(std::memory_order_acquire); }, UINT64_MAX, UINT64_MAX, {});
     });

@@ -1,6 +1,8 @@
 // worker_runner.cc — lcore or thread.
 #include "dataplane/worker_runner.h"
 
+#include <pthread.h>
+
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
 #include <rte_launch.h>
@@ -12,7 +14,11 @@
 namespace ringfire::dataplane {
 
 void WorkerRunner::start(std::function<void()> loop, int wanted) {
-  loop_ = std::move(loop);
+  // Named, so that `top -H` and a profile tell the worker from the conductor.
+  loop_ = [loop = std::move(loop)] {
+    pthread_setname_np(pthread_self(), "rf-worker");
+    loop();
+  };
 #if RINGFIRE_HAVE_DPDK
   if (eal_running() && rte_lcore_count() > 1) {
     // The first worker lcore nobody runs on yet (or the one asked for):

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -126,7 +127,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->engine->add_agent(impl.get());
   if (impl->own_engine) {
     NodeImpl* raw = impl.get();
-    impl->thread = std::thread([raw] { raw->loop(); });
+    impl->thread = std::thread([raw] {
+      pthread_setname_np(pthread_self(), "rf-node");  // what `top -H` shows
+      raw->loop();
+    });
   }
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }
