@@ -235,12 +235,19 @@ void NodeImpl::before_step(uint64_t now) {
     if (p->receiver && !p->ingress && !p->dead && p->mirror != nullptr) open_ingress(*p);
     // Its lazy pages allocated once its first tokens are long in: a full
     // filesystem ends this peer here, not the process at a later write.
-    if (p->ingress_file && now >= p->ingress_ns + kReserveAfterNs) {
+    if (p->ingress_file && !p->ingress_reserved && now >= p->ingress_ns + kReserveAfterNs) {
+      p->ingress_reserved = true;
       if (absl::Status st = p->ingress_file->reserve(); !st.ok()) {
         log(absl::StrCat("ingress ring: ", st.message()));
         p->write_failed = true;  // its connection is cut at this pass's step (its streams end)
+        p->ingress_file.reset();
       }
-      p->ingress_file.reset();
+    } else if (p->ingress_file && p->ingress_reserved) {  // its reader's mapping warmed, a piece a pass
+      p->ingress_warmed = p->ingress_file->warm(p->ingress_warmed, kWarmPerPass);
+      if (p->ingress_warmed >= p->ingress_file->mapped_bytes()) {
+        p->ingress_file.reset();
+        rings_warmed.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   for (auto& p : pass_out) {
@@ -259,6 +266,9 @@ void NodeImpl::before_step(uint64_t now) {
         log(absl::StrCat("egress ring: ", st.message()));
         p->setup_failed = true;
       }
+    } else if (p->reserved && p->egress_file && !p->setup_failed && p->warmed < p->egress_file->mapped_bytes()) {
+      p->warmed = p->egress_file->warm(p->warmed, kWarmPerPass);  // its writer's mapping (the serve's too)
+      if (p->warmed >= p->egress_file->mapped_bytes()) rings_warmed.fetch_add(1, std::memory_order_relaxed);
     }
     // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
     if (p->conn) p->open_read = !engine->ready(p->conn->fd()) || p->conn->read_available(1u << 20);
@@ -430,6 +440,11 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (!p->channel_ready) until = std::min(until, now + 1'000'000);  // watch for its mirror
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (!p->watched || p->serve_name.empty()) until = now;  // set up at once
+    // Its ring reserved kReserveAfterNs after it came up, then warmed a piece a pass.
+    if (p->ready_ns != 0 && !p->reserved && p->egress_file) until = std::min(until, p->ready_ns + kReserveAfterNs);
+    if (p->reserved && p->egress_file && p->warmed < p->egress_file->mapped_bytes()) {
+      until = std::min(until, now + kWarmEveryNs);
+    }
   }
   for (const auto& t : tcp_out) {
     // Unwritten bytes (a socket that took less than a send gave it): a look
@@ -440,6 +455,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (p->close_after_flush) until = now;
+    if (p->ingress_file) {  // its ring reserved, then warmed a piece a pass
+      until = std::min(until, p->ingress_reserved ? now + kWarmEveryNs : p->ingress_ns + kReserveAfterNs);
+    }
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
     if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
@@ -702,6 +720,7 @@ bool Node::drain(uint64_t timeout_ns) {
 NodeStats Node::stats() const {
   std::lock_guard l(impl_->mu);
   NodeStats s = impl_->counters;
+  s.rings_warmed = impl_->rings_warmed.load(std::memory_order_relaxed);
   s.out = impl_->out_ended;
   s.in = impl_->in_ended;
   for (const auto& [w, p] : impl_->out) {

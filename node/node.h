@@ -207,6 +207,9 @@ struct NodeStats {
   uint64_t polls = 0;
   uint64_t ready_wakeups = 0;
   uint64_t conductor_passes = 0;  // the node thread's turns (a spinning one shows here)
+  // Channel rings reserved and warmed whole (RingFile::warm): their first
+  // lap no longer pays a first touch a page on the writer's path.
+  uint64_t rings_warmed = 0;
   // Gauges (now, not totals), each back to zero once every stream ended and
   // was read and every peer applied what it was sent: the owner side's
   // live slots, bytes withheld (staged, not sent) and outstanding (sent,

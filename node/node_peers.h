@@ -64,6 +64,7 @@ struct OutPeer : std::enable_shared_from_this<OutPeer> {  // held by shared_ptr 
   // token's path).
   std::optional<ring::RingFile> egress_file;
   bool reserved = false;            // conductor: egress_file reserved
+  uint64_t warmed = 0;              // conductor: egress_file warmed up to here (RingFile::warm)
   uint64_t ready_ns = 0;            // conductor: when the channel came up (its reserve waits kReserveAfterNs)
   std::string ring_path;
   std::string serve_name;           // conductor: the engine session serving the egress ring ("" until set up)
@@ -163,8 +164,10 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   // before it judges the streams' liveness.
   std::optional<ring::BlobConsumer> ingress;
   // ingress_file: the conductor's handle on it, reserved (its lazy pages
-  // allocated) kReserveAfterNs after it opened, then let go.
+  // allocated) kReserveAfterNs after it opened, warmed, then let go.
   std::optional<ring::RingFile> ingress_file;
+  bool ingress_reserved = false;    // conductor: ingress_file reserved
+  uint64_t ingress_warmed = 0;      // conductor: ... and warmed up to here
   uint64_t ingress_ns = 0;          // conductor: when it opened
   ring::LazyBytes record;           // ingress scratch (max_blob bytes: pages taken as records reach them)
   uint64_t applied = 0;             // channel records applied

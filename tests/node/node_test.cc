@@ -180,7 +180,7 @@ TEST(Node, NodesOnTwoAddressesOfOneHostStreamFromTheirOwnAddresses) {
 // A channel's rings take their pages as batches land (nothing on the
 // first token's path), and are reserved whole soon after the channel is
 // up: a full /dev/shm is then an error that ends a peer, never a SIGBUS.
-TEST(Node, AChannelsLazyRingsAreReservedWholeOnceTheChannelIsUp) {
+TEST(Node, AChannelsLazyRingsAreReservedAndWarmedWholeOnceTheChannelIsUp) {
   const ringfire::testing::TempDir tmp("/dev/shm");  // its rings alone in it
   const std::string& dir = tmp.path();
   NodeOptions co = options("c"), po = options("p");
@@ -207,6 +207,14 @@ TEST(Node, AChannelsLazyRingsAreReservedWholeOnceTheChannelIsUp) {
     all = r.size() == 2 && r[0].first >= r[0].second && r[1].first >= r[1].second;
   }
   EXPECT_TRUE(all) << "allocated " << r[0].first << " of " << r[0].second << ", " << r[1].first << " of " << r[1].second;
+  // Then warmed, a piece a pass (RingFile::warm): the producer's egress
+  // ring and the consumer's ingress one, each counted once.
+  for (int i = 0; i < 300 && ((*producer)->stats().rings_warmed < 1 || (*consumer)->stats().rings_warmed < 1); ++i) {
+    usleep(10'000);
+  }
+  usleep(50'000);
+  EXPECT_EQ((*producer)->stats().rings_warmed, 1u);
+  EXPECT_EQ((*consumer)->stats().rings_warmed, 1u);
 }
 
 TEST(Node, RefusesABadConfigAtCreate) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -49,6 +50,30 @@ TEST(RingFile, CreateAllocatesEveryPage) {
   struct stat st {};
   ASSERT_EQ(stat(f.path().c_str(), &st), 0);
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, f.header().file_size) << "the ring file is sparse";
+}
+
+// warm reads its way through the mapping a piece at a time, says where it
+// stopped (clipped to the mapping at the end), and changes no byte.
+TEST(RingFile, WarmGoesAPieceAtATimeAndWritesNothing) {
+  ScopedRing r(testing::fixed_ring(1 << 12, 64));
+  RingFile f = r.open();
+  const uint64_t size = f.mapped_bytes();
+  ASSERT_GE(size, f.header().file_size);
+  std::vector<std::byte> before(f.arena() - reinterpret_cast<std::byte*>(&f.header()) + 0);
+  std::memcpy(before.data(), &f.header(), before.size());
+  uint64_t at = 0;
+  int pieces = 0;
+  while (at < size) {
+    const uint64_t next = f.warm(at, 64 * 1024);
+    ASSERT_GT(next, at);
+    ASSERT_LE(next - at, 64u * 1024);
+    at = next;
+    ++pieces;
+  }
+  EXPECT_EQ(at, size);
+  EXPECT_EQ(pieces, static_cast<int>((size + 64 * 1024 - 1) / (64 * 1024)));
+  EXPECT_EQ(f.warm(size, 4096), size) << "nothing past the mapping";
+  EXPECT_EQ(std::memcmp(before.data(), &f.header(), before.size()), 0);
 }
 
 // A lazy ring (a stream mux channel's) takes its pages as they are
