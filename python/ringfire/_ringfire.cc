@@ -148,6 +148,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["polls"] = s.polls;
   d["ready_wakeups"] = s.ready_wakeups;
   d["conductor_passes"] = s.conductor_passes;
+  d["rings_warmed"] = s.rings_warmed;
   return d;
 }
 
@@ -303,26 +304,47 @@ PYBIND11_MODULE(_ringfire, m) {
            "whatever is staged goes now; never blocks, never fails")
       .def(
           "send_many",
-          [](Node& n, py::object items, bool flush) -> py::object {
-            // One decode step: every (sender, bytes) pair under one lock. A
-            // tuple of the items (a copy: it holds each pair, and so its
-            // bytes, while the GIL is let go, whatever another thread does to
-            // the caller's list).
-            if (!PySequence_Check(items.ptr())) throw py::value_error("send_many takes a list of (sender, bytes)");
+          [](Node& n, py::object items, py::object records, bool flush) -> py::object {
+            // One decode step under one lock: (sender, bytes) pairs, or a
+            // list of senders and a list of records side by side (the
+            // decode batch's senders kept in a list, one token each: no
+            // tuple a token). Tuples of the lists (a copy: they hold every
+            // sender and bytes while the GIL is let go, whatever another
+            // thread does to the caller's lists).
+            if (PyBool_Check(records.ptr())) {  // send_many(items, True): flush, given by place
+              flush = records.ptr() == Py_True;
+              records = py::none();
+            }
+            const bool pairs = records.is_none();
+            if (!PySequence_Check(items.ptr()) || (!pairs && !PySequence_Check(records.ptr()))) {
+              throw py::value_error("send_many takes a list of (sender, bytes), or a list of senders and one of bytes");
+            }
             py::object seq = py::reinterpret_steal<py::object>(PySequence_Tuple(items.ptr()));
             if (!seq) throw py::error_already_set();
+            py::object recs = pairs ? py::none() : py::reinterpret_steal<py::object>(PySequence_Tuple(records.ptr()));
+            if (!recs) throw py::error_already_set();
             const auto count = static_cast<size_t>(PyTuple_GET_SIZE(seq.ptr()));
+            if (!pairs && static_cast<size_t>(PyTuple_GET_SIZE(recs.ptr())) != count) {
+              throw py::value_error(absl::StrCat("send_many: ", count, " senders but ", PyTuple_GET_SIZE(recs.ptr()),
+                                                 " records"));
+            }
             PyObject** elems = &PyTuple_GET_ITEM(seq.ptr(), 0);
             static thread_local std::vector<SendOne> sends;
             sends.resize(count);
             for (size_t i = 0; i < count; ++i) {
-              PyObject* h = elems[i];
-              if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 2) {
-                throw py::value_error(absl::StrCat("send_many: item ", i, " is not a (sender, bytes) pair"));
+              PyObject* sender = elems[i];
+              PyObject* rec;
+              if (pairs) {
+                if (!PyTuple_Check(sender) || PyTuple_GET_SIZE(sender) != 2) {
+                  throw py::value_error(absl::StrCat("send_many: item ", i, " is not a (sender, bytes) pair"));
+                }
+                rec = PyTuple_GET_ITEM(sender, 1);
+                sender = PyTuple_GET_ITEM(sender, 0);
+              } else {
+                rec = PyTuple_GET_ITEM(recs.ptr(), i);
               }
-              PyObject* rec = PyTuple_GET_ITEM(h, 1);
               if (!PyBytes_Check(rec)) throw py::value_error(absl::StrCat("send_many: item ", i, "'s record is not bytes"));
-              sends[i].sender = sender_of(PyTuple_GET_ITEM(h, 0));
+              sends[i].sender = sender_of(sender);
               sends[i].record = {reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(rec)),
                                  static_cast<size_t>(PyBytes_GET_SIZE(rec))};
             }
@@ -341,9 +363,10 @@ PYBIND11_MODULE(_ringfire, m) {
             }
             return not_sent;
           },
-          py::arg("items"), py::arg("flush") = false,
-          "a decode step in one call: each (sender, bytes) in order, then flush_batch() if flush. None when every "
-          "record was taken, else a list of (index, status) for those that were not ('full', 'closed', 'too_large')")
+          py::arg("items"), py::arg("records") = py::none(), py::arg("flush") = false,
+          "a decode step in one call: each (sender, bytes) of items in order, or each sender of items with the "
+          "record at its place in records; then flush_batch() if flush. None when every record was taken, else a "
+          "list of (index, status) for those that were not ('full', 'closed', 'too_large')")
       .def("fd", &Node::fd,
            "a descriptor that is readable when some anchor has an item: for asyncio's add_reader or select; "
            "then call poll() (never read it yourself)")

@@ -164,6 +164,10 @@ class Aio(unittest.TestCase):
             self.assertTrue(closed, "the cancel did not reach the producer")
             self.assertEqual(producer.send_many([(sa, b"a1"), (sb, b"b1")], flush=True), [(1, "closed")])
             self.assertEqual(await a.recv(), ("data", sa.session, b"a1"))
+            # The same step as a list of senders and a list of records, side by side.
+            self.assertEqual(producer.send_many([sb, sa, sa], [b"b2", b"a2", b"a3"], flush=True), [(0, "closed")])
+            self.assertEqual(await anext(a), b"a2")
+            self.assertEqual(await anext(a), b"a3")
             del sa, sb  # the producer's senders go without finish(): the stream ends dropped
             with self.assertRaises(ringfire.aio.StreamDropped) as e:
                 await asyncio.wait_for(anext(a), 10)
@@ -174,6 +178,10 @@ class Aio(unittest.TestCase):
             producer.send_many([("not", "a sender pair", 3)])
         with self.assertRaises(ValueError):
             producer.send_many([(None, "text, not bytes")])
+        with self.assertRaises(ValueError):
+            producer.send_many([None, None], [b"two senders, one record"])
+        with self.assertRaises(ValueError):
+            producer.send_many([None], ["text, not bytes"])
 
     def test_a_reader_cancelled_while_waiting_loses_no_token(self):
         # A reader cancelled while it waits (its client went) must leave
