@@ -7,7 +7,8 @@ its stream in order. Run by perf/py_mux_bench.sh on two lab hosts.
        message per decode step holding every stream's token; the frontend
        demultiplexes into per-request asyncio queues.
   mux  ringfire's Python API: one anchor per request (ringfire.aio), the
-       producer's step in one send_many(..., flush=True).
+       producer's step in one send_many(senders, tokens, flush=True): the
+       decode batch's senders in a list, a list of its tokens each step.
 
 Every token is checked (stream, index, order); the end is checked (T
 tokens, then one end per stream). The report is one JSON line: CPU per
@@ -46,6 +47,32 @@ def cpu_s():
     return time.process_time()
 
 
+def threads_ns():
+    """each thread's CPU so far (ns) and times it ran (/proc schedstat),
+    summed by thread name (python3, the node's rf-node and rf-worker,
+    ZeroMQ's ZMQbg/IO/0, ...)."""
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            name = open(f"/proc/self/task/{t}/comm").read().strip()
+            ns, _, runs = (int(v) for v in open(f"/proc/self/task/{t}/schedstat").read().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+        was = out.get(name, (0, 0))
+        out[name] = (was[0] + ns, was[1] + runs)
+    return out
+
+
+def by_thread(before, tokens, steps):
+    """by thread name since a threads_ns() snapshot: [CPU ns per token, times it ran per step]."""
+    out = {}
+    for k, (ns, runs) in threads_ns().items():
+        ns0, runs0 = before.get(k, (0, 0))
+        if ns > ns0:
+            out[k] = [round((ns - ns0) / max(1, tokens)), round((runs - runs0) / max(1, steps), 1)]
+    return out
+
+
 def pct(xs, q):
     if not xs:
         return 0.0
@@ -75,6 +102,7 @@ class Tally:
         self.cancelled = 0
         self.first = None
         self.last = None
+        self.threads = {}  # CPU ns per token by thread name
 
     def ended(self, got):
         """a stream's end after `got` tokens: finished whole, or short."""
@@ -99,11 +127,12 @@ class Tally:
 async def run_requests(args, tally, coros):
     """runs one coroutine per request until every checked one is done; the
     CPU it took (the stalled requests are then cancelled)."""
-    cpu0 = cpu_s()
+    cpu0, threads0 = cpu_s(), threads_ns()
     tasks = [asyncio.create_task(c) for c in coros]
     checked = [t for i, t in enumerate(tasks) if i not in tally.stall]
     await asyncio.wait_for(asyncio.gather(*checked), args.timeout)
     cpu = cpu_s() - cpu0
+    tally.threads = by_thread(threads0, tally.items, tally.tokens)
     for t in tasks:
         t.cancel()
     return cpu
@@ -208,7 +237,7 @@ def consumer(args):
             "ok": ok, "cpu_ns_per_token": cpu * 1e9 / max(1, tally.items),
             "tokens_per_s": tally.items / max(1e-9, (tally.last - tally.first) / 1e9) if tally.first else 0,
             "latency_us": {"p50": pct(tally.lat, 0.5), "p99": pct(tally.lat, 0.99), "p999": pct(tally.lat, 0.999)},
-            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **extra})
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "threads": tally.threads, **extra})
     return 0 if ok else 3
 
 
@@ -253,16 +282,23 @@ def produce_mux(args, frontends):
     for peer, handles in frontends:
         senders += [node.attach(h, peer) for h in handles]
         ids += range(len(handles))  # a stream's id is its place at its own frontend
+    # The clock starts once the channels' rings are warm (RingFile::warm,
+    # ~12 ms a 12 MiB ring here, once): a server runs for hours, and their
+    # first lap is not a decode step's cost.
+    deadline = time.monotonic() + 10
+    while node.stats()["rings_warmed"] < len(frontends) and time.monotonic() < deadline:
+        time.sleep(0.01)
     n = len(senders)
     live = list(range(n))
+    batch = list(senders)  # the decode batch: live's senders, in its order (a token each a step)
     stopped_at = {}
     full = 0
-    cpu0, start = cpu_s(), time.monotonic()
+    cpu0, threads0, start = cpu_s(), threads_ns(), time.monotonic()
     for k in range(args.tokens):
         pace(start, k, args.rate)
         now = time.monotonic_ns()
-        step = [(senders[i], TOKEN.pack(ids[i], k, now)) for i in live]
-        not_sent = node.send_many(step, flush=True)
+        step = [TOKEN.pack(ids[i], k, now) for i in live]
+        not_sent = node.send_many(batch, step, flush=True)
         if not_sent:
             gone = set()
             for idx, status in not_sent:
@@ -274,14 +310,17 @@ def produce_mux(args, frontends):
                     full += 1
                     gone.add(i)  # a stalled stream is left behind (its client stopped)
             live = [i for i in live if i not in gone]
+            batch = [senders[i] for i in live]
     sockets = host_sockets()  # every stream still open
     for i in live:
         senders[i].finish()
     node.flush_batch()
     cpu = cpu_s() - cpu0
+    threads = by_thread(threads0, len(senders) * args.tokens, args.tokens)
     node.drain(10.0)
     st = node.stats()
-    return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full, **sockets}
+    return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full, "threads": threads,
+                                     **sockets}
 
 
 def produce_zmq(args, frontends):
@@ -295,7 +334,7 @@ def produce_zmq(args, frontends):
         sock.setsockopt(zmq.SNDHWM, args.hwm)
         sock.connect(f"tcp://{peer}")
         outs.append((sock, [int(h) for h in handles]))
-    cpu0, start = cpu_s(), time.monotonic()
+    cpu0, threads0, start = cpu_s(), threads_ns(), time.monotonic()
     sent = 0
     for k in range(args.tokens):
         pace(start, k, args.rate)
@@ -307,10 +346,11 @@ def produce_zmq(args, frontends):
     for sock, ids in outs:
         sock.send(msgpack.packb([(i, None) for i in ids]))
     cpu = cpu_s() - cpu0
+    threads = by_thread(threads0, sent, args.tokens)
     for sock, _ in outs:
         sock.close(linger=10_000)
     ctx.term()
-    return cpu, sent, sockets
+    return cpu, sent, {"threads": threads, **sockets}
 
 
 def producer(args):

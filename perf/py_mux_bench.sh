@@ -146,6 +146,10 @@ def ratios(x, y, a, b, label):
     print(f"{x:5} {y:2} {label}: consumer cpu {r(ac['cpu_ns_per_token'], bc['cpu_ns_per_token']):.2f}x, producer cpu "
           f"{r(ap['cpu_ns_per_token'], bp['cpu_ns_per_token']):.2f}x, p50 {r(ac['latency_us']['p50'], bc['latency_us']['p50']):.2f}x, "
           f"p99 {r(ac['latency_us']['p99'], bc['latency_us']['p99']):.2f}x")
+print("by thread, CPU ns per token / times it ran per step (producer; consumer):")
+for (x, y, path), (c, p) in sorted(by.items()):
+    t = lambda d: ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(d.get("threads", {}).items(), key=lambda kv: -kv[1][0]))
+    print(f"{x:5} {y:2} {path:10} {t(p)}; {t(c)}")
 for x, y in sorted({k[:2] for k in by}):
     ratios(x, y, "mux", "zmq", "mux / zmq")
     ratios(x, y, "mux", "mux-single", "mux / mux-single (UDP runs on / off)")
