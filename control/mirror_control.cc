@@ -417,6 +417,7 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
   auto file = open_or_create_ring(o_, g, existing_);
   if (!file.ok()) return file.status();
   limits_ = stream_limits(*file);
+  ring_.emplace(file->share());
   auto writer = dataplane::MirrorWriter::attach(std::move(*file));
   if (!writer.ok()) return writer.status();
   first_seq_ = std::max(g.first_seq, writer->next_seq());

@@ -138,6 +138,11 @@ class MirrorControl {
   // none), and the control side's own.
   const dataplane::MirrorWorkerStats* stats() const { return link_ ? &link_->stats : nullptr; }
   const MirrorControlStats& control_stats() const { return cstats_; }
+  // ring: the ring as this session's writer maps it (a RingFile::share),
+  // once the handshake made it. A reader in this process (a mux node's
+  // ingress) takes a share rather than a mapping of its own: one set of
+  // page tables, warmed once for the writer and the reader. Conductor.
+  const std::optional<ring::RingFile>& ring() const { return ring_; }
   // last_totals: the counters of the session that ended last.
   const SessionTotals& last_totals() const { return last_totals_; }
   uint64_t port_drops() const { return plane_->port_drops(); }
@@ -180,6 +185,7 @@ class MirrorControl {
   std::vector<std::byte> hello_bytes_;
   bool awaiting_auth_ = false;
   std::optional<proto::Geometry> geometry_;
+  std::optional<ring::RingFile> ring_;  // the writer's mapping (ring())
   std::optional<dataplane::MacKey> data_key_, punch_key_;
   // Streaming state.
   dataplane::MirrorLink* link_ = nullptr;

@@ -414,7 +414,15 @@ bool NodeImpl::open_ingress(InPeer& p) {
   ring::RingExpectation want;
   want.blob = true;
   want.schema_signature = kChannelSchema;
-  auto f = ring::RingFile::open(p.ring_path, want);
+  // The mirror's own mapping when the engine's session has it (a share:
+  // one set of page tables for its writer and our reader, warmed once).
+  absl::StatusOr<ring::RingFile> f = absl::NotFoundError("no mirror mapping");
+  if (const auto& mapped = p.mirror->control->ring();
+      mapped && mapped->blob() && mapped->header().schema_signature == kChannelSchema) {
+    f = mapped->share();
+  } else {
+    f = ring::RingFile::open(p.ring_path, want);
+  }
   if (!f.ok()) return false;
   ring::RingFile lazy = f->share();  // reserved by the conductor kReserveAfterNs from now
   auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-reader");

@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <cstring>
-#include <mutex>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -215,6 +216,17 @@ TEST(Node, AChannelsLazyRingsAreReservedAndWarmedWholeOnceTheChannelIsUp) {
   usleep(50'000);
   EXPECT_EQ((*producer)->stats().rings_warmed, 1u);
   EXPECT_EQ((*consumer)->stats().rings_warmed, 1u);
+  // Each ring is mapped once in this process: the egress ring by its
+  // writer (the serve shares it), the ingress ring by its mirror (the
+  // node's reader shares it): one set of page tables each, the one warmed.
+  std::map<std::string, int> maps;
+  std::ifstream in("/proc/self/maps");
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(dir);
+    if (at != std::string::npos) ++maps[line.substr(at)];
+  }
+  ASSERT_EQ(maps.size(), 2u);
+  for (const auto& [path, n] : maps) EXPECT_EQ(n, 1) << path << " is mapped " << n << " times";
 }
 
 TEST(Node, RefusesABadConfigAtCreate) {
