@@ -206,7 +206,14 @@ void MirrorControl::connect(uint64_t now_ns) {
   const std::string path = ring::ring_path(o_.ring, o_.dir);
   have_ = 0;
   existing_.reset();
-  if (auto existing = ring::RingFile::open(path); existing.ok()) {
+  if (ring_ && !ring_->still_at(path)) ring_.reset();  // removed (or made again) since: not that ring now
+  if (ring_) {
+    // The ring this control's last session wrote, through the mapping that
+    // session locked (a reader in this process may still share it, and so
+    // the lock: a second descriptor could not take it again).
+    have_ = ring_->header().write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
+    existing_.emplace(ring_->share());
+  } else if (auto existing = ring::RingFile::open(path); existing.ok()) {
     have_ = existing->header().write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
     existing_.emplace(std::move(*existing));
   } else if (existing.status().code() != absl::StatusCode::kNotFound) {

@@ -141,7 +141,10 @@ class MirrorControl {
   // ring: the ring as this session's writer maps it (a RingFile::share),
   // once the handshake made it. A reader in this process (a mux node's
   // ingress) takes a share rather than a mapping of its own: one set of
-  // page tables, warmed once for the writer and the reader. Conductor.
+  // page tables, warmed once for the writer and the reader. The mapping
+  // holds the writer's lock (flock) while any share lives: a reconnect
+  // writes through it again (connect()), never through a new descriptor,
+  // which could not take the lock. Conductor.
   const std::optional<ring::RingFile>& ring() const { return ring_; }
   // last_totals: the counters of the session that ended last.
   const SessionTotals& last_totals() const { return last_totals_; }

@@ -229,6 +229,18 @@ void NodeImpl::before_step(uint64_t now) {
                      (p->stream == nullptr || p->stream->items.size() < p->stream->window);
     }
   }
+  // Warming (RingFile::warm): kWarmPerPass over every ring at most each
+  // kWarmEveryNs, however often the conductor turns (a busy one must not
+  // spend each of its passes on it).
+  uint64_t warm_left = now >= next_warm_ns ? kWarmPerPass : 0;
+  const auto warm_piece = [&](const ring::RingFile& f, uint64_t* at) {
+    if (warm_left == 0) return false;
+    const uint64_t from = *at;
+    *at = f.warm(from, warm_left);
+    warm_left -= std::min(warm_left, *at - from);
+    if (warm_left == 0) next_warm_ns = now + kWarmEveryNs;
+    return *at >= f.mapped_bytes();
+  };
   // A channel's ingress ring, once its mirror made it (in the engine's
   // turn): opened outside mu (it maps a file).
   for (auto& p : in) {
@@ -242,12 +254,9 @@ void NodeImpl::before_step(uint64_t now) {
         p->write_failed = true;  // its connection is cut at this pass's step (its streams end)
         p->ingress_file.reset();
       }
-    } else if (p->ingress_file && p->ingress_reserved) {  // its reader's mapping warmed, a piece a pass
-      p->ingress_warmed = p->ingress_file->warm(p->ingress_warmed, kWarmPerPass);
-      if (p->ingress_warmed >= p->ingress_file->mapped_bytes()) {
-        p->ingress_file.reset();
-        rings_warmed.fetch_add(1, std::memory_order_relaxed);
-      }
+    } else if (p->ingress_file && p->ingress_reserved && warm_piece(*p->ingress_file, &p->ingress_warmed)) {
+      p->ingress_file.reset();  // warmed whole (the mirror's mapping: its writer's too)
+      rings_warmed.fetch_add(1, std::memory_order_relaxed);
     }
   }
   for (auto& p : pass_out) {
@@ -266,9 +275,9 @@ void NodeImpl::before_step(uint64_t now) {
         log(absl::StrCat("egress ring: ", st.message()));
         p->setup_failed = true;
       }
-    } else if (p->reserved && p->egress_file && !p->setup_failed && p->warmed < p->egress_file->mapped_bytes()) {
-      p->warmed = p->egress_file->warm(p->warmed, kWarmPerPass);  // its writer's mapping (the serve's too)
-      if (p->warmed >= p->egress_file->mapped_bytes()) rings_warmed.fetch_add(1, std::memory_order_relaxed);
+    } else if (p->reserved && p->egress_file && !p->setup_failed && p->warmed < p->egress_file->mapped_bytes() &&
+               warm_piece(*p->egress_file, &p->warmed)) {  // its writer's mapping (the serve's too)
+      rings_warmed.fetch_add(1, std::memory_order_relaxed);
     }
     // What came before a close is read first (a keyed peer's refusal is a NODE, then its close).
     if (p->conn) p->open_read = !engine->ready(p->conn->fd()) || p->conn->read_available(1u << 20);
@@ -355,6 +364,7 @@ void NodeImpl::teardown(bool wait) {
     // pops a stream's last item may hold the last reference to the peer.
     // (Dead under mu before this: nobody reads them again.)
     p->ingress.reset();
+    p->ingress_file.reset();  // a peer that ended while its ring was warmed
     p->record = ring::LazyBytes();
     if (!p->mirror_name.empty()) {
       (void)engine->remove(p->mirror_name);
@@ -379,6 +389,7 @@ void NodeImpl::teardown(bool wait) {
       }
       if (!p->ring_path.empty()) unlink(p->ring_path.c_str());
       p->egress.reset();
+      p->egress_file.reset();
       return true;
     });
     if (!wait || retiring_out.empty()) return;
@@ -443,7 +454,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     // Its ring reserved kReserveAfterNs after it came up, then warmed a piece a pass.
     if (p->ready_ns != 0 && !p->reserved && p->egress_file) until = std::min(until, p->ready_ns + kReserveAfterNs);
     if (p->reserved && p->egress_file && p->warmed < p->egress_file->mapped_bytes()) {
-      until = std::min(until, now + kWarmEveryNs);
+      until = std::min(until, std::max(now, next_warm_ns));
     }
   }
   for (const auto& t : tcp_out) {
@@ -455,8 +466,8 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (p->close_after_flush) until = now;
-    if (p->ingress_file) {  // its ring reserved, then warmed a piece a pass
-      until = std::min(until, p->ingress_reserved ? now + kWarmEveryNs : p->ingress_ns + kReserveAfterNs);
+    if (p->ingress_file) {  // its ring reserved, then warmed a piece at a time
+      until = std::min(until, p->ingress_reserved ? std::max(now, next_warm_ns) : p->ingress_ns + kReserveAfterNs);
     }
     if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);

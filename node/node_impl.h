@@ -70,10 +70,11 @@ constexpr uint64_t kPositionEveryNs = 100'000'000;  // the credit sweep's (mux::
 // after the channel came up (not on its first tokens' path: the
 // allocation takes ~2 ms of the CPU the first token needs).
 constexpr uint64_t kReserveAfterNs = 100'000'000;
-// kWarmPerPass: once reserved, a channel ring is warmed (RingFile::warm)
-// this much a conductor pass: ~1 ms a pass on this VM, not a 14 ms stall.
+// kWarmPerPass: once reserved, the channel rings are warmed
+// (RingFile::warm) this much at a time, over all of them (~1 ms on this
+// VM, not a 14 ms stall a ring), at most once each kWarmEveryNs.
 constexpr uint64_t kWarmPerPass = 1u << 20;
-constexpr uint64_t kWarmEveryNs = 1'000'000;  // ... and a pass this often until it is warm
+constexpr uint64_t kWarmEveryNs = 1'000'000;
 // The two ends of a channel that are nobody's fault (not logged).
 inline constexpr const char* kClosedByPeer = "its control connection closed";
 inline constexpr const char* kNodeStops = "the node stops";
@@ -236,6 +237,7 @@ struct NodeImpl : engine::ConductorAgent {
   // whole (NodeStats; a benchmark starts its clock once its channels'
   // are). Written by the conductor, read by stats(): a count, relaxed.
   std::atomic<uint64_t> rings_warmed{0};
+  uint64_t next_warm_ns = 0;  // conductor: the next piece of warming is not before this
   bool stopped = false;    // conductor: every peer ended (stop_peers ran)
   std::thread thread;      // the conductor of own_engine
   control::FrameLimits limits = mux_limits();

@@ -288,6 +288,7 @@ def produce_mux(args, frontends):
     deadline = time.monotonic() + 10
     while node.stats()["rings_warmed"] < len(frontends) and time.monotonic() < deadline:
         time.sleep(0.01)
+    rings_warm = node.stats()["rings_warmed"] >= len(frontends)  # reported: false if the clock started without
     n = len(senders)
     live = list(range(n))
     batch = list(senders)  # the decode batch: live's senders, in its order (a token each a step)
@@ -320,7 +321,7 @@ def produce_mux(args, frontends):
     node.drain(10.0)
     st = node.stats()
     return cpu, st["records_sent"], {"stopped_at": sorted(stopped_at.values()), "full": full, "threads": threads,
-                                     **sockets}
+                                     "rings_warm": rings_warm, **sockets}
 
 
 def produce_zmq(args, frontends):

@@ -352,12 +352,18 @@ absl::Status RingFile::reserve() const {
   if (err != 0 && err != EOPNOTSUPP) return errno_status(err, "cannot allocate ring", path_);
   // This mapping's page tables too, in one call (MADV_POPULATE_WRITE,
   // Linux 5.14): whoever uses this mapping (a node's egress ring: its
-  // writer and the serve; its ingress ring: its reader, not the mirror's
-  // own mapping) then takes no fault a page on the first lap (~5 us each
+  // writer and the serve; its ingress ring: the mirror that writes it and
+  // the node's reader, one mapping) then takes no fault a page on the first lap (~5 us each
   // on a VM: 3,072 of them on a stream mux channel's 12 MiB ring). Best
   // effort: an older kernel leaves them to the first touch.
   (void)madvise(map_->base, map_->size, MADV_POPULATE_WRITE);
   return absl::OkStatus();
+}
+
+bool RingFile::still_at(const std::string& path) const {
+  struct stat here {}, there {};
+  return fstat(map_->fd, &here) == 0 && stat(path.c_str(), &there) == 0 && here.st_dev == there.st_dev &&
+         here.st_ino == there.st_ino;
 }
 
 // Reads what another thread may be writing (the ring's writer): the value

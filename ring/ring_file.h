@@ -116,6 +116,9 @@ class RingFile {
   // Any thread; no system call.
   uint64_t warm(uint64_t from, uint64_t bytes) const;
   uint64_t mapped_bytes() const { return map_->size; }
+  // still_at: the file at `path` is the one this handle maps (the same
+  // device and inode: not removed and made again since).
+  bool still_at(const std::string& path) const;
 
   RingHeader& header() const { return *header_; }
   uint64_t capacity() const { return header_->capacity; }

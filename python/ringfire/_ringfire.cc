@@ -304,17 +304,20 @@ PYBIND11_MODULE(_ringfire, m) {
            "whatever is staged goes now; never blocks, never fails")
       .def(
           "send_many",
-          [](Node& n, py::object items, py::object records, bool flush) -> py::object {
+          [](Node& n, py::object items, py::object records, py::object flush_arg) -> py::object {
             // One decode step under one lock: (sender, bytes) pairs, or a
             // list of senders and a list of records side by side (the
             // decode batch's senders kept in a list, one token each: no
             // tuple a token). Tuples of the lists (a copy: they hold every
             // sender and bytes while the GIL is let go, whatever another
             // thread does to the caller's lists).
-            if (PyBool_Check(records.ptr())) {  // send_many(items, True): flush, given by place
-              flush = records.ptr() == Py_True;
+            // send_many(items, True): the older form's flush, given by place.
+            if (!records.is_none() && !PySequence_Check(records.ptr()) && PyNumber_Check(records.ptr())) {
+              if (!flush_arg.is_none()) throw py::value_error("send_many: flush given twice (by place and by name)");
+              flush_arg = records;
               records = py::none();
             }
+            const bool flush = !flush_arg.is_none() && PyObject_IsTrue(flush_arg.ptr()) == 1;
             const bool pairs = records.is_none();
             if (!PySequence_Check(items.ptr()) || (!pairs && !PySequence_Check(records.ptr()))) {
               throw py::value_error("send_many takes a list of (sender, bytes), or a list of senders and one of bytes");
@@ -363,7 +366,7 @@ PYBIND11_MODULE(_ringfire, m) {
             }
             return not_sent;
           },
-          py::arg("items"), py::arg("records") = py::none(), py::arg("flush") = false,
+          py::arg("items"), py::arg("records") = py::none(), py::arg("flush") = py::none(),
           "a decode step in one call: each (sender, bytes) of items in order, or each sender of items with the "
           "record at its place in records; then flush_batch() if flush. None when every record was taken, else a "
           "list of (index, status) for those that were not ('full', 'closed', 'too_large')")

@@ -209,6 +209,25 @@ TEST_F(MirrorControlTest, ASourceThatGoesAwayClosesTheSessionAndOneThatComesBack
   EXPECT_EQ(m->control_stats().sessions, 2u);
 }
 
+// A reader in this process holds a share of the ring's mapping (a mux
+// node's ingress does), and so the writer's lock: the next session writes
+// through that same mapping, not a new descriptor that could not lock it.
+TEST_F(MirrorControlTest, ASessionAfterAReconnectWritesThroughTheMappingAReaderShares) {
+  start_source();
+  auto m = mirror();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }));
+  ASSERT_TRUE(m->ring().has_value());
+  const ring::RingFile reader = m->ring()->share();
+  source_.reset();
+  ASSERT_TRUE(pump(*m, [&] { return m->state() != State::kStreaming; }));
+  start_source();
+  ASSERT_TRUE(source_ != nullptr);
+  ASSERT_TRUE(pump(*m, [&] { return m->state() == State::kStreaming; }, 5000))
+      << static_cast<int>(m->state()) << " " << m->end_reason() << " " << m->failure();
+  EXPECT_EQ(m->control_stats().sessions, 2u);
+  EXPECT_EQ(&m->ring()->header(), &reader.header()) << "the second session mapped the ring again";
+}
+
 TEST_F(MirrorControlTest, ASchemaMismatchIsFinalAndSaysSo) {
   start_source();
   MirrorOptions o;
