@@ -338,6 +338,12 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
          [](const S& s) { return s.channel_tx_bursts; });
   by("ringfire_mux_channel_applied_total", "Ingress channel batches applied, by the thread that applied them.", "by",
      {{"reader", [](const S& s) { return s.applied_by_readers; }}, {"node", [](const S& s) { return s.applied_by_node; }}});
+  by("ringfire_mux_resumes_total", "Streams held for a resume when their channel ended, and what became of them.",
+     "outcome",
+     {{"held", [](const S& s) { return s.resumes_held; }},
+      {"answered", [](const S& s) { return s.resumes_answered; }},
+      {"refused", [](const S& s) { return s.resumes_refused; }},
+      {"expired", [](const S& s) { return s.resumes_expired; }}});
   by("ringfire_mux_rejected_total", "What the node refused or dropped, by reason.", "reason",
      {{"refused_connection", [](const S& s) { return s.refused; }},
       {"unauthenticated", [](const S& s) { return s.unauthenticated; }},

@@ -310,7 +310,7 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
       {"name"},        {"port"},           {"listen"},          {"psk-file"},      {"credit"},
       {"flush"},       {"no-mux", true},   {"silent-peer-ms"},  {"accept-timeout-ms"},
       {"max-channels"}, {"max-channels-per-source"}, {"max-pending-per-source"}, {"channel-records"},
-      {"max-streams-per-peer"}};
+      {"max-streams-per-peer"}, {"resume-window-ms"}};
   if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
   NodeSpec n;
   auto name = required(f, t, "name", "\"tokens\"");
@@ -354,7 +354,8 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   auto pending = number(f, t, "max-pending-per-source", 1, 4096, o.max_pending_per_source);
   auto records = number(f, t, "channel-records", 64, 1u << 22, o.channel_records);
   auto streams = number(f, t, "max-streams-per-peer", 1, 1u << 20, o.mux.max_streams_per_peer);
-  for (const auto* x : {&credit, &silent, &accept, &channels, &per_source, &pending, &records, &streams}) {
+  auto resume = number(f, t, "resume-window-ms", 0, 3'600'000, o.resume_window_ns / 1'000'000);
+  for (const auto* x : {&credit, &silent, &accept, &channels, &per_source, &pending, &records, &streams, &resume}) {
     if (!x->ok()) return x->status();
   }
   if ((*records & (*records - 1)) != 0) return error_at(f, t, "channel-records", "a power of two");
@@ -366,6 +367,7 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   o.max_pending_per_source = static_cast<uint32_t>(*pending);
   o.channel_records = static_cast<uint32_t>(*records);
   o.mux.max_streams_per_peer = static_cast<uint32_t>(*streams);
+  o.resume_window_ns = *resume * 1'000'000;
   if (const ConfigValue* v = get(t, "flush")) {
     auto fl = parse_flush(v->text);
     if (!fl.ok()) return error_at(f, t, "flush", "auto, manual or linger:MICROSECONDS");

@@ -108,6 +108,10 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
   return true;
 }
 
+bool PeerReceiver::ended(const Stream* s) const { return s->ended; }
+
+uint32_t PeerReceiver::frames_delivered(const Stream* s) const { return s->expected_seq - s->first_seq; }
+
 bool PeerReceiver::pop(Stream* s, StreamItem* out) {
   Popped p;
   if (!pop(s, &p)) return false;

@@ -118,6 +118,10 @@ class PeerReceiver {
   bool pop(Stream* s, Popped* out);
   bool pop(Stream* s, StreamItem* out);  // a copy
   bool has_items(const Stream* s) const;
+  // ended: its end is queued (finished or dropped). frames_delivered: the
+  // data frames it delivered (into its buffer: read or not).
+  bool ended(const Stream* s) const;
+  uint32_t frames_delivered(const Stream* s) const;
   // grant_due: the stream has read back a quarter of its window, or of its
   // byte budget, since its last grant, or what it has read back and still
   // buffers is 3/4 of its byte budget — time to send credit. Smaller

@@ -193,6 +193,7 @@ uint64_t NodeImpl::conduct(uint64_t now) {
     std::lock_guard l(mu);
     ++counters.conductor_passes;
     step(now);
+    expire_resumes(now);
     for (auto& p : in) {
       if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
     }
@@ -463,6 +464,9 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     // One the engine would not watch is read every pass: the same look.
     if (t->unwritten.load(std::memory_order_relaxed) || t->unwatched) until = std::min(until, now + 200'000);
   }
+  for (const auto& a : resuming) {
+    if (a->resume_session != 0) until = std::min(until, a->resume_deadline_ns);  // its held end is read then
+  }
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (p->close_after_flush) until = now;
@@ -582,9 +586,13 @@ std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
   return std::unique_ptr<Anchor>(new Anchor(impl_, st, mux::AnchorHandle{impl_->worker, st->id}));
 }
 
-absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer) {
+absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
+                                                     uint64_t resume_session) {
   NodeImpl& m = *impl_;
-  if (!m.mux.enabled) return m.attach_tcp(impl_, h, peer);  // no mux here: one connection per stream
+  if (!m.mux.enabled) {
+    if (resume_session != 0) return absl::InvalidArgumentError("attach: a resume is the mux's (this node has it off)");
+    return m.attach_tcp(impl_, h, peer);  // no mux here: one connection per stream
+  }
   std::shared_ptr<OutPeer> p;
   {
     std::lock_guard l(m.mu);
@@ -623,6 +631,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   auto a = std::make_shared<PendingAttach>();
   a->anchor = h.anchor;
   a->session = random_u64();
+  a->resume_session = resume_session;
   {
     std::lock_guard l(m.mu);
     if (p->dead) return absl::UnavailableError("attach: the peer is gone");
@@ -640,10 +649,13 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   if (!a->status.ok()) return a->status;
   if (p->dead && !a->tcp_chosen) return absl::UnavailableError("attach: the peer went away");
   if (a->tcp_chosen) {
+    if (resume_session != 0) return absl::FailedPreconditionError("attach: the peer answered a resume without the mux");
     l.unlock();
     return m.attach_tcp(impl_, h, peer);  // the peer does not take the mux
   }
-  return std::unique_ptr<Sender>(new Sender(impl_, p, a->slot, a->session));
+  auto sender = std::unique_ptr<Sender>(new Sender(impl_, p, a->slot, a->session));
+  sender->resume_at_ = a->resume_at;
+  return sender;
 }
 
 void Node::flush_batch() {

@@ -123,6 +123,15 @@ struct NodeOptions {
   uint32_t max_pending_per_source = 32;
   uint32_t max_pending = 512;
   uint32_t max_anchors = 1u << 20;
+  // resume_window_ns: a single-sender anchor whose stream ends with its
+  // channel (the producer's node lost, its connection cut, a record the
+  // channel never delivered) holds that end back this long. A producer
+  // that attaches again naming the stream's session (Node::attach's
+  // `resume_session`, from any node) is told how many frames the anchor
+  // holds, and its stream goes on from the next one: the reader sees one
+  // unbroken stream. Without one in time the end (dropped, channel lost)
+  // is read. 0: no resume; the end is read at once.
+  uint64_t resume_window_ns = 0;
 };
 
 // Item: one thing a consumer reads from an anchor.
@@ -169,6 +178,13 @@ struct NodeStats {
   uint64_t frames_unmaced = 0;   // keyed peers that MAC no control frames (older ones): served anyway
   uint64_t attaches_answered = 0;
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
+  // Resumes (NodeOptions::resume_window_ns): streams held back when their
+  // channel ended, resumes answered, refused (no such held stream, or not
+  // the mux), and held ends read because none came in time.
+  uint64_t resumes_held = 0;
+  uint64_t resumes_answered = 0;
+  uint64_t resumes_refused = 0;
+  uint64_t resumes_expired = 0;
   uint64_t channel_batches = 0;    // batches published into egress rings
   uint64_t admission_waits = 0;    // builds held back: the peer had not applied enough of the channel
   uint64_t out_of_fds = 0;         // connections shed: the process had no descriptor left
@@ -249,6 +265,10 @@ class Sender {
   // per_stream: this stream took the per-stream TCP path.
   bool per_stream() const { return tcp_ != nullptr; }
   uint64_t session() const { return session_; }
+  // resume_at: a resume's answer (Node::attach's resume_session): the data
+  // frames the anchor already holds of the stream taken over; this
+  // sender's first record is the stream's frame resume_at. 0 otherwise.
+  uint32_t resume_at() const { return resume_at_; }
 
  private:
   friend class Node;
@@ -263,6 +283,7 @@ class Sender {
   std::shared_ptr<TcpStreamOut> tcp_;  // the per-stream TCP path
   proto::SlotId slot_;
   uint64_t session_;
+  uint32_t resume_at_ = 0;
   bool done_ = false;
 };
 
@@ -308,8 +329,15 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   std::unique_ptr<Anchor> create_anchor(AnchorKind kind);
+  // attach: a stream to the anchor behind `handle` on the node at
+  // `peer_control`. resume_session: take over that stream of the anchor,
+  // which its channel ended (the old Sender::session(); the consumer holds
+  // it for its NodeOptions::resume_window_ns): the new Sender's
+  // resume_at() says from which frame it goes on. Refused (an error) when
+  // the anchor holds no such stream; the mux only.
   absl::StatusOr<std::unique_ptr<Sender>> attach(const mux::AnchorHandle& handle,
-                                                 const dataplane::Endpoint& peer_control);
+                                                 const dataplane::Endpoint& peer_control,
+                                                 uint64_t resume_session = 0);
   void flush_batch();
   // send_many: each record on its sender, in order, under one lock (a
   // decode step in one call); each SendOne's status says what became of

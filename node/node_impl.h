@@ -292,6 +292,8 @@ struct NodeImpl : engine::ConductorAgent {
   std::vector<std::byte> buf;    // the batch buffer (whoever builds, under mu)
   // The anchors with an item, each once (AnchorState::listed), oldest first.
   std::deque<std::shared_ptr<AnchorState>> ready_anchors;
+  // Anchors holding a stream's end for a resume (AnchorState::resume_session).
+  std::vector<std::shared_ptr<AnchorState>> resuming;
   bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
   // Per source address (the accepted connection's IP): connections not yet
   // useful (InPeer::pending), and channels.
@@ -367,6 +369,19 @@ struct NodeImpl : engine::ConductorAgent {
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why);
+  // hold_for_resume: the peer's channel ended (before its streams end):
+  // its single-sender anchors' live streams wait for a resume. Under mu.
+  void hold_for_resume(InPeer& p, uint64_t now);
+  // expire_resumes: the held ends whose window closed are read. Under mu.
+  void expire_resumes(uint64_t now);
+  // resume_matches: an attach naming `session` may take over the anchor's
+  // held stream (a single-sender anchor, not cancelled, the session it
+  // holds, within the window). Under mu.
+  static bool resume_matches(const AnchorState& a, uint64_t session, uint64_t now);
+  // take_over: `next` (registered for the resume) goes on from the held
+  // stream: the anchor's frames count on from it, its end is not read,
+  // and `next`'s items wait for its unread ones. Under mu.
+  void take_over(AnchorState& a, AnchorStream* next);
   // teardown: the conductor, outside mu: ended peers' sessions, rings and
   // sockets (an OutPeer's once no runner holds it; `wait`: until then).
   void teardown(bool wait);

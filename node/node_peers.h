@@ -39,6 +39,8 @@ struct PendingAttach {
   bool done = false;        // answered (or failed): status and slot are final
   bool abandoned = false;   // the caller timed out: a late success is aborted
   bool tcp_chosen = false;  // the peer answered tcp: attach again on the stream's own connection
+  uint64_t resume_session = 0;  // a resume: the session it takes over (0: a new stream)
+  uint32_t resume_at = 0;       // ... and the answer's resume_at
   absl::Status status;
   proto::SlotId slot;
 };
@@ -189,6 +191,10 @@ struct AnchorStream {
   std::shared_ptr<TcpStreamIn> tcp;        // instead, on the per-stream path
   size_t at = 0;                           // its index in anchor->streams
   bool queued = false;                     // in anchor->ready
+  // A resume: the stream that took this one over (its items wait until
+  // this one's are read: `behind`), and this one's end is not read.
+  AnchorStream* superseded_by = nullptr;
+  bool behind = false;                     // a resumed stream whose predecessor still has items
 };
 
 // AnchorState: an anchor's streams, and which of them have items (a FIFO:
@@ -202,6 +208,16 @@ struct AnchorState : std::enable_shared_from_this<AnchorState> {
   std::deque<AnchorStream*> ready;          // streams with an item, each once
   bool listed = false;                      // in NodeImpl::ready_anchors
   bool paused = false;                      // poll() passes it by (it is never listed while paused)
+  // A resume (NodeOptions::resume_window_ns): its stream ended with its
+  // channel; a producer naming resume_session may take it over until
+  // resume_deadline_ns. Its end is held (held_end, once read from the
+  // stream) and read only if none came.
+  uint64_t resume_session = 0;              // 0: none awaited
+  uint64_t resume_deadline_ns = 0;
+  uint32_t resume_frames = 0;               // the data frames the anchor holds of it (the answer's resume_at)
+  AnchorStream* resume_from = nullptr;      // the ended stream, while its items are unread
+  std::optional<Item> held_end;             // its end, read from it while the resume is awaited
+  uint32_t frames_base = 0;                 // data frames before the last resume: a later end counts from here
 };
 
 }  // namespace ringfire::node

@@ -157,7 +157,9 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   if (p.node_seen) {
     for (auto& a : p.attaches) {
       if (a->sent) continue;
-      queue_attach(*p.conn, proto::AttachRequest{a->anchor, a->session, mux::supported_keys(mux)});
+      proto::AttachRequest req{a->anchor, a->session, mux::supported_keys(mux)};
+      req.resume_session = a->resume_session;
+      queue_attach(*p.conn, req);
       a->sent = true;
     }
   }
@@ -270,6 +272,7 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
       a->status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
     } else {
       a->slot = *slot;
+      a->resume_at = resp.resume_at;
       if (a->abandoned) p.sender->abort(*slot);
     }
     attach_owed = true;

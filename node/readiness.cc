@@ -55,6 +55,7 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
     AnchorStream* s = a.ready.front();
     a.ready.pop_front();
     s->queued = false;
+    if (s->behind) continue;  // a resume: its predecessor's items first (it is listed again after them)
     Item::Kind kind;
     mux::EndReason reason = mux::EndReason::kNone;
     uint32_t frames = 0;
@@ -79,7 +80,7 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
              : p.kind == mux::StreamItem::Kind::kFinished ? Item::Kind::kFinished
                                                           : Item::Kind::kDropped;
       reason = p.reason;
-      frames = p.frames;
+      frames = p.frames + (p.kind == mux::StreamItem::Kind::kData ? 0 : a.frames_base);  // an end counts a resume's frames too
       data = p.bytes;
       if (kind == Item::Kind::kData) {
         *wake_node |= rx.grant_due(s->stream) || rx.sweep_due(0);  // credit to send back (0: not by time)
@@ -90,8 +91,24 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
     }
     const uint64_t session = s->session;
     if (kind != Item::Kind::kData) {
-      // Its end: the stream is over (the receiver freed its state). A
-      // stream no producer ever claimed leaves a single-sender anchor free.
+      // Its end: the stream is over (the receiver freed its state).
+      if (AnchorStream* next = s->superseded_by) {
+        // A resume took it over: its end is not read; the stream that
+        // goes on from it is read from here.
+        next->behind = false;
+        if (next->peer->receiver->has_items(next->stream)) stream_readable(next);
+        remove_stream(s);
+        continue;
+      }
+      if (a.resume_session != 0 && a.resume_from == s) {
+        // Its channel ended and a resume may still come: the end is held
+        // (read at the window's close if none did).
+        a.held_end = Item{kind, session, {}, reason, frames};
+        a.resume_from = nullptr;
+        remove_stream(s);
+        continue;
+      }
+      // A stream no producer ever claimed leaves a single-sender anchor free.
       if (reason == mux::EndReason::kNeverOpened) a.attached_once = false;
       remove_stream(s);
     }

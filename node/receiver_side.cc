@@ -338,6 +338,9 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   if (p.per_stream) {
     if (resp.status != proto::AttachStatus::kOk) {
       // unknown anchor: answered below, then closed
+    } else if (req.resume_session != 0) {
+      resp.status = proto::AttachStatus::kRefused;  // a resume is the mux's (a held stream is a channel's)
+      ++counters.resumes_refused;
     } else if (a->kind == AnchorKind::kSingleSender && a->attached_once) {
       resp.status = proto::AttachStatus::kRefused;
     } else {
@@ -358,12 +361,19 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   if (p.receiver == nullptr && resp.transport_key == proto::kTransportMux) {
     resp = mux::answer(req, mux::MuxConfig{}, known);  // no channel here: the per-stream path
   }
-  if (known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
+  const uint64_t now = monotonic_ns();
+  const bool resume = req.resume_session != 0;
+  if (resume && resp.status == proto::AttachStatus::kOk &&
+      (!known || resp.transport_key != proto::kTransportMux || !resume_matches(*a, req.resume_session, now))) {
+    resp.status = proto::AttachStatus::kRefused;  // no such held stream here (or not the mux): nothing moves
+    ++counters.resumes_refused;
+  }
+  if (!resume && known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
   // A tcp answer here registers nothing: the producer attaches again on
   // the stream's own connection (§5.5).
   if (resp.status == proto::AttachStatus::kOk && resp.transport_key == proto::kTransportMux) {
     AnchorStream* as = add_stream(*a, req.session_id);
-    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit, monotonic_ns(), as);
+    mux::PeerReceiver::Stream* s = p.receiver->expect(req.anchor_id, req.session_id, resp.initial_credit, now, as);
     if (s == nullptr) {
       resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
       remove_stream(as);
@@ -371,6 +381,10 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       a->attached_once = true;
       as->peer = p.shared_from_this();
       as->stream = s;
+      if (resume) {
+        resp.resume_at = a->resume_frames;
+        take_over(*a, as);
+      }
     }
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
@@ -450,6 +464,66 @@ void NodeImpl::settle(InPeer& p) {
   if (auto it = pending_by_source.find(p.source); it != pending_by_source.end() && --it->second == 0) pending_by_source.erase(it);
 }
 
+bool NodeImpl::resume_matches(const AnchorState& a, uint64_t session, uint64_t now) {
+  return a.kind == AnchorKind::kSingleSender && !a.cancelled && a.resume_session != 0 && a.resume_session == session &&
+         now < a.resume_deadline_ns;
+}
+
+void NodeImpl::take_over(AnchorState& a, AnchorStream* next) {
+  a.frames_base = a.resume_frames;
+  if (a.resume_from != nullptr) {  // its items are still unread: `next` waits for them
+    a.resume_from->superseded_by = next;
+    next->behind = true;
+  }
+  a.resume_from = nullptr;
+  a.held_end.reset();  // read already: it is not news now
+  a.resume_session = 0;  // once: expire_resumes lets the anchor go
+  ++counters.resumes_answered;
+}
+
+void NodeImpl::hold_for_resume(InPeer& p, uint64_t now) {
+  if (opt.resume_window_ns == 0 || !p.receiver) return;
+  // Rare (a channel's end): a walk of the anchors.
+  for (auto& [id, a] : anchors) {
+    if (a->kind != AnchorKind::kSingleSender || a->cancelled || a->resume_session != 0) continue;
+    for (const auto& s : a->streams) {
+      if (s->tcp || s->peer.get() != &p || s->superseded_by != nullptr || p.receiver->ended(s->stream)) continue;
+      a->resume_session = s->session;
+      a->resume_deadline_ns = now + opt.resume_window_ns;
+      a->resume_frames = a->frames_base + p.receiver->frames_delivered(s->stream);
+      a->resume_from = s.get();
+      resuming.push_back(a);
+      ++counters.resumes_held;
+      break;
+    }
+  }
+}
+
+void NodeImpl::expire_resumes(uint64_t now) {
+  std::erase_if(resuming, [&](const std::shared_ptr<AnchorState>& a) {
+    if (a->resume_session == 0) return true;  // taken over
+    if (now < a->resume_deadline_ns) return false;
+    ++counters.resumes_expired;
+    a->resume_session = 0;
+    a->resume_from = nullptr;  // an end not yet read is read as it comes
+    if (a->held_end && !a->cancelled) {
+      // The end read while the resume was awaited goes now, a one-item
+      // stream of its own (read as the per-stream path's items are).
+      auto t = std::make_shared<TcpStreamIn>();
+      t->window = UINT32_MAX;
+      t->ended = true;
+      t->items.push_back(std::move(*a->held_end));
+      AnchorStream* s = add_stream(*a, t->items.back().session);
+      s->tcp = t;
+      t->owner = s;
+      stream_readable(s);
+      items_ready();
+    }
+    a->held_end.reset();
+    return true;
+  });
+}
+
 void NodeImpl::end_in(InPeer& p, const std::string& why) {
   // What the channel delivered before it ended is the streams' (a producer
   // that finished and closed is finished, not dropped): applied first.
@@ -464,6 +538,7 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
     }
   }
   if (p.receiver) {
+    if (why != kNodeStops) hold_for_resume(p, monotonic_ns());  // before their ends: whose a resume may take over
     p.receiver->peer_lost();  // every registered stream: exactly one Dropped
     const mux::PeerReceiverStats& s = p.receiver->stats();
     in_ended = sum(in_ended, s);

@@ -81,6 +81,7 @@ size_t encode_attach_request(const AttachRequest& m, MutableBytes out) {
   for (TransportKey k : {kTransportTcp, kTransportMux}) {
     if ((m.supported_keys & k) != 0) put_key(w, k);
   }
+  if (m.resume_session != 0) put_u64(w, kTagResumeSession, m.resume_session);
   return w.ok() ? w.size() : 0;
 }
 
@@ -94,6 +95,7 @@ size_t encode_attach_response(const AttachResponse& m, MutableBytes out) {
   put_u32(w, kTagInitialCredit, m.initial_credit);
   put_u32(w, kTagSlotByteBudget, m.slot_byte_budget);
   if (m.peer_byte_budget != 0) put_u32(w, kTagPeerByteBudget, m.peer_byte_budget);
+  if (m.resume_at != 0) put_u32(w, kTagResumeAt, m.resume_at);
   return w.ok() ? w.size() : 0;
 }
 
@@ -118,6 +120,7 @@ DecodeError decode_attach_request(ConstBytes body, AttachRequest* out) {
         if (v.size() > kMaxTransportKeyBytes) return DecodeError::kTooLarge;
         out->supported_keys |= key_from_name(v);
         return DecodeError::kOk;
+      case kTagResumeSession: return read_fixed(v, &out->resume_session);
       default: return DecodeError::kOk;  // a newer peer's field
     }
   });
@@ -146,6 +149,7 @@ DecodeError decode_attach_response(ConstBytes body, AttachResponse* out) {
       case kTagInitialCredit: return read_fixed(v, &out->initial_credit);
       case kTagSlotByteBudget: return read_fixed(v, &out->slot_byte_budget);
       case kTagPeerByteBudget: return read_fixed(v, &out->peer_byte_budget);
+      case kTagResumeAt: return read_fixed(v, &out->resume_at);
       default: return DecodeError::kOk;
     }
   });

@@ -38,6 +38,9 @@ struct AttachRequest {
   uint64_t anchor_id = 0;
   uint64_t session_id = 0;
   uint32_t supported_keys = 0;  // TransportKey bits; 0 = advertises nothing
+  // resume_session: this stream takes over the anchor's stream of that
+  // session, which ended with its channel (0: a new stream).
+  uint64_t resume_session = 0;
 };
 
 struct AttachResponse {
@@ -48,6 +51,9 @@ struct AttachResponse {
   uint32_t initial_credit = 0;    // 0 = legacy peer; the mux is unusable
   uint32_t slot_byte_budget = 0;  // 0 = use the default
   uint32_t peer_byte_budget = 0;  // 0 = not given (an older receiver): the owner assumes its own
+  // resume_at: a resume's answer: the data frames the anchor holds of the
+  // resumed stream; the resumed stream's first frame is the next one.
+  uint32_t resume_at = 0;
 };
 
 // Field tags (u16). Tag values are never reused.
@@ -59,6 +65,8 @@ enum AttachTag : uint16_t {
   kTagInitialCredit = 5,   // u32
   kTagSlotByteBudget = 6,  // u32
   kTagPeerByteBudget = 7,  // u32
+  kTagResumeSession = 8,   // u64; request only
+  kTagResumeAt = 9,        // u32; response only
 };
 inline constexpr size_t kMaxTransportKeyBytes = 64;
 

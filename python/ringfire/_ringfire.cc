@@ -148,6 +148,10 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["polls"] = s.polls;
   d["ready_wakeups"] = s.ready_wakeups;
   d["conductor_passes"] = s.conductor_passes;
+  d["resumes_held"] = s.resumes_held;
+  d["resumes_answered"] = s.resumes_answered;
+  d["resumes_refused"] = s.resumes_refused;
+  d["resumes_expired"] = s.resumes_expired;
   d["rings_warmed"] = s.rings_warmed;
   return d;
 }
@@ -197,7 +201,10 @@ PYBIND11_MODULE(_ringfire, m) {
           "block (the GIL released) until the stream is closed — cancelled by the consumer, "
           "its peer gone, the node stopped — or `seconds` passed; returns closed")
       .def_property_readonly("per_stream", &Sender::per_stream, "the stream took the per-stream TCP path")
-      .def_property_readonly("session", &Sender::session);
+      .def_property_readonly("session", &Sender::session, "the stream's session: what a resume names (Node.attach)")
+      .def_property_readonly("resume_at", &Sender::resume_at,
+                             "a resume's answer: the frames the anchor already holds; this sender's first record is "
+                             "the stream's frame resume_at (0 for a new stream)");
 
   py::class_<Anchor>(m, "Anchor", "the consumer's end: one stream per attached producer")
       .def_property_readonly("handle", [](const Anchor& a) { return a.handle().to_string(); },
@@ -235,7 +242,8 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
-                       const std::string& dpdk_ip, double silent_peer, uint32_t mtu, bool gso, bool gro) {
+                       const std::string& dpdk_ip, double silent_peer, uint32_t mtu, bool gso, bool gro,
+                       double resume_window) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -246,6 +254,10 @@ PYBIND11_MODULE(_ringfire, m) {
              o.ring_dir = ring_dir;
              if (silent_peer < 0) throw py::value_error("silent_peer must be >= 0 seconds (0: the kernel's TCP defaults)");
              o.silent_peer_ms = static_cast<uint32_t>(silent_peer * 1000);
+             if (resume_window < 0 || resume_window > 3600) {
+               throw py::value_error("resume_window must be 0 to 3600 seconds (0: a stream's end is read at once)");
+             }
+             o.resume_window_ns = static_cast<uint64_t>(resume_window * 1e9);
              const auto mode = ringfire::ring::parse_idle_mode(idle);
              if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
              o.port.idle = *mode;
@@ -275,7 +287,8 @@ PYBIND11_MODULE(_ringfire, m) {
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
            py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "",
-           py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472, py::arg("gso") = true, py::arg("gro") = true)
+           py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472, py::arg("gso") = true, py::arg("gro") = true,
+           py::arg("resume_window") = 0.0)
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {
@@ -284,14 +297,14 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("multi_sender") = false)
       .def(
           "attach",
-          [](Node& n, const std::string& handle, const std::string& peer) {
+          [](Node& n, const std::string& handle, const std::string& peer, uint64_t resume) {
             auto h = ringfire::mux::AnchorHandle::parse(handle);
             if (!h) throw py::value_error(absl::StrCat("not a handle: '", handle.substr(0, 60), "'"));
             const auto at = endpoint(peer);
             absl::StatusOr<std::unique_ptr<Sender>> s;
             {
               py::gil_scoped_release nogil;
-              s = n.attach(*h, at);
+              s = n.attach(*h, at, resume);
             }
             if (!s.ok()) {
               PyErr_SetString(PyExc_ConnectionError, std::string(s.status().message()).c_str());
@@ -299,7 +312,9 @@ PYBIND11_MODULE(_ringfire, m) {
             }
             return std::move(*s);
           },
-          py::arg("handle"), py::arg("peer"), "attach to a handle on the node at peer ('ip:port'); returns a Sender")
+          py::arg("handle"), py::arg("peer"), py::arg("resume") = 0,
+          "attach to a handle on the node at peer ('ip:port'); returns a Sender. resume: the session (Sender.session) "
+          "of the anchor's stream whose channel ended, to go on from its next frame (Sender.resume_at)")
       .def("flush_batch", &Node::flush_batch, py::call_guard<py::gil_scoped_release>(),
            "whatever is staged goes now; never blocks, never fails")
       .def(

@@ -635,6 +635,130 @@ TEST(Node, PeerLossDropsEveryLiveStreamOnce) {
   EXPECT_FALSE(pair.anchors[1]->recv(&it, 100'000'000)) << "a Dropped after Finished";
 }
 
+// resume_window: a consumer holding streams for a resume.
+std::unique_ptr<Node> make_resuming(const std::string& name, uint64_t window_ns) {
+  NodeOptions o = options(name);
+  o.resume_window_ns = window_ns;
+  auto n = Node::create(o);
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? std::move(*n) : nullptr;
+}
+
+// wait_until: polls `done` every 10 ms for up to 10 s.
+template <typename F>
+bool wait_until(F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// read_tokens: the next `n` items of `a` are data, prefix0..: each in order.
+void read_tokens(Anchor& a, const std::string& prefix, int from, int to) {
+  for (int k = from; k < to; ++k) {
+    Item it;
+    ASSERT_TRUE(a.recv(&it, 10 * kSecond)) << prefix << k << " did not arrive";
+    ASSERT_EQ(it.kind, Item::Kind::kData) << prefix << k << ": " << mux::end_reason_name(it.reason);
+    EXPECT_EQ(text(it.bytes), absl::StrCat(prefix, k));
+  }
+}
+
+std::vector<std::string> tokens(const std::string& prefix, int from, int to) {
+  std::vector<std::string> out;
+  for (int k = from; k < to; ++k) out.push_back(absl::StrCat(prefix, k));
+  return out;
+}
+
+// A stream whose channel ends (its producer's node lost) is held by a
+// resuming consumer; another node's producer naming its session takes it
+// over from the next frame, and the reader sees one stream: every token
+// in order, one end, no Dropped. Both ways: a stream read to its end
+// before the resume (its end held), and one with tokens still unread
+// (the resumed tokens wait behind them). Anyone else is refused.
+TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
+  auto consumer = make_resuming("c", 10 * kSecond);
+  auto p1 = make("p1");
+  ASSERT_TRUE(consumer && p1);
+  auto a = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto b = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto sa = p1->attach(a->handle(), consumer->control_address());
+  auto sb = p1->attach(b->handle(), consumer->control_address());
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  ASSERT_TRUE(send_all(**sa, tokens("a", 0, 6)));
+  ASSERT_TRUE(send_all(**sb, tokens("b", 0, 6)));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 0, 6));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 0, 2));
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.records >= 12; }));  // b's other four are in, unread
+  const uint64_t session_a = (*sa)->session(), session_b = (*sb)->session();
+  p1.reset();  // the producer's node goes: its channel ends
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().resumes_held == 2; }));
+  Item it;
+  EXPECT_FALSE(a->recv(&it, 200'000'000)) << "a held stream's end was read";
+  auto p2 = make("p2");
+  ASSERT_TRUE(p2);
+  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address()).ok()) << "a new stream took a held anchor";
+  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address(), session_a ^ 1).ok()) << "another session's resume";
+  auto ra = p2->attach(a->handle(), consumer->control_address(), session_a);
+  auto rb = p2->attach(b->handle(), consumer->control_address(), session_b);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ((*ra)->resume_at(), 6u);
+  EXPECT_EQ((*rb)->resume_at(), 6u);
+  ASSERT_TRUE(send_all(**ra, tokens("a", 6, 10)));
+  ASSERT_TRUE(send_all(**rb, tokens("b", 6, 10)));
+  EXPECT_TRUE((*ra)->finish());
+  EXPECT_TRUE((*rb)->finish());
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 6, 10));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 2, 10));
+  for (Anchor* x : {a.get(), b.get()}) {
+    ASSERT_TRUE(x->recv(&it, 10 * kSecond));
+    EXPECT_EQ(it.kind, Item::Kind::kFinished) << mux::end_reason_name(it.reason);
+    EXPECT_EQ(it.frames, 10u) << "the end counts the frames before the resume too";
+    EXPECT_FALSE(x->recv(&it, 100'000'000)) << "an item after the end";
+  }
+  const NodeStats st = consumer->stats();
+  EXPECT_EQ(st.resumes_answered, 2u);
+  EXPECT_EQ(st.resumes_refused, 1u);
+  EXPECT_EQ(st.resumes_expired, 0u);
+}
+
+// With no resume in the window, a held stream ends as it would have:
+// dropped (its channel lost), counting its frames, after what it had
+// delivered; a resume after the window is refused.
+TEST(Node, AHeldStreamWithoutAResumeEndsDroppedWhenTheWindowCloses) {
+  auto consumer = make_resuming("c", 300'000'000);
+  auto p1 = make("p1");
+  ASSERT_TRUE(consumer && p1);
+  auto a = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto b = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto sa = p1->attach(a->handle(), consumer->control_address());
+  auto sb = p1->attach(b->handle(), consumer->control_address());
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  ASSERT_TRUE(send_all(**sa, tokens("a", 0, 3)));
+  ASSERT_TRUE(send_all(**sb, tokens("b", 0, 3)));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 0, 3));
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.records >= 6; }));
+  const uint64_t session_a = (*sa)->session();
+  p1.reset();
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().resumes_held == 2; }));
+  Item it;
+  EXPECT_FALSE(a->recv(&it, 100'000'000)) << "the end went before the window closed";
+  ASSERT_TRUE(a->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.reason, mux::EndReason::kChannelLost);
+  EXPECT_EQ(it.frames, 3u);
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 0, 3));  // b's unread tokens, then its end
+  ASSERT_TRUE(b->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.frames, 3u);
+  for (Anchor* x : {a.get(), b.get()}) EXPECT_FALSE(x->recv(&it, 100'000'000)) << "a second end";
+  EXPECT_EQ(consumer->stats().resumes_expired, 2u);
+  auto p2 = make("p2");
+  ASSERT_TRUE(p2);
+  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address(), session_a).ok()) << "a resume after the window";
+}
+
 // A per-stream connection whose consumer stopped reading a window behind
 // is not read, and does not spin the node thread either (its waiting bytes
 // made every look of the engine return at once: a core); once the consumer

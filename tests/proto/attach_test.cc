@@ -52,6 +52,40 @@ TEST(AttachGolden, Response) {
   EXPECT_EQ(type, AttachMessage::kResponse);
 }
 
+// A resume: the request names the session it takes over (tag 8), the
+// answer the frames the anchor holds of it (tag 9); a new stream's
+// messages carry neither (the goldens above).
+TEST(AttachGolden, AResumeAndItsAnswer) {
+  AttachRequest m{5, 6, kTransportMux};
+  m.resume_session = 0x0102030405060708;
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_attach_request(m, buf));
+  EXPECT_EQ(to_hex(buf),
+            to_hex(hex("01 | 0001 0008 0000000000000005 | 0002 0008 0000000000000006 |"
+                       "0003 0010 6d657373656e6765722d6d75782d7631 | 0008 0008 0102030405060708")));
+  AttachRequest back;
+  ASSERT_EQ(decode_attach_request(buf, &back), DecodeError::kOk);
+  EXPECT_EQ(back.resume_session, 0x0102030405060708u);
+  AttachResponse r;
+  r.anchor_id = 5;
+  r.session_id = 6;
+  r.transport_key = kTransportMux;
+  r.initial_credit = 256;
+  r.resume_at = 41;
+  buf.assign(128, std::byte{0});
+  buf.resize(encode_attach_response(r, buf));
+  EXPECT_EQ(to_hex(buf),
+            to_hex(hex("02 | 0001 0008 0000000000000005 | 0002 0008 0000000000000006 |"
+                       "0004 0001 00 | 0003 0010 6d657373656e6765722d6d75782d7631 |"
+                       "0005 0004 00000100 | 0006 0004 00000000 | 0009 0004 00000029")));
+  AttachResponse rback;
+  ASSERT_EQ(decode_attach_response(buf, &rback), DecodeError::kOk);
+  EXPECT_EQ(rback.resume_at, 41u);
+  // Either with the wrong width is refused.
+  EXPECT_EQ(decode_attach_request(hex("01 | 0008 0004 00000009"), &back), DecodeError::kBadLength);
+  EXPECT_EQ(decode_attach_response(hex("02 | 0009 0008 0000000000000009"), &rback), DecodeError::kBadLength);
+}
+
 TEST(AttachCompat, UnknownFieldsAreSkippedAndUnknownKeysIgnored) {
   // A newer peer adds tag 99 and advertises a key this build has never heard.
   const auto buf = hex("01 | 0063 0003 aabbcc | 0001 0008 0000000000000009 |"

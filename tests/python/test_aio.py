@@ -183,6 +183,39 @@ class Aio(unittest.TestCase):
         with self.assertRaises(ValueError):
             producer.send_many([None], ["text, not bytes"])
 
+    def test_an_engine_lost_mid_stream_is_resumed_from_another_and_the_reader_sees_one_stream(self):
+        # The engine's node goes (its host lost) after three tokens; another
+        # engine resumes the stream by its session: the reader's `async for`
+        # gets all six in order, and no StreamDropped.
+        consumer = node("c", resume_window=10.0)
+        engines = [node("p1", flush="manual")]
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            a = anode.create_anchor()
+            loop = asyncio.get_running_loop()
+            s = await loop.run_in_executor(None, engines[0].attach, a.handle, consumer.control_address)
+            self.assertEqual(s.resume_at, 0)
+            self.assertIsNone(engines[0].send_many([s, s, s], [b"t0", b"t1", b"t2"], flush=True))
+            got = [await asyncio.wait_for(anext(a), 10) for _ in range(3)]
+            session = s.session
+            engines.clear()  # the engine's node is gone (its last reference): its channel ends
+            deadline = loop.time() + 10
+            while consumer.stats()["resumes_held"] < 1 and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            second = node("p2", flush="manual")
+            r = await loop.run_in_executor(None, lambda: second.attach(a.handle, consumer.control_address, resume=session))
+            self.assertEqual(r.resume_at, 3)  # the next frame is t3
+            self.assertIsNone(second.send_many([r, r, r], [b"t3", b"t4", b"t5"], flush=True))
+            r.finish()
+            second.flush_batch()
+            async for token in a:
+                got.append(token)
+            self.assertEqual(got, [b"t%d" % k for k in range(6)])
+            self.assertEqual(consumer.stats()["resumes_answered"], 1)
+
+        asyncio.run(main())
+
     def test_a_reader_cancelled_while_waiting_loses_no_token(self):
         # A reader cancelled while it waits (its client went) must leave
         # the items that come after for the next one, in order.
