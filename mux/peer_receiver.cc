@@ -108,10 +108,6 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
   return true;
 }
 
-bool PeerReceiver::ended(const Stream* s) const { return s->ended; }
-
-uint32_t PeerReceiver::frames_delivered(const Stream* s) const { return s->expected_seq - s->first_seq; }
-
 bool PeerReceiver::pop(Stream* s, StreamItem* out) {
   Popped p;
   if (!pop(s, &p)) return false;
@@ -184,6 +180,9 @@ void PeerReceiver::end(Stream* s, StreamItem::Kind kind, EndReason reason) {
   s->end_kind = kind;
   s->end_reason = kind == StreamItem::Kind::kFinished ? EndReason::kNone : reason;
   ++(kind == StreamItem::Kind::kFinished ? stats_.finished : stats_.dropped);
+  if (kind == StreamItem::Kind::kDropped && ended_hook_ != nullptr) {
+    ended_hook_(ended_ctx_, s->user, reason, s->expected_seq - s->first_seq);
+  }
   readable(s, was_empty);
 }
 

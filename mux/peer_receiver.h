@@ -91,6 +91,9 @@ class PeerReceiver {
   // stream's buffer goes from empty to holding an item; `user` is what
   // expect() was given.
   using ReadableHook = void (*)(void* ctx, void* user);
+  // EndedHook: called as a stream's dropped end is queued (it is read
+  // later), with its reason and the data frames it delivered.
+  using EndedHook = void (*)(void* ctx, void* user, EndReason reason, uint32_t frames);
 
   explicit PeerReceiver(const MuxConfig& config);
   ~PeerReceiver();
@@ -98,6 +101,10 @@ class PeerReceiver {
   void set_readable_hook(ReadableHook hook, void* ctx) {
     hook_ = hook;
     hook_ctx_ = ctx;
+  }
+  void set_ended_hook(EndedHook hook, void* ctx) {
+    ended_hook_ = hook;
+    ended_ctx_ = ctx;
   }
 
   // expect registers a stream the peer will open (the attach answered it
@@ -118,10 +125,6 @@ class PeerReceiver {
   bool pop(Stream* s, Popped* out);
   bool pop(Stream* s, StreamItem* out);  // a copy
   bool has_items(const Stream* s) const;
-  // ended: its end is queued (finished or dropped). frames_delivered: the
-  // data frames it delivered (into its buffer: read or not).
-  bool ended(const Stream* s) const;
-  uint32_t frames_delivered(const Stream* s) const;
   // grant_due: the stream has read back a quarter of its window, or of its
   // byte budget, since its last grant, or what it has read back and still
   // buffers is 3/4 of its byte budget — time to send credit. Smaller
@@ -194,6 +197,8 @@ class PeerReceiver {
   MuxConfig config_;
   ReadableHook hook_ = nullptr;
   void* hook_ctx_ = nullptr;
+  EndedHook ended_hook_ = nullptr;
+  void* ended_ctx_ = nullptr;
   std::vector<std::unique_ptr<Stream>> streams_;  // registered, by pointer
   // awaiting: registered streams no OpenSlot has claimed yet, by (anchor, session).
   struct KeyHash {

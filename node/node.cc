@@ -408,6 +408,7 @@ void NodeImpl::stop_peers() {
     out.clear();
     for (auto& p : in) end_in(*p, kNodeStops);
     in.clear();
+    expire_resumes(UINT64_MAX);  // ends held for a resume are read: none can come now
     touts = std::move(tcp_out);
     tcp_out.clear();
   }
@@ -464,9 +465,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     // One the engine would not watch is read every pass: the same look.
     if (t->unwritten.load(std::memory_order_relaxed) || t->unwatched) until = std::min(until, now + 200'000);
   }
-  for (const auto& a : resuming) {
-    if (a->resume_session != 0) until = std::min(until, a->resume_deadline_ns);  // its held end is read then
-  }
+  if (!resuming.empty()) until = std::min(until, resuming.front().second);  // the next held end to read
   for (const auto& p : in) {
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (p->close_after_flush) until = now;

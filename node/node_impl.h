@@ -292,8 +292,11 @@ struct NodeImpl : engine::ConductorAgent {
   std::vector<std::byte> buf;    // the batch buffer (whoever builds, under mu)
   // The anchors with an item, each once (AnchorState::listed), oldest first.
   std::deque<std::shared_ptr<AnchorState>> ready_anchors;
-  // Anchors holding a stream's end for a resume (AnchorState::resume_session).
-  std::vector<std::shared_ptr<AnchorState>> resuming;
+  // Anchors holding a stream's end for a resume (AnchorState::resume_session),
+  // with the deadline each was held to: in deadline order (the window is
+  // one), so the front is the next to expire; an entry whose anchor was
+  // taken over, cancelled or held again since is stale and dropped.
+  std::deque<std::pair<std::shared_ptr<AnchorState>, uint64_t>> resuming;
   bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
   // Per source address (the accepted connection's IP): connections not yet
   // useful (InPeer::pending), and channels.
@@ -369,9 +372,13 @@ struct NodeImpl : engine::ConductorAgent {
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
   void end_in(InPeer& p, const std::string& why);
-  // hold_for_resume: the peer's channel ended (before its streams end):
-  // its single-sender anchors' live streams wait for a resume. Under mu.
-  void hold_for_resume(InPeer& p, uint64_t now);
+  // stream_ended: a receiver queued a stream's dropped end (the hook):
+  // one whose channel ended or went silent, of a single-sender anchor, is
+  // held for a resume. Under mu.
+  void stream_ended(AnchorStream* s, mux::EndReason reason, uint32_t frames);
+  static void on_ended(void* self, void* stream, mux::EndReason reason, uint32_t frames) {
+    static_cast<NodeImpl*>(self)->stream_ended(static_cast<AnchorStream*>(stream), reason, frames);
+  }
   // expire_resumes: the held ends whose window closed are read. Under mu.
   void expire_resumes(uint64_t now);
   // resume_matches: an attach naming `session` may take over the anchor's

@@ -185,7 +185,8 @@ struct AnchorState;
 // AnchorStream: one producer's stream into an anchor.
 struct AnchorStream {
   AnchorState* anchor = nullptr;
-  uint64_t session = 0;
+  uint64_t session = 0;                    // what its items say (a resumed stream keeps the one it took over)
+  uint64_t wire_session = 0;               // its producer's (the ATTACH's): what a resume of it names
   std::shared_ptr<InPeer> peer;            // keeps the receiver (and the stream) alive
   mux::PeerReceiver::Stream* stream = nullptr;
   std::shared_ptr<TcpStreamIn> tcp;        // instead, on the per-stream path
@@ -195,6 +196,7 @@ struct AnchorStream {
   // this one's are read: `behind`), and this one's end is not read.
   AnchorStream* superseded_by = nullptr;
   bool behind = false;                     // a resumed stream whose predecessor still has items
+  bool resumed = false;                    // it came from a resume (never claimed: its producer went)
 };
 
 // AnchorState: an anchor's streams, and which of them have items (a FIFO:
@@ -212,7 +214,8 @@ struct AnchorState : std::enable_shared_from_this<AnchorState> {
   // channel; a producer naming resume_session may take it over until
   // resume_deadline_ns. Its end is held (held_end, once read from the
   // stream) and read only if none came.
-  uint64_t resume_session = 0;              // 0: none awaited
+  uint64_t resume_session = 0;              // 0: none awaited (the held stream's wire_session)
+  uint64_t resume_label = 0;                // ... and the session its items say
   uint64_t resume_deadline_ns = 0;
   uint32_t resume_frames = 0;               // the data frames the anchor holds of it (the answer's resume_at)
   AnchorStream* resume_from = nullptr;      // the ended stream, while its items are unread

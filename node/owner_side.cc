@@ -266,6 +266,10 @@ void NodeImpl::on_out_frame(OutPeer& p, const proto::Frame& f) {
       a->status = choice.status();
     } else if (choice->kind != mux::PathChoice::Kind::kMux) {
       a->tcp_chosen = true;  // the caller attaches again on the stream's own connection
+    } else if (a->resume_session != 0 && !resp.resumed) {
+      // An ok without resume_at: a consumer that does not know resumes took
+      // it for a new stream. Not opened: its registration lapses there.
+      a->status = absl::FailedPreconditionError("attach: the consumer answered a resume as a new stream (it has no resumes)");
     } else if (auto slot = (p.sender->set_peer_budget(choice->peer_byte_budget),
                             p.sender->open(a->anchor, a->session, choice->credit, monotonic_ns(), choice->slot_byte_budget));
                !slot) {

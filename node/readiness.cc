@@ -22,6 +22,7 @@ AnchorStream* NodeImpl::add_stream(AnchorState& a, uint64_t session) {
   auto s = std::make_unique<AnchorStream>();
   s->anchor = &a;
   s->session = session;
+  s->wire_session = session;
   s->at = a.streams.size();
   a.streams.push_back(std::move(s));
   return a.streams.back().get();
@@ -108,8 +109,12 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
         remove_stream(s);
         continue;
       }
-      // A stream no producer ever claimed leaves a single-sender anchor free.
-      if (reason == mux::EndReason::kNeverOpened) a.attached_once = false;
+      if (reason == mux::EndReason::kNeverOpened && s->resumed) {
+        reason = mux::EndReason::kProducerGone;  // its resume was answered, then nobody went on: the stream is over
+      } else if (reason == mux::EndReason::kNeverOpened) {
+        a.attached_once = false;  // a stream no producer ever claimed leaves a single-sender anchor free
+      }
+      a.frames_base = 0;  // the anchor's stream is over: a later one counts from its own start
       remove_stream(s);
     }
     if (polled != nullptr) {
@@ -267,6 +272,9 @@ void Anchor::cancel() {
   {
     std::lock_guard l(m.mu);
     state_->cancelled = true;
+    state_->resume_session = 0;  // no resume takes it now (its entry in `resuming` is stale)
+    state_->resume_from = nullptr;
+    state_->held_end.reset();
     while (!state_->streams.empty()) {
       AnchorStream* s = state_->streams.back().get();
       if (s->tcp) {

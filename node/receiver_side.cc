@@ -258,6 +258,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   p.mirror_wanted = std::move(spec);
   p.node_answer_owed = !answered;
   p.receiver->set_readable_hook(&NodeImpl::on_readable, this);
+  p.receiver->set_ended_hook(&NodeImpl::on_ended, this);
 }
 
 bool NodeImpl::place_mirror(InPeer& p) {
@@ -363,9 +364,11 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   }
   const uint64_t now = monotonic_ns();
   const bool resume = req.resume_session != 0;
-  if (resume && resp.status == proto::AttachStatus::kOk &&
-      (!known || resp.transport_key != proto::kTransportMux || !resume_matches(*a, req.resume_session, now))) {
-    resp.status = proto::AttachStatus::kRefused;  // no such held stream here (or not the mux): nothing moves
+  if (resume && (resp.status != proto::AttachStatus::kOk || resp.transport_key != proto::kTransportMux ||
+                 !resume_matches(*a, req.resume_session, now))) {
+    // No such held stream here (an unknown anchor, none held, another
+    // session, the window closed, or not the mux): nothing moves.
+    if (resp.status == proto::AttachStatus::kOk) resp.status = proto::AttachStatus::kRefused;
     ++counters.resumes_refused;
   }
   if (!resume && known && a->kind == AnchorKind::kSingleSender && a->attached_once) resp.status = proto::AttachStatus::kRefused;
@@ -382,6 +385,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       as->peer = p.shared_from_this();
       as->stream = s;
       if (resume) {
+        resp.resumed = true;
         resp.resume_at = a->resume_frames;
         take_over(*a, as);
       }
@@ -471,6 +475,8 @@ bool NodeImpl::resume_matches(const AnchorState& a, uint64_t session, uint64_t n
 
 void NodeImpl::take_over(AnchorState& a, AnchorStream* next) {
   a.frames_base = a.resume_frames;
+  next->session = a.resume_label;  // one stream to the reader: its items keep the session they had
+  next->resumed = true;
   if (a.resume_from != nullptr) {  // its items are still unread: `next` waits for them
     a.resume_from->superseded_by = next;
     next->behind = true;
@@ -481,47 +487,46 @@ void NodeImpl::take_over(AnchorState& a, AnchorStream* next) {
   ++counters.resumes_answered;
 }
 
-void NodeImpl::hold_for_resume(InPeer& p, uint64_t now) {
-  if (opt.resume_window_ns == 0 || !p.receiver) return;
-  // Rare (a channel's end): a walk of the anchors.
-  for (auto& [id, a] : anchors) {
-    if (a->kind != AnchorKind::kSingleSender || a->cancelled || a->resume_session != 0) continue;
-    for (const auto& s : a->streams) {
-      if (s->tcp || s->peer.get() != &p || s->superseded_by != nullptr || p.receiver->ended(s->stream)) continue;
-      a->resume_session = s->session;
-      a->resume_deadline_ns = now + opt.resume_window_ns;
-      a->resume_frames = a->frames_base + p.receiver->frames_delivered(s->stream);
-      a->resume_from = s.get();
-      resuming.push_back(a);
-      ++counters.resumes_held;
-      break;
-    }
-  }
+void NodeImpl::stream_ended(AnchorStream* s, mux::EndReason reason, uint32_t frames) {
+  if (opt.resume_window_ns == 0 || s == nullptr || stopping.load(std::memory_order_relaxed)) return;
+  if (reason != mux::EndReason::kChannelLost && reason != mux::EndReason::kSilent) return;  // the channel's fault only
+  AnchorState& a = *s->anchor;
+  if (a.kind != AnchorKind::kSingleSender || a.cancelled || a.resume_session != 0 || s->superseded_by != nullptr) return;
+  a.resume_session = s->wire_session;
+  a.resume_label = s->session;
+  a.resume_frames = a.frames_base + frames;
+  a.resume_deadline_ns = monotonic_ns() + opt.resume_window_ns;
+  a.resume_from = s;
+  resuming.emplace_back(a.shared_from_this(), a.resume_deadline_ns);
+  ++counters.resumes_held;
 }
 
 void NodeImpl::expire_resumes(uint64_t now) {
-  std::erase_if(resuming, [&](const std::shared_ptr<AnchorState>& a) {
-    if (a->resume_session == 0) return true;  // taken over
-    if (now < a->resume_deadline_ns) return false;
-    ++counters.resumes_expired;
-    a->resume_session = 0;
-    a->resume_from = nullptr;  // an end not yet read is read as it comes
-    if (a->held_end && !a->cancelled) {
-      // The end read while the resume was awaited goes now, a one-item
-      // stream of its own (read as the per-stream path's items are).
-      auto t = std::make_shared<TcpStreamIn>();
-      t->window = UINT32_MAX;
-      t->ended = true;
-      t->items.push_back(std::move(*a->held_end));
-      AnchorStream* s = add_stream(*a, t->items.back().session);
-      s->tcp = t;
-      t->owner = s;
-      stream_readable(s);
-      items_ready();
+  while (!resuming.empty()) {
+    auto& [a, deadline] = resuming.front();
+    const bool live = a->resume_session != 0 && a->resume_deadline_ns == deadline;  // else taken over, cancelled, held again
+    if (live && now < deadline) return;  // the rest expire later (in deadline order)
+    if (live) {
+      ++counters.resumes_expired;
+      a->resume_session = 0;
+      a->resume_from = nullptr;  // an end not yet read is read as it comes
+      if (a->held_end) {
+        // The end read while the resume was awaited goes now, a one-item
+        // stream of its own (read as the per-stream path's items are).
+        auto t = std::make_shared<TcpStreamIn>();
+        t->window = UINT32_MAX;
+        t->ended = true;
+        t->items.push_back(std::move(*a->held_end));
+        AnchorStream* s = add_stream(*a, t->items.back().session);
+        s->tcp = t;
+        t->owner = s;
+        stream_readable(s);
+        items_ready();
+      }
+      a->held_end.reset();
     }
-    a->held_end.reset();
-    return true;
-  });
+    resuming.pop_front();
+  }
 }
 
 void NodeImpl::end_in(InPeer& p, const std::string& why) {
@@ -538,8 +543,7 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
     }
   }
   if (p.receiver) {
-    if (why != kNodeStops) hold_for_resume(p, monotonic_ns());  // before their ends: whose a resume may take over
-    p.receiver->peer_lost();  // every registered stream: exactly one Dropped
+    p.receiver->peer_lost();  // every registered stream: exactly one Dropped (a resume may hold it: stream_ended)
     const mux::PeerReceiverStats& s = p.receiver->stats();
     in_ended = sum(in_ended, s);
   }

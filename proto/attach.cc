@@ -95,7 +95,7 @@ size_t encode_attach_response(const AttachResponse& m, MutableBytes out) {
   put_u32(w, kTagInitialCredit, m.initial_credit);
   put_u32(w, kTagSlotByteBudget, m.slot_byte_budget);
   if (m.peer_byte_budget != 0) put_u32(w, kTagPeerByteBudget, m.peer_byte_budget);
-  if (m.resume_at != 0) put_u32(w, kTagResumeAt, m.resume_at);
+  if (m.resumed) put_u32(w, kTagResumeAt, m.resume_at);
   return w.ok() ? w.size() : 0;
 }
 
@@ -149,7 +149,9 @@ DecodeError decode_attach_response(ConstBytes body, AttachResponse* out) {
       case kTagInitialCredit: return read_fixed(v, &out->initial_credit);
       case kTagSlotByteBudget: return read_fixed(v, &out->slot_byte_budget);
       case kTagPeerByteBudget: return read_fixed(v, &out->peer_byte_budget);
-      case kTagResumeAt: return read_fixed(v, &out->resume_at);
+      case kTagResumeAt:
+        out->resumed = true;
+        return read_fixed(v, &out->resume_at);
       default: return DecodeError::kOk;
     }
   });

@@ -51,8 +51,10 @@ struct AttachResponse {
   uint32_t initial_credit = 0;    // 0 = legacy peer; the mux is unusable
   uint32_t slot_byte_budget = 0;  // 0 = use the default
   uint32_t peer_byte_budget = 0;  // 0 = not given (an older receiver): the owner assumes its own
-  // resume_at: a resume's answer: the data frames the anchor holds of the
-  // resumed stream; the resumed stream's first frame is the next one.
+  // resume_at: a resume's answer (`resumed`: tag 9 is there, always in
+  // one): the data frames the anchor holds of the stream taken over; the
+  // new stream's first record is the stream's frame resume_at.
+  bool resumed = false;
   uint32_t resume_at = 0;
 };
 

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.resize(encode_attach_request(m, out));
     REQUIRE(decode_attach_request(out, &back) == DecodeError::kOk);
     REQUIRE(back.anchor_id == m.anchor_id && back.session_id == m.session_id &&
-            back.supported_keys == m.supported_keys);
+            back.supported_keys == m.supported_keys && back.resume_session == m.resume_session);
   } else {
     AttachResponse m, back;
     if (decode_attach_response(in, &m) != DecodeError::kOk) return 0;
@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.resize(encode_attach_response(m, out));
     REQUIRE(decode_attach_response(out, &back) == DecodeError::kOk);
     REQUIRE(back.transport_key == m.transport_key && back.initial_credit == m.initial_credit &&
-            back.slot_byte_budget == m.slot_byte_budget && back.status == m.status);
+            back.slot_byte_budget == m.slot_byte_budget && back.status == m.status && back.resume_at == m.resume_at &&
+            back.resumed == m.resumed);
   }
   return 0;
 }

@@ -654,13 +654,17 @@ bool wait_until(F done) {
   return done();
 }
 
-// read_tokens: the next `n` items of `a` are data, prefix0..: each in order.
-void read_tokens(Anchor& a, const std::string& prefix, int from, int to) {
+// read_tokens: the next items of `a` are data prefix`from`..prefix`to-1`,
+// in order, each of `session` (0: any).
+void read_tokens(Anchor& a, const std::string& prefix, int from, int to, uint64_t session = 0) {
   for (int k = from; k < to; ++k) {
     Item it;
     ASSERT_TRUE(a.recv(&it, 10 * kSecond)) << prefix << k << " did not arrive";
     ASSERT_EQ(it.kind, Item::Kind::kData) << prefix << k << ": " << mux::end_reason_name(it.reason);
     EXPECT_EQ(text(it.bytes), absl::StrCat(prefix, k));
+    if (session != 0) {
+      EXPECT_EQ(it.session, session) << prefix << k << ": the reader saw another session";
+    }
   }
 }
 
@@ -709,8 +713,8 @@ TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
   ASSERT_TRUE(send_all(**rb, tokens("b", 6, 10)));
   EXPECT_TRUE((*ra)->finish());
   EXPECT_TRUE((*rb)->finish());
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 6, 10));
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 2, 10));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 6, 10, session_a));  // one stream: the session it had
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 2, 10, session_b));
   for (Anchor* x : {a.get(), b.get()}) {
     ASSERT_TRUE(x->recv(&it, 10 * kSecond));
     EXPECT_EQ(it.kind, Item::Kind::kFinished) << mux::end_reason_name(it.reason);
@@ -721,6 +725,39 @@ TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
   EXPECT_EQ(st.resumes_answered, 2u);
   EXPECT_EQ(st.resumes_refused, 1u);
   EXPECT_EQ(st.resumes_expired, 0u);
+}
+
+// A producer whose host goes silent (no FIN: here, its heartbeats an hour
+// apart) has its stream ended by the consumer's watchdog, not its channel:
+// that stream is held too, and a resume from another node takes it over.
+TEST(Node, AStreamTheWatchdogEndedIsHeldAndResumed) {
+  NodeOptions co = options("c");
+  co.resume_window_ns = 10 * kSecond;
+  co.mux.heartbeat_interval_ns = 100'000'000;  // silent after 3 of them
+  auto made = Node::create(co);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  auto p1 = make_quiet("p1");
+  ASSERT_TRUE(p1);
+  auto a = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto sa = p1->attach(a->handle(), consumer->control_address());
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  ASSERT_TRUE(send_all(**sa, tokens("a", 0, 2)));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 0, 2, (*sa)->session()));
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().resumes_held == 1; })) << "the silent stream was not held";
+  EXPECT_GE(consumer->stats().in.watchdog_dead, 1u);
+  auto p2 = make("p2");
+  ASSERT_TRUE(p2);
+  auto ra = p2->attach(a->handle(), consumer->control_address(), (*sa)->session());
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_EQ((*ra)->resume_at(), 2u);
+  ASSERT_TRUE(send_all(**ra, tokens("a", 2, 4)));
+  EXPECT_TRUE((*ra)->finish());
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 2, 4, (*sa)->session()));
+  Item it;
+  ASSERT_TRUE(a->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished) << mux::end_reason_name(it.reason);
+  EXPECT_EQ(it.frames, 4u);
 }
 
 // With no resume in the window, a held stream ends as it would have:

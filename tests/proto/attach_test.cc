@@ -71,6 +71,7 @@ TEST(AttachGolden, AResumeAndItsAnswer) {
   r.session_id = 6;
   r.transport_key = kTransportMux;
   r.initial_credit = 256;
+  r.resumed = true;
   r.resume_at = 41;
   buf.assign(128, std::byte{0});
   buf.resize(encode_attach_response(r, buf));
@@ -80,7 +81,21 @@ TEST(AttachGolden, AResumeAndItsAnswer) {
                        "0005 0004 00000100 | 0006 0004 00000000 | 0009 0004 00000029")));
   AttachResponse rback;
   ASSERT_EQ(decode_attach_response(buf, &rback), DecodeError::kOk);
+  EXPECT_TRUE(rback.resumed);
   EXPECT_EQ(rback.resume_at, 41u);
+  // A resume answered at frame 0 still says so (tag 9): an answer without
+  // it is a consumer that does not know resumes.
+  r.resume_at = 0;
+  buf.assign(128, std::byte{0});
+  buf.resize(encode_attach_response(r, buf));
+  ASSERT_EQ(decode_attach_response(buf, &rback), DecodeError::kOk);
+  EXPECT_TRUE(rback.resumed);
+  EXPECT_EQ(rback.resume_at, 0u);
+  r.resumed = false;
+  buf.assign(128, std::byte{0});
+  buf.resize(encode_attach_response(r, buf));
+  ASSERT_EQ(decode_attach_response(buf, &rback), DecodeError::kOk);
+  EXPECT_FALSE(rback.resumed);
   // Either with the wrong width is refused.
   EXPECT_EQ(decode_attach_request(hex("01 | 0008 0004 00000009"), &back), DecodeError::kBadLength);
   EXPECT_EQ(decode_attach_response(hex("02 | 0009 0008 0000000000000009"), &rback), DecodeError::kBadLength);
