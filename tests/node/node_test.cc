@@ -674,6 +674,28 @@ std::vector<std::string> tokens(const std::string& prefix, int from, int to) {
   return out;
 }
 
+// HeldPair: a resuming consumer, a producer node p1, and two single-sender
+// streams from it, a and b, each sent tokens 0..n-1 (a0.., b0..).
+struct HeldPair {
+  std::unique_ptr<Node> consumer, p1;
+  std::unique_ptr<Anchor> a, b;
+  std::unique_ptr<Sender> sa, sb;
+  void open(uint64_t window_ns, int n) {
+    consumer = make_resuming("c", window_ns);
+    p1 = make("p1");
+    ASSERT_TRUE(consumer && p1);
+    a = consumer->create_anchor(AnchorKind::kSingleSender);
+    b = consumer->create_anchor(AnchorKind::kSingleSender);
+    auto x = p1->attach(a->handle(), consumer->control_address());
+    auto y = p1->attach(b->handle(), consumer->control_address());
+    ASSERT_TRUE(x.ok() && y.ok());
+    sa = std::move(*x);
+    sb = std::move(*y);
+    ASSERT_TRUE(send_all(*sa, tokens("a", 0, n)));
+    ASSERT_TRUE(send_all(*sb, tokens("b", 0, n)));
+  }
+};
+
 // A stream whose channel ends (its producer's node lost) is held by a
 // resuming consumer; another node's producer naming its session takes it
 // over from the next frame, and the reader sees one stream: every token
@@ -681,30 +703,22 @@ std::vector<std::string> tokens(const std::string& prefix, int from, int to) {
 // before the resume (its end held), and one with tokens still unread
 // (the resumed tokens wait behind them). Anyone else is refused.
 TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
-  auto consumer = make_resuming("c", 10 * kSecond);
-  auto p1 = make("p1");
-  ASSERT_TRUE(consumer && p1);
-  auto a = consumer->create_anchor(AnchorKind::kSingleSender);
-  auto b = consumer->create_anchor(AnchorKind::kSingleSender);
-  auto sa = p1->attach(a->handle(), consumer->control_address());
-  auto sb = p1->attach(b->handle(), consumer->control_address());
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  ASSERT_TRUE(send_all(**sa, tokens("a", 0, 6)));
-  ASSERT_TRUE(send_all(**sb, tokens("b", 0, 6)));
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 0, 6));
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 0, 2));
-  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.records >= 12; }));  // b's other four are in, unread
-  const uint64_t session_a = (*sa)->session(), session_b = (*sb)->session();
-  p1.reset();  // the producer's node goes: its channel ends
-  ASSERT_TRUE(wait_until([&] { return consumer->stats().resumes_held == 2; }));
+  HeldPair h;
+  ASSERT_NO_FATAL_FAILURE(h.open(10 * kSecond, 6));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.a, "a", 0, 6));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.b, "b", 0, 2));
+  ASSERT_TRUE(wait_until([&] { return h.consumer->stats().in.records >= 12; }));  // b's other four are in, unread
+  const uint64_t session_a = h.sa->session(), session_b = h.sb->session();
+  h.p1.reset();  // the producer's node goes: its channel ends
+  ASSERT_TRUE(wait_until([&] { return h.consumer->stats().resumes_held == 2; }));
   Item it;
-  EXPECT_FALSE(a->recv(&it, 200'000'000)) << "a held stream's end was read";
+  EXPECT_FALSE(h.a->recv(&it, 200'000'000)) << "a held stream's end was read";
   auto p2 = make("p2");
   ASSERT_TRUE(p2);
-  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address()).ok()) << "a new stream took a held anchor";
-  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address(), session_a ^ 1).ok()) << "another session's resume";
-  auto ra = p2->attach(a->handle(), consumer->control_address(), session_a);
-  auto rb = p2->attach(b->handle(), consumer->control_address(), session_b);
+  EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address()).ok()) << "a new stream took a held anchor";
+  EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address(), session_a ^ 1).ok()) << "another session's resume";
+  auto ra = p2->attach(h.a->handle(), h.consumer->control_address(), session_a);
+  auto rb = p2->attach(h.b->handle(), h.consumer->control_address(), session_b);
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ((*ra)->resume_at(), 6u);
@@ -713,15 +727,15 @@ TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
   ASSERT_TRUE(send_all(**rb, tokens("b", 6, 10)));
   EXPECT_TRUE((*ra)->finish());
   EXPECT_TRUE((*rb)->finish());
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 6, 10, session_a));  // one stream: the session it had
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 2, 10, session_b));
-  for (Anchor* x : {a.get(), b.get()}) {
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.a, "a", 6, 10, session_a));  // one stream: the session it had
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.b, "b", 2, 10, session_b));
+  for (Anchor* x : {h.a.get(), h.b.get()}) {
     ASSERT_TRUE(x->recv(&it, 10 * kSecond));
     EXPECT_EQ(it.kind, Item::Kind::kFinished) << mux::end_reason_name(it.reason);
     EXPECT_EQ(it.frames, 10u) << "the end counts the frames before the resume too";
     EXPECT_FALSE(x->recv(&it, 100'000'000)) << "an item after the end";
   }
-  const NodeStats st = consumer->stats();
+  const NodeStats st = h.consumer->stats();
   EXPECT_EQ(st.resumes_answered, 2u);
   EXPECT_EQ(st.resumes_refused, 1u);
   EXPECT_EQ(st.resumes_expired, 0u);
@@ -764,36 +778,28 @@ TEST(Node, AStreamTheWatchdogEndedIsHeldAndResumed) {
 // dropped (its channel lost), counting its frames, after what it had
 // delivered; a resume after the window is refused.
 TEST(Node, AHeldStreamWithoutAResumeEndsDroppedWhenTheWindowCloses) {
-  auto consumer = make_resuming("c", 300'000'000);
-  auto p1 = make("p1");
-  ASSERT_TRUE(consumer && p1);
-  auto a = consumer->create_anchor(AnchorKind::kSingleSender);
-  auto b = consumer->create_anchor(AnchorKind::kSingleSender);
-  auto sa = p1->attach(a->handle(), consumer->control_address());
-  auto sb = p1->attach(b->handle(), consumer->control_address());
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  ASSERT_TRUE(send_all(**sa, tokens("a", 0, 3)));
-  ASSERT_TRUE(send_all(**sb, tokens("b", 0, 3)));
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*a, "a", 0, 3));
-  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.records >= 6; }));
-  const uint64_t session_a = (*sa)->session();
-  p1.reset();
-  ASSERT_TRUE(wait_until([&] { return consumer->stats().resumes_held == 2; }));
+  HeldPair h;
+  ASSERT_NO_FATAL_FAILURE(h.open(300'000'000, 3));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.a, "a", 0, 3));
+  ASSERT_TRUE(wait_until([&] { return h.consumer->stats().in.records >= 6; }));
+  const uint64_t session_a = h.sa->session();
+  h.p1.reset();
+  ASSERT_TRUE(wait_until([&] { return h.consumer->stats().resumes_held == 2; }));
   Item it;
-  EXPECT_FALSE(a->recv(&it, 100'000'000)) << "the end went before the window closed";
-  ASSERT_TRUE(a->recv(&it, 10 * kSecond));
+  EXPECT_FALSE(h.a->recv(&it, 100'000'000)) << "the end went before the window closed";
+  ASSERT_TRUE(h.a->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
   EXPECT_EQ(it.reason, mux::EndReason::kChannelLost);
   EXPECT_EQ(it.frames, 3u);
-  ASSERT_NO_FATAL_FAILURE(read_tokens(*b, "b", 0, 3));  // b's unread tokens, then its end
-  ASSERT_TRUE(b->recv(&it, 10 * kSecond));
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*h.b, "b", 0, 3));  // b's unread tokens, then its end
+  ASSERT_TRUE(h.b->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
   EXPECT_EQ(it.frames, 3u);
-  for (Anchor* x : {a.get(), b.get()}) EXPECT_FALSE(x->recv(&it, 100'000'000)) << "a second end";
-  EXPECT_EQ(consumer->stats().resumes_expired, 2u);
+  for (Anchor* x : {h.a.get(), h.b.get()}) EXPECT_FALSE(x->recv(&it, 100'000'000)) << "a second end";
+  EXPECT_EQ(h.consumer->stats().resumes_expired, 2u);
   auto p2 = make("p2");
   ASSERT_TRUE(p2);
-  EXPECT_FALSE(p2->attach(a->handle(), consumer->control_address(), session_a).ok()) << "a resume after the window";
+  EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address(), session_a).ok()) << "a resume after the window";
 }
 
 // A per-stream connection whose consumer stopped reading a window behind
