@@ -364,7 +364,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   }
   const uint64_t now = monotonic_ns();
   const bool resume = req.resume_session != 0;
-  if (resume && (resp.status != proto::AttachStatus::kOk || resp.transport_key != proto::kTransportMux ||
+  if (resume && (!known || resp.status != proto::AttachStatus::kOk || resp.transport_key != proto::kTransportMux ||
                  !resume_matches(*a, req.resume_session, now))) {
     // No such held stream here (an unknown anchor, none held, another
     // session, the window closed, or not the mux): nothing moves.
