@@ -460,10 +460,17 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
             uint64_t rate, Metrics* metrics, NodeReport* counters) {
   std::vector<std::unique_ptr<node::Sender>> senders;
   const uint64_t warmed_before = n.stats().rings_warmed;  // a daemon's node may have warmed others before
-  for (const Target& t : targets) {
-    auto s = n.attach(t.handle, t.peer);
-    if (!s.ok()) return fail("mux-produce", s.status());
-    senders.push_back(std::move(*s));
+  // Each frontend's handles at once (a run of targets with one peer):
+  // every request sent before any answer is awaited.
+  for (size_t from = 0; from < targets.size();) {
+    size_t to = from;
+    std::vector<mux::AnchorHandle> handles;
+    for (; to < targets.size() && targets[to].peer == targets[from].peer; ++to) handles.push_back(targets[to].handle);
+    for (auto& s : n.attach_many(handles, targets[from].peer)) {
+      if (!s.ok()) return fail("mux-produce", s.status());
+      senders.push_back(std::move(*s));
+    }
+    from = to;
   }
   const uint64_t fds_attached = open_fds();
   std::printf("mux-produce: %zu streams attached to %zu frontend(s), first %s (data path %s)\n", senders.size(),

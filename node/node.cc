@@ -638,8 +638,18 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   }
   m.wake();
   std::unique_lock l(m.mu);
+  return await_attach(l, p, a, h, peer, monotonic_ns() + m.opt.attach_timeout_ns);
+}
+
+absl::StatusOr<std::unique_ptr<Sender>> Node::await_attach(std::unique_lock<std::mutex>& l,
+                                                           const std::shared_ptr<OutPeer>& p,
+                                                           const std::shared_ptr<PendingAttach>& a,
+                                                           const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
+                                                           uint64_t deadline_ns) {
+  NodeImpl& m = *impl_;
   const auto answered = [&] { return a->done && (!a->status.ok() || a->tcp_chosen || p->channel_ready || p->dead); };
-  if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(m.opt.attach_timeout_ns), answered)) {
+  const uint64_t now = monotonic_ns();
+  if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0), answered)) {
     if (a->done && a->status.ok() && !a->tcp_chosen) p->sender->abort(a->slot);  // answered, but no channel in time
     a->abandoned = true;
     return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer), " within ",
@@ -648,13 +658,54 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
   if (!a->status.ok()) return a->status;
   if (p->dead && !a->tcp_chosen) return absl::UnavailableError("attach: the peer went away");
   if (a->tcp_chosen) {
-    if (resume_session != 0) return absl::FailedPreconditionError("attach: the peer answered a resume without the mux");
+    if (a->resume_session != 0) return absl::FailedPreconditionError("attach: the peer answered a resume without the mux");
     l.unlock();
-    return m.attach_tcp(impl_, h, peer);  // the peer does not take the mux
+    auto s = m.attach_tcp(impl_, h, peer);  // the peer does not take the mux
+    l.lock();
+    return s;
   }
   auto sender = std::unique_ptr<Sender>(new Sender(impl_, p, a->slot, a->session));
   sender->resume_at_ = a->resume_at;
   return sender;
+}
+
+std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span<const mux::AnchorHandle> handles,
+                                                                        const dataplane::Endpoint& peer) {
+  NodeImpl& m = *impl_;
+  std::vector<absl::StatusOr<std::unique_ptr<Sender>>> out;
+  out.reserve(handles.size());
+  if (handles.empty()) return out;
+  // The first sets the peer up (a new one's connection and channel); the
+  // rest of that peer's go at once: every request queued, one wake-up,
+  // then the answers awaited (they come back in a read or a few).
+  out.push_back(attach(handles[0], peer));
+  std::shared_ptr<OutPeer> p;
+  if (m.mux.enabled && out[0].ok() && !(*out[0])->per_stream()) p = (*out[0])->peer_;
+  std::vector<std::shared_ptr<PendingAttach>> pending(handles.size());
+  if (p != nullptr) {
+    std::lock_guard l(m.mu);
+    for (size_t i = 1; i < handles.size() && !p->dead; ++i) {
+      if (handles[i].worker != handles[0].worker) continue;  // another node's: attached alone below
+      auto a = std::make_shared<PendingAttach>();
+      a->anchor = handles[i].anchor;
+      a->session = random_u64();
+      p->attaches.push_back(a);
+      pending[i] = std::move(a);
+    }
+  }
+  m.wake();
+  const uint64_t deadline = monotonic_ns() + m.opt.attach_timeout_ns;
+  std::unique_lock l(m.mu);
+  for (size_t i = 1; i < handles.size(); ++i) {
+    if (pending[i] == nullptr) {
+      l.unlock();
+      out.push_back(attach(handles[i], peer));
+      l.lock();
+      continue;
+    }
+    out.push_back(await_attach(l, p, pending[i], handles[i], peer, deadline));
+  }
+  return out;
 }
 
 void Node::flush_batch() {

@@ -280,7 +280,7 @@ def produce_mux(args, frontends):
                          **dpdk_kwargs(args))
     senders, ids = [], []
     for peer, handles in frontends:
-        senders += [node.attach(h, peer) for h in handles]
+        senders += node.attach_many(handles, peer)  # a frontend's requests at once
         ids += range(len(handles))  # a stream's id is its place at its own frontend
     # The clock starts once the channels' rings are warm (RingFile::warm,
     # ~12 ms a 12 MiB ring here, once): a server runs for hours, and their

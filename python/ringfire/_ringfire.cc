@@ -315,6 +315,37 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("handle"), py::arg("peer"), py::arg("resume") = 0,
           "attach to a handle on the node at peer ('ip:port'); returns a Sender. resume: the session (Sender.session) "
           "of the anchor's stream whose channel ended, to go on from its next frame (Sender.resume_at)")
+      .def(
+          "attach_many",
+          [](Node& n, const std::vector<std::string>& handles, const std::string& peer) {
+            std::vector<ringfire::mux::AnchorHandle> hs;
+            hs.reserve(handles.size());
+            for (const std::string& handle : handles) {
+              auto h = ringfire::mux::AnchorHandle::parse(handle);
+              if (!h) throw py::value_error(absl::StrCat("not a handle: '", handle.substr(0, 60), "'"));
+              hs.push_back(*h);
+            }
+            const auto at = endpoint(peer);
+            std::vector<absl::StatusOr<std::unique_ptr<Sender>>> got;
+            {
+              py::gil_scoped_release nogil;
+              got = n.attach_many(hs, at);
+            }
+            std::vector<std::unique_ptr<Sender>> senders;
+            senders.reserve(got.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (!got[i].ok()) {  // the others go (their streams end dropped at the consumer)
+                PyErr_SetString(PyExc_ConnectionError,
+                                absl::StrCat("attach_many: handle ", i, ": ", got[i].status().message()).c_str());
+                throw py::error_already_set();
+              }
+              senders.push_back(std::move(*got[i]));
+            }
+            return senders;
+          },
+          py::arg("handles"), py::arg("peer"),
+          "attach to every handle on the node at peer at once (each request sent before any answer is awaited); "
+          "a list of Senders in order, or ConnectionError naming the first handle that failed")
       .def("flush_batch", &Node::flush_batch, py::call_guard<py::gil_scoped_release>(),
            "whatever is staged goes now; never blocks, never fails")
       .def(

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -800,6 +801,49 @@ TEST(Node, AHeldStreamWithoutAResumeEndsDroppedWhenTheWindowCloses) {
   auto p2 = make("p2");
   ASSERT_TRUE(p2);
   EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address(), session_a).ok()) << "a resume after the window";
+}
+
+// attach_many: a batch of handles of one peer attached at once (every
+// request before any answer), one result each, in order: an unknown anchor
+// fails alone, another node's handle is attached alone, and every stream
+// that attached carries its tokens in order.
+TEST(Node, AttachManySendsTheRequestsAtOnceAndAnswersEachInOrder) {
+  NodePair pair;
+  auto other = make("c2");
+  ASSERT_TRUE(other);
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<mux::AnchorHandle> handles;
+  for (int i = 0; i < 40; ++i) {
+    anchors.push_back(pair.consumer->create_anchor(AnchorKind::kSingleSender));
+    handles.push_back(anchors.back()->handle());
+  }
+  mux::AnchorHandle unknown = handles[7];
+  unknown.anchor ^= 1;  // no such anchor there
+  handles.insert(handles.begin() + 7, unknown);
+  auto elsewhere = other->create_anchor(AnchorKind::kSingleSender);
+  handles.insert(handles.begin() + 20, elsewhere->handle());  // another node's: attached alone, at its own address
+  const uint64_t before = pair.consumer->stats().attaches_answered;
+  auto got = pair.producer->attach_many(handles, pair.consumer->control_address());
+  ASSERT_EQ(got.size(), handles.size());
+  EXPECT_FALSE(got[7].ok()) << "an unknown anchor attached";
+  EXPECT_FALSE(got[20].ok()) << "another node's handle attached at this node's address";
+  EXPECT_EQ(pair.consumer->stats().attaches_answered - before, 40u);
+  std::set<uint64_t> sessions;
+  for (size_t i = 0, k = 0; i < got.size(); ++i) {
+    if (i == 7 || i == 20) continue;
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status();
+    sessions.insert((*got[i])->session());
+    ASSERT_TRUE(send_all(**got[i], {absl::StrCat("t", k, "-0"), absl::StrCat("t", k, "-1")}));
+    EXPECT_TRUE((*got[i])->finish());
+    ++k;
+  }
+  EXPECT_EQ(sessions.size(), 40u);
+  for (size_t k = 0; k < anchors.size(); ++k) {
+    ASSERT_NO_FATAL_FAILURE(read_tokens(*anchors[k], absl::StrCat("t", k, "-"), 0, 2));
+    Item it;
+    ASSERT_TRUE(anchors[k]->recv(&it, 10 * kSecond));
+    EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  }
 }
 
 // A per-stream connection whose consumer stopped reading a window behind
