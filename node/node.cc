@@ -679,31 +679,42 @@ std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span
   // rest of that peer's go at once: every request queued, one wake-up,
   // then the answers awaited (they come back in a read or a few).
   out.push_back(attach(handles[0], peer));
-  std::shared_ptr<OutPeer> p;
-  if (m.mux.enabled && out[0].ok() && !(*out[0])->per_stream()) p = (*out[0])->peer_;
+  // The rest of that worker's queue on its peer whatever the first's
+  // answer (a refusal is that stream's; a per-stream answer is awaited as
+  // one), under one deadline. With no live peer (it could not be
+  // reached), they fail as the first did, not one full timeout each.
   std::vector<std::shared_ptr<PendingAttach>> pending(handles.size());
-  if (p != nullptr) {
+  for (size_t i = 1; i < handles.size(); ++i) {
+    if (handles[i].worker != handles[0].worker) continue;  // another node's: attached alone below
+    auto a = std::make_shared<PendingAttach>();
+    a->anchor = handles[i].anchor;
+    a->session = random_u64();  // getrandom: before the lock
+    pending[i] = std::move(a);
+  }
+  std::shared_ptr<OutPeer> p;
+  if (m.mux.enabled) {
     std::lock_guard l(m.mu);
-    for (size_t i = 1; i < handles.size() && !p->dead; ++i) {
-      if (handles[i].worker != handles[0].worker) continue;  // another node's: attached alone below
-      auto a = std::make_shared<PendingAttach>();
-      a->anchor = handles[i].anchor;
-      a->session = random_u64();
-      p->attaches.push_back(a);
-      pending[i] = std::move(a);
+    if (auto it = m.out.find(handles[0].worker); it != m.out.end() && !it->second->dead) {
+      p = it->second;
+      for (const auto& a : pending) {
+        if (a != nullptr) p->attaches.push_back(a);
+      }
     }
   }
+  const bool unreachable = m.mux.enabled && p == nullptr && !out[0].ok();
   m.wake();
   const uint64_t deadline = monotonic_ns() + m.opt.attach_timeout_ns;
   std::unique_lock l(m.mu);
   for (size_t i = 1; i < handles.size(); ++i) {
-    if (pending[i] == nullptr) {
+    if (pending[i] != nullptr && p != nullptr) {
+      out.push_back(await_attach(l, p, pending[i], handles[i], peer, deadline));
+    } else if (pending[i] != nullptr && unreachable) {
+      out.push_back(out[0].status());  // the same peer, which the first could not reach
+    } else {
       l.unlock();
-      out.push_back(attach(handles[i], peer));
+      out.push_back(attach(handles[i], peer));  // another node's handle, or a node with the mux off
       l.lock();
-      continue;
     }
-    out.push_back(await_attach(l, p, pending[i], handles[i], peer, deadline));
   }
   return out;
 }

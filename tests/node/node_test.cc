@@ -844,6 +844,33 @@ TEST(Node, AttachManySendsTheRequestsAtOnceAndAnswersEachInOrder) {
     ASSERT_TRUE(anchors[k]->recv(&it, 10 * kSecond));
     EXPECT_EQ(it.kind, Item::Kind::kFinished);
   }
+  // A batch whose first is refused still goes at once on that peer.
+  std::vector<mux::AnchorHandle> second = {unknown};
+  for (int i = 0; i < 5; ++i) {
+    anchors.push_back(pair.consumer->create_anchor(AnchorKind::kSingleSender));
+    second.push_back(anchors.back()->handle());
+  }
+  auto again = pair.producer->attach_many(second, pair.consumer->control_address());
+  ASSERT_EQ(again.size(), 6u);
+  EXPECT_FALSE(again[0].ok());
+  for (size_t i = 1; i < again.size(); ++i) EXPECT_TRUE(again[i].ok()) << i << ": " << again[i].status();
+}
+
+// A batch for a peer nobody can reach: every handle fails, with the
+// first's status (they are not tried again one by one).
+TEST(Node, AttachManyToAnUnreachablePeerFailsEveryHandle) {
+  NodeOptions o = options("p");
+  o.attach_timeout_ns = 300'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::vector<mux::AnchorHandle> handles(20, mux::AnchorHandle{0x1234, 1});
+  for (size_t i = 0; i < handles.size(); ++i) handles[i].anchor = i + 1;
+  auto got = (*made)->attach_many(handles, dataplane::Endpoint{INADDR_LOOPBACK, 1});  // nothing listens on port 1
+  ASSERT_EQ(got.size(), handles.size());
+  for (const auto& g : got) {
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status(), got[0].status());
+  }
 }
 
 // A per-stream connection whose consumer stopped reading a window behind
