@@ -54,6 +54,7 @@ struct PeerReceiver::Stream {
   StreamItem::Kind end_kind = StreamItem::Kind::kFinished;
   EndReason end_reason = EndReason::kNone;
   bool empty() const { return head == fifo.size() && !end_queued; }
+  uint32_t delivered() const { return expected_seq - first_seq; }  // data frames it delivered (read or not)
 };
 
 PeerReceiver::PeerReceiver(const MuxConfig& config) : config_(config) {}
@@ -102,7 +103,7 @@ bool PeerReceiver::pop(Stream* s, Popped* out) {
   if (!s->end_queued) return false;
   out->kind = s->end_kind;
   out->reason = s->end_reason;
-  out->frames = s->expected_seq - s->first_seq;
+  out->frames = s->delivered();
   out->bytes = {};
   free_stream(s);  // its end was read: nothing more will come
   return true;
@@ -181,7 +182,7 @@ void PeerReceiver::end(Stream* s, StreamItem::Kind kind, EndReason reason) {
   s->end_reason = kind == StreamItem::Kind::kFinished ? EndReason::kNone : reason;
   ++(kind == StreamItem::Kind::kFinished ? stats_.finished : stats_.dropped);
   if (kind == StreamItem::Kind::kDropped && ended_hook_ != nullptr) {
-    ended_hook_(ended_ctx_, s->user, reason, s->expected_seq - s->first_seq);
+    ended_hook_(ended_ctx_, s->user, reason, s->delivered());
   }
   readable(s, was_empty);
 }

@@ -576,6 +576,20 @@ void NodeImpl::step(uint64_t now) {
 
 // ---- the API ------------------------------------------------------------
 
+namespace {
+
+// pending_attach: an attach request for `anchor` under a fresh session
+// (getrandom: made before the node's lock is taken).
+std::shared_ptr<PendingAttach> pending_attach(uint64_t anchor, uint64_t resume_session) {
+  auto a = std::make_shared<PendingAttach>();
+  a->anchor = anchor;
+  a->session = random_u64();
+  a->resume_session = resume_session;
+  return a;
+}
+
+}  // namespace
+
 std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
   auto st = std::make_shared<AnchorState>();
   st->id = random_u64();  // getrandom: before the lock
@@ -627,10 +641,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
       return absl::ResourceExhaustedError(absl::StrCat("attach: max_connections (", m.opt.max_connections, ") reached"));
     }
   }
-  auto a = std::make_shared<PendingAttach>();
-  a->anchor = h.anchor;
-  a->session = random_u64();
-  a->resume_session = resume_session;
+  auto a = pending_attach(h.anchor, resume_session);
   {
     std::lock_guard l(m.mu);
     if (p->dead) return absl::UnavailableError("attach: the peer is gone");
@@ -686,10 +697,7 @@ std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span
   std::vector<std::shared_ptr<PendingAttach>> pending(handles.size());
   for (size_t i = 1; i < handles.size(); ++i) {
     if (handles[i].worker != handles[0].worker) continue;  // another node's: attached alone below
-    auto a = std::make_shared<PendingAttach>();
-    a->anchor = handles[i].anchor;
-    a->session = random_u64();  // getrandom: before the lock
-    pending[i] = std::move(a);
+    pending[i] = pending_attach(handles[i].anchor, 0);
   }
   std::shared_ptr<OutPeer> p;
   if (m.mux.enabled) {

@@ -75,6 +75,13 @@ Sender* sender_of(PyObject* o) {
   return py::cast<Sender*>(py::handle(o));  // a subclass, or not a Sender at all (raises)
 }
 
+// handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex), or a ValueError.
+ringfire::mux::AnchorHandle handle_of(const std::string& text) {
+  auto h = ringfire::mux::AnchorHandle::parse(text);
+  if (!h) throw py::value_error(absl::StrCat("not a handle: '", text.substr(0, 60), "'"));
+  return *h;
+}
+
 // Poller: what Node.poll fills on the C++ side (kept per node: no
 // allocation per call once it has grown).
 struct Poller {
@@ -298,13 +305,12 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "attach",
           [](Node& n, const std::string& handle, const std::string& peer, uint64_t resume) {
-            auto h = ringfire::mux::AnchorHandle::parse(handle);
-            if (!h) throw py::value_error(absl::StrCat("not a handle: '", handle.substr(0, 60), "'"));
+            const auto h = handle_of(handle);
             const auto at = endpoint(peer);
             absl::StatusOr<std::unique_ptr<Sender>> s;
             {
               py::gil_scoped_release nogil;
-              s = n.attach(*h, at, resume);
+              s = n.attach(h, at, resume);
             }
             if (!s.ok()) {
               PyErr_SetString(PyExc_ConnectionError, std::string(s.status().message()).c_str());
@@ -321,9 +327,7 @@ PYBIND11_MODULE(_ringfire, m) {
             std::vector<ringfire::mux::AnchorHandle> hs;
             hs.reserve(handles.size());
             for (const std::string& handle : handles) {
-              auto h = ringfire::mux::AnchorHandle::parse(handle);
-              if (!h) throw py::value_error(absl::StrCat("not a handle: '", handle.substr(0, 60), "'"));
-              hs.push_back(*h);
+              hs.push_back(handle_of(handle));
             }
             const auto at = endpoint(peer);
             std::vector<absl::StatusOr<std::unique_ptr<Sender>>> got;
