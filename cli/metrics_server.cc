@@ -344,6 +344,12 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"answered", [](const S& s) { return s.resumes_answered; }},
       {"refused", [](const S& s) { return s.resumes_refused; }},
       {"expired", [](const S& s) { return s.resumes_expired; }}});
+  by("ringfire_mux_opens_total", "Streams opened: by ATTACH (answered here, consumer side) or on a ticket, with no round trip.",
+     "how",
+     {{"attach", [](const S& s) { return s.attaches_answered; }},
+      {"ticket", [](const S& s) { return s.tickets_claimed; }}});
+  metric("ringfire_mux_tickets_opened_total", "counter", "Streams this node opened on a handle's ticket (producer side).",
+         [](const S& s) { return s.tickets_opened; });
   by("ringfire_mux_rejected_total", "What the node refused or dropped, by reason.", "reason",
      {{"refused_connection", [](const S& s) { return s.refused; }},
       {"unauthenticated", [](const S& s) { return s.unauthenticated; }},
@@ -352,6 +358,7 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"attach_refused", [](const S& s) { return s.attaches_refused; }},
       {"generation_mismatch", [](const S& s) { return s.in.generation_mismatch; }},
       {"unknown_slot", [](const S& s) { return s.in.unknown_slot; }},
+      {"unknown_anchor", [](const S& s) { return s.in.unknown_anchor; }},
       {"protocol_error", [](const S& s) { return s.in.protocol_errors; }},
       {"stale_epoch", [](const S& s) { return s.in.stale_epoch; }},
       {"malformed_batch", [](const S& s) { return s.in.malformed; }},

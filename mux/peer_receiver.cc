@@ -302,7 +302,13 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
           ++stats_.protocol_errors;
           end(b.stream, StreamItem::Kind::kDropped, EndReason::kProtocolError);
         }
-        const auto it = awaiting_.find(std::pair{rec.open.anchor_id, rec.open.session_id});
+        const std::pair key{rec.open.anchor_id, rec.open.session_id};
+        auto it = awaiting_.find(key);
+        if (it == awaiting_.end() && claim_hook_ != nullptr &&
+            claim_hook_(claim_ctx_, claim_peer_, key.first, key.second, now_ns) != nullptr) {
+          ++stats_.claimed_on_open;
+          it = awaiting_.find(key);  // expect() put it there
+        }
         Stream* found = it == awaiting_.end() ? nullptr : it->second;
         if (found != nullptr) awaiting_.erase(it);  // claimed: a second OpenSlot for it is unknown
         if (found == nullptr) {

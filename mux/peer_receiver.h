@@ -72,6 +72,7 @@ struct PeerReceiverStats {
   uint64_t generation_mismatch = 0;   // records for a recycled slot
   uint64_t unknown_slot = 0;          // records for no slot at all
   uint64_t unknown_anchor = 0;        // OpenSlots nobody registered (answered CloseSlot{unknown})
+  uint64_t claimed_on_open = 0;       // OpenSlots the claim hook registered (tickets: no ATTACH before them)
   uint64_t protocol_errors = 0;       // out-of-order frame_seq, credit overrun, a rebound index
   uint64_t reader_stall = 0;          // the buffer was full for a granted record: must stay 0
   uint64_t over_budget = 0;           // slots ended: a record past the slot's or the peer's byte budget
@@ -94,6 +95,12 @@ class PeerReceiver {
   // EndedHook: called as a stream's dropped end is queued (it is read
   // later), with its reason and the data frames it delivered.
   using EndedHook = void (*)(void* ctx, void* user, EndReason reason, uint32_t frames);
+  // ClaimHook: called (inside apply) for an OpenSlot that claims no
+  // registered stream, before it is answered unknown: the consumer may
+  // register it now — a ticket (PROTOCOL.md §5.2.1), the attach answered in
+  // advance — by expect() on this receiver (`peer`: what set_claim_hook
+  // was given for it). Returns what expect() returned, or nullptr.
+  using ClaimHook = Stream* (*)(void* ctx, void* peer, uint64_t anchor_id, uint64_t session_id, uint64_t now_ns);
 
   explicit PeerReceiver(const MuxConfig& config);
   ~PeerReceiver();
@@ -105,6 +112,11 @@ class PeerReceiver {
   void set_ended_hook(EndedHook hook, void* ctx) {
     ended_hook_ = hook;
     ended_ctx_ = ctx;
+  }
+  void set_claim_hook(ClaimHook hook, void* ctx, void* peer) {
+    claim_hook_ = hook;
+    claim_ctx_ = ctx;
+    claim_peer_ = peer;
   }
 
   // expect registers a stream the peer will open (the attach answered it
@@ -199,6 +211,9 @@ class PeerReceiver {
   void* hook_ctx_ = nullptr;
   EndedHook ended_hook_ = nullptr;
   void* ended_ctx_ = nullptr;
+  ClaimHook claim_hook_ = nullptr;
+  void* claim_ctx_ = nullptr;
+  void* claim_peer_ = nullptr;
   std::vector<std::unique_ptr<Stream>> streams_;  // registered, by pointer
   // awaiting: registered streams no OpenSlot has claimed yet, by (anchor, session).
   struct KeyHash {

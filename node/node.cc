@@ -143,14 +143,19 @@ Node::~Node() {
   if (m.thread.joinable()) {  // its own conductor ends the peers and the engine
     m.wake();
     m.thread.join();
-    return;
+    m.engine->unwatch(m.listen_fd);  // its conductor is gone: this thread may
+  } else {
+    // Hosted: this is the host's conductor (Node::create's contract).
+    m.stop_peers();
+    m.engine->remove_agent(&m);
+    m.engine->unwatch(m.listen_fd);
+    m.engine->unwatch(m.wake_fd);
+    m.engine = nullptr;  // the host's, not to be touched again (senders and anchors may outlive this)
   }
-  // Hosted: this is the host's conductor (Node::create's contract).
-  m.stop_peers();
-  m.engine->remove_agent(&m);
-  m.engine->unwatch(m.listen_fd);
-  m.engine->unwatch(m.wake_fd);
-  m.engine = nullptr;  // the host's, not to be touched again (senders and anchors may outlive this)
+  // It accepts no more: a connection waiting in the backlog is reset now,
+  // not left unanswered while anchors and senders hold the rest alive.
+  close(m.listen_fd);
+  m.listen_fd = -1;
 }
 
 NodeImpl::~NodeImpl() {
@@ -449,7 +454,8 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
   uint64_t until = now + 100'000'000;
   for (const auto& [w, p] : out) {
     if (p->dead || !p->sender) continue;
-    until = std::min(until, p->sender->next_deadline_ns());
+    // Its batches wait for the channel (a ticket's OpenSlot may be due before it is up).
+    if (p->channel_ready) until = std::min(until, p->sender->next_deadline_ns());
     if (!p->channel_ready) until = std::min(until, now + 1'000'000);  // watch for its mirror
     if (p->conn && p->conn->pending() != 0) until = std::min(until, now + 1'000'000);
     if (!p->watched || p->serve_name.empty()) until = now;  // set up at once
@@ -578,25 +584,35 @@ void NodeImpl::step(uint64_t now) {
 
 namespace {
 
-// pending_attach: an attach request for `anchor` under a fresh session
-// (getrandom: made before the node's lock is taken).
-std::shared_ptr<PendingAttach> pending_attach(uint64_t anchor, uint64_t resume_session) {
+// pending_attach: an attach to the handle's anchor, on its ticket when it
+// has one (not for a resume: that is an ATTACH's), else under a fresh
+// session (getrandom: drawn before the node's lock is taken).
+std::shared_ptr<PendingAttach> pending_attach(const mux::AnchorHandle& h, uint64_t resume_session) {
   auto a = std::make_shared<PendingAttach>();
-  a->anchor = anchor;
-  a->session = random_u64();
+  a->anchor = h.anchor;
   a->resume_session = resume_session;
+  if (h.ticket.session != 0 && resume_session == 0) a->ticket = h.ticket;
+  a->session = a->ticket.session != 0 ? a->ticket.session : random_u64();
   return a;
 }
 
 }  // namespace
 
 std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
+  NodeImpl& m = *impl_;
   auto st = std::make_shared<AnchorState>();
   st->id = random_u64();  // getrandom: before the lock
   st->kind = kind;
-  std::lock_guard l(impl_->mu);
-  impl_->anchors[st->id] = st;
-  return std::unique_ptr<Anchor>(new Anchor(impl_, st, mux::AnchorHandle{impl_->worker, st->id}));
+  if (m.mux.enabled && m.opt.tickets && kind == AnchorKind::kSingleSender) {
+    // Its attach answered in advance (§5.2.1): what an ATTACH response
+    // would grant, under a session drawn here. Single-sender only: a
+    // ticket opens one stream, and a multi-sender handle goes to many.
+    st->ticket = mux::Ticket{random_u64(), m.mux.initial_credit, m.mux.slot_byte_budget, m.mux.peer_byte_budget};
+  }
+  const mux::AnchorHandle h{m.worker, st->id, st->ticket};
+  std::lock_guard l(m.mu);
+  m.anchors[st->id] = st;
+  return std::unique_ptr<Anchor>(new Anchor(impl_, st, h));
 }
 
 absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
@@ -624,6 +640,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
     fresh->addr = peer;
     fresh->conn = std::make_unique<TcpConn>(*fd);
     fresh->epoch = random_u64();
+    fresh->created_ns = monotonic_ns();
     fresh->sender.emplace(m.mux, fresh->epoch);
     bool refused = false;
     {
@@ -641,13 +658,23 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
       return absl::ResourceExhaustedError(absl::StrCat("attach: max_connections (", m.opt.max_connections, ") reached"));
     }
   }
-  auto a = pending_attach(h.anchor, resume_session);
+  auto a = pending_attach(h, resume_session);
+  bool opened = false;
   {
     std::lock_guard l(m.mu);
     if (p->dead) return absl::UnavailableError("attach: the peer is gone");
-    p->attaches.push_back(a);
+    if (a->ticket.session != 0 && p->node_seen) {
+      // A ticket to a peer that answered our NODE: no round trip, no
+      // wake-up — the stream opens in the channel now.
+      m.open_ticket(*p, *a);
+      opened = true;
+    } else {
+      // A request, or a ticket that waits for a new peer's NODE answer
+      // (what it says — another key, another node — is the caller's error).
+      p->attaches.push_back(a);
+    }
   }
-  m.wake();
+  if (!opened) m.wake();
   std::unique_lock l(m.mu);
   return await_attach(l, p, a, h, peer, monotonic_ns() + m.opt.attach_timeout_ns);
 }
@@ -658,7 +685,10 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::await_attach(std::unique_lock<std:
                                                            const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
                                                            uint64_t deadline_ns) {
   NodeImpl& m = *impl_;
-  const auto answered = [&] { return a->done && (!a->status.ok() || a->tcp_chosen || p->channel_ready || p->dead); };
+  // A ticket's is done once opened: its first batch waits for the channel, not its caller.
+  const auto answered = [&] {
+    return a->done && (!a->status.ok() || a->tcp_chosen || a->ticket.session != 0 || p->channel_ready || p->dead);
+  };
   const uint64_t now = monotonic_ns();
   if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0), answered)) {
     if (a->done && a->status.ok() && !a->tcp_chosen) p->sender->abort(a->slot);  // answered, but no channel in time
@@ -697,7 +727,7 @@ std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span
   std::vector<std::shared_ptr<PendingAttach>> pending(handles.size());
   for (size_t i = 1; i < handles.size(); ++i) {
     if (handles[i].worker != handles[0].worker) continue;  // another node's: attached alone below
-    pending[i] = pending_attach(handles[i].anchor, 0);
+    pending[i] = pending_attach(handles[i], 0);
   }
   std::shared_ptr<OutPeer> p;
   if (m.mux.enabled) {
@@ -705,7 +735,12 @@ std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span
     if (auto it = m.out.find(handles[0].worker); it != m.out.end() && !it->second->dead) {
       p = it->second;
       for (const auto& a : pending) {
-        if (a != nullptr) p->attaches.push_back(a);
+        if (a == nullptr) continue;
+        if (a->ticket.session != 0 && p->node_seen) {
+          m.open_ticket(*p, *a);  // no request: opened now
+        } else {
+          p->attaches.push_back(a);
+        }
       }
     }
   }
@@ -716,7 +751,7 @@ std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span
   for (size_t i = 1; i < handles.size(); ++i) {
     if (pending[i] != nullptr && p != nullptr) {
       out.push_back(await_attach(l, p, pending[i], handles[i], peer, deadline));
-    } else if (pending[i] != nullptr && unreachable) {
+    } else if (handles[i].worker == handles[0].worker && unreachable) {
       out.push_back(out[0].status());  // the same peer, which the first could not reach
     } else {
       l.unlock();

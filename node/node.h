@@ -12,10 +12,14 @@
 //                   conductor then runs the node beside its serves and
 //                   mirrors: one engine per host).
 //   create_anchor   consumer: an anchor (single- or multi-sender) and its
-//                   handle (worker id in the upper 64 bits, anchor id below).
-//   attach          producer: negotiate a stream to a handle at a peer's
-//                   control address (ATTACH on the TCP control connection);
-//                   blocks until answered (setup, not the hot path).
+//                   handle (worker id in the upper 64 bits, anchor id
+//                   below, and a ticket: its first attach answered in
+//                   advance).
+//   attach          producer: a stream to a handle at a peer's control
+//                   address. A handle's unused ticket opens it at once
+//                   (no round trip: the OpenSlot goes with its first
+//                   records); else ATTACH on the TCP control connection,
+//                   which blocks until answered (setup, not the hot path).
 //   Sender::send    synchronous, never blocks: kSent, or why not (kFull:
 //                   the slot's byte budget, retry after credit).
 //   Sender::finish  the terminal.
@@ -133,6 +137,11 @@ struct NodeOptions {
   // unbroken stream. Without one in time the end (dropped, channel lost)
   // is read. 0: no resume; the end is read at once.
   uint64_t resume_window_ns = 0;
+  // tickets: each anchor's handle carries a ticket (PROTOCOL.md §5.2.1) —
+  // its attach answered in advance, so a producer opens the stream with
+  // no ATTACH round trip (its first records go with the OpenSlot). Once
+  // per anchor; later producers attach as ever. Off: handles without.
+  bool tickets = true;
 };
 
 // Item: one thing a consumer reads from an anchor.
@@ -179,6 +188,11 @@ struct NodeStats {
   uint64_t frames_unmaced = 0;   // keyed peers that MAC no control frames (older ones): served anyway
   uint64_t attaches_answered = 0;
   uint64_t attaches_refused = 0;   // unknown anchor, single-sender taken, stream cap
+  // Tickets (§5.2.1): streams opened on one with no ATTACH (producer side),
+  // and claimed by their OpenSlot (consumer side). A ticket that claims
+  // nothing (used, cancelled, forged) is counted in in.unknown_anchor.
+  uint64_t tickets_opened = 0;
+  uint64_t tickets_claimed = 0;
   // Resumes (NodeOptions::resume_window_ns): streams held back when their
   // channel ended, resumes answered, refused (no such held stream, or not
   // the mux), and held ends read because none came in time.

@@ -371,6 +371,19 @@ struct NodeImpl : engine::ConductorAgent {
   void tcp_end(TcpStreamIn& t, mux::EndReason why);
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
                                                      const dataplane::Endpoint& peer);
+  // open_ticket: an attach on a handle's ticket (§5.2.1) opens its slot in
+  // p's channel on the ticket's terms, with no ATTACH (its OpenSlot goes
+  // in the channel's next batch); `a` is then done. Under mu, once p's
+  // NODE answer came (a cold peer's by the conductor, when it does).
+  void open_ticket(OutPeer& p, PendingAttach& a);
+  // claim_ticket: an OpenSlot from p's channel that no attach registered:
+  // if it names an anchor's unused ticket, the stream is registered now
+  // on the ticket's terms (the receiver's claim hook, inside apply, under
+  // mu) and the ticket is spent; else nullptr (answered unknown).
+  mux::PeerReceiver::Stream* claim_ticket(InPeer& p, uint64_t anchor, uint64_t session, uint64_t now);
+  static mux::PeerReceiver::Stream* on_claim(void* self, void* peer, uint64_t anchor, uint64_t session, uint64_t now) {
+    return static_cast<NodeImpl*>(self)->claim_ticket(*static_cast<InPeer*>(peer), anchor, session, now);
+  }
   void end_in(InPeer& p, const std::string& why);
   // stream_ended: a receiver queued a stream's dropped end (the hook):
   // one whose channel ended or went silent, of a single-sender anchor, is

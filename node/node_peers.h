@@ -39,6 +39,7 @@ struct PendingAttach {
   bool done = false;        // answered (or failed): status and slot are final
   bool abandoned = false;   // the caller timed out: a late success is aborted
   bool tcp_chosen = false;  // the peer answered tcp: attach again on the stream's own connection
+  mux::Ticket ticket;           // session set: opened on the handle's ticket, no request (§5.2.1)
   uint64_t resume_session = 0;  // a resume: the session it takes over (0: a new stream)
   uint32_t resume_at = 0;       // ... and the answer's resume_at
   absl::Status status;
@@ -56,6 +57,7 @@ struct OutPeer : std::enable_shared_from_this<OutPeer> {  // held by shared_ptr 
   bool write_failed = false;        // conductor: a flush failed (ended at the next pass)
   bool setup_failed = false;        // conductor: its egress ring or serve could not be made
   uint64_t epoch = 0;               // the channel's (random, non-zero)
+  uint64_t created_ns = 0;          // connected: its channel must be up within attach_timeout_ns of this
   std::optional<mux::PeerSender> sender;
   // egress: the channel ring, published under mu (its parked reader woken
   // after: BlobProducer::defer_wakes); unmapped by the conductor's teardown
@@ -206,6 +208,9 @@ struct AnchorState : std::enable_shared_from_this<AnchorState> {
   AnchorKind kind = AnchorKind::kSingleSender;
   bool cancelled = false;
   bool attached_once = false;               // single-sender: a second attach is refused
+  // ticket: the handle's (NodeOptions::tickets), claimed by the first
+  // OpenSlot naming it (session 0 once used, or none).
+  mux::Ticket ticket;
   std::vector<std::unique_ptr<AnchorStream>> streams;  // live (swap-removed: AnchorStream::at)
   std::deque<AnchorStream*> ready;          // streams with an item, each once
   bool listed = false;                      // in NodeImpl::ready_anchors

@@ -123,6 +123,14 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     end_out(p, "its channel could not be set up");
     return;
   }
+  if (!p.channel_ready && now - p.created_ns > opt.attach_timeout_ns) {
+    // A peer that took the connection and never answered its NODE, or
+    // whose mirror never took the channel: its senders (a ticket's open at
+    // once) must not wait for it forever.
+    end_out(p, absl::StrCat(p.node_seen ? "its mirror did not take the channel" : "it did not answer our NODE",
+                            " within ", opt.attach_timeout_ns / 1'000'000, " ms"));
+    return;
+  }
   if (p.serve_link == nullptr) return;  // set up at the next pass
   proto::Frame f;
   size_t size = 0;
@@ -156,12 +164,18 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   }
   if (p.node_seen) {
     for (auto& a : p.attaches) {
-      if (a->sent) continue;
+      if (a->sent || a->done) continue;
+      if (a->ticket.session != 0) {  // no request: it opens now (the NODE answer was its wait)
+        open_ticket(p, *a);
+        attach_owed = true;
+        continue;
+      }
       proto::AttachRequest req{a->anchor, a->session, mux::supported_keys(mux)};
       req.resume_session = a->resume_session;
       queue_attach(*p.conn, req);
       a->sent = true;
     }
+    std::erase_if(p.attaches, [](const std::shared_ptr<PendingAttach>& a) { return a->done; });  // the tickets opened
   }
   // No batch before the peer's mirror takes the channel by UDP: the first
   // (the OpenSlots, and the first tokens with them) would go before the
@@ -454,6 +468,32 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
   }
   if (!a->status.ok()) return a->status;
   return std::unique_ptr<Sender>(new Sender(std::move(self), t, a->session));
+}
+
+void NodeImpl::open_ticket(OutPeer& p, PendingAttach& a) {
+  a.done = true;
+  if (a.abandoned) return;  // its caller gave up: nothing opens
+  // The ticket is the consumer's answer given in advance: read as one.
+  proto::AttachResponse terms;
+  terms.anchor_id = a.anchor;
+  terms.session_id = a.session;
+  terms.transport_key = proto::kTransportMux;
+  terms.initial_credit = a.ticket.credit;
+  terms.slot_byte_budget = a.ticket.slot_byte_budget;
+  terms.peer_byte_budget = a.ticket.peer_byte_budget;
+  auto choice = mux::choose(terms, mux);
+  if (!choice.ok()) {
+    a.status = choice.status();
+    return;
+  }
+  p.sender->set_peer_budget(choice->peer_byte_budget);
+  auto slot = p.sender->open(a.anchor, a.session, choice->credit, monotonic_ns(), choice->slot_byte_budget);
+  if (!slot) {
+    a.status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");
+    return;
+  }
+  a.slot = *slot;
+  ++counters.tickets_opened;
 }
 
 

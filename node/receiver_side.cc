@@ -259,6 +259,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   p.node_answer_owed = !answered;
   p.receiver->set_readable_hook(&NodeImpl::on_readable, this);
   p.receiver->set_ended_hook(&NodeImpl::on_ended, this);
+  p.receiver->set_claim_hook(&NodeImpl::on_claim, this, &p);  // the InPeer outlives its receiver
 }
 
 bool NodeImpl::place_mirror(InPeer& p) {
@@ -393,6 +394,32 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   }
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
   queue_attach(*p.conn, resp);
+}
+
+mux::PeerReceiver::Stream* NodeImpl::claim_ticket(InPeer& p, uint64_t anchor, uint64_t session, uint64_t now) {
+  auto it = anchors.find(anchor);
+  if (it == anchors.end()) return nullptr;
+  AnchorState& a = *it->second;
+  // Spent, never given, cancelled, or a single-sender anchor an ATTACH
+  // already took: the OpenSlot is answered unknown (its sender closes).
+  if (a.cancelled || a.ticket.session == 0 || a.ticket.session != session ||
+      (a.kind == AnchorKind::kSingleSender && a.attached_once)) {
+    return nullptr;
+  }
+  // The terms are the ones this node put in the ticket, not anything the
+  // OpenSlot says: the receiver enforces its own budgets, and this credit.
+  AnchorStream* as = add_stream(a, session);
+  mux::PeerReceiver::Stream* s = p.receiver->expect(anchor, session, a.ticket.credit, now, as);
+  if (s == nullptr) {
+    remove_stream(as);  // max_streams_per_peer registered: the ticket stays good
+    return nullptr;
+  }
+  a.attached_once = true;
+  a.ticket.session = 0;  // spent: a second OpenSlot naming it is unknown
+  as->peer = p.shared_from_this();
+  as->stream = s;
+  ++counters.tickets_claimed;
+  return s;
 }
 
 size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node) {

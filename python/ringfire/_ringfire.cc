@@ -75,7 +75,7 @@ Sender* sender_of(PyObject* o) {
   return py::cast<Sender*>(py::handle(o));  // a subclass, or not a Sender at all (raises)
 }
 
-// handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex), or a ValueError.
+// handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex, and its ticket if it has one: PROTOCOL.md §5.2.1), or a ValueError.
 ringfire::mux::AnchorHandle handle_of(const std::string& text) {
   auto h = ringfire::mux::AnchorHandle::parse(text);
   if (!h) throw py::value_error(absl::StrCat("not a handle: '", text.substr(0, 60), "'"));
@@ -160,6 +160,11 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["resumes_refused"] = s.resumes_refused;
   d["resumes_expired"] = s.resumes_expired;
   d["rings_warmed"] = s.rings_warmed;
+  d["attaches_answered"] = s.attaches_answered;
+  d["attaches_refused"] = s.attaches_refused;
+  d["tickets_opened"] = s.tickets_opened;
+  d["tickets_claimed"] = s.tickets_claimed;
+  d["unknown_anchor"] = s.in.unknown_anchor;
   return d;
 }
 
@@ -215,7 +220,7 @@ PYBIND11_MODULE(_ringfire, m) {
 
   py::class_<Anchor>(m, "Anchor", "the consumer's end: one stream per attached producer")
       .def_property_readonly("handle", [](const Anchor& a) { return a.handle().to_string(); },
-                             "the handle to give a producer (a string)")
+                             "the handle to give a producer (a string; a single-sender anchor's carries a ticket: its producer opens the stream with no round trip, once)")
       .def(
           "recv",
           [](Anchor& a, double timeout) -> py::object {
@@ -250,7 +255,7 @@ PYBIND11_MODULE(_ringfire, m) {
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
                        const std::string& dpdk_ip, double silent_peer, uint32_t mtu, bool gso, bool gro,
-                       double resume_window) {
+                       double resume_window, bool tickets) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -265,6 +270,7 @@ PYBIND11_MODULE(_ringfire, m) {
                throw py::value_error("resume_window must be 0 to 3600 seconds (0: a stream's end is read at once)");
              }
              o.resume_window_ns = static_cast<uint64_t>(resume_window * 1e9);
+             o.tickets = tickets;
              const auto mode = ringfire::ring::parse_idle_mode(idle);
              if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
              o.port.idle = *mode;
@@ -295,7 +301,7 @@ PYBIND11_MODULE(_ringfire, m) {
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
            py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "",
            py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472, py::arg("gso") = true, py::arg("gro") = true,
-           py::arg("resume_window") = 0.0)
+           py::arg("resume_window") = 0.0, py::arg("tickets") = true)
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

@@ -240,6 +240,71 @@ TEST(PeerMux, AnOpenSlotForAnUnknownAnchorIsClosedBackWithoutFailingThePeer) {
   p.expect_through(*good, known, "ok", 1);
 }
 
+// Claims: a consumer that gave (anchor 5, session 6) a ticket registers
+// it when its OpenSlot comes, and only then; `claimed` is what it made.
+struct Claims {
+  PeerReceiver* rx = nullptr;
+  uint32_t credit = 0;
+  int asked = 0;
+  PeerReceiver::Stream* claimed = nullptr;
+  static PeerReceiver::Stream* hook(void* self, void* peer, uint64_t anchor, uint64_t session, uint64_t now) {
+    auto* c = static_cast<Claims*>(self);
+    EXPECT_EQ(peer, c->rx);
+    ++c->asked;
+    if (anchor != 5 || session != 6 || c->claimed != nullptr) return nullptr;  // the ticket, once
+    c->claimed = c->rx->expect(anchor, session, c->credit, now);
+    return c->claimed;
+  }
+};
+
+TEST(PeerMux, AnOpenSlotNobodyRegisteredMayBeClaimedOnceByTheHook) {
+  Pair p(small(4));
+  Claims c{&p.rx, 2};
+  p.rx.set_claim_hook(&Claims::hook, &c, &p.rx);
+  // The OpenSlot and its first records in one batch, with no expect() before.
+  auto id = p.tx.open(5, 6, 4, 0);  // the owner believes 4
+  ASSERT_TRUE(id);
+  for (const char* t : {"a", "b"}) ASSERT_EQ(p.tx.send(*id, bytes_of(t), 0), SendStatus::kSent);
+  EXPECT_EQ(p.pump(0), 1) << "the OpenSlot and its records went apart";
+  ASSERT_NE(c.claimed, nullptr);
+  EXPECT_EQ(p.rx.stats().claimed_on_open, 1u);
+  auto items = p.drain(c.claimed);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(text(items[0]), "a");
+  EXPECT_EQ(text(items[1]), "b");
+  // A second OpenSlot naming it finds it spent: answered unknown, the
+  // first stream untouched.
+  auto again = p.tx.open(5, 6, 4, 1);
+  p.pump(1);
+  EXPECT_TRUE(p.tx.closed(*again));
+  EXPECT_EQ(p.rx.stats().unknown_anchor, 1u);
+  EXPECT_EQ(c.asked, 2);
+  // Any other pair: asked, refused, closed back.
+  auto stray = p.tx.open(5, 7, 4, 1);
+  p.pump(1);
+  EXPECT_TRUE(p.tx.closed(*stray));
+  EXPECT_EQ(p.rx.stats().unknown_anchor, 2u);
+  EXPECT_EQ(p.rx.stats().claimed_on_open, 1u);
+}
+
+TEST(PeerMux, AClaimedStreamHoldsTheReceiversCreditNotTheOwners) {
+  Pair p(small(4));
+  Claims c{&p.rx, 2};  // the ticket said 2; this owner was told (or claims) 4
+  p.rx.set_claim_hook(&Claims::hook, &c, &p.rx);
+  auto id = p.tx.open(5, 6, 4, 0);
+  for (const char* t : {"a", "b", "c"}) ASSERT_EQ(p.tx.send(*id, bytes_of(t), 0), SendStatus::kSent);
+  p.pump(0);
+  ASSERT_NE(c.claimed, nullptr);
+  auto items = p.drain(c.claimed);
+  // Two data records, then the third past the window ends it: never a third buffered.
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(text(items[0]), "a");
+  EXPECT_EQ(text(items[1]), "b");
+  EXPECT_EQ(items[2].kind, Kind::kDropped);
+  EXPECT_EQ(items[2].reason, EndReason::kProtocolError);
+  EXPECT_EQ(p.rx.stats().protocol_errors, 1u);
+}
+
 TEST(PeerMux, ARecordForARecycledSlotIsNeverDeliveredToItsNewOccupant) {
   Pair p(small(4));
   PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);

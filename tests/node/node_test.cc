@@ -64,6 +64,13 @@ std::unique_ptr<Node> make_quiet(const std::string& name, mux::FlushPolicy flush
 }
 
 
+// plain: the handle without its ticket — an attach to it asks by ATTACH,
+// and is answered (or refused) before it returns.
+mux::AnchorHandle plain(mux::AnchorHandle h) {
+  h.ticket = {};
+  return h;
+}
+
 proto::ConstBytes bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 std::string text(const std::vector<std::byte>& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
@@ -466,7 +473,7 @@ TEST(Node, CancelReachesTheProducer) {
   EXPECT_EQ(producer->stats().out.closed_by_receiver, 1u);
   EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
   // A cancelled anchor refuses later attaches.
-  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok());
+  EXPECT_FALSE(producer->attach(plain(anchor->handle()), consumer->control_address()).ok());
 }
 
 TEST(Node, SingleSenderRefusesASecondAndUnknownAnchorsAreRefused) {
@@ -475,13 +482,16 @@ TEST(Node, SingleSenderRefusesASecondAndUnknownAnchorsAreRefused) {
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto first = producer->attach(anchor->handle(), consumer->control_address());
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok());
-  mux::AnchorHandle unknown = anchor->handle();
+  // Its ticket's OpenSlot claims the anchor when it arrives: whichever of
+  // it and another producer's ATTACH reaches the consumer first wins.
+  expect_through(**first, *anchor, "claimed");
+  EXPECT_FALSE(producer->attach(plain(anchor->handle()), consumer->control_address()).ok());
+  mux::AnchorHandle unknown = plain(anchor->handle());
   unknown.anchor ^= 1;
   EXPECT_FALSE(producer->attach(unknown, consumer->control_address()).ok());
   // A handle naming another worker at that address: refused by the NODE check.
   auto other = make("o");
-  mux::AnchorHandle wrong{other->worker_id(), anchor->handle().anchor};
+  mux::AnchorHandle wrong{other->worker_id(), anchor->handle().anchor, {}};
   EXPECT_FALSE(other->attach(wrong, consumer->control_address()).ok());
   expect_through(**first, *anchor, "still");  // the first stream still works
 }
@@ -716,7 +726,7 @@ TEST(Node, AResumeTakesOverAStreamWhoseChannelEndedFromTheNextFrame) {
   EXPECT_FALSE(h.a->recv(&it, 200'000'000)) << "a held stream's end was read";
   auto p2 = make("p2");
   ASSERT_TRUE(p2);
-  EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address()).ok()) << "a new stream took a held anchor";
+  EXPECT_FALSE(p2->attach(plain(h.a->handle()), h.consumer->control_address()).ok()) << "a new stream took a held anchor";
   EXPECT_FALSE(p2->attach(h.a->handle(), h.consumer->control_address(), session_a ^ 1).ok()) << "another session's resume";
   auto ra = p2->attach(h.a->handle(), h.consumer->control_address(), session_a);
   auto rb = p2->attach(h.b->handle(), h.consumer->control_address(), session_b);
@@ -815,13 +825,13 @@ TEST(Node, AttachManySendsTheRequestsAtOnceAndAnswersEachInOrder) {
   std::vector<mux::AnchorHandle> handles;
   for (int i = 0; i < 40; ++i) {
     anchors.push_back(pair.consumer->create_anchor(AnchorKind::kSingleSender));
-    handles.push_back(anchors.back()->handle());
+    handles.push_back(plain(anchors.back()->handle()));  // by ATTACH: every request at once
   }
   mux::AnchorHandle unknown = handles[7];
   unknown.anchor ^= 1;  // no such anchor there
   handles.insert(handles.begin() + 7, unknown);
   auto elsewhere = other->create_anchor(AnchorKind::kSingleSender);
-  handles.insert(handles.begin() + 20, elsewhere->handle());  // another node's: attached alone, at its own address
+  handles.insert(handles.begin() + 20, plain(elsewhere->handle()));  // another node's: attached alone, at its own address
   const uint64_t before = pair.consumer->stats().attaches_answered;
   auto got = pair.producer->attach_many(handles, pair.consumer->control_address());
   ASSERT_EQ(got.size(), handles.size());
@@ -848,12 +858,149 @@ TEST(Node, AttachManySendsTheRequestsAtOnceAndAnswersEachInOrder) {
   std::vector<mux::AnchorHandle> second = {unknown};
   for (int i = 0; i < 5; ++i) {
     anchors.push_back(pair.consumer->create_anchor(AnchorKind::kSingleSender));
-    second.push_back(anchors.back()->handle());
+    second.push_back(plain(anchors.back()->handle()));
   }
   auto again = pair.producer->attach_many(second, pair.consumer->control_address());
   ASSERT_EQ(again.size(), 6u);
   EXPECT_FALSE(again[0].ok());
   for (size_t i = 1; i < again.size(); ++i) EXPECT_TRUE(again[i].ok()) << i << ": " << again[i].status();
+}
+
+// Tickets (PROTOCOL.md §5.2.1): a single-sender anchor's handle carries
+// its attach answered in advance. The producer opens the stream with no
+// ATTACH — on a new peer once its NODE answer came, on a known one at
+// once — and the consumer claims it when the OpenSlot arrives.
+TEST(Node, ATicketOpensTheStreamWithNoAttach) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  for (int round = 0; round < 2; ++round) {  // a new peer, then a known one
+    auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+    const mux::AnchorHandle h = anchor->handle();
+    ASSERT_NE(h.ticket.session, 0u);
+    EXPECT_EQ(h.ticket.credit, 8u);  // the consumer's window, given in advance
+    const std::string travelled = h.to_string();  // as a frontend hands it over
+    EXPECT_EQ(travelled.size(), 77u);
+    auto s = producer->attach(*mux::AnchorHandle::parse(travelled), consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->session(), h.ticket.session);
+    ASSERT_TRUE(send_all(**s, tokens("r", 0, 3)));
+    EXPECT_TRUE((*s)->finish());
+    ASSERT_NO_FATAL_FAILURE(read_tokens(*anchor, "r", 0, 3, h.ticket.session));
+    Item it;
+    ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+    EXPECT_EQ(it.kind, Item::Kind::kFinished);
+    EXPECT_EQ(it.frames, 3u);
+  }
+  const NodeStats c = consumer->stats();
+  EXPECT_EQ(c.attaches_answered, 0u) << "a ticket asked by ATTACH";
+  EXPECT_EQ(c.tickets_claimed, 2u);
+  EXPECT_EQ(c.in.claimed_on_open, 2u);
+  EXPECT_EQ(c.in.unknown_anchor, 0u);
+  EXPECT_EQ(producer->stats().tickets_opened, 2u);
+  // A multi-sender anchor's handle goes to many producers: it has none.
+  auto multi = consumer->create_anchor(AnchorKind::kMultiSender);
+  EXPECT_EQ(multi->handle().ticket.session, 0u);
+  EXPECT_EQ(multi->handle().to_string().size(), 33u);
+}
+
+TEST(Node, ANodeWithoutTicketsGivesPlainHandlesAndAnswersByAttach) {
+  NodeOptions o = options("c");
+  o.tickets = false;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto producer = make("p");
+  auto anchor = (*made)->create_anchor(AnchorKind::kSingleSender);
+  EXPECT_EQ(anchor->handle().ticket.session, 0u);
+  auto s = producer->attach(anchor->handle(), (*made)->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "asked");
+  EXPECT_EQ((*made)->stats().attaches_answered, 1u);
+  EXPECT_EQ((*made)->stats().tickets_claimed, 0u);
+}
+
+// A ticket opens one stream, of the anchor it names, while the anchor
+// wants one: spent, guessed, pre-empted by an ATTACH, or cancelled, it
+// opens a sender the consumer closes at once (CloseSlot{unknown}), counted,
+// and nothing reaches any anchor. A wrong guess does not spend the real one.
+TEST(Node, ASpentGuessedPreemptedOrCancelledTicketOpensNothing) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto closed_at_once = [&](const mux::AnchorHandle& h, uint64_t unknown_before) {
+    auto s = producer->attach(h, consumer->control_address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)->wait_closed(60 * kSecond)) << "the consumer did not close it";
+    EXPECT_EQ((*s)->send(bytes("late")), mux::SendStatus::kClosed);
+    EXPECT_EQ(consumer->stats().in.unknown_anchor, unknown_before + 1);
+  };
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto first = producer->attach(anchor->handle(), consumer->control_address());
+  ASSERT_TRUE(first.ok()) << first.status();
+  expect_through(**first, *anchor, "first");
+  ASSERT_NO_FATAL_FAILURE(closed_at_once(anchor->handle(), 0));  // spent
+  auto fresh = consumer->create_anchor(AnchorKind::kSingleSender);
+  mux::AnchorHandle guessed = fresh->handle();
+  guessed.ticket.session ^= 1;
+  ASSERT_NO_FATAL_FAILURE(closed_at_once(guessed, 1));
+  auto real = producer->attach(fresh->handle(), consumer->control_address());
+  ASSERT_TRUE(real.ok()) << real.status();
+  expect_through(**real, *fresh, "real");  // the guess spent nothing
+  auto chosen = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto by_attach = producer->attach(plain(chosen->handle()), consumer->control_address());
+  ASSERT_TRUE(by_attach.ok()) << by_attach.status();
+  ASSERT_NO_FATAL_FAILURE(closed_at_once(chosen->handle(), 2));  // the anchor has its producer
+  expect_through(**by_attach, *chosen, "chosen");
+  auto gone = consumer->create_anchor(AnchorKind::kSingleSender);
+  gone->cancel();
+  ASSERT_NO_FATAL_FAILURE(closed_at_once(gone->handle(), 3));
+  expect_through(**first, *anchor, "still");
+  Item it;
+  EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a refused ticket's stream reached the anchor";
+  EXPECT_FALSE(gone->recv(&it, 100'000'000)) << "a cancelled anchor got a stream";
+  EXPECT_EQ(consumer->stats().tickets_claimed, 2u);
+}
+
+// The ticket's terms are the consumer's: a producer that claims more
+// credit than its ticket gave has that slot ended at the consumer's
+// window (protocol error), never buffered past it.
+TEST(Node, ATicketsCreditIsTheConsumersNotTheHandles) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  mux::AnchorHandle greedy = anchor->handle();
+  greedy.ticket.credit = 64;  // the consumer gave 8
+  auto s = producer->attach(greedy, consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, tokens("g", 0, 20)));
+  producer->flush_batch();
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.protocol_errors >= 1; })) << "the ninth record was taken";
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*anchor, "g", 0, 8));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.reason, mux::EndReason::kProtocolError) << mux::end_reason_name(it.reason);
+  EXPECT_TRUE((*s)->wait_closed(3600 * kSecond));
+}
+
+// attach_many on tickets: no request at all, each stream whole.
+TEST(Node, AttachManyOnTicketsSendsNoRequest) {
+  NodePair pair;
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  std::vector<mux::AnchorHandle> handles;
+  for (int i = 0; i < 20; ++i) {
+    anchors.push_back(pair.consumer->create_anchor(AnchorKind::kSingleSender));
+    handles.push_back(anchors.back()->handle());
+  }
+  auto got = pair.producer->attach_many(handles, pair.consumer->control_address());
+  ASSERT_EQ(got.size(), handles.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_TRUE(got[k].ok()) << k << ": " << got[k].status();
+    ASSERT_TRUE(send_all(**got[k], {absl::StrCat("m", k, "-0"), absl::StrCat("m", k, "-1")}));
+  }
+  for (size_t k = 0; k < anchors.size(); ++k) {
+    ASSERT_NO_FATAL_FAILURE(read_tokens(*anchors[k], absl::StrCat("m", k, "-"), 0, 2, handles[k].ticket.session));
+  }
+  EXPECT_EQ(pair.consumer->stats().attaches_answered, 0u);
+  EXPECT_EQ(pair.consumer->stats().tickets_claimed, 20u);
 }
 
 // A batch for a peer nobody can reach: every handle fails, with the
@@ -863,7 +1010,7 @@ TEST(Node, AttachManyToAnUnreachablePeerFailsEveryHandle) {
   o.attach_timeout_ns = 300'000'000;
   auto made = Node::create(o);
   ASSERT_TRUE(made.ok()) << made.status();
-  std::vector<mux::AnchorHandle> handles(20, mux::AnchorHandle{0x1234, 1});
+  std::vector<mux::AnchorHandle> handles(20, mux::AnchorHandle{0x1234, 1, {}});
   for (size_t i = 0; i < handles.size(); ++i) handles[i].anchor = i + 1;
   auto got = (*made)->attach_many(handles, dataplane::Endpoint{INADDR_LOOPBACK, 1});  // nothing listens on port 1
   ASSERT_EQ(got.size(), handles.size());
@@ -1262,7 +1409,7 @@ TEST(Node, KeyedControlFramesAreMacedAndAnInjectedAttachMovesNothing) {
   Relay relay((*consumer)->control_address());
   auto anchor = (*consumer)->create_anchor(AnchorKind::kSingleSender);
   auto victim = (*consumer)->create_anchor(AnchorKind::kSingleSender);
-  auto s = (*producer)->attach(anchor->handle(), relay.address());
+  auto s = (*producer)->attach(plain(anchor->handle()), relay.address());  // by ATTACH: one answered
   ASSERT_TRUE(s.ok()) << s.status();
   expect_through(**s, *anchor, "sealed");
   const NodeStats before = (*consumer)->stats();
@@ -1415,7 +1562,7 @@ TEST(Node, AnAttachAnsweredButNeverClaimedEndsOnceAndFreesItsAnchor) {
   for (int i = 0; i < 200 && anchor->live_streams() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(anchor->live_streams(), 1u) << "the stranger's attach was not registered";
   auto producer = make("p");
-  EXPECT_FALSE(producer->attach(anchor->handle(), consumer->control_address()).ok()) << "a single-sender anchor took two";
+  EXPECT_FALSE(producer->attach(plain(anchor->handle()), consumer->control_address()).ok()) << "a single-sender anchor took two";
   // The stranger's channel never comes up: it is cut, its stream ends once.
   Item it;
   ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << "the unclaimed stream never ended";

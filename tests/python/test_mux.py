@@ -128,6 +128,34 @@ class MuxFromPython(unittest.TestCase):
         with self.assertRaises(ValueError):
             s.wait_closed(-1)
 
+    def test_a_handles_ticket_opens_the_stream_with_no_attach(self):
+        consumer, producer = node("c"), node("p")
+        for r in range(2):  # a new peer, then a known one
+            a = consumer.create_anchor()
+            self.assertEqual(len(a.handle), 77)  # WORKER:ANCHOR and the ticket
+            s = producer.attach(a.handle, consumer.control_address)
+            self.assertEqual(send(s, b"first"), "sent")
+            self.assertTrue(s.finish())
+            producer.flush_batch()
+            self.assertEqual(a.recv(10.0)[2], b"first")
+            self.assertEqual(a.recv(10.0)[0], "finished")
+        st = consumer.stats()
+        self.assertEqual((st["attaches_answered"], st["tickets_claimed"]), (0, 2))
+        self.assertEqual(producer.stats()["tickets_opened"], 2)
+        # Spent: the same handle again opens a sender the consumer closes.
+        again = producer.attach(a.handle, consumer.control_address)
+        self.assertTrue(again.wait_closed(3600.0), "a spent ticket's sender was not closed")
+        self.assertEqual(consumer.stats()["unknown_anchor"], 1)
+        # A node without tickets hands out the short form, answered by ATTACH.
+        plain = node("c2", tickets=False)
+        b = plain.create_anchor()
+        self.assertEqual(len(b.handle), 33)
+        s = producer.attach(b.handle, plain.control_address)
+        self.assertEqual(send(s, b"asked"), "sent")
+        producer.flush_batch()
+        self.assertEqual(b.recv(10.0)[2], b"asked")
+        self.assertEqual(plain.stats()["attaches_answered"], 1)
+
     def test_a_dropped_sender_ends_the_stream_dropped(self):
         consumer, producer = node("c"), node("p")
         a = consumer.create_anchor()
