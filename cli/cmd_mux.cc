@@ -592,7 +592,8 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     uint32_t index = 0;
     for (std::string line; std::getline(f, line);) {
       auto h = mux::AnchorHandle::parse(line);
-      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 60), "'")));
+      // At most the first 33 characters echoed: a ticket's session is a secret.
+      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 33), line.size() > 33 ? "...'" : "'")));
       targets.push_back(Target{*peer, *h, index++});
     }
     if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));

@@ -75,6 +75,12 @@ class PeerSender {
   // set_peer_budget: the receiver's peer_byte_budget (its ATTACH answer):
   // the data bytes all open slots may have outstanding together.
   void set_peer_budget(uint32_t bytes) { peer_budget_ = bytes != 0 ? bytes : config_.peer_byte_budget; }
+  // limit_peer_budget: a ticket's peer_byte_budget (PROTOCOL.md §5.2.1):
+  // lowers the budget to it, never raises it (0: unchanged).
+  void limit_peer_budget(uint32_t bytes) {
+    if (bytes != 0 && bytes < peer_budget_) peer_budget_ = bytes;
+  }
+  uint64_t peer_budget() const { return peer_budget_; }
   // outstanding_bytes: what the open slots have sent and not had credited back.
   uint64_t outstanding_bytes() const { return out_bytes_total_; }
   // withheld_total_bytes: what every slot holds that has not gone yet.

@@ -123,14 +123,6 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     end_out(p, "its channel could not be set up");
     return;
   }
-  if (!p.channel_ready && now - p.created_ns > opt.attach_timeout_ns) {
-    // A peer that took the connection and never answered its NODE, or
-    // whose mirror never took the channel: its senders (a ticket's open at
-    // once) must not wait for it forever.
-    end_out(p, absl::StrCat(p.node_seen ? "its mirror did not take the channel" : "it did not answer our NODE",
-                            " within ", opt.attach_timeout_ns / 1'000'000, " ms"));
-    return;
-  }
   if (p.serve_link == nullptr) return;  // set up at the next pass
   proto::Frame f;
   size_t size = 0;
@@ -161,6 +153,15 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   if (!p.channel_ready && p.serve_link->stats.unicast_mirrors.get() > 0) {
     p.channel_ready = true;
     attach_owed = true;
+  }
+  // A peer that took the connection and never answered our NODE, or whose
+  // mirror never took the channel: its senders (a ticket's, open before
+  // the channel is) must not wait for it forever. (`now` may predate a
+  // peer attach() made during this pass.)
+  if (!p.channel_ready && now > p.created_ns && now - p.created_ns > opt.attach_timeout_ns) {
+    end_out(p, absl::StrCat(p.node_seen ? "its mirror did not take the channel" : "it did not answer our NODE",
+                            " within ", opt.attach_timeout_ns / 1'000'000, " ms"));
+    return;
   }
   if (p.node_seen) {
     for (auto& a : p.attaches) {
@@ -486,7 +487,9 @@ void NodeImpl::open_ticket(OutPeer& p, PendingAttach& a) {
     a.status = choice.status();
     return;
   }
-  p.sender->set_peer_budget(choice->peer_byte_budget);
+  // A ticket is text from outside the control connection: it may lower
+  // the budget every stream to this peer shares, never raise it.
+  p.sender->limit_peer_budget(a.ticket.peer_byte_budget);
   auto slot = p.sender->open(a.anchor, a.session, choice->credit, monotonic_ns(), choice->slot_byte_budget);
   if (!slot) {
     a.status = absl::ResourceExhaustedError("max_streams_per_peer streams are open to that peer");

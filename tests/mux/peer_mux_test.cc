@@ -305,6 +305,20 @@ TEST(PeerMux, AClaimedStreamHoldsTheReceiversCreditNotTheOwners) {
   EXPECT_EQ(p.rx.stats().protocol_errors, 1u);
 }
 
+TEST(PeerMux, ATicketMayLowerThePeersByteBudgetNeverRaiseIt) {
+  PeerSender tx(small(4), 7);
+  tx.set_peer_budget(1000);  // an ATTACH answer's, on the control connection
+  tx.limit_peer_budget(5000);
+  EXPECT_EQ(tx.peer_budget(), 1000u);
+  tx.limit_peer_budget(0);  // none given
+  EXPECT_EQ(tx.peer_budget(), 1000u);
+  tx.limit_peer_budget(600);
+  EXPECT_EQ(tx.peer_budget(), 600u);
+  auto id = tx.open(1, 1, 4, 0);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(tx.send(*id, proto::ConstBytes(std::vector<std::byte>(700).data(), 700), 0), SendStatus::kTooLarge);
+}
+
 TEST(PeerMux, ARecordForARecycledSlotIsNeverDeliveredToItsNewOccupant) {
   Pair p(small(4));
   PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);

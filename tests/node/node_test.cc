@@ -978,7 +978,32 @@ TEST(Node, ATicketsCreditIsTheConsumersNotTheHandles) {
   ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
   EXPECT_EQ(it.kind, Item::Kind::kDropped);
   EXPECT_EQ(it.reason, mux::EndReason::kProtocolError) << mux::end_reason_name(it.reason);
-  EXPECT_TRUE((*s)->wait_closed(3600 * kSecond));
+  EXPECT_TRUE((*s)->wait_closed(60 * kSecond));
+}
+
+// A peer that takes the connection and never answers our NODE: a ticket's
+// attach (which waits for that answer) fails at attach_timeout, and the
+// peer is ended then, not kept with its senders open for good.
+TEST(Node, APeerThatNeverAnswersOurNodeFailsATicketsAttachAndIsEnded) {
+  NodeOptions o = options("p");
+  o.attach_timeout_ns = 300'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const int l = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(l, 8), 0);  // connections wait in its backlog: never accepted, never answered
+  ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const mux::AnchorHandle h{0x1234, 1, mux::Ticket{77, 8, 0, 0}};
+  auto s = (*made)->attach(h, dataplane::Endpoint{INADDR_LOOPBACK, ntohs(a.sin_port)});
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded) << s.status();
+  EXPECT_TRUE(wait_until([&] { return (*made)->stats().peers_lost == 1; })) << "the silent peer was kept";
+  EXPECT_EQ((*made)->stats().tickets_opened, 0u) << "an abandoned ticket opened";
+  close(l);
 }
 
 // attach_many on tickets: no request at all, each stream whole.
