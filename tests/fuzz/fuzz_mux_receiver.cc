@@ -1,8 +1,10 @@
 // fuzz_mux_receiver.cc — libFuzzer target for the mux's receive side: the
 // input is a hostile peer's batches (each a u16 length, little-endian, then
 // its bytes) applied in order to a receiver holding three registered
-// streams, with this node's own sender as the owner side; the consumer
-// reads after each batch, and the peer is lost at the end. Oracles: every
+// streams and one ticket (anchor 4, session 7: an OpenSlot naming it
+// registers a fourth through the claim hook), with this node's own sender
+// as the owner side; the consumer reads after each batch, and the peer is
+// lost at the end. Oracles: the ticket is claimed at most once, every
 // stream ends at most once, never holds more than C + 1 items, and the
 // byte accounting is back to zero once every stream is read to its end.
 #include <cstring>
@@ -13,6 +15,28 @@
 #include "tests/fuzz/require.h"
 
 using namespace ringfire;
+
+namespace {
+
+// Ticket: the consumer's one ticket, claimed at most once.
+struct Ticket {
+  mux::PeerReceiver* rx = nullptr;
+  std::vector<mux::PeerReceiver::Stream*>* streams = nullptr;
+  std::vector<int>* ends = nullptr;
+  int claims = 0;
+  static mux::PeerReceiver::Stream* claim(void* self, void*, uint64_t anchor, uint64_t session, uint64_t now) {
+    auto* t = static_cast<Ticket*>(self);
+    if (anchor != 4 || session != 7 || t->claims != 0) return nullptr;
+    mux::PeerReceiver::Stream* s = t->rx->expect(anchor, session, 4, now);
+    if (s == nullptr) return nullptr;
+    ++t->claims;
+    t->streams->push_back(s);
+    t->ends->push_back(0);
+    return s;
+  }
+};
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mux::MuxConfig c;
@@ -30,6 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ends.push_back(0);
     held.push_back(0);
   }
+  Ticket ticket{&rx, &streams, &ends};
+  rx.set_claim_hook(&Ticket::claim, &ticket, nullptr);
   auto read_all = [&] {
     for (size_t i = 0; i < streams.size(); ++i) {
       if (streams[i] == nullptr) continue;
@@ -66,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rx.peer_lost();
   read_all();
   for (size_t i = 0; i < ends.size(); ++i) REQUIRE(ends[i] <= 1);
+  REQUIRE(ticket.claims <= 1 && rx.stats().claimed_on_open == static_cast<uint64_t>(ticket.claims));
   REQUIRE(rx.buffered_bytes() == 0 || rx.live_streams() != 0);
   return 0;
 }
