@@ -56,6 +56,8 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"silent-peer-ms", "MS", "end a connection whose peer went silent (no FIN) within about MS (default 6000; 0: TCP's defaults)"});
   o.push_back({"idle", "MODE", "the data plane's workers when idle: spin (a dedicated core), yield, backoff (default) or hot (yield for 50 ms after the last work, then back off: no wake-up on a streaming path)"});
   o.push_back({"no-mux", nullptr, "turn the mux off: every stream its own TCP connection (the per-stream path)"});
+  o.push_back({"no-tickets", nullptr, "mux-consume: handles without tickets (the short form, for producers older than "
+                                      "tickets: every stream then opens by ATTACH, a round trip)"});
   o.push_back({"config", "FILE", "run inside FILE's engine (`ringfire run FILE`: its ports, serves, mirrors, ctl and "
                                  "/metrics) on its [[node]] listening at CONTROL_ADDR:PORT; the node options are the config's"});
   return with_backend_options(std::move(o), "the data plane's IPv4 address (default: the control address)");
@@ -87,7 +89,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   Common c;
   if (args.has("config")) {
     // The node is the config's: an option that would shape it here is refused, not ignored.
-    for (const char* o : {"psk-file", "credit", "flush", "no-mux", "metrics", "idle", "silent-peer-ms", "backend", "eal",
+    for (const char* o : {"psk-file", "credit", "flush", "no-mux", "no-tickets", "metrics", "idle", "silent-peer-ms", "backend", "eal",
                           "pmd", "dpdk-ip", "neighbor", "exception-tap", "iface"}) {
       if (args.has(o)) {
         return absl::InvalidArgumentError(absl::StrCat("--", o, " with --config: the [[node]] (and its [[port]]) in the "
@@ -100,6 +102,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   c.node.control = *at;
   c.node.instance_id = absl::StrCat("rf-", getpid(), "-", control);
   c.node.mux.enabled = !args.has("no-mux");
+  c.node.tickets = !args.has("no-tickets");
   for (auto [name, dst, lo] : {std::tuple{"streams", &c.streams, uint64_t{1}}, std::tuple{"tokens", &c.tokens, uint64_t{1}},
                                std::tuple{"size", &c.size, uint64_t{16}}, std::tuple{"timeout", &c.timeout_s, uint64_t{1}}}) {
     auto v = args.count(name, *dst);
@@ -410,6 +413,9 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
       {"protocol_errors", s.in.protocol_errors},
       {"watchdog_dead", s.in.watchdog_dead},
       {"unknown_slot", s.in.unknown_slot},
+      {"unknown_anchor", s.in.unknown_anchor},
+      {"attaches_answered", s.attaches_answered},
+      {"tickets_claimed", s.tickets_claimed},
       {"batch_gaps", s.in.batch_gaps},
       {"malformed", s.in.malformed},
       {"generation_mismatch", s.in.generation_mismatch},

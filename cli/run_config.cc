@@ -310,7 +310,7 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
       {"name"},        {"port"},           {"listen"},          {"psk-file"},      {"credit"},
       {"flush"},       {"no-mux", true},   {"silent-peer-ms"},  {"accept-timeout-ms"},
       {"max-channels"}, {"max-channels-per-source"}, {"max-pending-per-source"}, {"channel-records"},
-      {"max-streams-per-peer"}, {"resume-window-ms"}};
+      {"max-streams-per-peer"}, {"resume-window-ms"}, {"no-tickets", true}};
   if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
   NodeSpec n;
   auto name = required(f, t, "name", "\"tokens\"");
@@ -346,6 +346,8 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   }
   const ConfigValue* no_mux = get(t, "no-mux");
   o.mux.enabled = no_mux == nullptr || !no_mux->flag;
+  const ConfigValue* no_tickets = get(t, "no-tickets");
+  o.tickets = no_tickets == nullptr || !no_tickets->flag;
   auto credit = number(f, t, "credit", 1, 65535, o.mux.initial_credit);
   auto silent = number(f, t, "silent-peer-ms", 0, 3'600'000, o.silent_peer_ms);
   auto accept = number(f, t, "accept-timeout-ms", 100, 3'600'000, o.mux.accept_timeout_ns / 1'000'000);

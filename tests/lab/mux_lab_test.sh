@@ -49,7 +49,13 @@ run() {
 log "kernel: 300 streams x 200 tokens, Manual flush after every decode step"
 run kernel 300 200 "" ""
 log "kernel: Auto flush (on admission), credit 16 (many credit round trips)"
-run auto 100 300 "--flush auto --credit 16" "--flush auto --credit 16"
+run auto 100 300 "--flush auto --credit 16 --no-tickets" "--flush auto --credit 16"
+# Streams open on their handles' tickets (no ATTACH), or, with --no-tickets, by ATTACH.
+for want in "kernel 300 0" "auto 0 100"; do
+  read -r name tickets attaches <<<"$want"
+  [[ $(field "$logs/$name.json" tickets_claimed) == "$tickets" && $(field "$logs/$name.json" attaches_answered) == "$attaches" ]] ||
+    fail "$name: want $tickets streams opened on tickets and $attaches by ATTACH: $(cat "$logs/$name.json")"
+done
 log "kernel: one stream, hot workers (--idle hot), the reader blocked in recv applying its channel"
 run hot 1 300 "--idle hot" "--idle hot --rate 500" 0  # one stream: a token per batch
 python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['applied_by_readers'] > 0 else 1)" "$logs/hot.json" ||
