@@ -6,6 +6,7 @@
 // connection cap, a peer that asks and never reads).
 #include "control/serve_control.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -41,9 +42,24 @@ using ring::testing::ScopedRing;
 constexpr uint32_t kLoopback = 0x7F000001;
 
 // Client is a mirror's end of a connection, driven by hand.
+int small_window_connect(const Endpoint& to, int rcvbuf) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(to.port);
+  a.sin_addr.s_addr = htonl(to.ip);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
 class Client {
  public:
   explicit Client(const Endpoint& to) : conn_(*tcp_connect(to, 1000)) {}
+  // A client whose receive buffer is `rcvbuf` from before its connect (its
+  // window is that small from the start: the source's socket takes little).
+  Client(const Endpoint& to, int rcvbuf) : conn_(small_window_connect(to, rcvbuf)) {}
   void send(const std::vector<std::byte>& b) { ASSERT_TRUE(conn_.send(b)); }
   void send_raw(proto::ConstBytes b) { ASSERT_TRUE(conn_.send(b)); }
   // next reads the next whole frame, pumping `ctl` meanwhile; false after
@@ -472,9 +488,10 @@ TEST_F(ServeControlTest, ATcpMirrorHeldByItsSocketIsWokenByItNotPolled) {
   ServeControlConfig cfg;
   cfg.out_watermark_bytes = 64u << 10;
   auto ctl = start(cfg);
-  Client c(ctl->listening());
-  const int one = 4096;  // a small receive buffer: it fills at once
-  setsockopt(c.conn().fd(), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+  // A small receive buffer from the connect on: it fills at once (set
+  // after the connect, the window was already open wide, and the source's
+  // socket, autotuned, could take nearly all 60,000 records).
+  Client c(ctl->listening(), 4096);
   const proto::Multicast mc = handshake(c, *ctl, proto::kHelloHealth | proto::kHelloTcpOnly);
   ASSERT_EQ(mc.port, 0u) << "not in TCP mode";
   publish(60000);
