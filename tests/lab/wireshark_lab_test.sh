@@ -50,11 +50,13 @@ bg 2 "$logs/m-c2" "$rf" mirror 198.18.0.1:7420 "$(ring_name mc)"
 wait_for 10 mirror_at "$logs/m-c2" 5100 || fail "the resumed mirror of c did not reach 5100: $(tail -n 1 "$logs/m-c2")"
 # The stream multiplexer: a mux channel (NODE, ATTACH, MUXCTL credit back),
 # the per-stream path (STREAM frames), 3 streams of 20 tokens each, and a
-# keyed channel (NODE with nonce and proof, AUTH step 3).
+# keyed channel (NODE with nonce and proof, AUTH step 3) whose streams open
+# by ATTACH (--no-tickets: the first run's open on their handles' tickets,
+# with no ATTACH at all).
 head -c 48 /dev/urandom | base64 >"$logs/mux.key"
 chmod 600 "$logs/mux.key"
 run=0
-for mode in "" "--no-mux" "--psk-file $logs/mux.key"; do
+for mode in "" "--no-mux" "--psk-file $logs/mux.key --no-tickets"; do
   run=$((run + 1))
   rm -f "$logs/handles"
   # shellcheck disable=SC2086
