@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "control/frame_mac.h"
 #include "proto/attach.h"
@@ -1000,7 +1001,11 @@ TEST(Node, APeerThatNeverAnswersOurNodeFailsATicketsAttachAndIsEnded) {
   const mux::AnchorHandle h{0x1234, 1, mux::Ticket{77, 8, 0, 0}};
   auto s = (*made)->attach(h, dataplane::Endpoint{INADDR_LOOPBACK, ntohs(a.sin_port)});
   EXPECT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded) << s.status();
+  // Its own deadline, or the peer's end at the same timeout, whichever the
+  // threads see first: either way the attach fails, not later.
+  EXPECT_TRUE(s.status().code() == absl::StatusCode::kDeadlineExceeded ||
+              absl::StrContains(s.status().message(), "did not answer our NODE"))
+      << s.status();
   EXPECT_TRUE(wait_until([&] { return (*made)->stats().peers_lost == 1; })) << "the silent peer was kept";
   EXPECT_EQ((*made)->stats().tickets_opened, 0u) << "an abandoned ticket opened";
   close(l);
