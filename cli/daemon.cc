@@ -283,6 +283,7 @@ class Daemon {
                                {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.get()},
                                {"fault_dropped", w.fault_dropped.get()}, {"refused_tcp", c.refused()},
                                {"refused_punches", w.punches_refused()}, {"pace_us", s->pace_ns / 1000},
+                               {"dup_auto_doubled", w.dup_auto_doubled.get()}, {"dup_auto_copies", w.dup_auto_copies.get()},
                                {"archive_records", c.archive_records}, {"archive_replays", c.archive_replays},
                                {"archive_waits", c.archive_waits}, {"archive_errors", c.archive_errors}});
     }
@@ -305,6 +306,7 @@ class Daemon {
         e["naks"] = st->naks.get();
         e["gap_records"] = st->gap_records.get();
         e["datagrams"] = st->datagrams.get();
+        e["duplicates"] = st->duplicates.get();
         e["fault_dropped"] = st->fault_dropped.get();
         e["rejected"] = st->rejected();
       }

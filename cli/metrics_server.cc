@@ -208,6 +208,11 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const Serve& s) { return s.control->stats().mirrors; });
   serve_metric("ringfire_serve_naks_total", "counter", "NAKs answered.",
                [](const Serve& s) { return s.control->stats().naks; });
+  serve_metric("ringfire_serve_dup_auto_doubled", "gauge",
+               "Unicast mirrors whose datagrams go twice now (dup = auto: their reported loss is above 1 %).",
+               [](const Serve& s) { return s.link->stats.dup_auto_doubled.get(); });
+  serve_metric("ringfire_serve_dup_auto_copies_total", "counter", "Second copies sent under dup = auto.",
+               [](const Serve& s) { return s.link->stats.dup_auto_copies.get(); });
   serve_metric("ringfire_serve_refused_tcp_total", "counter", "TCP connections and frames refused.",
                [](const Serve& s) { return s.control->stats().refused(); });
   serve_metric("ringfire_serve_archive_records_total", "counter",

@@ -28,6 +28,9 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("serve.nak_ranges", c.nak_ranges);
   f.set("serve.nak_records_tcp", c.nak_records);
   f.set("serve.udp_repairs", c.udp_repairs);
+  f.set("serve.dup_auto_doubled", w.dup_auto_doubled.get());
+  f.set("serve.dup_auto_switches", w.dup_auto_switches.get());
+  f.set("serve.dup_auto_copies", w.dup_auto_copies.get());
   f.set("serve.gaps", c.gaps);
   f.set("serve.archive_records", c.archive_records);
   f.set("serve.archive_bytes", c.archive_bytes);
@@ -67,6 +70,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
       f.set(k + "held_high", m.health.held_high);
       f.set(k + "rx_drops", m.health.rx_drops);
       f.set(k + "rejected", m.health.rejected);
+      if (m.health.has_udp_datagrams) f.set(k + "udp_datagrams", m.health.udp_datagrams);
     }
   }
   f.sweep();
@@ -100,6 +104,7 @@ void publish_mirror_counters(telemetry::CountersFile& f, const control::MirrorCo
   f.set("mirror.gap_records", st.gap_records.get());
   f.set("mirror.duplicates", st.duplicates.get());
   f.set("mirror.datagrams", st.datagrams.get());
+  f.set("mirror.udp_datagrams", st.udp_datagrams.get());
   f.set("mirror.tcp_frames", st.tcp_frames.get());
   f.set("mirror.hold_overflow", st.hold_overflow.get());
   f.set("mirror.repair_time_ns", st.repair_srtt_ns.get());

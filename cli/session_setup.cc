@@ -23,7 +23,8 @@ std::vector<OptionSpec> serve_session_options() {
         {"ttl", "N", "multicast TTL (default 1)"},
         {"mtu", "BYTES", "largest UDP payload (default 1472)"},
         {"udp", "PORT", "UDP port mirrors punch for unicast DATA"},
-        {"dup", "N", "send every datagram N times (default 1)"},
+        {"dup", "N|auto", "send every datagram N times (default 1); auto: each unicast mirror's twice "
+                          "while its reported loss is above 1 %, once again below 0.2 %"},
         {"pace-us", "US", "pacing interval: a partial frame leaves at most US after the previous one (default: 50 on the kernel backend, 5 on DPDK)"},
         {"heartbeat-us", "US", "heartbeat interval while idle (default 1000)"},
         {"repair-udp-max", "N", "NAKs of up to N records are also repaired by UDP, through the data plane, "
@@ -53,7 +54,9 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   auto ttl = args.count("ttl", 1);
   auto mtu = args.count("mtu", 1472);
   auto udp_port = args.count("udp", 0);
-  auto dup = args.count("dup", 1);
+  const bool dup_auto = args.str("dup") == "auto";
+  auto dup = dup_auto ? absl::StatusOr<uint64_t>(1) : args.count("dup", 1);
+  if (!dup.ok()) return absl::InvalidArgumentError(absl::StrCat("--dup ", args.str("dup"), ": a number of copies (1 to 16) or auto"));
   auto pace = args.count("pace-us", 50);
   auto heartbeat = args.count("heartbeat-us", 1000);
   auto repair_max = args.count("repair-udp-max", 1024);
@@ -90,6 +93,9 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     return absl::InvalidArgumentError(
                              "need 1 <= --ttl <= 255, 64 <= --mtu <= 65507, --udp a port, "
                              "1 <= --dup <= 16, --repair-udp-max <= 65536");
+  }
+  if (dup_auto && !args.has("udp")) {
+    return absl::InvalidArgumentError("--dup auto acts on unicast mirrors: give --udp PORT too, or a number of copies");
   }
   const std::string from = args.str("from", "latest");
   if (from != "latest" && from != "oldest") {
@@ -144,6 +150,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   spec.worker.heartbeat_ns = *heartbeat * 1000;
   spec.worker.heartbeat_max_ns = *heartbeat_max * 1000;
   spec.worker.dup = static_cast<uint32_t>(*dup);
+  spec.worker.dup_auto = dup_auto;
   spec.worker.multicast = group;
   spec.worker.tx_faults = *faults;
   spec.bind_ip = listen->ip;  // a kernel port's socket binds it (a DPDK port has its own address)
@@ -151,6 +158,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   cc.listen = *listen;
   cc.ttl = static_cast<uint8_t>(*ttl);
   cc.udp_repair_max = static_cast<uint32_t>(*repair_max);
+  cc.dup_auto = dup_auto;
   cc.max_connections = static_cast<uint32_t>(*max_conns);
   cc.handshake_timeout_ns = *handshake;
   cc.peer_timeout_ns = *peer_timeout;

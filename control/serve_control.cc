@@ -749,6 +749,14 @@ void ServeControl::on_health(Mirror& m, const proto::Health& h) {
   m.has_health = true;
   m.health = h;
   send_position(m);
+  if (config_.dup_auto && m.token != 0 && h.has_udp_datagrams) {
+    // dup = "auto": the worker weighs it against what it sent this mirror
+    // (taken at its next step: no poke, an idle worker stays parked). A
+    // full queue drops it: the counts are cumulative, the next one covers it.
+    dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kLossReport, m.token};
+    c.first = h.udp_datagrams;
+    (void)worker_->commands.try_push(c);
+  }
   const ring::RingHeader& rh = info_.header();
   const uint64_t ws = rh.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
   const uint64_t lag = ws > h.next_seq ? ws - h.next_seq : 0;

@@ -65,6 +65,9 @@ struct ServeControlConfig {
   // through the data plane: the worker re-sends the range from the ring by
   // UDP. A repeat of it comes over TCP. 0: TCP only.
   uint32_t udp_repair_max = 1024;
+  // dup_auto: the serve's unicast mirrors get dup = "auto" (ServeConfig):
+  // each HEALTH's datagram count goes to the worker.
+  bool dup_auto = false;
   uint64_t udp_repair_grace_ns = 500'000;   // group: another mirror's repair may still be on its way
   uint64_t udp_repair_memory_ns = 1'000'000'000;
   double slow_mirror_share = 0.5;           // warn when a mirror lags by this share of the ring

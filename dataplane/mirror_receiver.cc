@@ -57,6 +57,7 @@ void MirrorReceiver::on_datagram(ConstBytes payload, const Endpoint& from, uint6
     }
     payload = inner;
   }
+  ++stats_.udp_datagrams;
   for (uint32_t i = 0; i < config_.max_datagram_frames && !payload.empty(); ++i) {
     Frame f;
     if (proto::decode_frame(payload, payload.size(), &f) != DecodeError::kOk) {

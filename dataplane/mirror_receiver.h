@@ -74,6 +74,9 @@ struct MirrorStats {
   uint64_t gap_records = 0;     // records the source no longer had
   uint64_t rejected = 0;        // records the ring refused (size mismatch)
   uint64_t udp_accepted = 0;    // UDP frames that passed every check
+  // udp_datagrams: datagrams past the sender, MAC and tag checks, every
+  // copy counted (HEALTH reports it: the source's measure of the path's loss).
+  uint64_t udp_datagrams = 0;
   uint64_t probes = 0;          // PROBEs received (unicast path validation)
   uint64_t repair_srtt_ns = 0;  // smoothed time from a NAK to its repair's start
   // Rejected UDP input, by reason (datagrams for sender, MAC and malformed;

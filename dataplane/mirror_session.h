@@ -62,6 +62,7 @@ struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker write
   Counter known_end;
   Counter repair_srtt_ns;
   Counter nak_repeats;
+  Counter udp_datagrams;  // the source's, every copy (MirrorStats::udp_datagrams)
   // Rejected UDP input by reason (MirrorStats).
   Counter wrong_sender;
   Counter bad_mac;

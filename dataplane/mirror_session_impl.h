@@ -142,6 +142,7 @@ void MirrorSession<Port>::publish_stats() {
   o.known_end.set(receiver_.known_end());
   o.repair_srtt_ns.set(s.repair_srtt_ns);
   o.nak_repeats.set(s.nak_repeats);
+  o.udp_datagrams.set(s.udp_datagrams);
   o.wrong_sender.set(s.wrong_sender);
   o.bad_mac.set(s.bad_mac);
   o.bad_tag.set(s.bad_tag);

@@ -33,6 +33,7 @@
 #include "dataplane/datagram_mac.h"
 #include "dataplane/datagram_tag.h"
 #include "dataplane/fault_shaper.h"
+#include "dataplane/loss_meter.h"
 #include "dataplane/packet_port.h"
 #include "dataplane/pacer.h"
 #include "dataplane/spsc_queue.h"
@@ -67,6 +68,11 @@ struct ServeConfig {
   // with kAllowToken.
   uint64_t tag = 0;
   uint32_t dup = 1;                // sends of each datagram
+  // dup_auto (dup = "auto"): each unicast mirror's datagrams go once, or
+  // twice while its HEALTH shows a loss above the thresholds' (LossMeter);
+  // the group's go `dup` times.
+  bool dup_auto = false;
+  LossThresholds dup_thresholds;
   uint32_t burst_records = 32;     // records read per step (a repair's: at most 32)
   std::optional<Endpoint> multicast;
   FaultConfig tx_faults;           // test: faults on every datagram sent
@@ -78,9 +84,11 @@ struct ServeConfig {
 
 // ServeCommand: control thread -> worker.
 struct ServeCommand {
-  enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair, kProbeEcho } kind;
+  enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair, kProbeEcho, kLossReport } kind;
   uint64_t token;     // kRepair: the unicast mirror that asked; 0: the multicast group
-  uint64_t first = 0; // kRepair: records first..last (inclusive); kProbeEcho: the challenge
+  // first: kRepair: records first..last (inclusive); kProbeEcho: the
+  // challenge; kLossReport: the datagrams the mirror's HEALTH says it took in.
+  uint64_t first = 0;
   uint64_t last = 0;
   uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address
   bool keyed = false;    // kAllowToken: PUNCHes must carry a MAC under punch_key
@@ -122,6 +130,11 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
   Counter repairs;         // NAK ranges repaired through the data plane
   Counter repair_records;
   Counter repairs_cut;     // ended early: lapped, or no room (the mirror NAKs again)
+  // dup = "auto": unicast mirrors whose datagrams go twice now, the
+  // switches between once and twice, and the second copies sent.
+  Counter dup_auto_doubled;
+  Counter dup_auto_switches;
+  Counter dup_auto_copies;
 };
 
 // ServeLink is the part of a serve session the control thread may touch.
@@ -234,10 +247,12 @@ class alignas(64) ServeSession {
     uint64_t challenge = 0;
     uint64_t probed_ns = 0;
     std::optional<TagFrame> tag;  // unkeyed: what ends every datagram sent to it
+    LossMeter loss;               // dup = "auto": its copies
   };
   struct Repair {
     Endpoint to;
     std::optional<TagFrame> tag;  // the destination's (a copy: the mirror may go while it runs)
+    uint64_t token = 0;           // the unicast mirror's (0: the group)
     uint64_t next = 0;
     uint64_t last = 0;
   };
@@ -267,6 +282,10 @@ class alignas(64) ServeSession {
   void flush(uint64_t now_ns);
   void follow_cadence(uint64_t now_ns);
   void count_unicast();
+  // copies_for: how many times a datagram goes to `u` (dup, or its loss
+  // meter's under dup = "auto"), counted as sent to it.
+  uint32_t copies_for(Unicast& u);
+  void on_loss_report(const ServeCommand& c);
   // begin_frame opens the next frame: in a buffer the port lends (a DPDK
   // mbuf: the frame leaves from where it is built) or, without one, in
   // frame_bufs_[frame_at_] (the port copies it).

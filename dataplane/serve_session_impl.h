@@ -85,6 +85,8 @@ void ServeSession<Port>::take_commands() {
           link_.stats.paths_validated += 1;
         }
       }
+    } else if (c.kind == ServeCommand::Kind::kLossReport) {
+      on_loss_report(c);
     } else if (c.kind == ServeCommand::Kind::kAllowToken) {
       if (unicast_.size() < kMaxUnicast) {  // the control thread caps connections well below
         Unicast u;
@@ -118,6 +120,27 @@ void ServeSession<Port>::count_unicast() {
     const uint64_t one = 1;
     (void)!write(fd, &one, sizeof(one));
   }
+}
+
+template <PacketPort Port>
+void ServeSession<Port>::on_loss_report(const ServeCommand& c) {
+  if (!config_.dup_auto) return;
+  for (Unicast& u : unicast_) {
+    if (u.token != c.token || !u.loss.report(c.first, config_.dup_thresholds)) continue;
+    link_.stats.dup_auto_switches += 1;
+    uint64_t doubled = 0;
+    for (const Unicast& v : unicast_) doubled += v.loss.copies() > 1;
+    link_.stats.dup_auto_doubled.set(doubled);
+  }
+}
+
+template <PacketPort Port>
+uint32_t ServeSession<Port>::copies_for(Unicast& u) {
+  if (!config_.dup_auto) return config_.dup;
+  const uint32_t n = u.loss.copies();
+  u.loss.sent(n);
+  if (n > 1) link_.stats.dup_auto_copies += n - 1;
+  return n;
 }
 
 template <PacketPort Port>
@@ -207,8 +230,8 @@ template <PacketPort Port>
 void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
   TxDatagram tx[kBurst];
   size_t n = 0;
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag) {
-    for (uint32_t d = 0; d < config_.dup; ++d) {
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies) {
+    for (uint32_t d = 0; d < copies; ++d) {
       tx[n++] = TxDatagram{datagram, to, binding_, nullptr, trailer(tag)};
       if (n == kBurst) {
         const size_t sent = send(tx, n);
@@ -218,9 +241,9 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
       }
     }
   };
-  if (config_.multicast) push(*config_.multicast, group_tag_);
-  for (const Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag);
+  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup);
+  for (Unicast& u : unicast_) {
+    if (u.to) push(*u.to, u.tag, copies_for(u));
   }
   if (n != 0) {
     const size_t sent = send(tx, n);
@@ -232,16 +255,16 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
 template <PacketPort Port>
 void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
   bool queued = false;
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag) {
-    for (uint32_t d = 0; d < config_.dup; ++d) {
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies) {
+    for (uint32_t d = 0; d < copies; ++d) {
       if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
       pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_, trailer(tag)};
       queued = true;
     }
   };
-  if (config_.multicast) push(*config_.multicast, group_tag_);
-  for (const Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag);
+  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup);
+  for (Unicast& u : unicast_) {
+    if (u.to) push(*u.to, u.tag, copies_for(u));
   }
   if (queued) ++pending_frames_;
 }
@@ -319,7 +342,7 @@ void ServeSession<Port>::queue_repair(const ServeCommand& c) {
     link_.stats.repairs_cut += 1;
     return;
   }
-  repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, tag, c.first, c.last};
+  repairs_[(repair_head_ + repair_count_++) % kMaxRepairs] = Repair{*to, tag, c.token, c.first, c.last};
   link_.stats.repairs += 1;
 }
 
@@ -332,6 +355,7 @@ bool ServeSession<Port>::repair_step() {
   repair_framer_.begin(repair_buf_.data(), frame_limit());
   bool done = false;
   uint64_t records = 0;
+  uint64_t datagrams = 0;
   auto send_frame = [&] {
     if (size_t n = repair_framer_.finish()) {
       n = seal_in_place(repair_buf_.data(), n);
@@ -339,6 +363,7 @@ bool ServeSession<Port>::repair_step() {
       const size_t sent = send(&tx, 1);
       link_.stats.datagrams += sent;
       link_.stats.send_failures += 1 - sent;
+      ++datagrams;
     }
     repair_framer_.begin(repair_buf_.data(), frame_limit());
   };
@@ -368,6 +393,11 @@ bool ServeSession<Port>::repair_step() {
   }
   send_frame();
   link_.stats.repair_records += records;
+  if (config_.dup_auto && job.token != 0 && datagrams != 0) {  // sent to that mirror too (once each)
+    for (Unicast& u : unicast_) {
+      if (u.token == job.token) u.loss.sent(datagrams);
+    }
+  }
   if (done) {
     repair_head_ = (repair_head_ + 1) % kMaxRepairs;
     --repair_count_;

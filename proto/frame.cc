@@ -380,13 +380,14 @@ size_t encode_health(const Health& m, MutableBytes out) {
   w.le64(m.gap_records);
   w.le64(m.rx_drops);
   w.le64(m.rejected);
+  w.le64(m.udp_datagrams);
   return finish(w);
 }
 
 DecodeError decode_health(const Frame& f, Health* out) {
   // Longer bodies are accepted: a later version may append fields.
   if (f.header.kind != FrameKind::kHealth) return DecodeError::kBadKind;
-  if (f.body.size() < kHealthBody || f.body.size() != f.header.len) return DecodeError::kBadLength;
+  if (f.body.size() < kHealthMinBody || f.body.size() != f.header.len) return DecodeError::kBadLength;
   ByteReader r(f.body);
   out->report = f.header.seq;
   out->next_seq = r.le64();
@@ -399,6 +400,8 @@ DecodeError decode_health(const Frame& f, Health* out) {
   out->gap_records = r.le64();
   out->rx_drops = r.le64();
   out->rejected = r.le64();
+  out->has_udp_datagrams = f.body.size() >= 72;
+  out->udp_datagrams = out->has_udp_datagrams ? r.le64() : 0;
   return DecodeError::kOk;
 }
 

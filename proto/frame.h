@@ -210,8 +210,16 @@ struct Health {
   uint64_t gap_records = 0;    // records the source no longer had
   uint64_t rx_drops = 0;       // datagrams lost at the port or the hold-back
   uint64_t rejected = 0;       // UDP datagrams rejected, every reason
+  // udp_datagrams: the source's UDP datagrams the mirror took in this
+  // session, every copy (a duplicate too), once past the sender, MAC and
+  // tag checks. A source compares it with what it sent that mirror: the
+  // path's loss, which dup = auto acts on. Absent from an older mirror's
+  // 64-byte report (has_udp_datagrams false).
+  uint64_t udp_datagrams = 0;
+  bool has_udp_datagrams = false;
 };
-inline constexpr size_t kHealthBody = 64;
+inline constexpr size_t kHealthBody = 72;     // what this version sends
+inline constexpr size_t kHealthMinBody = 64;  // what it accepts (an older mirror's)
 
 // ---- AUTH: the pre-shared-key handshake (TCP; PROTOCOL.md §1.8).
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256

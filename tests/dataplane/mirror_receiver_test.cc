@@ -389,7 +389,11 @@ TEST_F(TrustTest, DatagramsFromAnyoneButTheSourceOrADeclaredRelayAreRefused) {
   EXPECT_EQ(rx.next_seq(), 0u);
   rx.on_datagram(data_frame(0, 2), Endpoint{0xC6120009, 1234}, 0);  // the relay
   rx.on_datagram(data_frame(2, 2), kSource, 0);
+  rx.on_datagram(data_frame(2, 2), kSource, 0);  // a second copy (dup)
   EXPECT_EQ(rx.next_seq(), 4u);
+  // HEALTH's count of the source's datagrams: every copy taken in, none of
+  // the refused ones (the source's measure of loss for dup = auto).
+  EXPECT_EQ(rx.stats().udp_datagrams, 3u);
 }
 
 TEST_F(TrustTest, OnAnAuthenticatedSessionOnlyDatagramsWithTheRightMacCount) {

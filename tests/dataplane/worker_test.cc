@@ -788,6 +788,98 @@ TEST_F(ServeWorkerTest, DupSendsEveryDatagramNTimes) {
   EXPECT_EQ(sent()[0].bytes, sent()[2].bytes);
 }
 
+// dup = "auto": each unicast mirror's copies follow the loss its HEALTH
+// reports against what was sent it (repairs and heartbeats counted too):
+// the lossy mirror's datagrams go twice, the clean one's once throughout,
+// and the lossy one's go once again when its path heals. Without auto the
+// same reports change nothing.
+class DupAutoTest : public ServeWorkerTest {
+ protected:
+  void run_case(bool automatic) {
+    sent().clear();
+    ServeConfig c;
+    c.mtu = 64 + proto::kFrameHeaderBytes + proto::kTagFrameBytes;  // a record a datagram
+    c.dup_auto = automatic;
+    auto w = worker(c);
+    const Endpoint lossy{0xC6120003, 6666}, clean{0xC6120004, 7777};
+    ASSERT_TRUE(w->link().commands.try_push(allow(77, lossy)));
+    ASSERT_TRUE(w->link().commands.try_push(allow(78, clean)));
+    port_.state->inbox.push_back({punch(77), lossy});
+    port_.state->inbox.push_back({punch(78), clean});
+    uint64_t t = 1000 * kMs;
+    w->step(t);
+    sent().clear();  // a first heartbeat
+    std::map<uint64_t, uint64_t> to;   // DATA datagrams sent, by destination port
+    std::map<uint64_t, uint64_t> all;  // every datagram (heartbeats too): what the meter counts
+    auto take = [&] {
+      for (const FakePort::Datagram& d : sent()) {
+        ++all[d.peer.port];
+        if (decode(d).header.kind == proto::FrameKind::kData) ++to[d.peer.port];
+      }
+      sent().clear();
+    };
+    auto run = [&](int records) {  // publish and step until all of them left
+      publish(records);
+      for (int i = 0; i < records / 16 + 4; ++i) w->step(t += 100 * kUs);
+      take();
+    };
+    auto report = [&](uint64_t token, uint64_t received) {
+      ServeCommand r{ServeCommand::Kind::kLossReport, token};
+      r.first = received;
+      ASSERT_TRUE(w->link().commands.try_push(r));
+    };
+    report(77, 0);  // the baselines
+    report(78, 0);
+    run(400);
+    ASSERT_EQ(to[6666], 400u);
+    ASSERT_EQ(to[7777], 400u);
+    report(77, all[6666] * 8 / 10);  // 20 % lost
+    report(78, all[7777]);
+    to.clear();
+    publish(10);
+    for (int i = 0; i < 4; ++i) w->step(t += 100 * kUs);
+    std::vector<std::vector<std::byte>> to_lossy;
+    for (const FakePort::Datagram& d : sent()) {
+      if (d.peer == lossy && decode(d).header.kind == proto::FrameKind::kData) to_lossy.push_back(d.bytes);
+    }
+    take();
+    EXPECT_EQ(to[7777], 10u);
+    if (!automatic) {
+      EXPECT_EQ(to[6666], 10u);
+      EXPECT_EQ(w->link().stats.dup_auto_doubled.get(), 0u);
+      return;
+    }
+    ASSERT_EQ(to[6666], 20u);
+    for (size_t i = 0; i + 1 < to_lossy.size(); i += 2) EXPECT_EQ(to_lossy[i], to_lossy[i + 1]) << i;
+    EXPECT_EQ(w->link().stats.dup_auto_doubled.get(), 1u);
+    EXPECT_EQ(w->link().stats.dup_auto_switches.get(), 1u);
+    EXPECT_EQ(w->link().stats.dup_auto_copies.get(), 10u);
+    // A repair to it counts as sent it (once). Then the path heals: every
+    // window whole, the clean mirror's too; it goes back to one copy.
+    ASSERT_TRUE(w->link().commands.try_push({ServeCommand::Kind::kRepair, 77, 400, 401}));
+    w->step(t += 100 * kUs);
+    take();
+    EXPECT_EQ(to[6666], 22u);
+    int windows = 0;
+    while (w->link().stats.dup_auto_doubled.get() != 0 && windows < 40) {
+      report(77, all[6666]);
+      report(78, all[7777]);
+      to.clear();
+      run(160);
+      EXPECT_EQ(to[7777], 160u) << "the clean mirror doubled in window " << windows;
+      ++windows;
+    }
+    EXPECT_EQ(w->link().stats.dup_auto_doubled.get(), 0u) << windows << " windows";
+    EXPECT_EQ(w->link().stats.dup_auto_switches.get(), 2u);
+    to.clear();
+    run(10);
+    EXPECT_EQ(to[6666], 10u);
+  }
+};
+
+TEST_F(DupAutoTest, DupAutoDoublesOnlyTheMirrorWhoseReportsShowLoss) { run_case(true); }
+TEST_F(DupAutoTest, WithoutAutoTheSameReportsChangeNothing) { run_case(false); }
+
 TEST(ServeWorkerBlob, ARecordTooLargeForADatagramIsQueuedForTcp) {
   ScopedRing r(ring::testing::blob_ring(64, 1 << 16));
   auto p = ring::BlobProducer::attach(r.open());

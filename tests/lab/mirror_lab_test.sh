@@ -182,6 +182,53 @@ verify "$dm" 30000 0
 "$rf" compare "$dsrc" "$dm" --exact >/dev/null || fail "dup mirror differs"
 tail -n 1 "$logs/dm" | grep -Eq 'dup [1-9]' || fail "no duplicates were dropped: $(tail -n 1 "$logs/dm")"
 
+log "dup: auto against 1 and 2, a unicast mirror behind 20% loss (receive side) and a clean one, 150,000 records each"
+# field NAME LOG: the number after NAME in the mirror's last stats line.
+field() { grep -Eo "$1 [0-9]+" "$2" | tail -n 1 | awk '{print $NF}'; }
+declare -A lossy_naks lossy_dups
+port=8100
+for dup in 1 auto 2; do
+  xsrc=$(ring_name "xsrc$dup")
+  "$rf" create "$xsrc" --capacity 262144 >/dev/null
+  bg 1 "$logs/xserve$dup" "$rf" serve $(mb 1) "$xsrc" --listen 198.18.0.1:$port --udp $((port + 1)) --dup $dup
+  xserve_pid=${LAB_PIDS[-1]}
+  wait_for 5 grep -q "^serve: " "$logs/xserve$dup" || fail "dup $dup serve did not start: $(cat "$logs/xserve$dup")"
+  xc=$(ring_name "xc$dup"); xl=$(ring_name "xl$dup")
+  bg 2 "$logs/xclean$dup" "$rf" mirror $(mb 2) 198.18.0.1:$port "$xc" --unicast --from oldest
+  xc_pid=${LAB_PIDS[-1]}
+  bg 3 "$logs/xlossy$dup" "$rf" mirror $(mb 3) 198.18.0.1:$port "$xl" --unicast --from oldest --loss 200 --seed 5
+  xl_pid=${LAB_PIDS[-1]}
+  wait_for 5 grep -q "over unicast" "$logs/xclean$dup" || fail "dup $dup: clean mirror not on unicast: $(head -n 2 "$logs/xclean$dup")"
+  wait_for 5 grep -q "over unicast" "$logs/xlossy$dup" || fail "dup $dup: lossy mirror not on unicast: $(head -n 2 "$logs/xlossy$dup")"
+  on 1 "$rf" publish "$xsrc" --count 150000 --rate 50k --quiet >/dev/null
+  wait_for 15 mirror_at "$logs/xclean$dup" 150000 || fail "dup $dup: clean mirror did not catch up: $(tail -n 1 "$logs/xclean$dup")"
+  wait_for 15 mirror_at "$logs/xlossy$dup" 150000 || fail "dup $dup: lossy mirror did not catch up: $(tail -n 1 "$logs/xlossy$dup")"
+  sleep 1.2  # a stats line after the last repair
+  verify "$xc" 150000 0
+  verify "$xl" 150000 0
+  "$rf" compare "$xsrc" "$xc" --exact >/dev/null || fail "dup $dup: the clean mirror differs"
+  "$rf" compare "$xsrc" "$xl" --exact >/dev/null || fail "dup $dup: the lossy mirror differs"
+  clean_dups=$(field dup "$logs/xclean$dup")
+  lossy_naks[$dup]=$(field NAKs "$logs/xlossy$dup")
+  lossy_dups[$dup]=$(field dup "$logs/xlossy$dup")
+  echo "dup $dup: lossy mirror NAKs ${lossy_naks[$dup]}, duplicates ${lossy_dups[$dup]}; clean mirror duplicates $clean_dups" >&2
+  if [[ $dup != 2 ]]; then
+    [[ $clean_dups == 0 ]] || fail "dup $dup: the clean mirror was sent duplicates ($clean_dups): $(tail -n 1 "$logs/xclean$dup")"
+  fi
+  if [[ $dup == auto ]]; then
+    (( ${lossy_dups[$dup]:-0} > 50000 )) || fail "dup auto: the lossy mirror was not doubled: $(tail -n 1 "$logs/xlossy$dup")"
+    "$rf" stat "$xsrc" | grep -Eq 'dup_auto_doubled +1' || fail "dup auto: the source does not show one doubled mirror: $("$rf" stat "$xsrc" | grep dup_auto)"
+  fi
+  stop_pid "$xl_pid"; stop_pid "$xc_pid"; stop_pid "$xserve_pid"
+  port=$((port + 10))
+done
+# Doubling cuts the records lost from 20 % to ~4 %: auto's repair traffic
+# is near dup 2's (its first ~100 ms went once) and well under dup 1's.
+(( ${lossy_naks[auto]:-0} * 2 < ${lossy_naks[1]:-0} )) ||
+  fail "dup auto's lossy mirror NAKed ${lossy_naks[auto]:-?} times against dup 1's ${lossy_naks[1]:-?}"
+(( ${lossy_naks[auto]:-0} < 3 * ${lossy_naks[2]:-0} )) ||
+  fail "dup auto's lossy mirror NAKed ${lossy_naks[auto]:-?} times against dup 2's ${lossy_naks[2]:-?}"
+
 log "constant lapping: a writer flat out on a 1024-slot ring; mirror readers never see a torn record"
 lsrc=$(ring_name lsrc)
 "$rf" create "$lsrc" --capacity 1024 >/dev/null

@@ -110,6 +110,9 @@ gap=$(decode 'ringfire.kind == 4' ringfire.seq | head -n 1)
 [[ -n $gap ]] && ((gap > 100 && gap <= 5100 - 1024 + 1024)) || fail "GAP: '$gap' (want the oldest c held, past 100)"
 decode 'ringfire.kind == 8' ringfire.seq | grep -q . || fail "no PUNCH decoded"
 decode 'ringfire.kind == 10' ringfire.health.next_seq | grep -q . || fail "no HEALTH decoded"
+# ... with its count of the source's datagrams taken in (a whole number, above 0 once data flowed)
+decode 'ringfire.kind == 10' ringfire.health.udp_datagrams | grep -Eq '^[1-9][0-9]*$' ||
+  fail "no HEALTH udp_datagrams decoded: $(decode 'ringfire.kind == 10' ringfire.health.udp_datagrams | tail -n 2)"
 # `_stream_batch` inside DATA (a mux channel's records), from a pcap built
 # here byte by byte: an OpenSlot, two Data records, a CreditUpdate and a
 # CloseSlot{terminal-sent}, every field decoded as written.

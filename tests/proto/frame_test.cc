@@ -252,15 +252,37 @@ TEST(FrameGolden, Health) {
   h.gap_records = 5;
   h.rx_drops = 6;
   h.rejected = 8;
+  h.udp_datagrams = 0x1234;
   std::vector<std::byte> buf(128);
   buf.resize(encode_health(h, buf));
-  EXPECT_EQ(to_hex(buf), to_hex(hex("0a 00 0000 40000000 0700000000000000 |"
+  EXPECT_EQ(to_hex(buf), to_hex(hex("0a 00 0000 48000000 0700000000000000 |"
                                     "6400000000000000 6e00000000000000 02000000 03000000 09000000 00000000 |"
-                                    "0400000000000000 0500000000000000 0600000000000000 0800000000000000")));
+                                    "0400000000000000 0500000000000000 0600000000000000 0800000000000000 |"
+                                    "3412000000000000")));
   Health back;
   ASSERT_EQ(decode_health(decode(buf), &back), DecodeError::kOk);
   EXPECT_EQ(back.held_high, 9u);
   EXPECT_EQ(back.rejected, 8u);
+  EXPECT_TRUE(back.has_udp_datagrams);
+  EXPECT_EQ(back.udp_datagrams, 0x1234u);
+}
+
+// An older mirror's 64-byte report decodes without the datagram count (a
+// source then leaves that mirror's copies as configured); 56 bytes is short.
+TEST(FrameGolden, HealthOfAnOlderMirror) {
+  std::vector<std::byte> buf = hex("0a 00 0000 40000000 0700000000000000 |"
+                                   "6400000000000000 6e00000000000000 02000000 03000000 09000000 00000000 |"
+                                   "0400000000000000 0500000000000000 0600000000000000 0800000000000000");
+  Health back;
+  back.udp_datagrams = 99;
+  ASSERT_EQ(decode_health(decode(buf), &back), DecodeError::kOk);
+  EXPECT_FALSE(back.has_udp_datagrams);
+  EXPECT_EQ(back.udp_datagrams, 0u);
+  EXPECT_EQ(back.rejected, 8u);
+  std::vector<std::byte> short_body = hex("0a 00 0000 38000000 0700000000000000 |"
+                                          "6400000000000000 6e00000000000000 02000000 03000000 09000000 00000000 |"
+                                          "0400000000000000 0500000000000000 0600000000000000");
+  EXPECT_EQ(decode_health(decode(short_body), &back), DecodeError::kBadLength);
 }
 
 TEST(FrameGolden, AuthBothSteps) {
