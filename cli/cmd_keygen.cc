@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "control/auth.h"
+#include "net/auth.h"
 
 namespace ringfire::cli {
 
@@ -25,9 +25,9 @@ int cmd_keygen(int argc, char** argv, int first) {
     return 0;
   }
   const std::string path = args->positionals()[0];
-  if (absl::Status s = control::write_new_psk(path, args->has("force")); !s.ok()) return fail("keygen", s);
+  if (absl::Status s = net::write_new_psk(path, args->has("force")); !s.ok()) return fail("keygen", s);
   // Read back as a peer will: the file is one load_psk takes.
-  if (auto k = control::load_psk(path); !k.ok()) return fail("keygen", k.status());
+  if (auto k = net::load_psk(path); !k.ok()) return fail("keygen", k.status());
   std::printf("keygen: wrote a key to %s (mode 600): pass --psk-file %s on every peer\n", path.c_str(), path.c_str());
   return 0;
 }

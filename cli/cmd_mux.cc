@@ -30,8 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/daemon.h"
 #include "cli/common.h"
+#include "cli/daemon.h"
 #include "cli/dpdk_options.h"
 #include "cli/metrics_server.h"
 #include "cli/session_report.h"
@@ -80,7 +80,7 @@ const CommandSpec kProduce = {
 
 struct Common {
   node::NodeOptions node;
-  std::optional<dataplane::Endpoint> metrics;
+  std::optional<net::Endpoint> metrics;
   uint64_t streams = 100, tokens = 100, size = 16, timeout_s = 60;
   bool json = false;
 };
@@ -97,7 +97,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
       }
     }
   }
-  auto at = dataplane::parse_endpoint(control);
+  auto at = net::parse_endpoint(control);
   if (!at.ok()) return at.status();
   c.node.control = *at;
   c.node.instance_id = absl::StrCat("rf-", getpid(), "-", control);
@@ -125,7 +125,7 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   if (absl::Status st = mux::validate(c.node.mux); !st.ok()) return st;
   c.json = args.has("json");
   if (args.has("psk-file")) {
-    auto k = control::load_psk(args.str("psk-file"));
+    auto k = net::load_psk(args.str("psk-file"));
     if (!k.ok()) return k.status();
     c.node.psk = std::move(*k);
   }
@@ -202,7 +202,7 @@ absl::StatusOr<Metrics> start_node_metrics(const Common& c, const char* command)
   if (!c.metrics) return m;
   auto s = MetricsServer::listen(*c.metrics);
   if (!s.ok()) return s.status();
-  std::printf("%s: metrics on http://%s/metrics\n", command, dataplane::to_string((*s)->address()).c_str());
+  std::printf("%s: metrics on http://%s/metrics\n", command, net::to_string((*s)->address()).c_str());
   m.server = std::move(*s);
   return m;
 }
@@ -210,7 +210,7 @@ absl::StatusOr<Metrics> start_node_metrics(const Common& c, const char* command)
 // Target: one stream a producer attaches to: its frontend, its handle,
 // and its index in that frontend's file (what the consumer checks).
 struct Target {
-  dataplane::Endpoint peer;
+  net::Endpoint peer;
   mux::AnchorHandle handle;
   uint32_t index;
 };
@@ -232,7 +232,7 @@ int in_daemon(const Args& args, const Common& c, const std::function<int(node::N
   hooks.started = [&](engine::Engine&) -> absl::Status {
     if (mine == nullptr) {
       return absl::NotFoundError(absl::StrCat(args.str("config"), ": no [[node]] listens at ",
-                                              dataplane::to_string(c.node.control), ": give its listen address"));
+                                              net::to_string(c.node.control), ": give its listen address"));
     }
     harness = std::thread([&] {
       rc = run(*mine);
@@ -290,7 +290,7 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
   }
   std::rename((file + ".tmp").c_str(), file.c_str());  // whole, or not there
   std::printf("mux-consume: %lu anchors on %s (data path %s); handles in %s\n", static_cast<unsigned long>(c.streams),
-              dataplane::to_string(n.control_address()).c_str(), n.data_path().c_str(), file.c_str());
+              net::to_string(n.control_address()).c_str(), n.data_path().c_str(), file.c_str());
   std::fflush(stdout);
 
   std::vector<uint64_t> next(c.streams, 0), latency, ttft;
@@ -487,7 +487,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
   // decode step's cost. (A per-stream run has no rings: it starts at once;
   // so does a run whose consumer answered per-stream, after the 3 s here.)
   std::set<std::string> peers;
-  for (const Target& t : targets) peers.insert(dataplane::to_string(t.peer));
+  for (const Target& t : targets) peers.insert(net::to_string(t.peer));
   const auto warm = [&] { return n.stats().rings_warmed - warmed_before >= peers.size(); };
   for (int i = 0; i < 300 && c.node.mux.enabled && !warm(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -592,7 +592,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
   }
   std::vector<Target> targets;
   for (size_t k = 1; k + 1 < pos.size(); k += 2) {
-    auto peer = dataplane::parse_endpoint(pos[k]);
+    auto peer = net::parse_endpoint(pos[k]);
     if (!peer.ok()) return fail("mux-produce", peer.status());
     std::ifstream f(pos[k + 1]);
     uint32_t index = 0;

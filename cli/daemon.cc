@@ -86,7 +86,7 @@ class Daemon {
     auto n = node::Node::create(spec.options);
     if (!n.ok()) return absl::Status(n.status().code(), absl::StrCat("node ", spec.name, ": ", n.status().message()));
     std::printf("run: node %s on %s, channels on port %s (%s)\n", spec.name.c_str(),
-                dataplane::to_string((*n)->control_address()).c_str(), spec.options.port.name.c_str(),
+                net::to_string((*n)->control_address()).c_str(), spec.options.port.name.c_str(),
                 (*n)->data_path().c_str());
     auto r = NodeReport::start(**n, absl::StrCat("node ", spec.name), d_.counters_dir, NodeReport::Records::kBoth);
     if (!r.ok()) return r.status();
@@ -278,7 +278,7 @@ class Daemon {
       const dataplane::ServeStats& w = s->link->stats;
       const control::ServeControlStats& c = s->control->stats();
       j["sessions"].push_back({{"name", s->spec.name}, {"kind", "serve"}, {"port", s->spec.port},
-                               {"ring", s->spec.ring}, {"listen", dataplane::to_string(s->control->listening())},
+                               {"ring", s->spec.ring}, {"listen", net::to_string(s->control->listening())},
                                {"records", w.records.get() + c.tcp_records}, {"next_seq", w.next_to_send.load(std::memory_order_relaxed)},
                                {"mirrors", c.mirrors}, {"naks", c.naks}, {"send_failures", w.send_failures.get()},
                                {"fault_dropped", w.fault_dropped.get()}, {"refused_tcp", c.refused()},
@@ -295,7 +295,7 @@ class Daemon {
     for (const auto& m : engine_.mirrors()) {
       const control::MirrorControl& c = *m->control;
       json e = {{"name", m->spec.name}, {"kind", "mirror"}, {"port", m->spec.port},
-                {"ring", m->spec.options.ring}, {"source", dataplane::to_string(m->spec.options.source)},
+                {"ring", m->spec.options.ring}, {"source", net::to_string(m->spec.options.source)},
                 {"state", state_name(c.state())}, {"over", c.description()}};
       if (c.state() == control::MirrorControl::State::kFailed) e["failure"] = std::string(c.failure().message());
       if (const dataplane::MirrorWorkerStats* st = c.stats()) {
@@ -330,7 +330,7 @@ class Daemon {
     for (const Node& n : nodes_) {
       const node::NodeStats st = n.node->stats();
       j["nodes"].push_back({{"name", n.name}, {"kind", "node"}, {"port", n.port},
-                            {"listen", dataplane::to_string(n.node->control_address())},
+                            {"listen", net::to_string(n.node->control_address())},
                             {"path", n.node->data_path()}, {"peers_in", st.peers_in}, {"peers_out", st.peers_out},
                             {"records_in", st.in.records + st.tcp_records_in},
                             {"records_out", st.out.records + st.tcp_records_out},

@@ -30,7 +30,7 @@ std::vector<OptionSpec> with_backend_options(std::vector<OptionSpec> options, co
 
 absl::StatusOr<uint32_t> iface_address(const Args& args, uint32_t fallback) {
   if (!args.has("iface")) return fallback;
-  auto ip = dataplane::interface_address(args.str("iface"));
+  auto ip = net::interface_address(args.str("iface"));
   if (!ip.ok() && args.has("dpdk-ip")) return fallback;
   return ip;
 }
@@ -74,7 +74,7 @@ absl::StatusOr<Backend> start_backend(const Args& args) {
     eal = dataplane::default_eal_args(args.str("iface"), *pmd);
   }
   if (args.has("dpdk-ip")) {
-    auto ip = dataplane::parse_endpoint(args.str("dpdk-ip"), 0);
+    auto ip = net::parse_endpoint(args.str("dpdk-ip"), 0);
     if (!ip.ok()) return ip.status();
     b.dpdk_ip = ip->ip;
   }

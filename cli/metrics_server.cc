@@ -44,15 +44,15 @@ std::string escape(const std::string& v) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::listen(const dataplane::Endpoint& at) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::listen(const net::Endpoint& at) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s->listen_fd_ < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   const int one = 1;
   setsockopt(s->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const sockaddr_in a = dataplane::to_sockaddr(at);
+  const sockaddr_in a = net::to_sockaddr(at);
   if (bind(s->listen_fd_, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 || ::listen(s->listen_fd_, 16) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("metrics: cannot listen on ", dataplane::to_string(at), ": ",
+    return absl::FailedPreconditionError(absl::StrCat("metrics: cannot listen on ", net::to_string(at), ": ",
                                                       std::strerror(errno), " (choose another metrics address)"));
   }
   s->address_ = at;
@@ -149,8 +149,8 @@ void Exposition::sample(const std::string& name, const std::vector<std::pair<std
   absl::StrAppend(&text_, " ", v, "\n");
 }
 
-absl::StatusOr<dataplane::Endpoint> metrics_address(const std::string& text) {
-  auto at = dataplane::parse_endpoint(text);
+absl::StatusOr<net::Endpoint> metrics_address(const std::string& text) {
+  auto at = net::parse_endpoint(text);
   if (!at.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics ", text, ": ", at.status().message(),
                                                    " (e.g. 198.18.0.1:9464)"));
@@ -158,12 +158,12 @@ absl::StatusOr<dataplane::Endpoint> metrics_address(const std::string& text) {
   return at;
 }
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const dataplane::Endpoint& at,
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const net::Endpoint& at,
                                                              const std::string& prefix) {
   auto m = MetricsServer::listen(at);
   if (!m.ok()) return m.status();
   if (absl::Status st = eng.watch((*m)->fd()); !st.ok()) return st;
-  std::printf("%s: metrics on http://%s/metrics\n", prefix.c_str(), dataplane::to_string(at).c_str());
+  std::printf("%s: metrics on http://%s/metrics\n", prefix.c_str(), net::to_string(at).c_str());
   std::fflush(stdout);
   return m;
 }
@@ -253,7 +253,7 @@ std::string engine_metrics(const engine::Engine& eng) {
       const dataplane::MirrorWorkerStats* st = m->control->stats();
       if (st == nullptr) continue;  // not connected yet: no series rather than zeros
       x.sample(name, L{{"session", m->spec.name}, {"ring", m->spec.options.ring},
-                       {"source", dataplane::to_string(m->spec.options.source)}},
+                       {"source", net::to_string(m->spec.options.source)}},
                static_cast<double>(get(*st)));
     }
   };

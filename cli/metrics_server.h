@@ -28,11 +28,11 @@ struct MetricsServerStats {
 
 class MetricsServer {
  public:
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> listen(const dataplane::Endpoint& at);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> listen(const net::Endpoint& at);
   ~MetricsServer();
 
   int fd() const { return listen_fd_; }
-  const dataplane::Endpoint& address() const { return address_; }
+  const net::Endpoint& address() const { return address_; }
   // poll accepts, reads, and answers; `body` makes the exposition text.
   void poll(uint64_t now_ns, const std::function<std::string()>& body);
   const MetricsServerStats& stats() const { return stats_; }
@@ -46,7 +46,7 @@ class MetricsServer {
     uint64_t deadline_ns;
   };
   MetricsServer() = default;
-  dataplane::Endpoint address_;
+  net::Endpoint address_;
   int listen_fd_ = -1;
   std::vector<Client> clients_;
   MetricsServerStats stats_;
@@ -66,11 +66,11 @@ class Exposition {
 };
 
 // metrics_address parses "A.B.C.D:PORT" for --metrics (the error says what to give).
-absl::StatusOr<dataplane::Endpoint> metrics_address(const std::string& text);
+absl::StatusOr<net::Endpoint> metrics_address(const std::string& text);
 
 // start_metrics: a server at `at` watched by `eng`'s conductor, announced
 // as "PREFIX: metrics on http://.../metrics"; an error says what to change.
-absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const dataplane::Endpoint& at,
+absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng, const net::Endpoint& at,
                                                              const std::string& prefix);
 
 // engine_metrics: every port and session of `eng` in the Prometheus text

@@ -128,7 +128,7 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
   if (const ConfigValue* v = get(f.top, "eal")) d.eal = v->text;
   if (const ConfigValue* v = get(f.top, "quiet")) d.quiet = v->flag;
   if (const ConfigValue* v = get(f.top, "metrics")) {
-    auto e = dataplane::parse_endpoint(v->text);
+    auto e = net::parse_endpoint(v->text);
     if (!e.ok()) return error_at(f, f.top, "metrics", absl::StrCat(e.status().message(), " (e.g. \"198.18.0.1:9464\")"));
     d.metrics = *e;
   }
@@ -167,7 +167,7 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
   }
   if (const ConfigValue* v = get(t, "iface")) {
     p.iface = v->text;
-    auto ip = dataplane::interface_address(p.iface);
+    auto ip = net::interface_address(p.iface);
     if (!ip.ok() && !get(t, "ip")) {
       return error_at(f, t, "iface", absl::StrCat(ip.status().message(), "; give ip = ... too"));
     }
@@ -199,7 +199,7 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
     }
   }
   if (const ConfigValue* v = get(t, "ip")) {
-    auto e = dataplane::parse_endpoint(v->text, 0);
+    auto e = net::parse_endpoint(v->text, 0);
     if (!e.ok()) return error_at(f, t, "ip", std::string(e.status().message()));
     p.ip = e->ip;
   }
@@ -330,7 +330,7 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
   }
   auto listen = required(f, t, "listen", "\"198.18.0.1:7600\" (the control address peers attach to)");
   if (!listen.ok()) return listen.status();
-  auto at = dataplane::parse_endpoint(*listen);
+  auto at = net::parse_endpoint(*listen);
   if (!at.ok()) return error_at(f, t, "listen", std::string(at.status().message()));
   if (at->ip == 0) return error_at(f, t, "listen", "give the address peers reach (not 0.0.0.0)");
   node::NodeOptions& o = n.options;
@@ -376,7 +376,7 @@ absl::StatusOr<NodeSpec> node_spec(const ConfigFile& f, const ConfigTable& t, co
     o.mux.flush = *fl;
   }
   if (const ConfigValue* v = get(t, "psk-file")) {
-    auto k = control::load_psk(v->text);
+    auto k = net::load_psk(v->text);
     if (!k.ok()) return error_at(f, t, "psk-file", std::string(k.status().message()));
     o.psk = std::move(*k);
   }

@@ -24,7 +24,7 @@ struct DaemonOptions {
   std::string ctl;                     // the control socket's path
   std::string counters_dir = "/dev/shm";
   std::string eal;                     // EAL arguments ("": ringfire's default)
-  std::optional<dataplane::Endpoint> metrics;  // the Prometheus endpoint (none: off)
+  std::optional<net::Endpoint> metrics;  // the Prometheus endpoint (none: off)
   bool quiet = false;
 };
 

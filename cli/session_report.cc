@@ -60,7 +60,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("refused.punch.bad_mac", w.punch_bad_mac.get());
   f.set("refused.punch.replayed", w.punch_replayed.get());
   for (const control::MirrorView& m : ctl.mirrors()) {
-    const std::string k = absl::StrCat("mirror.", dataplane::to_string(m.peer), ".");
+    const std::string k = absl::StrCat("mirror.", net::to_string(m.peer), ".");
     f.set(k + "lag", m.lag);
     f.set(k + "slow", m.slow);
     if (m.has_health) {
@@ -168,9 +168,9 @@ absl::StatusOr<std::unique_ptr<ServeReport>> ServeReport::start(const engine::En
                                                                 const std::string& tag) {
   const control::ServeControl& ctl = *s.control;
   std::printf("%s: %s on %s%s%s, session %u%s\n", prefix.c_str(), s.spec.ring.c_str(),
-              dataplane::to_string(ctl.listening()).c_str(),
-              s.spec.worker.multicast ? absl::StrCat(", multicast ", dataplane::to_string(*s.spec.worker.multicast)).c_str() : "",
-              s.spec.unicast ? absl::StrCat(", unicast ", dataplane::to_string(dataplane::Endpoint{
+              net::to_string(ctl.listening()).c_str(),
+              s.spec.worker.multicast ? absl::StrCat(", multicast ", net::to_string(*s.spec.worker.multicast)).c_str() : "",
+              s.spec.unicast ? absl::StrCat(", unicast ", net::to_string(net::Endpoint{
                                    s.udp_local.ip != 0 ? s.udp_local.ip : s.spec.iface_ip, s.udp_local.port})).c_str()
                              : "",
               s.spec.worker.session, s.spec.control.psk ? ", authenticated (PSK)" : "");
@@ -180,7 +180,7 @@ absl::StatusOr<std::unique_ptr<ServeReport>> ServeReport::start(const engine::En
   std::string rung = port.path.substr(0, port.path.find(' ', 5));
   if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9);
   auto f = telemetry::CountersFile::create(counters_dir, "serve", s.spec.ring,
-                                           absl::StrCat(dataplane::to_string(ctl.listening()), " ", rung), 1024, tag);
+                                           absl::StrCat(net::to_string(ctl.listening()), " ", rung), 1024, tag);
   if (!f.ok()) return f.status();
   if (!quiet) std::printf("%s: worker on %s (port %s, %s)\n", prefix.c_str(), port.worker.c_str(), port.name.c_str(), port.path.c_str());
   std::fflush(stdout);
@@ -243,7 +243,7 @@ absl::StatusOr<std::unique_ptr<MirrorReport>> MirrorReport::start(const engine::
                                                                   const std::string& tag) {
   const control::MirrorOptions& o = m.control->options();
   auto f = telemetry::CountersFile::create(counters_dir, "mirror", ring::ring_path(o.ring, o.dir),
-                                           dataplane::to_string(o.source), 1024, tag);
+                                           net::to_string(o.source), 1024, tag);
   if (!f.ok()) return f.status();
   return std::unique_ptr<MirrorReport>(new MirrorReport(m, std::move(prefix), quiet, std::move(*f)));
 }
@@ -314,7 +314,7 @@ absl::StatusOr<std::unique_ptr<NodeReport>> NodeReport::start(const node::Node& 
                                                               const std::string& counters_dir, Records records) {
   std::string rung = n.data_path();
   if (rung.rfind("dpdk net_", 0) == 0) rung = rung.substr(9, rung.find(' ', 9) - 9);
-  auto f = telemetry::CountersFile::create(counters_dir, "mux", dataplane::to_string(n.control_address()),
+  auto f = telemetry::CountersFile::create(counters_dir, "mux", net::to_string(n.control_address()),
                                            absl::StrCat(what, " ", rung));
   if (!f.ok()) return f.status();
   return std::unique_ptr<NodeReport>(new NodeReport(std::move(*f), records));

@@ -49,7 +49,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   if (!args.has("listen")) {
     return absl::InvalidArgumentError("--listen ADDR:PORT is required");
   }
-  auto listen = dataplane::parse_endpoint(args.str("listen"));
+  auto listen = net::parse_endpoint(args.str("listen"));
   if (!listen.ok()) return listen.status();
   auto ttl = args.count("ttl", 1);
   auto mtu = args.count("mtu", 1472);
@@ -101,9 +101,9 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   if (from != "latest" && from != "oldest") {
     return absl::InvalidArgumentError("--from: latest or oldest");
   }
-  std::optional<dataplane::Endpoint> group;
+  std::optional<net::Endpoint> group;
   if (args.has("multicast")) {
-    auto g = dataplane::parse_endpoint(args.str("multicast"));
+    auto g = net::parse_endpoint(args.str("multicast"));
     if (!g.ok()) return g.status();
     if ((g->ip >> 28) != 0xE) {
       return absl::InvalidArgumentError(absl::StrCat("--multicast ", args.str("multicast"),
@@ -118,9 +118,9 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     return absl::InvalidArgumentError(
                              "multicast needs an interface: give --iface, or --listen on an address");
   }
-  std::optional<control::Psk> psk;
+  std::optional<net::Psk> psk;
   if (args.has("psk-file")) {
-    auto k = control::load_psk(args.str("psk-file"));
+    auto k = net::load_psk(args.str("psk-file"));
     if (!k.ok()) return k.status();
     psk = std::move(*k);
   }
@@ -181,8 +181,8 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     // One salt per serve process: every datagram of this incarnation is
     // MACed under the key derived from it (multicast has one datagram for
     // every mirror); each mirror learns the salt in the handshake.
-    cc.salt = control::random_nonce();
-    spec.worker.data_key = control::data_key(*psk, cc.salt);
+    cc.salt = net::random_nonce();
+    spec.worker.data_key = net::data_key(*psk, cc.salt);
     cc.psk = std::move(psk);
   } else {
     if (spec.unicast) {
@@ -198,7 +198,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     // group, announced to each mirror on its connection only; a blind
     // spoofer of the source's address must guess 64 bits, not the
     // session byte's 8 (unicast mirrors get tags of their own).
-    cc.multicast_tag = control::random_tag();
+    cc.multicast_tag = net::random_tag();
     spec.worker.tag = cc.multicast_tag;
   }
 
@@ -239,7 +239,7 @@ std::vector<OptionSpec> mirror_session_options() {
 absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, const std::string& source_text,
                                                            const std::string& ring) {
   control::MirrorOptions o;
-  auto source = dataplane::parse_endpoint(source_text);
+  auto source = net::parse_endpoint(source_text);
   if (!source.ok()) return source.status();
   o.source = *source;
   o.ring = ring;
@@ -281,12 +281,12 @@ absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, co
   }
   o.peer_timeout_ns = *peer_timeout;
   if (args.has("psk-file")) {
-    auto k = control::load_psk(args.str("psk-file"));
+    auto k = net::load_psk(args.str("psk-file"));
     if (!k.ok()) return k.status();
     o.psk = std::move(*k);
   }
   for (absl::string_view ip : absl::StrSplit(args.str("accept-from"), ',', absl::SkipEmpty())) {
-    auto e = dataplane::parse_endpoint(std::string(ip), 0);
+    auto e = net::parse_endpoint(std::string(ip), 0);
     if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat("--accept-from: ", e.status().message()));
     if (o.accept_from.size() == 8) return absl::InvalidArgumentError("--accept-from: at most 8 addresses");
     o.accept_from.push_back(e->ip);

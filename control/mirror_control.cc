@@ -20,7 +20,7 @@
 
 namespace ringfire::control {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 
 namespace {
 
@@ -28,10 +28,10 @@ namespace {
 absl::Status refusal(const proto::Frame& f, const Endpoint& source) {
   proto::Refuse r;
   if (proto::decode_refuse(f, &r) != proto::DecodeError::kOk) {
-    return absl::DataLossError(absl::StrCat("the source at ", dataplane::to_string(source),
+    return absl::DataLossError(absl::StrCat("the source at ", net::to_string(source),
                                             " sent a malformed REFUSE"));
   }
-  const std::string msg = absl::StrCat("the source at ", dataplane::to_string(source), " refused: ",
+  const std::string msg = absl::StrCat("the source at ", net::to_string(source), " refused: ",
                                        proto::refuse_reason_name(r.reason), ": ", std::string(r.text));
   switch (r.reason) {
     case proto::RefuseReason::kBusy:
@@ -47,8 +47,8 @@ absl::Status refusal(const proto::Frame& f, const Endpoint& source) {
 }
 
 // handshake_limits: what the source may send before streaming begins.
-FrameLimits handshake_limits() {
-  FrameLimits l;
+net::FrameLimits handshake_limits() {
+  net::FrameLimits l;
   l.max_body.fill(0);
   l.max_body[static_cast<uint8_t>(proto::FrameKind::kGeometry)] = 256;
   l.max_body[static_cast<uint8_t>(proto::FrameKind::kMulticast)] = 256;
@@ -61,9 +61,9 @@ FrameLimits handshake_limits() {
 // stream_limits: what the source may send once streaming: DATA up to the
 // largest record the ring holds (or 64 KiB of smaller ones), GAP and
 // HEARTBEAT with no body, a REFUSE; anything newer is skipped.
-FrameLimits stream_limits(const ring::RingFile& f) {
-  FrameLimits l;
-  l.max_body.fill(kUnknownFrameBody);
+net::FrameLimits stream_limits(const ring::RingFile& f) {
+  net::FrameLimits l;
+  l.max_body.fill(net::kUnknownFrameBody);
   const uint64_t largest = f.blob() ? ring::max_blob_bytes(f.header().arena_size) : f.slot_size();
   l.max_body[static_cast<uint8_t>(proto::FrameKind::kData)] =
       static_cast<uint32_t>(std::max<uint64_t>(64u << 10, proto::kBlobRecordHeader + largest));
@@ -107,15 +107,15 @@ absl::StatusOr<ring::RingFile> open_or_create_ring(const MirrorOptions& o, const
 absl::StatusOr<int> tcp_connect_start(const Endpoint& to, uint32_t from_ip) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  if (absl::Status st = bind_source(fd, from_ip); !st.ok()) {
+  if (absl::Status st = net::bind_source(fd, from_ip); !st.ok()) {
     close(fd);
     return st;
   }
-  sockaddr_in a = dataplane::to_sockaddr(to);
+  sockaddr_in a = net::to_sockaddr(to);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
     const int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot reach source ", dataplane::to_string(to), ": ",
+    return absl::UnavailableError(absl::StrCat("cannot reach source ", net::to_string(to), ": ",
                                                std::strerror(err)));
   }
   return fd;
@@ -247,7 +247,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   if (err != 0) {
     close(fd);
     const absl::Status st = absl::UnavailableError(absl::StrCat(
-        "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(err)));
+        "cannot reach source ", net::to_string(o_.source), ": ", std::strerror(err)));
     unavailable(st, now_ns);
     return false;
   }
@@ -283,7 +283,7 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   hello_.flags |= proto::kHelloTag;  // unkeyed, every datagram must bear the tag MULTICAST gives
   if (o_.psk) {
     hello_.flags |= proto::kHelloAuth | proto::kHelloFrameMac;
-    hello_.nonce = random_nonce();
+    hello_.nonce = net::random_nonce();
   }
   hello_bytes_.resize(proto::kFrameHeaderBytes + proto::kHelloAuthBody);
   hello_bytes_.resize(proto::encode_hello(hello_, hello_bytes_));
@@ -303,19 +303,19 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
 }
 
 bool MirrorControl::handshake(uint64_t now_ns) {
-  const FrameLimits limits = handshake_limits();
+  const net::FrameLimits limits = handshake_limits();
   const bool open = conn_->read_available(64u << 10);
   for (;;) {
     proto::Frame f;
     size_t size = 0;
-    TcpConn::Next next = conn_->next_frame(&f, &size, limits);
-    if (next == TcpConn::Next::kNeedMore) break;
-    if (next == TcpConn::Next::kForged) {
+    net::TcpConn::Next next = conn_->next_frame(&f, &size, limits);
+    if (next == net::TcpConn::Next::kNeedMore) break;
+    if (next == net::TcpConn::Next::kForged) {
       // Before its first sealed frame a source that refused our step 2 (or
       // timed the handshake out) sends its REFUSE unsealed (§1.8.2): read as
       // such — a refusal only ends the session, as a forger could anyway.
       if (!geometry_ && conn_->front_unsealed(&f) && f.header.kind == proto::FrameKind::kRefuse) {
-        next = TcpConn::Next::kFrame;
+        next = net::TcpConn::Next::kFrame;
       } else {
         ++cstats_.bad_frame_mac;
         unavailable(absl::DataLossError("a control frame failed its MAC (forged, replayed or altered in flight)"),
@@ -323,8 +323,8 @@ bool MirrorControl::handshake(uint64_t now_ns) {
         return false;
       }
     }
-    if (next != TcpConn::Next::kFrame) {
-      fail(absl::DataLossError(absl::StrCat("the peer at ", dataplane::to_string(o_.source),
+    if (next != net::TcpConn::Next::kFrame) {
+      fail(absl::DataLossError(absl::StrCat("the peer at ", net::to_string(o_.source),
                                             " sent a malformed frame (not a ringfire source?)")));
       return false;
     }
@@ -345,27 +345,27 @@ bool MirrorControl::handshake(uint64_t now_ns) {
       if (f.header.kind != proto::FrameKind::kAuth || proto::decode_auth(f, &a) != proto::DecodeError::kOk ||
           a.step != proto::AuthStep::kSourceProof) {
         fail(absl::PermissionDeniedError(absl::StrCat(
-            "the source at ", dataplane::to_string(o_.source),
+            "the source at ", net::to_string(o_.source),
             " does not authenticate: give its serve the same --psk-file, or drop --psk-file here")));
         return false;
       }
-      if (!proofs_equal(a.proof, source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt, a.flags))) {
+      if (!net::proofs_equal(a.proof, net::source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt, a.flags))) {
         fail(absl::PermissionDeniedError(absl::StrCat(
-            "the source at ", dataplane::to_string(o_.source),
+            "the source at ", net::to_string(o_.source),
             " failed authentication: its key is not this --psk-file's (or it is not the source)")));
         return false;
       }
       proto::Auth mine;
       mine.step = proto::AuthStep::kMirrorProof;
-      mine.proof = mirror_proof(*o_.psk, hello_bytes_, bytes);
-      data_key_ = control::data_key(*o_.psk, a.salt);
-      punch_key_ = control::punch_key(*o_.psk, hello_.nonce, a.nonce);
+      mine.proof = net::mirror_proof(*o_.psk, hello_bytes_, bytes);
+      data_key_ = net::data_key(*o_.psk, a.salt);
+      punch_key_ = net::punch_key(*o_.psk, hello_.nonce, a.nonce);
       std::byte buf[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
       const proto::ConstBytes step2(buf, proto::encode_auth(mine, buf));
       // The source MACs every control frame after our step 2 (it said so in
       // its step 1, which our proof covers): so do we, from here (§1.8.2).
       frames_maced_ = (a.flags & proto::kAuthFrameMac) != 0;
-      const control::FrameKeys keys = control::mirror_frame_keys(*o_.psk, hello_bytes_, bytes, step2, false);
+      const net::FrameKeys keys = net::mirror_frame_keys(*o_.psk, hello_bytes_, bytes, step2, false);
       conn_->consume(size);
       conn_->send(step2);
       if (frames_maced_) conn_->start_frame_mac(keys);
@@ -400,7 +400,7 @@ bool MirrorControl::handshake(uint64_t now_ns) {
   }
   if (!open) {
     const absl::Status st = absl::UnavailableError(absl::StrCat(
-        "the source at ", dataplane::to_string(o_.source), " closed the connection during the handshake",
+        "the source at ", net::to_string(o_.source), " closed the connection during the handshake",
         o_.expected_schema != 0 ? " (the source refuses a schema mismatch)" : ""));
     unavailable(st, now_ns);
     return false;
@@ -471,8 +471,8 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
   auto link = plane_->open(std::move(r));
   if (!link.ok()) return link.status();
   link_ = *link;
-  description_ = mc.group != 0 ? absl::StrCat("multicast ", dataplane::to_string(Endpoint{mc.group, mc.port}))
-                 : mc.port != 0 ? absl::StrCat("unicast from ", dataplane::to_string(*wc.punch_to))
+  description_ = mc.group != 0 ? absl::StrCat("multicast ", net::to_string(Endpoint{mc.group, mc.port}))
+                 : mc.port != 0 ? absl::StrCat("unicast from ", net::to_string(*wc.punch_to))
                                 : std::string("TCP");
   if (authenticated_) {
     // An older keyed source: its datagrams are MACed, its TCP frames are not.
@@ -495,7 +495,7 @@ absl::Status MirrorControl::on_multicast(const proto::Multicast& mc, uint64_t no
   next_health_ns_ = now_ns;
   end_reason_.clear();
   if (log_) {
-    log_(absl::StrCat(dataplane::to_string(o_.source), " -> ", path, " from seq ", first_seq_, " over ",
+    log_(absl::StrCat(net::to_string(o_.source), " -> ", path, " from seq ", first_seq_, " over ",
                       description_));
   }
   // Frames that arrived right behind MULTICAST are already buffered.
@@ -514,17 +514,17 @@ bool MirrorControl::relay_frames() {
   for (;;) {
     proto::Frame f;
     size_t size = 0;
-    const TcpConn::Next next = conn_->next_frame(&f, &size, limits_);
-    if (next == TcpConn::Next::kNeedMore) {
+    const net::TcpConn::Next next = conn_->next_frame(&f, &size, limits_);
+    if (next == net::TcpConn::Next::kNeedMore) {
       wake();
       return true;
     }
-    if (next == TcpConn::Next::kForged) {
+    if (next == net::TcpConn::Next::kForged) {
       ++cstats_.bad_frame_mac;
       end_reason_ = "a control frame failed its MAC (forged, replayed or altered in flight): nothing in it was taken";
       return false;
     }
-    if (next != TcpConn::Next::kFrame) {
+    if (next != net::TcpConn::Next::kFrame) {
       end_reason_ = "the source sent a malformed frame";
       return false;
     }
@@ -616,7 +616,7 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
       }
       if (now_ns >= deadline_ns_) {
         const absl::Status st = absl::UnavailableError(absl::StrCat(
-            "cannot reach source ", dataplane::to_string(o_.source), ": ", std::strerror(ETIMEDOUT)));
+            "cannot reach source ", net::to_string(o_.source), ": ", std::strerror(ETIMEDOUT)));
         unavailable(st, now_ns);
         return next_attempt_ns_;
       }
@@ -625,7 +625,7 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
       if (readable && !handshake(now_ns)) return state_ == State::kWaiting ? next_attempt_ns_ : UINT64_MAX;
       if (state_ == State::kHandshake && now_ns >= deadline_ns_) {
         const absl::Status st = absl::UnavailableError(absl::StrCat(
-            "no answer from the source at ", dataplane::to_string(o_.source), " within ",
+            "no answer from the source at ", net::to_string(o_.source), " within ",
             o_.handshake_timeout_ns / 1'000'000, " ms"));
         unavailable(st, now_ns);
         return next_attempt_ns_;

@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "control/auth.h"
-#include "control/tcp_conn.h"
 #include "dataplane/mirror_session.h"
+#include "net/auth.h"
+#include "net/tcp_conn.h"
 #include "ring/ring_file.h"
 
 namespace ringfire::control {
 
 struct MirrorOptions {
-  dataplane::Endpoint source;
+  net::Endpoint source;
   std::string ring;              // name in `dir`, or a path
   std::string dir = "/dev/shm";
   enum class From : uint8_t { kResume, kLatest, kOldest, kSequence } from = From::kResume;
@@ -45,7 +45,7 @@ struct MirrorOptions {
   // lazy_ring: the ring it creates takes its pages as they are written
   // (ring::kFlagLazy: a stream mux channel's, on a first token's path).
   bool lazy_ring = false;
-  std::optional<Psk> psk;        // authenticate (and require the source to)
+  std::optional<net::Psk> psk;        // authenticate (and require the source to)
   std::vector<uint32_t> accept_from;  // relays whose UDP the mirror also believes
   bool multi_range_naks = true;  // offer multi-range NAKs (off: a single-range peer, for A/B)
   bool reconnect = true;         // after the source goes away (a final refusal never retries)
@@ -174,7 +174,7 @@ class MirrorControl {
   State state_ = State::kWaiting;
   int epoll_fd_ = -1;
   int nak_fd_ = -1;
-  std::optional<TcpConn> conn_;
+  std::optional<net::TcpConn> conn_;
   int connecting_fd_ = -1;
   uint64_t deadline_ns_ = 0;     // of the current step (connect, handshake)
   uint64_t next_attempt_ns_ = 0;
@@ -189,14 +189,14 @@ class MirrorControl {
   bool awaiting_auth_ = false;
   std::optional<proto::Geometry> geometry_;
   std::optional<ring::RingFile> ring_;  // the writer's mapping (ring())
-  std::optional<dataplane::MacKey> data_key_, punch_key_;
+  std::optional<net::MacKey> data_key_, punch_key_;
   // Streaming state.
   dataplane::MirrorLink* link_ = nullptr;
   bool queue_full_ = false;
   bool authenticated_ = false;
   bool frames_maced_ = false;  // keyed, and the source MACs control frames (§1.8.2)
   uint16_t features_ = 0;
-  FrameLimits limits_;
+  net::FrameLimits limits_;
   uint64_t next_health_ns_ = 0;
   uint64_t last_health_ns_ = 0;
   uint64_t health_seq_ = 0;

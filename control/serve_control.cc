@@ -15,12 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "archive/archive_reader.h"
 #include "control/ring_geometry.h"
-#include "dataplane/data_framer.h"
+#include "proto/data_framer.h"
 #include "ring/monotonic.h"
 
 namespace ringfire::control {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 using proto::Frame;
 using proto::FrameKind;
 using proto::RefuseReason;
@@ -31,9 +31,9 @@ uint64_t range_size(const proto::Nak& n) { return n.last - n.first + 1; }
 
 // What a mirror may send, and how large: a frame over its bound is refused
 // from its header alone.
-FrameLimits mirror_limits() {
-  FrameLimits l;
-  l.max_body.fill(kUnknownFrameBody);  // known kinds a mirror never sends: skipped, counted
+net::FrameLimits mirror_limits() {
+  net::FrameLimits l;
+  l.max_body.fill(net::kUnknownFrameBody);  // known kinds a mirror never sends: skipped, counted
   l.max_body[static_cast<uint8_t>(FrameKind::kHello)] = 256;
   l.max_body[static_cast<uint8_t>(FrameKind::kNak)] = proto::kMaxNakBody;
   l.max_body[static_cast<uint8_t>(FrameKind::kHealth)] = 256;
@@ -52,7 +52,7 @@ struct ServeControl::Mirror {
   Mirror(int fd, uint64_t now_ns) : conn(fd), peer(conn.peer()), accepted_ns(now_ns), last_rx_ns(now_ns) {}
   enum class State : uint8_t { kHello, kAuth, kStreaming, kClosing };
   State state = State::kHello;
-  TcpConn conn;
+  net::TcpConn conn;
   Endpoint peer;
   uint64_t accepted_ns;
   uint64_t last_rx_ns;
@@ -62,7 +62,7 @@ struct ServeControl::Mirror {
   proto::Hello hello;
   std::vector<std::byte> hello_bytes;  // as received: the proofs cover it
   std::vector<std::byte> auth_bytes;   // our AUTH frame as sent
-  Nonce source_nonce{};
+  net::Nonce source_nonce{};
   bool authenticated = false;
   bool udp = false;        // DATA by multicast or unicast
   bool multicast = false;
@@ -116,10 +116,10 @@ absl::StatusOr<std::unique_ptr<ServeControl>> ServeControl::start(const ServeCon
     }
   }
   std::unique_ptr<ServeControl> s(new ServeControl(c, worker, std::move(file), std::move(*reader)));
-  auto fd = tcp_listen(c.listen);
+  auto fd = net::tcp_listen(c.listen);
   if (!fd.ok()) return fd.status();
   s->listen_fd_ = *fd;
-  s->listening_ = socket_local(*fd);
+  s->listening_ = net::socket_local(*fd);
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   s->notify_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->epoll_fd_ < 0 || s->notify_fd_ < 0) {
@@ -182,9 +182,9 @@ void ServeControl::accept_all(uint64_t now_ns) {
     if (config_.only_from != 0 && (from.sin_family != AF_INET || ntohl(from.sin_addr.s_addr) != config_.only_from)) {
       ++stats_.foreign;  // not the one peer this ring is served to: no answer
       close(fd);
-      note("foreign", absl::StrCat("refused a connection from ", dataplane::to_string(dataplane::Endpoint{
+      note("foreign", absl::StrCat("refused a connection from ", net::to_string(net::Endpoint{
                                                                      ntohl(from.sin_addr.s_addr), ntohs(from.sin_port)}),
-                                   ": this ring is served to ", dataplane::to_string(dataplane::Endpoint{config_.only_from, 0}),
+                                   ": this ring is served to ", net::to_string(net::Endpoint{config_.only_from, 0}),
                                    " only"));
       continue;
     }
@@ -250,7 +250,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   const proto::DecodeError e = proto::decode_hello(f, &m.hello);
   if (e != proto::DecodeError::kOk) {
     ++stats_.bad_hello;
-    note("hello", absl::StrCat("refused ", dataplane::to_string(m.peer), ": malformed HELLO (",
+    note("hello", absl::StrCat("refused ", net::to_string(m.peer), ": malformed HELLO (",
                                proto::decode_error_name(e), ")"));
     refuse(m, e == proto::DecodeError::kBadVersion ? RefuseReason::kVersion : RefuseReason::kMalformedHello,
            e == proto::DecodeError::kBadVersion ? "protocol version 0 does not exist; this source speaks 1"
@@ -269,7 +269,7 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   if (!config_.psk) return start_streaming(m);
   if ((m.hello.flags & proto::kHelloAuth) == 0) {
     ++stats_.unauthenticated;
-    note("unauthenticated", absl::StrCat("refused ", dataplane::to_string(m.peer),
+    note("unauthenticated", absl::StrCat("refused ", net::to_string(m.peer),
                                          ": not authenticated (this source has --psk-file; so must the mirror)"));
     refuse(m, RefuseReason::kAuthRequired,
            "this source requires authentication: run the mirror with --psk-file (the same key)");
@@ -278,12 +278,12 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
   // Step 1: prove we hold the key, over exactly the HELLO we got.
   proto::Auth a;
   a.step = proto::AuthStep::kSourceProof;
-  m.source_nonce = random_nonce();
+  m.source_nonce = net::random_nonce();
   a.nonce = m.source_nonce;
   a.salt = config_.salt;
   // A mirror that asks MACs every control frame after its step 2, and so do we (§1.8.2).
   if ((m.hello.flags & proto::kHelloFrameMac) != 0) a.flags |= proto::kAuthFrameMac;
-  a.proof = source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt, a.flags);
+  a.proof = net::source_proof(*config_.psk, m.hello_bytes, m.source_nonce, config_.salt, a.flags);
   m.auth_bytes.resize(proto::kFrameHeaderBytes + proto::kAuthSourceBody);
   m.auth_bytes.resize(proto::encode_auth(a, m.auth_bytes));
   m.conn.send(m.auth_bytes);
@@ -294,19 +294,19 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
 bool ServeControl::on_auth(Mirror& m, const Frame& f, proto::ConstBytes bytes) {
   proto::Auth a;
   if (proto::decode_auth(f, &a) != proto::DecodeError::kOk || a.step != proto::AuthStep::kMirrorProof ||
-      !proofs_equal(a.proof, mirror_proof(*config_.psk, m.hello_bytes, m.auth_bytes))) {
+      !net::proofs_equal(a.proof, net::mirror_proof(*config_.psk, m.hello_bytes, m.auth_bytes))) {
     ++stats_.bad_auth;
-    note("bad-auth", absl::StrCat("refused ", dataplane::to_string(m.peer),
+    note("bad-auth", absl::StrCat("refused ", net::to_string(m.peer),
                                   ": authentication failed (another key?)"));
     refuse(m, RefuseReason::kAuthFailed, "authentication failed: the mirror's key is not this source's");
     return true;
   }
   m.authenticated = true;
   if ((m.hello.flags & proto::kHelloFrameMac) != 0) {
-    m.conn.start_frame_mac(mirror_frame_keys(*config_.psk, m.hello_bytes, m.auth_bytes, bytes, true));
+    m.conn.start_frame_mac(net::mirror_frame_keys(*config_.psk, m.hello_bytes, m.auth_bytes, bytes, true));
   } else {
     ++stats_.frames_unmaced;  // an older mirror: its datagrams are MACed, its TCP frames are not
-    note("frames-unmaced", absl::StrCat("mirror ", dataplane::to_string(m.peer),
+    note("frames-unmaced", absl::StrCat("mirror ", net::to_string(m.peer),
                                         " MACs no control frames (an older ringfire): served, its TCP frames unauthenticated"));
   }
   return start_streaming(m);
@@ -366,17 +366,17 @@ bool ServeControl::start_streaming(Mirror& m) {
     mc.data_ip = 0;
     m.tcp_cursor = first;
   } else if (unicast) {
-    m.token = random_tag();  // a PUNCH's token: unguessable, never 0, as a tag
+    m.token = net::random_tag();  // a PUNCH's token: unguessable, never 0, as a tag
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kAllowToken, m.token};
     c.peer_ip = m.peer.ip;
     if (tagged) {
-      c.tag = random_tag();
+      c.tag = net::random_tag();
       mc.tag = c.tag;
       mc.features |= proto::kFeatureTag;
     }
     if (config_.psk) {
       c.keyed = true;
-      c.punch_key = punch_key(*config_.psk, hello.nonce, m.source_nonce);
+      c.punch_key = net::punch_key(*config_.psk, hello.nonce, m.source_nonce);
     }
     if (!worker_->commands.try_push(c)) {
       m.token = 0;
@@ -412,7 +412,7 @@ bool ServeControl::start_streaming(Mirror& m) {
 // (from the ring) and send_archived (from the archive) share.
 class TcpDataOut {
  public:
-  TcpDataOut(TcpConn& conn, ring::LazyBytes& buf, size_t frame_bytes, uint32_t fixed_size, uint64_t& gaps)
+  TcpDataOut(net::TcpConn& conn, ring::LazyBytes& buf, size_t frame_bytes, uint32_t fixed_size, uint64_t& gaps)
       : conn_(conn), buf_(buf), frame_bytes_(frame_bytes), framer_(fixed_size, 0), gaps_(gaps) {
     framer_.begin(buf_.data(), frame_bytes_);
   }
@@ -441,10 +441,10 @@ class TcpDataOut {
   }
 
  private:
-  TcpConn& conn_;
+  net::TcpConn& conn_;
   ring::LazyBytes& buf_;
   size_t frame_bytes_;
-  dataplane::DataFramer framer_;
+  proto::DataFramer framer_;
   uint64_t& gaps_;
 };
 
@@ -671,7 +671,7 @@ bool ServeControl::send_big_records() {
     uint32_t len = 0;
     const ring::ReadResult r = reader_.next(&len);
     if (!r.ok || r.seq != seq) continue;  // overwritten already: mirrors NAK, get a GAP
-    dataplane::DataFramer framer(reader_.fixed_size(), 0);
+    proto::DataFramer framer(reader_.fixed_size(), 0);
     framer.begin(frame_buf_.data(), frame_buf_.size());
     if (!framer.add(seq, reader_.record(), len)) continue;  // cannot happen: sized for the ring
     const size_t n = framer.finish();
@@ -764,12 +764,12 @@ void ServeControl::on_health(Mirror& m, const proto::Health& h) {
   if (!m.slow && share > config_.slow_mirror_share) {
     m.slow = true;
     ++stats_.slow_warnings;
-    note("slow", absl::StrCat("WARNING: mirror ", dataplane::to_string(m.peer), " is slow: ", lag,
+    note("slow", absl::StrCat("WARNING: mirror ", net::to_string(m.peer), " is slow: ", lag,
                               " records behind, ", static_cast<int>(share * 100), "% of the ring's ",
                               rh.capacity, " (it loses records to a GAP at 100%)"));
   } else if (m.slow && share < config_.slow_mirror_share / 2) {
     m.slow = false;
-    note("recovered", absl::StrCat("mirror ", dataplane::to_string(m.peer), " caught up: ", lag, " records behind"));
+    note("recovered", absl::StrCat("mirror ", net::to_string(m.peer), " caught up: ", lag, " records behind"));
   }
 }
 
@@ -832,24 +832,24 @@ bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
   for (;;) {
     Frame f;
     size_t size = 0;
-    const TcpConn::Next next = m.conn.next_frame(&f, &size, limits_);
-    if (next == TcpConn::Next::kNeedMore) return true;
+    const net::TcpConn::Next next = m.conn.next_frame(&f, &size, limits_);
+    if (next == net::TcpConn::Next::kNeedMore) return true;
     if (m.state == Mirror::State::kClosing) {
       m.conn.consume(m.conn.buffered());  // discard: nothing it says matters now
       return true;
     }
-    if (next == TcpConn::Next::kForged) {
+    if (next == net::TcpConn::Next::kForged) {
       ++stats_.bad_frame_mac;
-      note("bad-frame-mac", absl::StrCat("closed ", dataplane::to_string(m.peer),
+      note("bad-frame-mac", absl::StrCat("closed ", net::to_string(m.peer),
                                          ": a control frame failed its MAC (forged, replayed or altered in flight)"));
       return false;  // nothing in it counts; a stream with a forged frame in it cannot be trusted again
     }
-    if (next == TcpConn::Next::kMalformed || next == TcpConn::Next::kOversized) {
-      ++(next == TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);
-      note("malformed", absl::StrCat("closed ", dataplane::to_string(m.peer), ": ",
-                                     next == TcpConn::Next::kMalformed ? "malformed frame"
+    if (next == net::TcpConn::Next::kMalformed || next == net::TcpConn::Next::kOversized) {
+      ++(next == net::TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);
+      note("malformed", absl::StrCat("closed ", net::to_string(m.peer), ": ",
+                                     next == net::TcpConn::Next::kMalformed ? "malformed frame"
                                                                        : "a frame longer than its kind allows"));
-      refuse(m, RefuseReason::kProtocol, next == TcpConn::Next::kMalformed
+      refuse(m, RefuseReason::kProtocol, next == net::TcpConn::Next::kMalformed
                                              ? "malformed frame"
                                              : "a frame longer than its kind allows");
       return true;
@@ -916,7 +916,7 @@ void ServeControl::check_deadlines(uint64_t now_ns) {
     const bool handshaking = m.state == Mirror::State::kHello || m.state == Mirror::State::kAuth;
     if (handshaking && now_ns - m.accepted_ns > config_.handshake_timeout_ns) {
       ++stats_.handshake_timeouts;
-      note("handshake", absl::StrCat("closed ", dataplane::to_string(m.peer), ": no complete HELLO within ",
+      note("handshake", absl::StrCat("closed ", net::to_string(m.peer), ": no complete HELLO within ",
                                      config_.handshake_timeout_ns / 1'000'000, " ms"));
       refuse(m, RefuseReason::kHandshakeTimeout, "no complete handshake in time");
       continue;
@@ -924,7 +924,7 @@ void ServeControl::check_deadlines(uint64_t now_ns) {
     if (m.state == Mirror::State::kStreaming && (m.hello.flags & proto::kHelloHealth) != 0 &&
         now_ns - m.last_rx_ns > config_.peer_timeout_ns) {
       ++stats_.peer_timeouts;
-      note("silent", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": silent for ",
+      note("silent", absl::StrCat("dropped mirror ", net::to_string(m.peer), ": silent for ",
                                   (now_ns - m.last_rx_ns) / 1'000'000, " ms"));
       m.dead = true;
       continue;
@@ -940,7 +940,7 @@ void ServeControl::check_deadlines(uint64_t now_ns) {
       m.stall_since_ns = now_ns;
     } else if (now_ns - m.stall_since_ns > config_.stall_timeout_ns) {
       ++stats_.slow_cut;
-      note("stalled", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": read nothing for ",
+      note("stalled", absl::StrCat("dropped mirror ", net::to_string(m.peer), ": read nothing for ",
                                    (now_ns - m.stall_since_ns) / 1'000'000, " ms"));
       m.dead = true;
     }
@@ -972,7 +972,7 @@ bool ServeControl::poll(uint64_t timeout_us) {
       if (m->state == Mirror::State::kAuth) {
         // It heard our proof and left: its key is not ours.
         ++stats_.bad_auth;
-        note("bad-auth", absl::StrCat("mirror ", dataplane::to_string(m->peer),
+        note("bad-auth", absl::StrCat("mirror ", net::to_string(m->peer),
                                       " gave up authenticating (another key?)"));
       }
     }
@@ -995,7 +995,7 @@ bool ServeControl::poll(uint64_t timeout_us) {
     if (!m.dead && !m.conn.flush()) m.dead = true;
     if (!m.dead && m.conn.pending() > config_.max_backlog_bytes) {
       ++stats_.slow_cut;
-      note("backlog", absl::StrCat("dropped mirror ", dataplane::to_string(m.peer), ": over ",
+      note("backlog", absl::StrCat("dropped mirror ", net::to_string(m.peer), ": over ",
                                    config_.max_backlog_bytes >> 20, " MiB behind"));
       m.dead = true;
     }

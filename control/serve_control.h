@@ -25,27 +25,27 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "control/auth.h"
 #include "control/recent_repairs.h"
 #include "control/repair_queue.h"
-#include "control/tcp_conn.h"
 #include "dataplane/serve_session.h"
+#include "net/auth.h"
+#include "net/tcp_conn.h"
 #include "ring/lazy_bytes.h"
 #include "ring/raw_reader.h"
 
 namespace ringfire::control {
 
 struct ServeControlConfig {
-  dataplane::Endpoint listen;
+  net::Endpoint listen;
   std::string ring;                              // name or path of the served ring
-  std::optional<dataplane::Endpoint> multicast;  // group:port announced to mirrors
+  std::optional<net::Endpoint> multicast;  // group:port announced to mirrors
   uint16_t unicast_port = 0;                     // the worker's UDP port for PUNCH (0: none)
   uint32_t data_ip = 0;                          // where the worker's datagrams come from
   uint16_t mtu = 1472;
   uint8_t ttl = 1;
   uint8_t session = 1;
-  std::optional<Psk> psk;  // set: mirrors must authenticate (and salt keys the datagrams)
-  Nonce salt{};
+  std::optional<net::Psk> psk;  // set: mirrors must authenticate (and salt keys the datagrams)
+  net::Nonce salt{};
   // multicast_tag: unkeyed, the group's datagrams end with a TAG frame
   // carrying it (the worker's ServeConfig::tag): announced to mirrors that
   // check tags; a mirror that does not is served over TCP instead. 0: untagged.
@@ -126,7 +126,7 @@ struct ServeControlStats {
 
 // MirrorView is what the source knows of one streaming mirror.
 struct MirrorView {
-  dataplane::Endpoint peer;
+  net::Endpoint peer;
   std::string mode;          // "multicast", "unicast", "tcp"
   bool authenticated = false;
   bool has_health = false;
@@ -176,7 +176,7 @@ class ServeControl {
   // it among others' and then calls poll(0)).
   int wait_fd() const { return epoll_fd_; }
   const ServeControlStats& stats() const { return stats_; }
-  dataplane::Endpoint listening() const { return listening_; }
+  net::Endpoint listening() const { return listening_; }
   std::vector<MirrorView> mirrors() const;
 
  private:
@@ -226,10 +226,10 @@ class ServeControl {
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
   int notify_fd_ = -1;  // the worker's "records too large for a datagram" eventfd
-  dataplane::Endpoint listening_;
+  net::Endpoint listening_;
   std::vector<std::unique_ptr<Mirror>> mirrors_;
   ring::LazyBytes frame_buf_;  // the largest record a TCP frame carries: pages taken as frames reach them
-  FrameLimits limits_;
+  net::FrameLimits limits_;
   RecentRepairs group_repairs_;  // repairs sent to the multicast group
   uint64_t repair_tokens_ = 0;   // the UDP repair budget (records)
   uint64_t budget_seen_seq_ = 0;

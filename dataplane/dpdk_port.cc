@@ -473,7 +473,7 @@ absl::StatusOr<DpdkPort::Prepared> DpdkPort::prepare(const BindSpec& spec) const
   auto fd = reserve_udp_port(spec.udp_port, spec.reuse);
   if (!fd.ok()) return fd.status();
   p.reservation_fd = *fd;
-  p.udp_port = socket_local(p.reservation_fd).port;
+  p.udp_port = net::socket_local(p.reservation_fd).port;
   p.local = Endpoint{o_.ip, p.udp_port};
 #if RINGFIRE_HAVE_XDP_STEER
   if (!steer_iface_.empty()) {

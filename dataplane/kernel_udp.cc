@@ -26,73 +26,6 @@ absl::Status sys_error(const std::string& what) {
 
 }  // namespace
 
-sockaddr_in to_sockaddr(const Endpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
-Endpoint from_sockaddr(const sockaddr_in& a) {
-  return Endpoint{ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)};
-}
-
-std::string to_string(const Endpoint& e) {
-  return absl::StrCat(e.ip >> 24, ".", (e.ip >> 16) & 255, ".", (e.ip >> 8) & 255, ".", e.ip & 255,
-                      ":", e.port);
-}
-
-absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port) {
-  const auto colon = text.rfind(':');
-  std::string host = colon == std::string::npos ? text : text.substr(0, colon);
-  Endpoint e;
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) == 1) {
-    e.ip = ntohl(a.s_addr);
-  } else {
-    // A host name: resolve it to its first IPv4 address (setup only).
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    addrinfo* res = nullptr;
-    if (host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "': expected an IPv4 address such as 198.18.0.1:7400, or a host name that resolves"));
-    }
-    e.ip = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
-    freeaddrinfo(res);
-  }
-  uint32_t port = 0;
-  if (colon == std::string::npos) {
-    if (default_port < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "': a port is required (ADDR:PORT)"));
-    }
-    port = static_cast<uint32_t>(default_port);
-  } else if (!absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "': bad port"));
-  }
-  e.port = static_cast<uint16_t>(port);
-  return e;
-}
-
-absl::StatusOr<uint32_t> interface_address(const std::string& ifname) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return sys_error("getifaddrs");
-  uint32_t found = 0;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && ifname == i->ifa_name) {
-      found = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-      break;
-    }
-  }
-  freeifaddrs(list);
-  if (found == 0) {
-    return absl::NotFoundError(
-        absl::StrCat("interface '", ifname, "' has no IPv4 address (see `ip -4 addr`)"));
-  }
-  return found;
-}
-
 KernelUdp::KernelUdp(int fd, Endpoint local, size_t max_datagram, bool gso, bool gro)
     : fd_(fd),
       local_(local),
@@ -190,7 +123,7 @@ absl::StatusOr<KernelUdp> KernelUdp::open(const UdpOptions& o) {
   int segment = 0;
   socklen_t segment_len = sizeof(segment);
   const bool gso = o.gso && getsockopt(fd, SOL_UDP, UDP_SEGMENT, &segment, &segment_len) == 0;
-  return KernelUdp(fd, from_sockaddr(local), o.max_datagram, gso, gro);
+  return KernelUdp(fd, net::from_sockaddr(local), o.max_datagram, gso, gro);
 }
 
 size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
@@ -233,7 +166,7 @@ size_t KernelUdp::rx_burst(RxDatagram* out, size_t n) {
     const size_t len = std::min<size_t>(rx_msgs_[rx_next_].msg_len, rx_room_);
     const size_t take = std::min<size_t>(rx_segment_[rx_next_], len - rx_off_);
     out[got].payload = proto::ConstBytes(static_cast<const std::byte*>(rx_iov_[rx_next_].iov_base) + rx_off_, take);
-    out[got].from = from_sockaddr(rx_addr_[rx_next_]);
+    out[got].from = net::from_sockaddr(rx_addr_[rx_next_]);
     ++got;
     rx_off_ += take;
     if (rx_off_ >= len || take == 0) {
@@ -331,13 +264,6 @@ size_t KernelUdp::tx_burst(const TxDatagram* in, size_t n) {
   return sent;
 }
 
-Endpoint socket_local(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return from_sockaddr(a);
-}
-
 absl::StatusOr<int> reserve_udp_port(uint16_t port, bool reuse) {
   UdpOptions o;
   o.bind = Endpoint{0, port};
@@ -357,7 +283,7 @@ absl::StatusOr<std::vector<StaticNeighbor>> parse_neighbors(const std::string& t
     unsigned m[6];
     char tail = 0;
     const std::string mac(eq == absl::string_view::npos ? "" : item.substr(eq + 1));
-    auto ip = parse_endpoint(std::string(item.substr(0, eq)), 0);
+    auto ip = net::parse_endpoint(std::string(item.substr(0, eq)), 0);
     if (eq == absl::string_view::npos || !ip.ok() ||
         std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5],
                     &tail) != 6) {

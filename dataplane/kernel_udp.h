@@ -21,16 +21,8 @@ namespace ringfire::dataplane {
 
 inline constexpr size_t kMaxDatagram = 65507;
 
-std::string to_string(const Endpoint& e);
-// to_sockaddr and from_sockaddr convert to and from the sockets API.
-sockaddr_in to_sockaddr(const Endpoint& e);
-Endpoint from_sockaddr(const sockaddr_in& a);
-// parse_endpoint reads "a.b.c.d:port" (port required unless default_port).
-absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port = -1);
 // parse_neighbors reads "IP=MAC[,IP=MAC...]" (MAC as aa:bb:cc:dd:ee:ff).
 absl::StatusOr<std::vector<StaticNeighbor>> parse_neighbors(const std::string& text);
-// interface_address returns the first IPv4 address of a network interface.
-absl::StatusOr<uint32_t> interface_address(const std::string& ifname);
 
 struct UdpOptions {
   Endpoint bind;                 // ip 0 = any; port 0 = ephemeral
@@ -64,8 +56,6 @@ struct UdpOptions {
 // keeps it (the returned fd), so that no other process takes the port a
 // kernel-bypass port answers on; fails naming the port if it is taken.
 absl::StatusOr<int> reserve_udp_port(uint16_t port, bool reuse = false);
-// socket_local returns the address a socket is bound to.
-Endpoint socket_local(int fd);
 
 class KernelUdp {
  public:

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "dataplane/datagram_mac.h"
 #include "dataplane/datagram_tag.h"
 #include "dataplane/hold_back.h"
 #include "dataplane/mirror_writer.h"
 #include "dataplane/packet_port.h"
+#include "net/datagram_mac.h"
 #include "proto/frame.h"
 
 namespace ringfire::dataplane {
@@ -53,7 +53,7 @@ struct UdpTrust {
   uint16_t source_port = 0;   // 0: any port of source_ip (multicast)
   std::array<uint32_t, 8> relays{};  // other senders the operator declared
   uint32_t relay_count = 0;
-  std::optional<MacKey> mac;  // authenticated session: every datagram carries a MAC
+  std::optional<net::MacKey> mac;  // authenticated session: every datagram carries a MAC
   std::optional<TagFrame> tag;  // unkeyed, tagged: every datagram ends with exactly this TAG frame
 };
 

@@ -21,8 +21,8 @@
 #include "dataplane/byte_queue.h"
 #include "dataplane/counter.h"
 #include "dataplane/fault_shaper.h"
-#include "dataplane/packet_port.h"
 #include "dataplane/mirror_receiver.h"
+#include "dataplane/packet_port.h"
 #include "dataplane/reader_wake.h"
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_wake.h"
@@ -35,7 +35,7 @@ struct MirrorWorkerConfig {
   FaultConfig rx_faults;
   std::optional<Endpoint> punch_to;   // unicast: where to PUNCH
   uint64_t punch_token = 0;
-  std::optional<MacKey> punch_key;    // authenticated: PUNCHes carry a counter and a MAC
+  std::optional<net::MacKey> punch_key;    // authenticated: PUNCHes carry a counter and a MAC
   uint64_t punch_retry_ns = 50'000'000;       // until the first datagram
   uint64_t punch_keepalive_ns = 1'000'000'000;
   // reader_wake: an in-process reader of the mirror ring waits on it (the

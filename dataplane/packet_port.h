@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "net/endpoint.h"
 #include "proto/bytes.h"
 #include "proto/net/ethernet.h"
 
@@ -20,12 +21,9 @@ namespace ringfire::dataplane {
 
 inline constexpr size_t kBurst = 32;
 
-// Endpoint is an IPv4 address and port, host order.
-struct Endpoint {
-  uint32_t ip = 0;
-  uint16_t port = 0;
-  friend bool operator==(const Endpoint&, const Endpoint&) = default;
-};
+// The data plane's addresses are net/'s (a port's bindings, a datagram's
+// source and destination).
+using net::Endpoint;
 
 // StaticNeighbor pins a peer's MAC for a port with its own L2 (DPDK).
 struct StaticNeighbor {

@@ -29,15 +29,15 @@
 #include <vector>
 
 #include "dataplane/counter.h"
-#include "dataplane/data_framer.h"
-#include "dataplane/datagram_mac.h"
 #include "dataplane/datagram_tag.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/loss_meter.h"
-#include "dataplane/packet_port.h"
 #include "dataplane/pacer.h"
+#include "dataplane/packet_port.h"
 #include "dataplane/spsc_queue.h"
 #include "dataplane/worker_wake.h"
+#include "net/datagram_mac.h"
+#include "proto/data_framer.h"
 #include "ring/raw_reader.h"
 
 namespace ringfire::dataplane {
@@ -62,7 +62,7 @@ struct ServeConfig {
   // no wake-up of the receiver) between them; a lost last datagram shows
   // by the next burst's sequence, or by that heartbeat once they stop.
   bool heartbeat_follows_cadence = false;
-  std::optional<MacKey> data_key;  // authenticated: seal every datagram
+  std::optional<net::MacKey> data_key;  // authenticated: seal every datagram
   // tag: unkeyed, the group's datagrams end with a TAG frame carrying it
   // (random per incarnation; 0: untagged). Unicast mirrors get their own
   // with kAllowToken.
@@ -92,7 +92,7 @@ struct ServeCommand {
   uint64_t last = 0;
   uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address
   bool keyed = false;    // kAllowToken: PUNCHes must carry a MAC under punch_key
-  MacKey punch_key{};
+  net::MacKey punch_key{};
   uint64_t tag = 0;      // kAllowToken: this mirror's datagrams end with a TAG frame carrying it; 0: untagged
 };
 
@@ -240,7 +240,7 @@ class alignas(64) ServeSession {
   struct Unicast {
     uint64_t token = 0;
     uint32_t peer_ip = 0;        // the mirror's TCP address: PUNCHes come from there
-    std::optional<MacKey> key;   // authenticated: its PUNCHes' key
+    std::optional<net::MacKey> key;   // authenticated: its PUNCHes' key
     uint64_t last_counter = 0;
     std::optional<Endpoint> to;  // set by the first valid PUNCH
     std::optional<Endpoint> probing;  // another address, PROBEd, not yet echoed
@@ -307,7 +307,7 @@ class alignas(64) ServeSession {
   BindingId binding_ = 0;
   ServeConfig config_;
   std::optional<TagFrame> group_tag_;  // unkeyed: what ends every datagram sent to the group
-  DataFramer framer_;
+  proto::DataFramer framer_;
   Pacer pacer_;
   FaultShaper faults_;
   // TX batching: a step's data frames leave in one tx_burst (a forward
@@ -323,7 +323,7 @@ class alignas(64) ServeSession {
   size_t pending_leases_n_ = 0;
   std::vector<std::byte> misplaced_;  // a record read into the frame that did not follow it (a hole, a lap)
   std::vector<Unicast> unicast_;
-  MacKey probe_secret_{};     // keys the PROBE challenges (random per worker)
+  net::MacKey probe_secret_{};     // keys the PROBE challenges (random per worker)
   uint64_t probes_made_ = 0;
   uint64_t last_send_ns_ = 0;
   uint64_t heartbeat_wait_ns_;  // backs off while idle
@@ -331,7 +331,7 @@ class alignas(64) ServeSession {
   uint64_t last_data_ns_ = 0;   // when the last data frame left (follow_cadence)
   uint64_t cadence_dev_ns_ = 0; // the spacing's mean deviation: steady when within a quarter of it
   std::optional<ring::RawReader> repair_reader_;
-  DataFramer repair_framer_;
+  proto::DataFramer repair_framer_;
   std::vector<std::byte> repair_buf_;
   std::array<Repair, kMaxRepairs> repairs_{};  // a FIFO: no allocation on the hot path
   size_t repair_head_ = 0;

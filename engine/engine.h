@@ -66,7 +66,7 @@ class Engine {
     ServeSpec spec;
     PortHandle* port = nullptr;
     dataplane::ServeLink* link = nullptr;
-    dataplane::Endpoint udp_local;
+    net::Endpoint udp_local;
     uint64_t pace_ns = 0;  // the pacing interval in effect (the spec's, or the port kind's)
     std::unique_ptr<control::ServeControl> control;
     uint64_t poll_at = 0;  // run_once: when its control is polled next unless its descriptor is ready first

@@ -34,7 +34,7 @@ struct ServeRequest {
 // ServePlaced: what the conductor learns of a placed serve session.
 struct ServePlaced {
   dataplane::ServeLink* link = nullptr;  // valid until close_serve
-  dataplane::Endpoint local;             // its binding's address and UDP port
+  net::Endpoint local;             // its binding's address and UDP port
   uint64_t pace_ns = 0;                  // the pacing interval in effect
 };
 

@@ -49,7 +49,7 @@ class PortRunner final : public PortHandle {
     Placed p;
     p.id = next_id_++;
     p.binding = std::make_unique<Prepared>(std::move(*b));
-    const dataplane::Endpoint local = p.binding->local;
+    const net::Endpoint local = p.binding->local;
     if (!r.pace_given) r.config.pace_ns = Port::kDefaultPaceNs;  // the port kind's (KernelPort, DpdkPort)
     p.serve = std::make_unique<Serve>(std::move(*r.reader), r.config, std::move(r.repair_reader));
     Command c;

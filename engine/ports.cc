@@ -95,7 +95,7 @@ std::string devargs(const PortSpec& spec, Rung r) {
 // the address of the port: given, else its interface's.
 uint32_t port_ip(const PortSpec& spec) {
   if (spec.ip != 0 || spec.iface.empty()) return spec.ip;
-  auto ip = dataplane::interface_address(spec.iface);
+  auto ip = net::interface_address(spec.iface);
   return ip.ok() ? *ip : 0;
 }
 

@@ -110,10 +110,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
     if (absl::Status st = impl->engine->add_port(impl->opt.port.name, std::move(*port)); !st.ok()) return st;
   }
 
-  auto fd = control::tcp_listen(o.control);
+  auto fd = net::tcp_listen(o.control);
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("node: control listener: ", fd.status().message()));
   impl->listen_fd = *fd;
-  impl->listening = control::socket_local(*fd);
+  impl->listening = net::socket_local(*fd);
   impl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);  // see accept_all
   impl->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   impl->ready.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -167,7 +167,7 @@ NodeImpl::~NodeImpl() {
   if (ready.fd >= 0) close(ready.fd);
 }
 
-dataplane::Endpoint Node::control_address() const { return impl_->listening; }
+net::Endpoint Node::control_address() const { return impl_->listening; }
 uint64_t Node::worker_id() const { return impl_->worker; }
 mux::FlushPolicy Node::flush_policy() const { return impl_->mux.flush; }
 std::string Node::data_path() const { return impl_->data_path; }
@@ -544,12 +544,12 @@ void NodeImpl::accept_all(uint64_t now) {
       close(fd);
       continue;
     }
-    control::detect_silent_peer(fd, opt.silent_peer_ms);
+    net::detect_silent_peer(fd, opt.silent_peer_ms);
     auto p = std::make_shared<InPeer>();
-    p->conn = std::make_unique<TcpConn>(fd);
+    p->conn = std::make_unique<net::TcpConn>(fd);
     p->accepted_ns = now;
     p->source = source;
-    if (opt.psk) p->nonce = control::random_nonce();  // a keyed NODE's answer's: drawn here, not under mu
+    if (opt.psk) p->nonce = net::random_nonce();  // a keyed NODE's answer's: drawn here, not under mu
     const bool watched = engine->watch(fd).ok();
     std::lock_guard l(mu);
     if (!watched) {
@@ -615,7 +615,7 @@ std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
   return std::unique_ptr<Anchor>(new Anchor(impl_, st, h));
 }
 
-absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
+absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h, const net::Endpoint& peer,
                                                      uint64_t resume_session) {
   NodeImpl& m = *impl_;
   if (!m.mux.enabled) {
@@ -632,13 +632,13 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
     // The conductor watches the connection and sets the channel up.
     // From our control address: the peer mirrors our channel from the
     // connection's source, and our serve listens there.
-    auto fd = control::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000), m.opt.control.ip);
+    auto fd = net::tcp_connect(peer, static_cast<int>(m.opt.attach_timeout_ns / 1'000'000), m.opt.control.ip);
     if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
-    control::detect_silent_peer(*fd, m.opt.silent_peer_ms);
+    net::detect_silent_peer(*fd, m.opt.silent_peer_ms);
     auto fresh = std::make_shared<OutPeer>();
     fresh->worker = h.worker;
     fresh->addr = peer;
-    fresh->conn = std::make_unique<TcpConn>(*fd);
+    fresh->conn = std::make_unique<net::TcpConn>(*fd);
     fresh->epoch = random_u64();
     fresh->created_ns = monotonic_ns();
     fresh->sender.emplace(m.mux, fresh->epoch);
@@ -682,7 +682,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::attach(const mux::AnchorHandle& h,
 absl::StatusOr<std::unique_ptr<Sender>> Node::await_attach(std::unique_lock<std::mutex>& l,
                                                            const std::shared_ptr<OutPeer>& p,
                                                            const std::shared_ptr<PendingAttach>& a,
-                                                           const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
+                                                           const mux::AnchorHandle& h, const net::Endpoint& peer,
                                                            uint64_t deadline_ns) {
   NodeImpl& m = *impl_;
   // A ticket's is done once opened: its first batch waits for the channel, not its caller.
@@ -693,7 +693,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::await_attach(std::unique_lock<std:
   if (!m.attach_cv.wait_for(l, std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0), answered)) {
     if (a->done && a->status.ok() && !a->tcp_chosen) p->sender->abort(a->slot);  // answered, but no channel in time
     a->abandoned = true;
-    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer), " within ",
+    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", net::to_string(peer), " within ",
                                                     m.opt.attach_timeout_ns / 1'000'000, " ms"));
   }
   if (!a->status.ok()) return a->status;
@@ -711,7 +711,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Node::await_attach(std::unique_lock<std:
 }
 
 std::vector<absl::StatusOr<std::unique_ptr<Sender>>> Node::attach_many(std::span<const mux::AnchorHandle> handles,
-                                                                        const dataplane::Endpoint& peer) {
+                                                                        const net::Endpoint& peer) {
   NodeImpl& m = *impl_;
   std::vector<absl::StatusOr<std::unique_ptr<Sender>>> out;
   out.reserve(handles.size());

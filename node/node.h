@@ -55,14 +55,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "control/auth.h"
-#include "dataplane/packet_port.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
 #include "mux/anchor_handle.h"
 #include "mux/mux_config.h"
 #include "mux/peer_receiver.h"
 #include "mux/peer_sender.h"
+#include "net/auth.h"
+#include "net/endpoint.h"
 #include "proto/bytes.h"
 
 namespace ringfire::node {
@@ -81,7 +81,7 @@ inline engine::PortSpec node_port() {
 
 struct NodeOptions {
   std::string instance_id;        // names the node; its worker id is xxh3 of it (required)
-  dataplane::Endpoint control;    // the TCP control listener (ip required; port 0 picks one)
+  net::Endpoint control;    // the TCP control listener (ip required; port 0 picks one)
   // port: the data plane the channels use. Its `ip` defaults to the
   // control address; backend kernel unless set. With a host, only its
   // `name` (a port of the host engine), `ip` (its address: 0 takes the
@@ -105,7 +105,7 @@ struct NodeOptions {
   // §5.1.1), and every channel runs the ring mirroring's handshake and a
   // MAC on each datagram (§1.8). A peer without it, or with another, is
   // refused, and told which side lacks it.
-  std::optional<control::Psk> psk;
+  std::optional<net::Psk> psk;
   uint64_t attach_timeout_ns = 5'000'000'000;
   uint64_t hello_timeout_ns = 5'000'000'000;  // an accepted connection must send NODE within this
   // A peer gone silent (its host or link lost, no FIN) ends its control
@@ -352,14 +352,14 @@ class Node {
   // resume_at() says from which frame it goes on. Refused (an error) when
   // the anchor holds no such stream; the mux only.
   absl::StatusOr<std::unique_ptr<Sender>> attach(const mux::AnchorHandle& handle,
-                                                 const dataplane::Endpoint& peer_control,
+                                                 const net::Endpoint& peer_control,
                                                  uint64_t resume_session = 0);
   // attach_many: attach() for each handle, those of one peer at once (every
   // request sent before any answer is awaited: a batch of requests costs
   // the consumer a read and a write or a few, not three system calls each).
   // One result per handle, in order.
   std::vector<absl::StatusOr<std::unique_ptr<Sender>>> attach_many(std::span<const mux::AnchorHandle> handles,
-                                                                   const dataplane::Endpoint& peer_control);
+                                                                   const net::Endpoint& peer_control);
   void flush_batch();
   // send_many: each record on its sender, in order, under one lock (a
   // decode step in one call); each SendOne's status says what became of
@@ -386,7 +386,7 @@ class Node {
   // it exits; true when done.
   bool drain(uint64_t timeout_ns);
 
-  dataplane::Endpoint control_address() const;
+  net::Endpoint control_address() const;
   uint64_t worker_id() const;
   mux::FlushPolicy flush_policy() const;  // the node's (NodeOptions::mux.flush)
   std::string data_path() const;  // the data plane's active path ("kernel", "dpdk net_af_xdp", ...)
@@ -396,7 +396,7 @@ class Node {
   // await_attach: waits (under l) until `a` is answered or `deadline_ns`, and makes its Sender.
   absl::StatusOr<std::unique_ptr<Sender>> await_attach(std::unique_lock<std::mutex>& l, const std::shared_ptr<OutPeer>& p,
                                                        const std::shared_ptr<PendingAttach>& a,
-                                                       const mux::AnchorHandle& h, const dataplane::Endpoint& peer,
+                                                       const mux::AnchorHandle& h, const net::Endpoint& peer,
                                                        uint64_t deadline_ns);
   explicit Node(std::shared_ptr<NodeImpl> impl);
   std::shared_ptr<NodeImpl> impl_;

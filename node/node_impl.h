@@ -42,10 +42,10 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
-#include "control/auth.h"
-#include "control/tcp_conn.h"
 #include "dataplane/reader_wake.h"
 #include "engine/engine.h"  // and engine/conductor_agent.h
+#include "net/auth.h"
+#include "net/tcp_conn.h"
 #include "node/node.h"
 #include "node/node_peers.h"
 #include "proto/attach.h"
@@ -54,7 +54,7 @@
 
 namespace ringfire::node {
 
-using control::TcpConn;
+using net::TcpConn;
 using proto::FrameKind;
 
 constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
@@ -81,8 +81,8 @@ inline constexpr const char* kNodeStops = "the node stops";
 constexpr size_t kApplyBudget = 256;              // ingress records applied per channel per turn (then others get mu)
 constexpr uint64_t kWatchSliceNs = 10'000'000;    // a reader blocked in recv looks around at least this often
 
-inline control::FrameLimits mux_limits() {
-  control::FrameLimits l;
+inline net::FrameLimits mux_limits() {
+  net::FrameLimits l;
   auto allow = [&](FrameKind k, uint32_t max) {
     l.allowed[static_cast<uint8_t>(k)] = true;
     l.max_body[static_cast<uint8_t>(k)] = max;
@@ -110,7 +110,7 @@ inline uint64_t next_pow2(uint64_t v) {
 
 // queue_frame appends a frame (header + body) to a connection's output
 // (no system call: the conductor writes it once it let go of mu).
-inline void queue_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
+inline void queue_frame(net::TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBytes body) {
   std::byte h[proto::kFrameHeaderBytes];
   proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), seq}, h);
   c.queue({h, sizeof(h)});
@@ -119,7 +119,7 @@ inline void queue_frame(TcpConn& c, FrameKind kind, uint64_t seq, proto::ConstBy
 
 // queue_node appends a NODE frame (PROTOCOL.md §5.1); returns it as sent
 // (a keyed exchange's proofs cover it).
-inline std::vector<std::byte> queue_node(TcpConn& c, const proto::Node& m) {
+inline std::vector<std::byte> queue_node(net::TcpConn& c, const proto::Node& m) {
   std::vector<std::byte> b(proto::kFrameHeaderBytes + proto::kNodeMaxBody);
   b.resize(proto::encode_node(m, b));
   c.queue(b);
@@ -137,40 +137,40 @@ inline proto::ConstBytes frame_bytes(const proto::Frame& f) {
 // prove the key over it (prove_back checks that and sends the connector's
 // own proof, AUTH step 3: "" when the peer may be trusted, else why not).
 // Without a key, an answer is taken as it is.
-inline proto::Node keyed_node(proto::Node m, const std::optional<control::Psk>& psk) {
+inline proto::Node keyed_node(proto::Node m, const std::optional<net::Psk>& psk) {
   if (psk) {
     m.flags |= proto::kNodeKeyed | proto::kNodeFrameMac;
-    m.nonce = control::random_nonce();
+    m.nonce = net::random_nonce();
   }
   return m;
 }
-inline std::string prove_back(TcpConn& c, const std::optional<control::Psk>& psk, proto::ConstBytes mine,
+inline std::string prove_back(net::TcpConn& c, const std::optional<net::Psk>& psk, proto::ConstBytes mine,
                               const proto::Frame& f, const proto::Node& answer) {
   if (!psk) return (answer.flags & proto::kNodeKeyed) != 0 ? "it requires a pre-shared key (give this node --psk-file)" : "";
   if ((answer.flags & proto::kNodeProof) == 0) return "it holds no pre-shared key (this node has --psk-file; so must it)";
-  if (!control::proofs_equal(answer.proof, control::node_accept_proof(*psk, mine, answer.nonce, answer.flags))) {
+  if (!net::proofs_equal(answer.proof, net::node_accept_proof(*psk, mine, answer.nonce, answer.flags))) {
     return "it proved another pre-shared key";
   }
   proto::Auth a;
   a.step = proto::AuthStep::kNodeProof;
-  a.proof = control::node_connect_proof(*psk, mine, frame_bytes(f));
+  a.proof = net::node_connect_proof(*psk, mine, frame_bytes(f));
   std::byte b[proto::kFrameHeaderBytes + proto::kAuthMirrorBody];
   const proto::ConstBytes step3(b, proto::encode_auth(a, {b, sizeof(b)}));
   c.queue(step3);
   // Both nodes asked (our NODE always does, keyed): every control frame
   // after step 3 is MACed, each way (§1.8.2).
   if ((answer.flags & proto::kNodeFrameMac) != 0) {
-    c.start_frame_mac(control::node_frame_keys(*psk, mine, frame_bytes(f), step3, true));
+    c.start_frame_mac(net::node_frame_keys(*psk, mine, frame_bytes(f), step3, true));
   }
   return "";
 }
 
 // queue_attach appends an ATTACH frame holding a request or a response (§3).
-inline void queue_attach(TcpConn& c, const proto::AttachRequest& m) {
+inline void queue_attach(net::TcpConn& c, const proto::AttachRequest& m) {
   std::byte body[256];
   queue_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_request(m, {body, sizeof(body)})});
 }
-inline void queue_attach(TcpConn& c, const proto::AttachResponse& m) {
+inline void queue_attach(net::TcpConn& c, const proto::AttachResponse& m) {
   std::byte body[256];
   queue_frame(c, proto::FrameKind::kAttach, 0, {body, proto::encode_attach_response(m, {body, sizeof(body)})});
 }
@@ -227,7 +227,7 @@ struct NodeImpl : engine::ConductorAgent {
   engine::Engine* engine = nullptr;
   std::string data_path;
   int listen_fd = -1;
-  dataplane::Endpoint listening;
+  net::Endpoint listening;
   int wake_fd = -1;
   int spare_fd = -1;       // held in reserve: freed to shed a connection when out of descriptors
   bool fds_warned = false;
@@ -240,13 +240,13 @@ struct NodeImpl : engine::ConductorAgent {
   uint64_t next_warm_ns = 0;  // conductor: the next piece of warming is not before this
   bool stopped = false;    // conductor: every peer ended (stop_peers ran)
   std::thread thread;      // the conductor of own_engine
-  control::FrameLimits limits = mux_limits();
+  net::FrameLimits limits = mux_limits();
 
   // The conductor's own (never under mu): connections cut under mu, closed
   // after it; log lines; peers ended, whose sessions, rings and sockets go
   // once mu is released (an OutPeer's once no runner holds it); the
   // batches its passes published.
-  std::vector<std::unique_ptr<TcpConn>> closing;
+  std::vector<std::unique_ptr<net::TcpConn>> closing;
   std::vector<std::string> logs_owed;
   std::vector<std::shared_ptr<InPeer>> retiring_in;
   std::vector<std::shared_ptr<OutPeer>> retiring_out;
@@ -323,7 +323,7 @@ struct NodeImpl : engine::ConductorAgent {
   // log_later: a line the conductor prints once it let go of mu.
   void log_later(std::string line) { logs_owed.push_back(std::move(line)); }
   // retire: a connection cut under mu (the conductor closes it after).
-  void retire(std::unique_ptr<TcpConn>& c) {
+  void retire(std::unique_ptr<net::TcpConn>& c) {
     if (c) closing.push_back(std::move(c));
   }
 
@@ -370,7 +370,7 @@ struct NodeImpl : engine::ConductorAgent {
   void tcp_item(TcpStreamIn& t, Item item);
   void tcp_end(TcpStreamIn& t, mux::EndReason why);
   absl::StatusOr<std::unique_ptr<Sender>> attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
-                                                     const dataplane::Endpoint& peer);
+                                                     const net::Endpoint& peer);
   // open_ticket: an attach on a handle's ticket (§5.2.1) opens its slot in
   // p's channel on the ticket's terms, with no ATTACH (its OpenSlot goes
   // in the channel's next batch); `a` is then done. Under mu, once p's

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "control/auth.h"
-#include "control/tcp_conn.h"
 #include "engine/engine.h"
 #include "mux/peer_receiver.h"
 #include "mux/peer_sender.h"
+#include "net/auth.h"
+#include "net/tcp_conn.h"
 #include "node/node.h"
 #include "ring/blob.h"
 #include "ring/lazy_bytes.h"
@@ -48,10 +48,10 @@ struct PendingAttach {
 
 struct OutPeer : std::enable_shared_from_this<OutPeer> {  // held by shared_ptr (senders, retiring_out)
   uint64_t worker = 0;              // the handle's worker id; its NODE must say the same
-  dataplane::Endpoint addr;         // its control address
-  // conn: conductor. Frames are queued (TcpConn::queue) under mu and
+  net::Endpoint addr;         // its control address
+  // conn: conductor. Frames are queued (net::TcpConn::queue) under mu and
   // written once the conductor let go of it.
-  std::unique_ptr<control::TcpConn> conn;
+  std::unique_ptr<net::TcpConn> conn;
   bool watched = false;             // conductor: conn is in the engine's epoll
   bool open_read = true;            // conductor: this pass's read found the connection open
   bool write_failed = false;        // conductor: a flush failed (ended at the next pass)
@@ -109,7 +109,7 @@ struct TcpStreamIn {
 // the same lock. Lock order: wmu, then the node's mu.
 struct TcpStreamOut {
   std::mutex wmu;
-  std::unique_ptr<control::TcpConn> conn;  // wmu
+  std::unique_ptr<net::TcpConn> conn;  // wmu
   uint64_t worker = 0;           // the handle's: its NODE must say the same
   uint32_t byte_budget = 0;      // wmu: unwritten bytes a send may leave queued (else kFull)
   uint32_t frame_seq = 0;        // wmu
@@ -129,7 +129,7 @@ struct TcpStreamOut {
 struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (streams keep it alive)
   // conn: conductor (frames queued under mu, written after it). Null once
   // cut: the conductor then ends the peer.
-  std::unique_ptr<control::TcpConn> conn;
+  std::unique_ptr<net::TcpConn> conn;
   bool want_read = false;           // conductor: read this pass (decided under mu: the stream's window)
   bool read_paused = false;         // conductor: out of the engine's epoll while its stream is a window behind
   bool eof_read = false;            // conductor: a read found the peer's end
@@ -148,7 +148,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::shared_ptr<TcpStreamIn> stream;  // per_stream: once attached
   uint64_t accepted_ns = 0;
   uint32_t source = 0;              // the connection's IP: the per-source caps, and where its channel is mirrored from
-  control::Nonce nonce{};           // keyed: our NODE answer's nonce (drawn at accept, outside mu)
+  net::Nonce nonce{};           // keyed: our NODE answer's nonce (drawn at accept, outside mu)
   bool pending = true;              // counted in its source's pending connections (NodeImpl::settle)
   bool channel_counted = false;     // counted in its source's channels
   bool node_seen = false;           // its NODE arrived (keyed: and its proof; before, nothing else is accepted)

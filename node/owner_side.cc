@@ -80,7 +80,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.worker.heartbeat_follows_cadence = true;
   // Its TCP listener is on the control address (a kernel one: a DPDK
   // port's address may exist only on its own link); DATA leaves the port.
-  spec.control.listen = dataplane::Endpoint{opt.control.ip, 0};
+  spec.control.listen = net::Endpoint{opt.control.ip, 0};
   spec.control.log = [this](const std::string& line) { log(line); };
   // Served to the peer only: its mirror connects from the address this
   // node's control connection reached (a stranger that finds the port
@@ -88,8 +88,8 @@ bool NodeImpl::setup_out(OutPeer& p) {
   spec.control.only_from = p.addr.ip;
   spec.control.max_connections = 4;  // the peer's mirror, and its reconnects while the old one times out
   if (opt.psk) {  // one salt per channel: its datagrams are MACed under the key derived from it
-    spec.control.salt = control::random_nonce();
-    spec.worker.data_key = control::data_key(*opt.psk, spec.control.salt);
+    spec.control.salt = net::random_nonce();
+    spec.worker.data_key = net::data_key(*opt.psk, spec.control.salt);
     spec.control.psk = opt.psk;
   }
   auto placed = engine->add_serve(std::move(spec), prod->file().share());
@@ -127,14 +127,14 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
   proto::Frame f;
   size_t size = 0;
   for (;;) {
-    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
-    if (n == TcpConn::Next::kNeedMore) break;
-    if (n == TcpConn::Next::kForged) {
+    const net::TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == net::TcpConn::Next::kNeedMore) break;
+    if (n == net::TcpConn::Next::kForged) {
       ++counters.bad_frame_mac;
       end_out(p, "a control frame failed its MAC (forged, replayed or altered in flight)");
       return;
     }
-    if (n != TcpConn::Next::kFrame) {
+    if (n != net::TcpConn::Next::kFrame) {
       ++counters.frames_rejected;
       end_out(p, "it sent a malformed frame");
       return;
@@ -367,11 +367,11 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   proto::Frame f;
   size_t size = 0;
   for (;;) {
-    const TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
-    if (n == TcpConn::Next::kNeedMore) break;
-    if (n != TcpConn::Next::kFrame) {
+    const net::TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
+    if (n == net::TcpConn::Next::kNeedMore) break;
+    if (n != net::TcpConn::Next::kFrame) {
       std::lock_guard l(mu);
-      ++(n == TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
+      ++(n == net::TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
     } else if (f.header.kind == FrameKind::kNode && !t.node_seen) {
       proto::Node m;
       if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
@@ -415,7 +415,7 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
       std::lock_guard l(mu);
       ++counters.frames_rejected;  // nothing else comes this way
     }
-    if (n != TcpConn::Next::kFrame) return end("a malformed frame");
+    if (n != net::TcpConn::Next::kFrame) return end("a malformed frame");
     t.conn->consume(size);
   }
   if (!open) return end("closed by the peer");
@@ -430,12 +430,12 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
 }
 
 absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<NodeImpl> self, const mux::AnchorHandle& h,
-                                                             const dataplane::Endpoint& peer) {
-  auto fd = control::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000), opt.control.ip);
+                                                             const net::Endpoint& peer) {
+  auto fd = net::tcp_connect(peer, static_cast<int>(opt.attach_timeout_ns / 1'000'000), opt.control.ip);
   if (!fd.ok()) return absl::Status(fd.status().code(), absl::StrCat("attach: ", fd.status().message()));
-  control::detect_silent_peer(*fd, opt.silent_peer_ms);
+  net::detect_silent_peer(*fd, opt.silent_peer_ms);
   auto t = std::make_shared<TcpStreamOut>();
-  t->conn = std::make_unique<TcpConn>(*fd);
+  t->conn = std::make_unique<net::TcpConn>(*fd);
   t->worker = h.worker;
   t->byte_budget = mux.slot_byte_budget;
   t->attach = std::make_shared<PendingAttach>();
@@ -465,7 +465,7 @@ absl::StatusOr<std::unique_ptr<Sender>> NodeImpl::attach_tcp(std::shared_ptr<Nod
       t->closed = true;  // the conductor closes it
     }
     wake();
-    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", dataplane::to_string(peer)));
+    return absl::DeadlineExceededError(absl::StrCat("attach: no answer from ", net::to_string(peer)));
   }
   if (!a->status.ok()) return a->status;
   return std::unique_ptr<Sender>(new Sender(std::move(self), t, a->session));

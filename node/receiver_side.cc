@@ -57,13 +57,13 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   bool drained = false;  // no whole frame left in the input
   for (;;) {
     if (p.stream && p.stream->items.size() >= p.stream->window) break;
-    const TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
-    if (n == TcpConn::Next::kNeedMore) {
+    const net::TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
+    if (n == net::TcpConn::Next::kNeedMore) {
       drained = true;
       break;
     }
-    if (n != TcpConn::Next::kFrame) {  // malformed, oversized or forged: the stream cannot be resynchronised
-      ++(n == TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
+    if (n != net::TcpConn::Next::kFrame) {  // malformed, oversized or forged: the stream cannot be resynchronised
+      ++(n == net::TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
       if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
       retire(p.conn);
       return;
@@ -162,7 +162,7 @@ void NodeImpl::on_node(InPeer& p, const proto::Frame& f) {
   }
   const proto::ConstBytes theirs = frame_bytes(f);
   answer.flags |= proto::kNodeProof;
-  answer.proof = control::node_accept_proof(*opt.psk, theirs, answer.nonce, answer.flags);
+  answer.proof = net::node_accept_proof(*opt.psk, theirs, answer.nonce, answer.flags);
   p.hello = m;
   p.hello_bytes.assign(theirs.begin(), theirs.end());
   p.answer_bytes = queue_node(*p.conn, answer);
@@ -174,13 +174,13 @@ void NodeImpl::on_node_auth(InPeer& p, const proto::Frame& f) {
   p.auth_pending = false;
   if (f.header.kind != FrameKind::kAuth || proto::decode_auth(f, &a) != proto::DecodeError::kOk ||
       a.step != proto::AuthStep::kNodeProof ||
-      !control::proofs_equal(a.proof, control::node_connect_proof(*opt.psk, p.hello_bytes, p.answer_bytes))) {
+      !net::proofs_equal(a.proof, net::node_connect_proof(*opt.psk, p.hello_bytes, p.answer_bytes))) {
     ++counters.unauthenticated;  // another key, or something else instead of the proof
     retire(p.conn);
     return;
   }
   if ((p.hello.flags & proto::kNodeFrameMac) != 0) {
-    p.conn->start_frame_mac(control::node_frame_keys(*opt.psk, p.hello_bytes, p.answer_bytes, frame_bytes(f), false));
+    p.conn->start_frame_mac(net::node_frame_keys(*opt.psk, p.hello_bytes, p.answer_bytes, frame_bytes(f), false));
   } else {
     ++counters.frames_unmaced;  // an older node: its frames after the exchange are not MACed
   }
@@ -230,13 +230,13 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   // Mirror its channel: the serve on the connection's own address (never
   // one a stranger names elsewhere), into a ring of our own. The session is
   // placed once mu is released (place_mirror), and our NODE answers then.
-  const dataplane::Endpoint peer{p.source, 0};  // the connection's own (taken at accept: no getpeername under mu)
+  const net::Endpoint peer{p.source, 0};  // the connection's own (taken at accept: no getpeername under mu)
   p.ring_path = ring::ring_path(absl::StrFormat("rf%d-mux-in-%016x", pid, m.channel_epoch), opt.ring_dir);
   engine::MirrorSpec spec;
   spec.name = absl::StrFormat("mux-in-%016x", m.channel_epoch);
   spec.owner = opt.instance_id;
   spec.port = opt.port.name;
-  spec.options.source = dataplane::Endpoint{peer.ip, m.channel_port};
+  spec.options.source = net::Endpoint{peer.ip, m.channel_port};
   spec.options.ring = p.ring_path;
   spec.options.dir = opt.ring_dir;
   spec.options.from = control::MirrorOptions::From::kOldest;

@@ -7,18 +7,18 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "control/auth.h"
-#include "control/frame_mac.h"
-#include "dataplane/data_framer.h"
-#include "dataplane/datagram_mac.h"
 #include "dataplane/datagram_tag.h"
+#include "net/auth.h"
+#include "net/datagram_mac.h"
+#include "net/frame_mac.h"
+#include "proto/data_framer.h"
 
 namespace ringfire::dataplane {
 namespace {
 
 // frame fills `buf` with one DATA frame of `records` 64-byte records.
 size_t frame(std::vector<std::byte>& buf, size_t records, uint64_t seq) {
-  DataFramer f(64, 7);
+  proto::DataFramer f(64, 7);
   f.begin(buf.data(), buf.size());
   std::byte rec[64] = {};
   for (size_t i = 0; i < records; ++i) f.add(seq + i, rec, sizeof(rec));
@@ -37,7 +37,7 @@ void BM_DatagramFrameOnly(benchmark::State& state) {
 
 void BM_DatagramSeal(benchmark::State& state) {
   std::vector<std::byte> buf(1500);
-  MacKey key;
+  net::MacKey key;
   key.bytes.fill(3);
   uint64_t seq = 0;
   for (auto _ : state) {
@@ -51,7 +51,7 @@ void BM_DatagramSeal(benchmark::State& state) {
 
 void BM_DatagramUnseal(benchmark::State& state) {
   std::vector<std::byte> buf(1500);
-  MacKey key;
+  net::MacKey key;
   key.bytes.fill(3);
   const size_t n = seal(key, buf.data(), frame(buf, static_cast<size_t>(state.range(0)), 0), 7);
   proto::ConstBytes inner;
@@ -87,11 +87,11 @@ BENCHMARK(BM_DatagramUnseal)->Arg(1)->Arg(8)->Arg(22);
 BENCHMARK(BM_DatagramTagCheck)->Arg(1)->Arg(22);
 
 void BM_HandshakeProof(benchmark::State& state) {
-  control::Psk psk;
+  net::Psk psk;
   psk.key.assign(32, 0x42);
-  const control::Nonce a = control::random_nonce(), b = control::random_nonce();
+  const net::Nonce a = net::random_nonce(), b = net::random_nonce();
   std::vector<std::byte> hello(64);
-  for (auto _ : state) benchmark::DoNotOptimize(control::source_proof(psk, hello, a, b));
+  for (auto _ : state) benchmark::DoNotOptimize(net::source_proof(psk, hello, a, b));
 }
 BENCHMARK(BM_HandshakeProof);
 
@@ -101,11 +101,11 @@ BENCHMARK(BM_HandshakeProof);
 // per-frame MAC had, and what a TLS 1.3 record would also spend on top of
 // encrypting the frame).
 void BM_ControlFrameMac(benchmark::State& state) {
-  control::FrameKey k;
+  net::FrameKey k;
   k.bytes.fill(7);
-  control::FrameMac mac(k);
+  net::FrameMac mac(k);
   std::vector<std::byte> frame(static_cast<size_t>(state.range(0)), std::byte{1});
-  std::byte tag[control::kFrameTagBytes];
+  std::byte tag[net::kFrameTagBytes];
   for (auto _ : state) {
     mac.seal(frame, tag);
     benchmark::DoNotOptimize(tag);
@@ -115,11 +115,11 @@ void BM_ControlFrameMac(benchmark::State& state) {
 BENCHMARK(BM_ControlFrameMac)->Arg(56)->Arg(1024)->Arg(65536);
 
 void BM_ControlFrameHmacSha256(benchmark::State& state) {
-  control::Psk psk;
+  net::Psk psk;
   psk.key.assign(32, 0x42);
-  const control::Nonce a = control::random_nonce();
+  const net::Nonce a = net::random_nonce();
   std::vector<std::byte> frame(static_cast<size_t>(state.range(0)), std::byte{1});
-  for (auto _ : state) benchmark::DoNotOptimize(control::source_proof(psk, frame, a, a));
+  for (auto _ : state) benchmark::DoNotOptimize(net::source_proof(psk, frame, a, a));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
 BENCHMARK(BM_ControlFrameHmacSha256)->Arg(56)->Arg(1024)->Arg(65536);

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   auto make = [&](const char* name) {
     node::NodeOptions o;
     o.instance_id = std::string(name) + "-" + std::to_string(getpid());
-    o.control = dataplane::Endpoint{INADDR_LOOPBACK, 0};
+    o.control = net::Endpoint{INADDR_LOOPBACK, 0};
     o.mux.enabled = true;
     if (manual) o.mux.flush = mux::FlushPolicy::manual();
     o.channel_records = 4096;

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   auto make = [&](const char* name) {
     node::NodeOptions o;
     o.instance_id = std::string(name) + "-" + std::to_string(getpid());
-    o.control = dataplane::Endpoint{INADDR_LOOPBACK, 0};
+    o.control = net::Endpoint{INADDR_LOOPBACK, 0};
     o.mux.enabled = !per_stream;
     if (manual) o.mux.flush = mux::FlushPolicy::manual();
     o.build_on_flush = !node_thread;

@@ -30,7 +30,7 @@ namespace {
 std::unique_ptr<node::Node> make(const char* name, bool manual) {
   node::NodeOptions o;
   o.instance_id = std::string(name) + "-" + std::to_string(getpid()) + "-" + std::to_string(monotonic_ns());
-  o.control = dataplane::Endpoint{INADDR_LOOPBACK, 0};
+  o.control = net::Endpoint{INADDR_LOOPBACK, 0};
   o.mux.enabled = true;
   o.mux.initial_credit = 64;
   if (manual) o.mux.flush = mux::FlushPolicy::manual();

@@ -34,7 +34,7 @@
 namespace ringfire::perf {
 namespace {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 using dataplane::RxDatagram;
 using dataplane::TxDatagram;
 // SIGTERM/SIGINT end the loops, so the process exits normally and DPDK's
@@ -174,7 +174,7 @@ template <typename Port>
 int run(Port& port, const Options& o) {
   if (o.mode == "reflect") return reflect(port);
   if (o.mode == "count") return count(port, o);
-  auto peer = dataplane::parse_endpoint(o.get("peer"));
+  auto peer = net::parse_endpoint(o.get("peer"));
   if (!peer.ok()) {
     std::fprintf(stderr, "packet_raw: --peer: %s\n", std::string(peer.status().message()).c_str());
     return 2;
@@ -205,7 +205,7 @@ int main_(int argc, char** argv) {
     std::fprintf(stderr, "packet_raw: --size: 8 to 1472 bytes\n");
     return 2;
   }
-  auto ip = dataplane::parse_endpoint(o.get("ip", "0.0.0.0"), 0);
+  auto ip = net::parse_endpoint(o.get("ip", "0.0.0.0"), 0);
   if (!ip.ok()) {
     std::fprintf(stderr, "packet_raw: --ip: %s\n", std::string(ip.status().message()).c_str());
     return 2;

@@ -24,7 +24,7 @@
 namespace ringfire::perf {
 namespace {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 using dataplane::TxDatagram;
 
 constexpr uint32_t kSelf = 0xC612C801;  // 198.18.200.1: the namespace's veth

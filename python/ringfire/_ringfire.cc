@@ -43,8 +43,8 @@ ringfire::mux::FlushPolicy parse_flush(const std::string& f) {
   throw py::value_error(absl::StrCat("flush '", f, "': use 'auto', 'manual' or 'linger:MICROSECONDS'"));
 }
 
-ringfire::dataplane::Endpoint endpoint(const std::string& s) {
-  auto e = ringfire::dataplane::parse_endpoint(s);
+ringfire::net::Endpoint endpoint(const std::string& s) {
+  auto e = ringfire::net::parse_endpoint(s);
   if (!e.ok()) throw py::value_error(std::string(e.status().message()));
   return *e;
 }
@@ -290,7 +290,7 @@ PYBIND11_MODULE(_ringfire, m) {
                throw py::value_error("dpdk_ip needs dpdk_port (the ethdev's port id)");
              }
              if (!psk_file.empty()) {
-               auto k = ringfire::control::load_psk(psk_file);
+               auto k = ringfire::net::load_psk(psk_file);
                if (!k.ok()) throw py::value_error(std::string(k.status().message()));
                o.psk = std::move(*k);
              }
@@ -460,7 +460,7 @@ PYBIND11_MODULE(_ringfire, m) {
           },
           py::arg("timeout") = 5.0, "wait until everything sent was applied by the peers (before exiting); True if so")
       .def_property_readonly("control_address",
-                             [](const Node& n) { return ringfire::dataplane::to_string(n.control_address()); })
+                             [](const Node& n) { return ringfire::net::to_string(n.control_address()); })
       .def_property_readonly("worker_id", &Node::worker_id)
       .def_property_readonly("data_path", &Node::data_path)
       .def("stats", [](const Node& n) { return stats_dict(n.stats()); }, "every counter, summed over peers");

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "control/serve_control.h"
-#include "control/tcp_conn.h"
 #include "gtest/gtest.h"
+#include "net/tcp_conn.h"
 #include "ring/check_record.h"
 #include "ring/producer.h"
 #include "ring/ring_file.h"
@@ -26,7 +26,7 @@
 namespace ringfire::control {
 namespace {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 using ring::testing::ScopedRing;
 using State = MirrorControl::State;
 
@@ -271,7 +271,7 @@ TEST_F(MirrorControlTest, WaitingForItsSourceAMirrorRetriesUntilTheSourceStarts)
 class Proxy {
  public:
   explicit Proxy(const Endpoint& upstream) : upstream_(upstream) {
-    auto l = tcp_listen(Endpoint{kLoopback, 0});
+    auto l = net::tcp_listen(Endpoint{kLoopback, 0});
     EXPECT_TRUE(l.ok());
     listen_fd_ = *l;
   }
@@ -280,13 +280,13 @@ class Proxy {
       if (fd >= 0) close(fd);
     }
   }
-  Endpoint address() const { return socket_local(listen_fd_); }
+  Endpoint address() const { return net::socket_local(listen_fd_); }
   // relay moves what either side wrote (accepting the mirror first).
   void relay() {
     if (down_ < 0) {
       down_ = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK);
       if (down_ < 0) return;
-      auto u = tcp_connect(upstream_, 1000);
+      auto u = net::tcp_connect(upstream_, 1000);
       ASSERT_TRUE(u.ok());
       up_ = *u;
     }
@@ -316,7 +316,7 @@ class Proxy {
 // into the live connection (a stranger's frame, its tag made up) is
 // counted, never reaches the session, and ends it.
 TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNothing) {
-  Psk key;
+  net::Psk key;
   key.key.assign(32, 0x33);
   ServeControlConfig c;
   c.listen = Endpoint{kLoopback, 0};
@@ -324,7 +324,7 @@ TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNoth
   c.data_ip = kLoopback;
   c.session = 7;
   c.psk = key;
-  c.salt = random_nonce();
+  c.salt = net::random_nonce();
   c.log = [](const std::string&) {};
   auto s = ServeControl::start(c, &source_link_);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -374,8 +374,8 @@ TEST_F(MirrorControlTest, KeyedEveryControlFrameIsMacedAndAnInjectedGapMovesNoth
   EXPECT_EQ(records, 500u) << "sealed DATA did not arrive whole";
   // The stranger's GAP: "the next sequence is 10500" (records 500..10499
   // gone), well formed (no body; its len the tag's), its tag made up.
-  std::vector<std::byte> gap(proto::kFrameHeaderBytes + kFrameTagBytes, std::byte{0x42});
-  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kGap, 0, 0, kFrameTagBytes, 10500}, gap.data());
+  std::vector<std::byte> gap(proto::kFrameHeaderBytes + net::kFrameTagBytes, std::byte{0x42});
+  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kGap, 0, 0, net::kFrameTagBytes, 10500}, gap.data());
   proxy.inject_to_mirror(gap);
   ASSERT_TRUE(pump_via([&] {
     take();

@@ -22,8 +22,8 @@
 
 #include "archive/format.h"
 #include "archive/recorder.h"
-#include "control/auth.h"
 #include "gtest/gtest.h"
+#include "net/auth.h"
 #include "ring/check_record.h"
 #include "ring/monotonic.h"
 #include "ring/producer.h"
@@ -33,7 +33,7 @@
 namespace ringfire::control {
 namespace {
 
-using dataplane::Endpoint;
+using net::Endpoint;
 using dataplane::ServeCommand;
 using proto::Frame;
 using proto::FrameKind;
@@ -56,7 +56,7 @@ int small_window_connect(const Endpoint& to, int rcvbuf) {
 
 class Client {
  public:
-  explicit Client(const Endpoint& to) : conn_(*tcp_connect(to, 1000)) {}
+  explicit Client(const Endpoint& to) : conn_(*net::tcp_connect(to, 1000)) {}
   // A client whose receive buffer is `rcvbuf` from before its connect (its
   // window is that small from the start: the source's socket takes little).
   Client(const Endpoint& to, int rcvbuf) : conn_(small_window_connect(to, rcvbuf)) {}
@@ -70,13 +70,13 @@ class Client {
       have_ = false;
     }
     for (int i = 0; i < ms / 5; ++i) {
-      if (conn_.next_frame(f, &size_) == TcpConn::Next::kFrame) {
+      if (conn_.next_frame(f, &size_) == net::TcpConn::Next::kFrame) {
         have_ = true;
         return true;
       }
       ctl.poll(5000);
       closed_ = !conn_.read_available();
-      if (closed_ && conn_.next_frame(f, &size_) != TcpConn::Next::kFrame) return false;
+      if (closed_ && conn_.next_frame(f, &size_) != net::TcpConn::Next::kFrame) return false;
     }
     return false;
   }
@@ -87,21 +87,21 @@ class Client {
       if (!conn_.read_available()) return true;
       Frame f;
       size_t n;
-      while (conn_.next_frame(&f, &n) == TcpConn::Next::kFrame) conn_.consume(n);
+      while (conn_.next_frame(&f, &n) == net::TcpConn::Next::kFrame) conn_.consume(n);
     }
     return false;
   }
-  TcpConn& conn() { return conn_; }
+  net::TcpConn& conn() { return conn_; }
 
  private:
-  TcpConn conn_;
+  net::TcpConn conn_;
   size_t size_ = 0;
   bool have_ = false;
   bool closed_ = false;
 };
 
 std::vector<std::byte> hello_frame(uint16_t flags, uint64_t first = proto::kHelloOldest,
-                                   const Nonce* nonce = nullptr) {
+                                   const net::Nonce* nonce = nullptr) {
   proto::Hello h;
   h.first_wanted = first;
   h.flags = flags;
@@ -626,7 +626,7 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
   auto drain = [&] {
     Frame f;
     size_t n;
-    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == TcpConn::Next::kFrame) {
+    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == net::TcpConn::Next::kFrame) {
       if (f.header.kind == FrameKind::kData) ++records;
       cl.conn().consume(n);
     }
@@ -676,7 +676,7 @@ TEST_F(ServeControlTest, AReplayWaitsForASegmentRetentionHoldsAndSkipsNothing) {
   auto drain = [&] {
     Frame f;
     size_t n;
-    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == TcpConn::Next::kFrame) {
+    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == net::TcpConn::Next::kFrame) {
       if (f.header.kind == FrameKind::kData && first_data == UINT64_MAX) first_data = f.header.seq;
       if (f.header.kind == FrameKind::kGap) ++gaps;
       cl.conn().consume(n);
@@ -733,7 +733,7 @@ class ServeControlAuthTest : public ServeControlTest {
   std::unique_ptr<ServeControl> start_keyed() {
     ServeControlConfig cfg;
     cfg.psk = psk_;
-    cfg.salt = random_nonce();
+    cfg.salt = net::random_nonce();
     salt_ = cfg.salt;
     return start(cfg);
   }
@@ -745,7 +745,7 @@ class ServeControlAuthTest : public ServeControlTest {
   };
   Step1 step1(Client& c, ServeControl& ctl, uint16_t flags) {
     Step1 s;
-    const Nonce mine = random_nonce();
+    const net::Nonce mine = net::random_nonce();
     s.hello = hello_frame(flags, proto::kHelloOldest, &mine);
     c.send(s.hello);
     Frame f;
@@ -755,16 +755,16 @@ class ServeControlAuthTest : public ServeControlTest {
     return s;
   }
   // step2: the mirror's proof frame under `key`, answering `s`.
-  static std::vector<std::byte> step2(const Psk& key, const Step1& s) {
+  static std::vector<std::byte> step2(const net::Psk& key, const Step1& s) {
     proto::Auth reply;
     reply.step = proto::AuthStep::kMirrorProof;
-    reply.proof = mirror_proof(key, s.hello, s.auth_bytes);
+    reply.proof = net::mirror_proof(key, s.hello, s.auth_bytes);
     std::vector<std::byte> b(128);
     b.resize(proto::encode_auth(reply, b));
     return b;
   }
-  Psk psk_, other_;
-  Nonce salt_{};
+  net::Psk psk_, other_;
+  net::Nonce salt_{};
 };
 
 TEST_F(ServeControlAuthTest, AMirrorWithoutAuthenticationIsRefusedAndCounted) {
@@ -784,7 +784,7 @@ TEST_F(ServeControlAuthTest, AMirrorWithoutAuthenticationIsRefusedAndCounted) {
 TEST_F(ServeControlAuthTest, BothSidesProveTheKeyAndTheMirrorGetsTheDataKeysSalt) {
   auto ctl = start_keyed();
   Client c(ctl->listening());
-  const Nonce mine = random_nonce();
+  const net::Nonce mine = net::random_nonce();
   const auto hello = hello_frame(proto::kHelloAuth | proto::kHelloHealth, proto::kHelloOldest, &mine);
   c.send(hello);
   Frame f;
@@ -793,12 +793,12 @@ TEST_F(ServeControlAuthTest, BothSidesProveTheKeyAndTheMirrorGetsTheDataKeysSalt
   proto::Auth a;
   ASSERT_EQ(proto::decode_auth(f, &a), proto::DecodeError::kOk);
   EXPECT_EQ(a.salt, salt_);
-  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, hello, a.nonce, a.salt)));
-  EXPECT_FALSE(proofs_equal(a.proof, source_proof(other_, hello, a.nonce, a.salt)));
+  EXPECT_TRUE(net::proofs_equal(a.proof, net::source_proof(psk_, hello, a.nonce, a.salt)));
+  EXPECT_FALSE(net::proofs_equal(a.proof, net::source_proof(other_, hello, a.nonce, a.salt)));
   const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
   proto::Auth reply;
   reply.step = proto::AuthStep::kMirrorProof;
-  reply.proof = mirror_proof(psk_, hello, auth_bytes);
+  reply.proof = net::mirror_proof(psk_, hello, auth_bytes);
   std::vector<std::byte> b(128);
   b.resize(proto::encode_auth(reply, b));
   c.send(b);
@@ -815,7 +815,7 @@ TEST_F(ServeControlAuthTest, BothSidesProveTheKeyAndTheMirrorGetsTheDataKeysSalt
 TEST_F(ServeControlAuthTest, AWrongProofIsRefused) {
   auto ctl = start_keyed();
   Client c(ctl->listening());
-  const Nonce mine = random_nonce();
+  const net::Nonce mine = net::random_nonce();
   const auto hello = hello_frame(proto::kHelloAuth, proto::kHelloOldest, &mine);
   c.send(hello);
   Frame f;
@@ -823,7 +823,7 @@ TEST_F(ServeControlAuthTest, AWrongProofIsRefused) {
   const std::vector<std::byte> auth_bytes(f.body.data() - 16, f.body.data() + f.body.size());
   proto::Auth reply;
   reply.step = proto::AuthStep::kMirrorProof;
-  reply.proof = mirror_proof(other_, hello, auth_bytes);  // another key
+  reply.proof = net::mirror_proof(other_, hello, auth_bytes);  // another key
   std::vector<std::byte> b(128);
   b.resize(proto::encode_auth(reply, b));
   c.send(b);
@@ -845,11 +845,11 @@ TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMove
   EXPECT_EQ(a.flags & proto::kAuthFrameMac, proto::kAuthFrameMac) << "the source did not answer bit 7";
   // proof_s covers the answer: a man in the middle that clears the bit (to
   // talk the mirror out of MACs) leaves a proof the mirror refuses.
-  EXPECT_TRUE(proofs_equal(a.proof, source_proof(psk_, s1.hello, a.nonce, a.salt, a.flags)));
-  EXPECT_FALSE(proofs_equal(a.proof, source_proof(psk_, s1.hello, a.nonce, a.salt, 0)));
+  EXPECT_TRUE(net::proofs_equal(a.proof, net::source_proof(psk_, s1.hello, a.nonce, a.salt, a.flags)));
+  EXPECT_FALSE(net::proofs_equal(a.proof, net::source_proof(psk_, s1.hello, a.nonce, a.salt, 0)));
   const std::vector<std::byte> s2 = step2(psk_, s1);
   c.send(s2);
-  c.conn().start_frame_mac(mirror_frame_keys(psk_, s1.hello, s1.auth_bytes, s2, false));
+  c.conn().start_frame_mac(net::mirror_frame_keys(psk_, s1.hello, s1.auth_bytes, s2, false));
   Frame f;
   // GEOMETRY and MULTICAST verify under the source's key.
   ASSERT_TRUE(c.next(*ctl, &f));
@@ -864,9 +864,9 @@ TEST_F(ServeControlAuthTest, AfterTheHandshakeEveryFrameIsMacedAndAForgedOneMove
   EXPECT_EQ(ctl->stats().naks, 1u);
   // The forger's NAK: well formed, its len counting a tag, the tag made up.
   std::vector<std::byte> forged = nak_frame({{100, 199}});
-  const uint32_t len = static_cast<uint32_t>(forged.size() - proto::kFrameHeaderBytes + kFrameTagBytes);
+  const uint32_t len = static_cast<uint32_t>(forged.size() - proto::kFrameHeaderBytes + net::kFrameTagBytes);
   std::memcpy(forged.data() + 4, &len, 4);
-  forged.resize(forged.size() + kFrameTagBytes, std::byte{0x42});
+  forged.resize(forged.size() + net::kFrameTagBytes, std::byte{0x42});
   ASSERT_EQ(write(c.conn().fd(), forged.data(), forged.size()), static_cast<ssize_t>(forged.size()));
   EXPECT_TRUE(c.closed_by(*ctl));
   EXPECT_EQ(ctl->stats().bad_frame_mac, 1u);
@@ -894,18 +894,18 @@ TEST(PskFile, AShortOrWorldReadableKeyFileIsRefusedWithWhatToDo) {
     std::ofstream(path) << "short\n";
   }
   chmod(path.c_str(), 0600);
-  auto k = load_psk(path);
+  auto k = net::load_psk(path);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.status().message().find("ringfire keygen"), std::string::npos);
   {
     std::ofstream(path) << std::string(64, 'a') << "\n";
   }
   chmod(path.c_str(), 0644);
-  k = load_psk(path);
+  k = net::load_psk(path);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.status().message().find("chmod 600"), std::string::npos);
   chmod(path.c_str(), 0600);
-  k = load_psk(path);
+  k = net::load_psk(path);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->key.size(), 64u);  // the newline is not part of the key
   unlink(path.c_str());

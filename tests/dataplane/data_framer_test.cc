@@ -1,13 +1,13 @@
 // data_framer_test.cc — DATA frames packed from ring records, the pacing
 // rule, the SPSC queue, and the fault injector's determinism.
-#include "dataplane/data_framer.h"
+#include "proto/data_framer.h"
 
 #include <algorithm>
 #include <thread>
 #include <vector>
 
-#include "dataplane/pacer.h"
 #include "dataplane/fault_injector.h"
+#include "dataplane/pacer.h"
 #include "dataplane/spsc_queue.h"
 #include "gtest/gtest.h"
 
@@ -16,7 +16,7 @@ namespace {
 
 TEST(DataFramer, PacksConsecutiveFixedRecordsUpToTheLimit) {
   std::vector<std::byte> buf(16 + 3 * 8 + 5);  // room for 3 records of 8 bytes
-  DataFramer f(8, 9);
+  proto::DataFramer f(8, 9);
   f.begin(buf.data(), buf.size());
   std::byte rec[8] = {};
   EXPECT_TRUE(f.add(100, rec, 8));
@@ -36,7 +36,7 @@ TEST(DataFramer, PacksConsecutiveFixedRecordsUpToTheLimit) {
 
 TEST(DataFramer, PacksBlobRecordsLengthPrefixed) {
   std::vector<std::byte> buf(64);
-  DataFramer f(0, 1);
+  proto::DataFramer f(0, 1);
   f.begin(buf.data(), buf.size());
   const std::byte a[3] = {std::byte{'a'}, std::byte{'b'}, std::byte{'c'}};
   EXPECT_TRUE(f.add(5, a, 3));

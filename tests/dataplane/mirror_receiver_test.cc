@@ -398,12 +398,12 @@ TEST_F(TrustTest, DatagramsFromAnyoneButTheSourceOrADeclaredRelayAreRefused) {
 
 TEST_F(TrustTest, OnAnAuthenticatedSessionOnlyDatagramsWithTheRightMacCount) {
   UdpTrust t = from_source();
-  MacKey key, other;
+  net::MacKey key, other;
   key.bytes.fill(7);
   other.bytes.fill(8);
   t.mac = key;
   MirrorReceiver rx = make(t);
-  auto sealed = [](std::vector<std::byte> d, const MacKey& k) {
+  auto sealed = [](std::vector<std::byte> d, const net::MacKey& k) {
     const size_t n = d.size();
     d.resize(n + proto::kMacFrameBytes);
     d.resize(seal(k, d.data(), n, kSession));
@@ -442,7 +442,7 @@ TEST_F(TrustTest, OnATaggedSessionOnlyDatagramsEndingInItsTagCountAndASpoofersGu
   rx.on_datagram(tagged(heartbeat(1000), kSession, 0x8badf00ddeadbeefull ^ (1ull << 63)), kSource, 0);
   std::vector<std::byte> mac_shaped = data_frame(0, 2);
   mac_shaped.resize(mac_shaped.size() + proto::kMacFrameBytes);
-  (void)seal(MacKey{}, mac_shaped.data(), mac_shaped.size() - proto::kMacFrameBytes, kSession);
+  (void)seal(net::MacKey{}, mac_shaped.data(), mac_shaped.size() - proto::kMacFrameBytes, kSession);
   rx.on_datagram(mac_shaped, kSource, 0);
   std::vector<std::byte> in_front(t.tag->bytes.begin(), t.tag->bytes.end());
   const std::vector<std::byte> frame = data_frame(0, 2);

@@ -9,11 +9,11 @@
 #include <optional>
 #include <vector>
 
-#include "dataplane/data_framer.h"
-#include "dataplane/pacer.h"
 #include "dataplane/fault_shaper.h"
 #include "dataplane/mirror_receiver.h"
+#include "dataplane/pacer.h"
 #include "gtest/gtest.h"
+#include "proto/data_framer.h"
 #include "ring/check_record.h"
 #include "ring/consumer.h"
 #include "ring/producer.h"
@@ -49,7 +49,7 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
   auto serve = *ring::Consumer::attach(source.open(), ring::StartPosition::at(0));
   MirrorWriter writer = *MirrorWriter::attach(mirror.open());
   MirrorReceiver rx(&writer, MirrorConfig{}, 0, kSession);
-  DataFramer framer(kSlot, kSession);
+  proto::DataFramer framer(kSlot, kSession);
   Pacer pacer(50 * kUs);
   std::vector<std::byte> frame_buf(1472);
   framer.begin(frame_buf.data(), frame_buf.size());
@@ -79,7 +79,7 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
   auto answer_nak = [&](const proto::Nak& nak, uint64_t now) {
     auto c = *ring::Consumer::attach(source.open(), ring::StartPosition::at(nak.first));
     std::vector<std::byte> big(64 * 1024);
-    DataFramer tcp_framer(kSlot, 0);
+    proto::DataFramer tcp_framer(kSlot, 0);
     tcp_framer.begin(big.data(), big.size());
     for (uint64_t want = nak.first; want <= nak.last;) {
       ring::ReadResult r = c.try_read(rec);

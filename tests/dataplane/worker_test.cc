@@ -20,9 +20,9 @@
 #include "dataplane/serve_session_impl.h"
 #include "gtest/gtest.h"
 #include "ring/blob.h"
-#include "ring/monotonic.h"
 #include "ring/check_record.h"
 #include "ring/consumer.h"
+#include "ring/monotonic.h"
 #include "ring/producer.h"
 #include "tests/ring/scoped_ring.h"
 
@@ -437,7 +437,7 @@ TEST_F(ServeWorkerTest, BurstsAtNoSteadyCadenceKeepThePromptHeartbeat) {
   EXPECT_EQ(prompt, 8) << "an irregular spacing took the heartbeat away";
 }
 
-ServeCommand allow(uint64_t token, const Endpoint& from, const MacKey* key = nullptr) {
+ServeCommand allow(uint64_t token, const Endpoint& from, const net::MacKey* key = nullptr) {
   ServeCommand c{ServeCommand::Kind::kAllowToken, token};
   c.peer_ip = from.ip;
   if (key != nullptr) {
@@ -629,7 +629,7 @@ TEST_F(ServeWorkerTest, EveryKindOfJunkIsCountedByReasonAndSendsNothing) {
 }
 
 TEST_F(ServeWorkerTest, AnAuthenticatedSessionTakesOnlyMacedPunchesWithARisingCounter) {
-  MacKey data_key, punch_key;
+  net::MacKey data_key, punch_key;
   data_key.bytes.fill(1);
   punch_key.bytes.fill(2);
   ServeConfig c;
@@ -637,12 +637,12 @@ TEST_F(ServeWorkerTest, AnAuthenticatedSessionTakesOnlyMacedPunchesWithARisingCo
   auto w = worker(c);
   const Endpoint mirror{0xC6120003, 6666};
   ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror, &punch_key)));
-  auto sealed = [&](uint64_t counter, const MacKey& k) {
+  auto sealed = [&](uint64_t counter, const net::MacKey& k) {
     std::vector<std::byte> b(64);
     b.resize(seal(k, b.data(), proto::encode_punch_counted(77, counter, b), 0));
     return b;
   };
-  MacKey wrong;
+  net::MacKey wrong;
   wrong.bytes.fill(3);
   port_.state->inbox.push_back({punch(77), mirror});            // no MAC
   port_.state->inbox.push_back({sealed(1, wrong), mirror});     // another key

@@ -24,8 +24,8 @@ namespace {
 
 constexpr uint8_t kSession = 0x5a;
 constexpr uint64_t kWindow = 4096;
-const dataplane::Endpoint kSource{0xC6120001, 7402};
-const dataplane::Endpoint kStranger{0xC6120009, 7402};
+const net::Endpoint kSource{0xC6120001, 7402};
+const net::Endpoint kStranger{0xC6120009, 7402};
 
 // fresh_writer: the writer of an empty sparse ring, the same for every
 // input, so that each input is reproducible on its own. The ring is made

@@ -25,7 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "control/frame_mac.h"
+#include "net/frame_mac.h"
 #include "proto/attach.h"
 #include "proto/frame.h"
 #include "tests/temp_dir.h"
@@ -38,7 +38,7 @@ constexpr uint64_t kSecond = 1'000'000'000;
 NodeOptions options(const std::string& name, mux::FlushPolicy flush = {}) {
   NodeOptions o;
   o.instance_id = absl::StrCat(name, "-", getpid());
-  o.control = dataplane::Endpoint{INADDR_LOOPBACK, 0};
+  o.control = net::Endpoint{INADDR_LOOPBACK, 0};
   o.mux.enabled = true;
   o.mux.initial_credit = 8;
   o.mux.flush = flush;
@@ -177,7 +177,7 @@ void stream_all(Node& consumer, Node& producer, int streams, int tokens, bool pe
 TEST(Node, NodesOnTwoAddressesOfOneHostStreamFromTheirOwnAddresses) {
   auto consumer = make("c");
   NodeOptions o = options("p");
-  o.control = dataplane::Endpoint{INADDR_LOOPBACK + 1, 0};  // 127.0.0.2
+  o.control = net::Endpoint{INADDR_LOOPBACK + 1, 0};  // 127.0.0.2
   auto made = Node::create(o);
   ASSERT_TRUE(made.ok()) << made.status();
   auto producer = std::move(*made);
@@ -385,11 +385,11 @@ TEST(Node, CreditForThousandsOfStreamsGoesBackInBoundedControlFrames) {
 }
 
 TEST(Node, ChannelsWithAPreSharedKeyOnlyBetweenNodesThatHoldIt) {
-  control::Psk key;
+  net::Psk key;
   key.key.assign(40, 'k');
-  control::Psk other;
+  net::Psk other;
   other.key.assign(40, 'o');
-  auto with_key = [&](const std::string& name, std::optional<control::Psk> k) {
+  auto with_key = [&](const std::string& name, std::optional<net::Psk> k) {
     NodeOptions o = options(name);
     o.psk = std::move(k);
     o.attach_timeout_ns = 1'500'000'000;
@@ -410,8 +410,8 @@ TEST(Node, ChannelsWithAPreSharedKeyOnlyBetweenNodesThatHoldIt) {
     EXPECT_EQ(it.kind, Item::Kind::kFinished);
   }
   // No key, or another: the control connection itself is refused, and says why.
-  for (auto [k, why] : {std::pair{std::optional<control::Psk>{}, "requires a pre-shared key"},
-                        std::pair{std::optional<control::Psk>{other}, "proved another pre-shared key"}}) {
+  for (auto [k, why] : {std::pair{std::optional<net::Psk>{}, "requires a pre-shared key"},
+                        std::pair{std::optional<net::Psk>{other}, "proved another pre-shared key"}}) {
     auto stranger = with_key("s", k);
     auto s = stranger->attach(anchor->handle(), consumer->control_address());
     ASSERT_FALSE(s.ok());
@@ -438,7 +438,7 @@ TEST(Node, ChannelsWithAPreSharedKeyOnlyBetweenNodesThatHoldIt) {
 // The per-stream path with a key: the keyed exchange on each stream's own
 // connection, the ATTACH after it.
 TEST(Node, PerStreamConnectionsWithAPreSharedKey) {
-  control::Psk key;
+  net::Psk key;
   key.key.assign(40, 'k');
   NodeOptions co = options("c");
   co.mux.enabled = false;
@@ -999,7 +999,7 @@ TEST(Node, APeerThatNeverAnswersOurNodeFailsATicketsAttachAndIsEnded) {
   ASSERT_EQ(listen(l, 8), 0);  // connections wait in its backlog: never accepted, never answered
   ASSERT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
   const mux::AnchorHandle h{0x1234, 1, mux::Ticket{77, 8, 0, 0}};
-  auto s = (*made)->attach(h, dataplane::Endpoint{INADDR_LOOPBACK, ntohs(a.sin_port)});
+  auto s = (*made)->attach(h, net::Endpoint{INADDR_LOOPBACK, ntohs(a.sin_port)});
   EXPECT_FALSE(s.ok());
   // Its own deadline, or the peer's end at the same timeout, whichever the
   // threads see first: either way the attach fails, not later.
@@ -1042,7 +1042,7 @@ TEST(Node, AttachManyToAnUnreachablePeerFailsEveryHandle) {
   ASSERT_TRUE(made.ok()) << made.status();
   std::vector<mux::AnchorHandle> handles(20, mux::AnchorHandle{0x1234, 1, {}});
   for (size_t i = 0; i < handles.size(); ++i) handles[i].anchor = i + 1;
-  auto got = (*made)->attach_many(handles, dataplane::Endpoint{INADDR_LOOPBACK, 1});  // nothing listens on port 1
+  auto got = (*made)->attach_many(handles, net::Endpoint{INADDR_LOOPBACK, 1});  // nothing listens on port 1
   ASSERT_EQ(got.size(), handles.size());
   for (const auto& g : got) {
     ASSERT_FALSE(g.ok());
@@ -1184,7 +1184,7 @@ TEST(Node, NodeLossClosesTheSenders) {
 }
 
 // raw_connect: a stranger's TCP connection to a node's control port.
-int raw_connect(const dataplane::Endpoint& at, int timeout_s = 5) {
+int raw_connect(const net::Endpoint& at, int timeout_s = 5) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -1315,7 +1315,7 @@ TEST(Node, ChannelsThatNeverComeUpAreCutAndFreeTheirPlaces) {
 // of a valid proof — an ATTACH, a forged AUTH — is counted and cut, and no
 // channel is made for it.
 TEST(Node, AKeyedNodeCutsAStrangerThatCannotProveTheKey) {
-  control::Psk key;
+  net::Psk key;
   key.key.assign(40, 'k');
   NodeOptions o = options("c");
   o.psk = key;
@@ -1363,7 +1363,7 @@ TEST(Node, AKeyedNodeCutsAStrangerThatCannotProveTheKey) {
 // (an on-path attacker without the key).
 class Relay {
  public:
-  explicit Relay(const dataplane::Endpoint& upstream) : upstream_(upstream) {
+  explicit Relay(const net::Endpoint& upstream) : upstream_(upstream) {
     listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -1382,7 +1382,7 @@ class Relay {
       if (fd >= 0) close(fd);
     }
   }
-  dataplane::Endpoint address() const { return {INADDR_LOOPBACK, port_}; }
+  net::Endpoint address() const { return {INADDR_LOOPBACK, port_}; }
   // inject: bytes into the connection toward the consumer (its acceptor side).
   void inject(const std::vector<std::byte>& b) {
     std::lock_guard l(mu_);
@@ -1415,7 +1415,7 @@ class Relay {
       }
     }
   }
-  dataplane::Endpoint upstream_;
+  net::Endpoint upstream_;
   int listen_fd_ = -1, down_ = -1, up_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -1429,7 +1429,7 @@ class Relay {
 // answers nothing, registers nothing, and ends the connection — the
 // stream it carried ends dropped, once.
 TEST(Node, KeyedControlFramesAreMacedAndAnInjectedAttachMovesNothing) {
-  control::Psk key;
+  net::Psk key;
   key.key.assign(40, 'k');
   NodeOptions co = options("c"), po = options("p");
   co.psk = po.psk = key;
@@ -1451,11 +1451,11 @@ TEST(Node, KeyedControlFramesAreMacedAndAnInjectedAttachMovesNothing) {
   std::byte body[256];
   const size_t n = proto::encode_attach_request(req, {body, sizeof(body)});
   proto::encode_frame_header(
-      proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(n + control::kFrameTagBytes), 0},
+      proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(n + net::kFrameTagBytes), 0},
       forged.data());
   std::memcpy(forged.data() + proto::kFrameHeaderBytes, body, n);
   forged.resize(proto::kFrameHeaderBytes + n);
-  forged.resize(forged.size() + control::kFrameTagBytes, std::byte{0x42});
+  forged.resize(forged.size() + net::kFrameTagBytes, std::byte{0x42});
   relay.inject(forged);
   Item it;
   ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
@@ -1503,7 +1503,7 @@ TEST(Node, ASecondChannelUnderALiveChannelsEpochIsRefused) {
 TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
   auto consumer = make("c");
   auto producer = make("p");
-  const dataplane::Endpoint at = consumer->control_address();
+  const net::Endpoint at = consumer->control_address();
   auto connect_to = [&] { return raw_connect(at); };
   // Junk, a header declaring 64 MiB, and an ATTACH before any NODE.
   const int junk = connect_to();
@@ -1533,7 +1533,7 @@ TEST(Node, StrangersOnTheControlPortAreCountedAndCut) {
 
 // raw_connect_from: a stranger's connection from another loopback address
 // (the node's per-source caps tell it from the honest 127.0.0.1).
-int raw_connect_from(uint32_t from_ip, const dataplane::Endpoint& at) {
+int raw_connect_from(uint32_t from_ip, const net::Endpoint& at) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in me{};
   me.sin_family = AF_INET;
@@ -1554,7 +1554,7 @@ int raw_connect_from(uint32_t from_ip, const dataplane::Endpoint& at) {
 
 // stranger_channel: a NODE naming a channel nobody serves (port 1), then
 // (anchor != 0) an ATTACH for that anchor; returns the socket.
-int stranger_channel(uint32_t from_ip, const dataplane::Endpoint& at, uint64_t worker, uint64_t anchor) {
+int stranger_channel(uint32_t from_ip, const net::Endpoint& at, uint64_t worker, uint64_t anchor) {
   const int fd = raw_connect_from(from_ip, at);
   if (fd < 0) return fd;
   proto::Node m;

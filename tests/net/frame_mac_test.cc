@@ -1,9 +1,9 @@
 // frame_mac_test.cc — the control frame MAC (PROTOCOL.md §1.8.2) through
-// TcpConn over a socket pair: sealed frames written in any pieces arrive
+// net::TcpConn over a socket pair: sealed frames written in any pieces arrive
 // whole with their bodies; a frame forged, altered, replayed, reordered or
 // dropped on the wire fails (kForged) before anything reads it; and the two
 // directions' keys differ, as do two connections'.
-#include "control/frame_mac.h"
+#include "net/frame_mac.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,11 +13,11 @@
 
 #include <gtest/gtest.h>
 
-#include "control/auth.h"
-#include "control/tcp_conn.h"
+#include "net/auth.h"
+#include "net/tcp_conn.h"
 #include "proto/frame.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 namespace {
 
 Psk key() {
@@ -36,7 +36,7 @@ std::vector<std::byte> frame(const std::string& body, uint64_t seq = 0) {
   return b;
 }
 
-std::string hex_of(const std::byte* b, size_t n = kFrameTagBytes) {
+std::string hex_of(const std::byte* b, size_t n = net::kFrameTagBytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < n; ++i) {
@@ -48,23 +48,23 @@ std::string hex_of(const std::byte* b, size_t n = kFrameTagBytes) {
 
 struct Pair {
   int fds[2] = {-1, -1};
-  std::unique_ptr<TcpConn> a, b;
+  std::unique_ptr<net::TcpConn> a, b;
   int raw_b = -1;  // b's socket, for reading what a put on the wire
   Pair() {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-    a = std::make_unique<TcpConn>(fds[0]);
-    b = std::make_unique<TcpConn>(fds[1]);
+    a = std::make_unique<net::TcpConn>(fds[0]);
+    b = std::make_unique<net::TcpConn>(fds[1]);
     const std::vector<std::byte> h = frame("hello"), a1 = frame("step1"), a2 = frame("step2");
     a->start_frame_mac(mirror_frame_keys(key(), h, a1, a2, true));
     b->start_frame_mac(mirror_frame_keys(key(), h, a1, a2, false));
   }
   // next: the next frame b reads (after reading what is there).
-  TcpConn::Next next(std::string* body) {
+  net::TcpConn::Next next(std::string* body) {
     b->read_available();
     proto::Frame f;
     size_t size = 0;
-    const TcpConn::Next n = b->next_frame(&f, &size);
-    if (n == TcpConn::Next::kFrame) {
+    const net::TcpConn::Next n = b->next_frame(&f, &size);
+    if (n == net::TcpConn::Next::kFrame) {
       body->assign(reinterpret_cast<const char*>(f.body.data()), f.body.size());
       b->consume(size);
     }
@@ -96,23 +96,23 @@ TEST(FrameMac, SealedFramesInAnyPiecesArriveWholeWithTheirBodies) {
     p.b->read_available();
     proto::Frame f1, f2;
     size_t s1 = 0, s2 = 0;
-    ASSERT_EQ(p.b->next_frame(&f1, &s1), TcpConn::Next::kFrame);
-    ASSERT_EQ(p.b->next_frame(&f2, &s2), TcpConn::Next::kFrame);
+    ASSERT_EQ(p.b->next_frame(&f1, &s1), net::TcpConn::Next::kFrame);
+    ASSERT_EQ(p.b->next_frame(&f2, &s2), net::TcpConn::Next::kFrame);
     EXPECT_EQ(s1, s2);
-    EXPECT_EQ(s1, one.size() + kFrameTagBytes) << "consume() takes the tag too";
+    EXPECT_EQ(s1, one.size() + net::kFrameTagBytes) << "consume() takes the tag too";
     EXPECT_EQ(f2.header.len, 5u) << "the header says the plain body";
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(f2.body.data()), f2.body.size()), "first");
     // The plain frame's bytes, header on: what a relay hands on (the original frame).
     EXPECT_EQ(std::memcmp(f2.body.data() - proto::kFrameHeaderBytes, one.data(), one.size()), 0);
     p.b->consume(s2);
   }
-  ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);
+  ASSERT_EQ(p.next(&body), net::TcpConn::Next::kFrame);
   EXPECT_EQ(body, "second, longer");
-  ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);
+  ASSERT_EQ(p.next(&body), net::TcpConn::Next::kFrame);
   EXPECT_EQ(body, "");
-  EXPECT_EQ(p.next(&body), TcpConn::Next::kNeedMore);
+  EXPECT_EQ(p.next(&body), net::TcpConn::Next::kNeedMore);
   // Each went with a 16-byte tag its len counts.
-  EXPECT_EQ(p.a->written(), one.size() + two.size() + three.size() + 3 * kFrameTagBytes);
+  EXPECT_EQ(p.a->written(), one.size() + two.size() + three.size() + 3 * net::kFrameTagBytes);
 }
 
 // The wire, pinned (PROTOCOL.md §1.8.2's example): the first frame a
@@ -120,7 +120,7 @@ TEST(FrameMac, SealedFramesInAnyPiecesArriveWholeWithTheirBodies) {
 TEST(FrameMac, ASealedFrameOnTheWire) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-  TcpConn a(fds[0]);
+  net::TcpConn a(fds[0]);
   FrameKeys k;
   for (size_t i = 0; i < 32; ++i) k.send.bytes[i] = static_cast<unsigned char>(i);
   a.start_frame_mac(k);
@@ -140,15 +140,15 @@ TEST(FrameMac, AFrameForgedAlteredReplayedReorderedOrDroppedFails) {
     ASSERT_TRUE(p.a->send(frame("one")));
     ASSERT_TRUE(p.a->send(frame("two")));
     std::vector<std::byte> w = p.wire();  // both sealed frames, off the socket
-    const size_t each = proto::kFrameHeaderBytes + 3 + kFrameTagBytes;
+    const size_t each = proto::kFrameHeaderBytes + 3 + net::kFrameTagBytes;
     ASSERT_EQ(w.size(), 2 * each);
     const std::vector<std::byte> f1(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(each));
     const std::vector<std::byte> f2(w.begin() + static_cast<std::ptrdiff_t>(each), w.end());
     std::string body;
     if (how == "forged") {  // a stranger's frame with a tag of its own making
       std::vector<std::byte> f = frame("evil");
-      f.resize(f.size() + kFrameTagBytes, std::byte{0x5a});
-      const uint32_t len = 4 + kFrameTagBytes;
+      f.resize(f.size() + net::kFrameTagBytes, std::byte{0x5a});
+      const uint32_t len = 4 + net::kFrameTagBytes;
       std::memcpy(f.data() + 4, &len, 4);
       p.inject(f);
     } else if (how == "altered") {  // one bit of the body
@@ -158,7 +158,7 @@ TEST(FrameMac, AFrameForgedAlteredReplayedReorderedOrDroppedFails) {
     } else if (how == "replayed") {  // the first frame, then again
       p.inject(f1);
       p.inject(f1);
-      ASSERT_EQ(p.next(&body), TcpConn::Next::kFrame);
+      ASSERT_EQ(p.next(&body), net::TcpConn::Next::kFrame);
       EXPECT_EQ(body, "one");
     } else if (how == "reordered") {
       p.inject(f2);
@@ -168,8 +168,8 @@ TEST(FrameMac, AFrameForgedAlteredReplayedReorderedOrDroppedFails) {
     } else {  // a frame with no tag at all, as an unkeyed peer sends
       p.inject(frame("bare"));
     }
-    EXPECT_EQ(p.next(&body), TcpConn::Next::kForged) << how;
-    EXPECT_EQ(p.next(&body), TcpConn::Next::kForged) << how << ": a second look verifies no better";
+    EXPECT_EQ(p.next(&body), net::TcpConn::Next::kForged) << how;
+    EXPECT_EQ(p.next(&body), net::TcpConn::Next::kForged) << how << ": a second look verifies no better";
   }
 }
 
@@ -197,10 +197,10 @@ TEST(FrameMac, TheTagIsChaCha20Poly1305OverTheFrameWithTheCounterAsNonce) {
   for (size_t i = 0; i < k.bytes.size(); ++i) k.bytes[i] = static_cast<unsigned char>(i);
   FrameMac a(k), b(k);
   const std::vector<std::byte> f = frame("abc");
-  std::byte t0[kFrameTagBytes], t1[kFrameTagBytes];
+  std::byte t0[net::kFrameTagBytes], t1[net::kFrameTagBytes];
   a.seal(f, t0);
   a.seal(f, t1);
-  EXPECT_NE(std::memcmp(t0, t1, kFrameTagBytes), 0) << "the counter moves the tag";
+  EXPECT_NE(std::memcmp(t0, t1, net::kFrameTagBytes), 0) << "the counter moves the tag";
   // Computed apart from libsodium (Python's cryptography, ChaCha20Poly1305
   // encrypting b"" with the frame as associated data).
   EXPECT_EQ(hex_of(t0), "291154078c7e45599cbda618fab853a2");
@@ -212,4 +212,4 @@ TEST(FrameMac, TheTagIsChaCha20Poly1305OverTheFrameWithTheCounterAsNonce) {
 }
 
 }  // namespace
-}  // namespace ringfire::control
+}  // namespace ringfire::net

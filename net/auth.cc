@@ -1,5 +1,5 @@
 // auth.cc — HMAC-SHA256 proofs and key derivation for the PSK handshake.
-#include "control/auth.h"
+#include "net/auth.h"
 
 #include <sodium.h>
 #include <sys/random.h>
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 namespace {
 
 // Hmac accumulates HMAC-SHA256(psk, label || parts...).
@@ -39,8 +39,8 @@ class Hmac {
   crypto_auth_hmacsha256_state state_;
 };
 
-dataplane::MacKey first_bytes(const Proof& p) {
-  dataplane::MacKey k;
+MacKey first_bytes(const Proof& p) {
+  MacKey k;
   std::memcpy(k.bytes.data(), p.data(), k.bytes.size());
   return k;
 }
@@ -155,11 +155,11 @@ bool proofs_equal(const Proof& a, const Proof& b) {
   return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-dataplane::MacKey data_key(const Psk& psk, const Nonce& salt) {
+MacKey data_key(const Psk& psk, const Nonce& salt) {
   return first_bytes(Hmac(psk, "ringfire/1 data").add(salt).done());
 }
 
-dataplane::MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce) {
+MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce) {
   return first_bytes(Hmac(psk, "ringfire/1 punch").add(mirror_nonce).add(source_nonce).done());
 }
 
@@ -189,4 +189,4 @@ FrameKeys node_frame_keys(const Psk& psk, proto::ConstBytes connector_node, prot
   return connector ? FrameKeys{from_connector, from_acceptor} : FrameKeys{from_acceptor, from_connector};
 }
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net

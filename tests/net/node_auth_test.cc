@@ -5,11 +5,11 @@
 
 #include <algorithm>
 
-#include "control/auth.h"
+#include "net/auth.h"
 #include "proto/frame.h"
 #include "tests/proto/golden.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 namespace {
 
 using proto::testing::hex;
@@ -105,4 +105,4 @@ TEST(NodeAuth, MalformedKeyedNodes) {
 }
 
 }  // namespace
-}  // namespace ringfire::control
+}  // namespace ringfire::net

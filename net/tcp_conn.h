@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "control/frame_mac.h"
-#include "dataplane/kernel_udp.h"
+#include "net/endpoint.h"
+#include "net/frame_mac.h"
 #include "proto/frame.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 
 inline constexpr size_t kMaxTcpFrameBody = 64u << 20;
 // kUnknownFrameBody: the largest frame of a kind this build does not know
@@ -39,8 +39,7 @@ struct FrameLimits {
 };
 
 // tcp_listen opens a listening socket (non-blocking, SO_REUSEADDR).
-absl::StatusOr<int> tcp_listen(const dataplane::Endpoint& at);
-using dataplane::socket_local;  // the address a socket is bound to
+absl::StatusOr<int> tcp_listen(const Endpoint& at);
 // tcp_connect connects with a timeout; the socket is returned non-blocking.
 // bind_source: a socket about to connect leaves from `ip` (0: nothing to
 // do, the kernel's choice).
@@ -48,7 +47,7 @@ absl::Status bind_source(int fd, uint32_t ip);
 // from_ip (0: the kernel's choice): the connection leaves from this local
 // address — a node on a host of several addresses is then known to its
 // peer by the address it listens on, whatever the route's source would be.
-absl::StatusOr<int> tcp_connect(const dataplane::Endpoint& to, int timeout_ms, uint32_t from_ip = 0);
+absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms, uint32_t from_ip = 0);
 // detect_silent_peer makes the kernel end a connection whose peer went
 // silent (a host or link gone without a FIN or reset) within about
 // timeout_ms: keepalive probes once it has been idle a half of it, one a
@@ -64,8 +63,8 @@ class TcpConn {
   ~TcpConn();
 
   int fd() const { return fd_; }
-  dataplane::Endpoint peer() const;
-  dataplane::Endpoint local() const;
+  Endpoint peer() const;
+  Endpoint local() const;
 
   // read_available reads what the socket holds, at most budget_bytes;
   // false on EOF or error.
@@ -137,4 +136,4 @@ class TcpConn {
   bool front_opened_ = false;
 };
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net

@@ -1,11 +1,11 @@
 // frame_mac.cc — see frame_mac.h.
-#include "control/frame_mac.h"
+#include "net/frame_mac.h"
 
 #include <sodium.h>
 
 #include <cstring>
 
-namespace ringfire::control {
+namespace ringfire::net {
 
 void FrameMac::compute(proto::ConstBytes frame, unsigned char* tag) const {
   unsigned char nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES] = {};
@@ -32,4 +32,4 @@ bool FrameMac::open(proto::ConstBytes frame, const std::byte* tag) {
   return true;
 }
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net

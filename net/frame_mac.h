@@ -1,6 +1,6 @@
 // frame_mac.h — the MAC on every frame of a keyed control connection once
 // its handshake is done (PROTOCOL.md §1.8.2): each direction has a key of
-// its own, derived from the handshake's frames (control/auth.h), and an
+// its own, derived from the handshake's frames (net/auth.h), and an
 // implicit frame counter from 0. A sealed frame's `len` counts a 16-byte
 // tag after its body: the Poly1305 tag of ChaCha20-Poly1305 (IETF) with
 // nothing encrypted, the frame (its 16-byte header as sent, then the body
@@ -16,7 +16,7 @@
 
 #include "proto/bytes.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 
 inline constexpr size_t kFrameTagBytes = 16;
 
@@ -45,4 +45,4 @@ class FrameMac {
   uint64_t counter_ = 0;
 };
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net

@@ -13,7 +13,7 @@
 
 #include "proto/frame.h"
 
-namespace ringfire::dataplane {
+namespace ringfire::net {
 
 // MacKey keys the datagram MAC (crypto_shorthash_siphash24's 16 bytes).
 struct MacKey {
@@ -51,4 +51,4 @@ inline bool unseal(const MacKey& key, proto::ConstBytes datagram, proto::ConstBy
   return true;
 }
 
-}  // namespace ringfire::dataplane
+}  // namespace ringfire::net

@@ -1,5 +1,5 @@
 // tcp_conn.cc — non-blocking TCP connections for the control plane.
-#include "control/tcp_conn.h"
+#include "net/tcp_conn.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,11 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ringfire::control {
-
-using dataplane::Endpoint;
-using dataplane::from_sockaddr;
-using dataplane::to_sockaddr;
+namespace ringfire::net {
 
 absl::StatusOr<int> tcp_listen(const Endpoint& at) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -29,7 +25,7 @@ absl::StatusOr<int> tcp_listen(const Endpoint& at) {
     const int err = errno;
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot listen on ", dataplane::to_string(at), ": ", std::strerror(err),
+        "cannot listen on ", to_string(at), ": ", std::strerror(err),
         err == EADDRNOTAVAIL ? " (that address is not on this host)" : ""));
   }
   return fd;
@@ -43,7 +39,7 @@ absl::Status bind_source(int fd, uint32_t ip) {
   (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
   sockaddr_in a = to_sockaddr(Endpoint{ip, 0});
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot connect from ", dataplane::to_string(Endpoint{ip, 0}),
+    return absl::FailedPreconditionError(absl::StrCat("cannot connect from ", net::to_string(Endpoint{ip, 0}),
                                                       ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
@@ -73,7 +69,7 @@ absl::StatusOr<int> tcp_connect(const Endpoint& to, int timeout_ms, uint32_t fro
   }
   if (err != 0) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot reach source ", dataplane::to_string(to),
+    return absl::UnavailableError(absl::StrCat("cannot reach source ", net::to_string(to),
                                                ": ", std::strerror(err)));
   }
   return fd;
@@ -276,4 +272,4 @@ bool TcpConn::flush() {
   return true;
 }
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net

@@ -10,7 +10,7 @@
 
 #include "proto/frame.h"
 
-namespace ringfire::dataplane {
+namespace ringfire::proto {
 
 class DataFramer {
  public:
@@ -89,4 +89,4 @@ class DataFramer {
   uint64_t first_seq_ = 0;
 };
 
-}  // namespace ringfire::dataplane
+}  // namespace ringfire::proto

@@ -2,7 +2,7 @@
 // libsodium): loading the key file, the two proofs a HELLO exchange
 // carries, and the keys derived from it for the datagram MAC. The byte
 // layout of every input is in proto/PROTOCOL.md §1.8. Setup and control
-// thread only; the datagram MAC itself is dataplane/datagram_mac.h.
+// thread only; the datagram MAC itself is net/datagram_mac.h.
 #pragma once
 
 #include <array>
@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "control/frame_mac.h"
-#include "dataplane/datagram_mac.h"
+#include "net/datagram_mac.h"
+#include "net/frame_mac.h"
 #include "proto/frame.h"
 
-namespace ringfire::control {
+namespace ringfire::net {
 
 // Psk is the pre-shared key: the key file's bytes (trailing newlines cut).
 struct Psk {
@@ -60,9 +60,9 @@ bool proofs_equal(const Proof& a, const Proof& b);
 // data_key keys every UDP datagram of one source incarnation (one salt per
 // serve process, shared by all its mirrors: multicast has one datagram for
 // all of them).
-dataplane::MacKey data_key(const Psk& psk, const Nonce& salt);
+MacKey data_key(const Psk& psk, const Nonce& salt);
 // punch_key keys one mirror connection's PUNCHes.
-dataplane::MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce);
+MacKey punch_key(const Psk& psk, const Nonce& mirror_nonce, const Nonce& source_nonce);
 
 // mirror_frame_keys: a keyed mirroring connection's frame MAC keys (§1.8.2),
 // over its HELLO, AUTH step-1 and step-2 frames as exchanged; `source`
@@ -74,4 +74,4 @@ FrameKeys mirror_frame_keys(const Psk& psk, proto::ConstBytes hello_frame, proto
 FrameKeys node_frame_keys(const Psk& psk, proto::ConstBytes connector_node, proto::ConstBytes acceptor_node,
                           proto::ConstBytes auth3_frame, bool connector);
 
-}  // namespace ringfire::control
+}  // namespace ringfire::net
