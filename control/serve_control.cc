@@ -68,6 +68,7 @@ struct ServeControl::Mirror {
   bool multicast = false;
   bool tcp_mode = false;
   uint64_t token = 0;
+  uint64_t loss_reported_ns = 0;  // dup = auto: when its last HEALTH count went to the worker
   uint16_t features = 0;
   uint64_t tcp_cursor = 0;  // TCP mode: the next sequence to stream
   RepairQueue repairs;      // NAKed ranges to answer over TCP
@@ -745,17 +746,21 @@ void ServeControl::on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_n
   if (beyond) send_position(m);
 }
 
-void ServeControl::on_health(Mirror& m, const proto::Health& h) {
+void ServeControl::on_health(Mirror& m, const proto::Health& h, uint64_t now_ns) {
   m.has_health = true;
   m.health = h;
   send_position(m);
-  if (config_.dup_auto && m.token != 0 && h.has_udp_datagrams) {
-    // dup = "auto": the worker weighs it against what it sent this mirror
-    // (taken at its next step: no poke, an idle worker stays parked). A
-    // full queue drops it: the counts are cumulative, the next one covers it.
+  // dup = "auto": the worker weighs the count against what it sent this
+  // mirror (taken at its next step: no poke, an idle worker stays parked).
+  // At most one a mirror each 50 ms, and only while the worker's queue is
+  // under half full: a mirror that floods HEALTH never crowds out tokens
+  // and repairs. One not passed on costs nothing: the counts are
+  // cumulative, the next one covers its window.
+  if (config_.dup_auto && m.token != 0 && h.has_udp_datagrams && now_ns - m.loss_reported_ns >= kLossReportNs &&
+      worker_->commands.size_approx() < worker_->commands.capacity() / 2) {
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kLossReport, m.token};
     c.first = h.udp_datagrams;
-    (void)worker_->commands.try_push(c);
+    if (worker_->commands.try_push(c)) m.loss_reported_ns = now_ns;
   }
   const ring::RingHeader& rh = info_.header();
   const uint64_t ws = rh.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
@@ -818,7 +823,7 @@ bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, 
       ++stats_.malformed;
       return true;
     }
-    on_health(m, h);
+    on_health(m, h, now_ns);
   } else if (proto::known_kind(k)) {
     ++stats_.wrong_kind;  // a kind a mirror never sends (or a second HELLO): ignored
   }

@@ -191,7 +191,8 @@ class ServeControl {
   bool on_auth(Mirror& m, const proto::Frame& f, proto::ConstBytes bytes);
   bool start_streaming(Mirror& m);
   void on_nak(Mirror& m, const proto::NakRanges& nak, uint64_t now_ns);
-  void on_health(Mirror& m, const proto::Health& h);
+  void on_health(Mirror& m, const proto::Health& h, uint64_t now_ns);
+  static constexpr uint64_t kLossReportNs = 50'000'000;  // dup = auto: a mirror's reports to the worker, at most one each
   // refuse sends REFUSE and closes the connection once it is written.
   void refuse(Mirror& m, proto::RefuseReason why, const std::string& text);
   // send_range appends DATA frames of records first..last (inclusive) read

@@ -283,9 +283,21 @@ class alignas(64) ServeSession {
   void follow_cadence(uint64_t now_ns);
   void count_unicast();
   // copies_for: how many times a datagram goes to `u` (dup, or its loss
-  // meter's under dup = "auto"), counted as sent to it.
-  uint32_t copies_for(Unicast& u);
+  // meter's under dup = "auto").
+  uint32_t copies_for(const Unicast& u) const { return config_.dup_auto ? u.loss.copies() : config_.dup; }
+  // TxOwner: whom a queued datagram goes to, for dup = "auto"'s count
+  // (nullptr: the group) and whether it is a second copy.
+  struct TxOwner {
+    Unicast* to = nullptr;
+    bool extra = false;
+  };
+  // credit: of a burst whose datagrams go to `owners`, the first `sent`
+  // left (a port takes a leading run of a burst): each counted as sent to
+  // its unicast mirror; a refused one never reached the path. Pointers
+  // into unicast_ hold within a step (entries move only in take_commands).
+  void credit(const TxOwner* owners, size_t sent);
   void on_loss_report(const ServeCommand& c);
+  void recount_doubled();
   // begin_frame opens the next frame: in a buffer the port lends (a DPDK
   // mbuf: the frame leaves from where it is built) or, without one, in
   // frame_bufs_[frame_at_] (the port copies it).
@@ -316,6 +328,7 @@ class alignas(64) ServeSession {
   std::vector<std::vector<std::byte>> frame_bufs_;
   size_t frame_at_ = 0;        // the buffer the framer writes into
   std::array<TxDatagram, kBurst> pending_{};
+  std::array<TxOwner, kBurst> pending_owners_{};
   size_t pending_n_ = 0;
   size_t pending_frames_ = 0;  // frames with datagrams in pending_: their buffers are taken
   void* frame_lease_ = nullptr;  // the lent buffer the open frame is built in (nullptr: frame_bufs_)

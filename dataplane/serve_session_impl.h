@@ -98,6 +98,7 @@ void ServeSession<Port>::take_commands() {
       }
     } else {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
+      recount_doubled();
     }
   }
   if (took) count_unicast();  // the count moves only with a command (or a punch: on_datagram)
@@ -128,19 +129,25 @@ void ServeSession<Port>::on_loss_report(const ServeCommand& c) {
   for (Unicast& u : unicast_) {
     if (u.token != c.token || !u.loss.report(c.first, config_.dup_thresholds)) continue;
     link_.stats.dup_auto_switches += 1;
-    uint64_t doubled = 0;
-    for (const Unicast& v : unicast_) doubled += v.loss.copies() > 1;
-    link_.stats.dup_auto_doubled.set(doubled);
+    recount_doubled();
   }
 }
 
 template <PacketPort Port>
-uint32_t ServeSession<Port>::copies_for(Unicast& u) {
-  if (!config_.dup_auto) return config_.dup;
-  const uint32_t n = u.loss.copies();
-  u.loss.sent(n);
-  if (n > 1) link_.stats.dup_auto_copies += n - 1;
-  return n;
+void ServeSession<Port>::recount_doubled() {
+  uint64_t doubled = 0;
+  for (const Unicast& v : unicast_) doubled += v.loss.copies() > 1;
+  link_.stats.dup_auto_doubled.set(doubled);
+}
+
+template <PacketPort Port>
+void ServeSession<Port>::credit(const TxOwner* owners, size_t sent) {
+  if (!config_.dup_auto) return;
+  for (size_t i = 0; i < sent; ++i) {
+    if (owners[i].to == nullptr) continue;
+    owners[i].to->loss.sent(1);
+    if (owners[i].extra) link_.stats.dup_auto_copies += 1;
+  }
 }
 
 template <PacketPort Port>
@@ -229,42 +236,43 @@ void ServeSession<Port>::send_to_all(proto::ConstBytes datagram, uint64_t now_ns
 template <PacketPort Port>
 void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
   TxDatagram tx[kBurst];
+  TxOwner owners[kBurst];
   size_t n = 0;
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies) {
-    for (uint32_t d = 0; d < copies; ++d) {
-      tx[n++] = TxDatagram{datagram, to, binding_, nullptr, trailer(tag)};
-      if (n == kBurst) {
-        const size_t sent = send(tx, n);
-        link_.stats.send_failures += n - sent;
-        link_.stats.datagrams += sent;
-        n = 0;
-      }
-    }
-  };
-  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup);
-  for (Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag, copies_for(u));
-  }
-  if (n != 0) {
+  auto burst = [&] {
     const size_t sent = send(tx, n);
+    credit(owners, sent);
     link_.stats.send_failures += n - sent;
     link_.stats.datagrams += sent;
+    n = 0;
+  };
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies, Unicast* u) {
+    for (uint32_t d = 0; d < copies; ++d) {
+      owners[n] = TxOwner{u, d != 0};
+      tx[n++] = TxDatagram{datagram, to, binding_, nullptr, trailer(tag)};
+      if (n == kBurst) burst();
+    }
+  };
+  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup, nullptr);
+  for (Unicast& u : unicast_) {
+    if (u.to) push(*u.to, u.tag, copies_for(u), &u);
   }
+  if (n != 0) burst();
 }
 
 template <PacketPort Port>
 void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
   bool queued = false;
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies) {
+  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies, Unicast* u) {
     for (uint32_t d = 0; d < copies; ++d) {
       if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
+      pending_owners_[pending_n_] = TxOwner{u, d != 0};
       pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_, trailer(tag)};
       queued = true;
     }
   };
-  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup);
+  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup, nullptr);
   for (Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag, copies_for(u));
+    if (u.to) push(*u.to, u.tag, copies_for(u), &u);
   }
   if (queued) ++pending_frames_;
 }
@@ -274,6 +282,7 @@ void ServeSession<Port>::flush_pending() {
   if (pending_n_ != 0) {
     link_.stats.data_bursts += 1;
     const size_t sent = send(pending_.data(), pending_n_);
+    credit(pending_owners_.data(), sent);
     link_.stats.data_datagrams += sent;
     link_.stats.send_failures += pending_n_ - sent;
     link_.stats.datagrams += sent;
@@ -363,7 +372,7 @@ bool ServeSession<Port>::repair_step() {
       const size_t sent = send(&tx, 1);
       link_.stats.datagrams += sent;
       link_.stats.send_failures += 1 - sent;
-      ++datagrams;
+      datagrams += sent;
     }
     repair_framer_.begin(repair_buf_.data(), frame_limit());
   };

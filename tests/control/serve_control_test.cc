@@ -524,6 +524,74 @@ TEST_F(ServeControlTest, AUnicastTokenIsBoundToTheMirrorsAddress) {
   EXPECT_FALSE(cmds[0].keyed);
 }
 
+// dup = auto: a unicast mirror's HEALTH count goes to the worker, at most
+// one a mirror each 50 ms: a mirror that floods HEALTH (2,000 in one
+// write) puts one report in the worker's queue, and the next mirror's
+// token still gets in. An older mirror's 64-byte report, and any report
+// without dup = auto, go nowhere.
+TEST_F(ServeControlTest, DupAutoPassesAMirrorsCountsOnAtMostOneEach50Ms) {
+  auto health = [](uint64_t report, uint64_t taken, bool old) {
+    proto::Health h;
+    h.report = report;
+    h.udp_datagrams = taken;
+    std::vector<std::byte> b(128);
+    b.resize(proto::encode_health(h, b));
+    if (old) {  // the 64-byte body of a mirror older than the count
+      b.resize(proto::kFrameHeaderBytes + proto::kHealthMinBody);
+      proto::store_le32(b.data() + 4, proto::kHealthMinBody);
+    }
+    return b;
+  };
+  for (const bool automatic : {true, false}) {
+    SCOPED_TRACE(automatic ? "dup = auto" : "dup = 1");
+    ServeControlConfig cfg;
+    cfg.unicast_port = 7402;
+    cfg.data_ip = 0xC6120001;
+    cfg.dup_auto = automatic;
+    auto ctl = start(cfg);
+    Client a(ctl->listening());
+    const proto::Multicast mc = handshake(a, *ctl, proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast |
+                                                       proto::kHelloHealth);
+    ASSERT_EQ(commands().size(), 1u);  // its token
+    Client old(ctl->listening());
+    const proto::Multicast mc_old = handshake(old, *ctl, proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast |
+                                                             proto::kHelloHealth);
+    ASSERT_EQ(commands().size(), 1u);
+    old.send(health(1, 5, /*old=*/true));
+    Frame f;
+    ASSERT_TRUE(old.next(*ctl, &f));  // answered as ever
+    EXPECT_EQ(f.header.kind, FrameKind::kHeartbeat);
+    std::vector<std::byte> flood;
+    for (uint64_t i = 1; i <= 2000; ++i) {
+      const std::vector<std::byte> h = health(i, 1000 + i, false);
+      flood.insert(flood.end(), h.begin(), h.end());
+    }
+    a.send(flood);
+    for (int i = 0; i < 2000; ++i) ASSERT_TRUE(a.next(*ctl, &f)) << i;  // every one answered
+    Client b(ctl->listening());
+    handshake(b, *ctl, proto::kHelloUnicastCapable | proto::kHelloPrefersUnicast | proto::kHelloHealth);
+    const std::vector<ServeCommand> cmds = commands();
+    std::vector<ServeCommand> reports;
+    size_t tokens = 0;
+    for (const ServeCommand& c : cmds) {
+      if (c.kind == ServeCommand::Kind::kLossReport) reports.push_back(c);
+      tokens += c.kind == ServeCommand::Kind::kAllowToken;
+    }
+    EXPECT_EQ(tokens, 1u);  // b's
+    if (!automatic) {
+      EXPECT_TRUE(reports.empty());
+      continue;
+    }
+    // Within 50 ms of the first: one report, the first's count, a's token.
+    // (A slow run may pass 50 ms while the flood is read: a second then.)
+    ASSERT_GE(reports.size(), 1u);
+    EXPECT_LE(reports.size(), 3u);
+    EXPECT_EQ(reports[0].token, mc.token);
+    EXPECT_EQ(reports[0].first, 1001u);
+    for (const ServeCommand& r : reports) EXPECT_NE(r.token, mc_old.token);
+  }
+}
+
 // Unkeyed, each unicast mirror that checks tags is given a tag of its own
 // (in MULTICAST, and to the worker with its token); one that checks none
 // gets none, and its datagrams stay as they were.

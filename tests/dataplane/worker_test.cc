@@ -878,6 +878,40 @@ class DupAutoTest : public ServeWorkerTest {
 };
 
 TEST_F(DupAutoTest, DupAutoDoublesOnlyTheMirrorWhoseReportsShowLoss) { run_case(true); }
+
+// What the port refused never reached the path: not counted as sent, so a
+// mirror that took all that left is not judged lossy (nor doubled, which
+// would fill the socket more).
+TEST_F(ServeWorkerTest, DupAutoCountsOnlyTheDatagramsThePortTook) {
+  ServeConfig c;
+  c.mtu = 64 + proto::kFrameHeaderBytes + proto::kTagFrameBytes;  // a record a datagram
+  c.dup_auto = true;
+  auto w = worker(c);
+  const Endpoint mirror{0xC6120003, 6666};
+  ASSERT_TRUE(w->link().commands.try_push(allow(77, mirror)));
+  port_.state->inbox.push_back({punch(77), mirror});
+  uint64_t t = 1000 * kMs;
+  w->step(t);
+  uint64_t taken = sent().size();
+  sent().clear();
+  ServeCommand r{ServeCommand::Kind::kLossReport, 77};
+  r.first = taken;
+  ASSERT_TRUE(w->link().commands.try_push(r));
+  for (int round = 0; round < 8; ++round) {
+    port_.state->tx_room = 200;  // of the next 400, half refused
+    publish(400);
+    for (int i = 0; i < 30; ++i) w->step(t += 100 * kUs);
+    taken += sent().size();
+    sent().clear();
+    port_.state->tx_room = SIZE_MAX;
+    r.first = taken;  // the mirror took every datagram that left
+    ASSERT_TRUE(w->link().commands.try_push(r));
+  }
+  w->step(t += 100 * kUs);
+  EXPECT_GE(w->link().stats.send_failures.get(), 8 * 200u);  // (and a heartbeat or so)
+  EXPECT_EQ(w->link().stats.dup_auto_switches.get(), 0u);
+  EXPECT_EQ(w->link().stats.dup_auto_doubled.get(), 0u);
+}
 TEST_F(DupAutoTest, WithoutAutoTheSameReportsChangeNothing) { run_case(false); }
 
 TEST(ServeWorkerBlob, ARecordTooLargeForADatagramIsQueuedForTcp) {

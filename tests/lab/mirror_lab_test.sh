@@ -224,6 +224,8 @@ for dup in 1 auto 2; do
 done
 # Doubling cuts the records lost from 20 % to ~4 %: auto's repair traffic
 # is near dup 2's (its first ~100 ms went once) and well under dup 1's.
+[[ -n ${lossy_naks[1]:-} && -n ${lossy_naks[auto]:-} && -n ${lossy_naks[2]:-} ]] && (( lossy_naks[2] > 0 )) ||
+  fail "dup: the lossy mirrors' NAK counts did not parse, or none was NAKed: 1 '${lossy_naks[1]:-}', auto '${lossy_naks[auto]:-}', 2 '${lossy_naks[2]:-}'"
 (( ${lossy_naks[auto]:-0} * 2 < ${lossy_naks[1]:-0} )) ||
   fail "dup auto's lossy mirror NAKed ${lossy_naks[auto]:-?} times against dup 1's ${lossy_naks[1]:-?}"
 (( ${lossy_naks[auto]:-0} < 3 * ${lossy_naks[2]:-0} )) ||
