@@ -575,7 +575,7 @@ void NodeImpl::step(uint64_t now) {
   // gone: its counters go with it, before this peer ends).
   for (auto& p : in) {
     if (p->mirror != nullptr && !p->dead && p->mirror->control->stats() != nullptr) {
-      p->mirror_counts = mirror_counts_of(*p->mirror);
+      refresh_mirror_counts(*p);
     }
   }
 }

@@ -447,6 +447,18 @@ struct NodeImpl : engine::ConductorAgent {
   // items_ready: the conductor made items ready (under mu); the readers
   // are told once it let go of mu.
   void items_ready() { ready_owed = true; }
+  // refresh_mirror_counts: a channel mirror's counters into p.mirror_counts
+  // (conductor, under mu; its link must be up): the earlier links' kept,
+  // so the channel's figures run on through a reconnect.
+  static void refresh_mirror_counts(InPeer& p) {
+    const uint64_t session = p.mirror->control->control_stats().sessions;
+    if (session != p.mirror_link_session) {  // a new link: the last one's counts are history
+      p.mirror_counts_past = sum(p.mirror_counts_past, p.mirror_counts_link);
+      p.mirror_link_session = session;
+    }
+    p.mirror_counts_link = mirror_counts_of(*p.mirror);
+    p.mirror_counts = sum(p.mirror_counts_past, p.mirror_counts_link);
+  }
   // mirror_counts_of: a channel mirror's counters (the conductor reads its
   // session; the workers' counters are single-writer atomics).
   static NodeStats mirror_counts_of(const engine::Engine::Mirror& m) {

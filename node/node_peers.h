@@ -141,7 +141,12 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::optional<engine::MirrorSpec> mirror_wanted;  // conductor
   bool node_answer_owed = false;    // conductor: our NODE answer goes once the mirror is placed
   engine::Engine::Mirror* mirror = nullptr;  // conductor
-  NodeStats mirror_counts;          // channel_* fields only
+  NodeStats mirror_counts;          // channel_* fields only: mirror_counts_past + mirror_counts_link
+  // A reconnect of the channel's mirror starts its link's counters at 0:
+  // the earlier links' are kept here (conductor, under mu).
+  NodeStats mirror_counts_past;
+  NodeStats mirror_counts_link;     // the link of session mirror_link_session
+  uint64_t mirror_link_session = 0; // MirrorControlStats::sessions when that link began
   bool per_stream = false;          // a NODE without a channel: one stream's own connection
   bool eof = false;                 // the peer closed: apply what it sent, then end
   bool close_after_flush = false;   // a refused per-stream attach: close once the answer is out

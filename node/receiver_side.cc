@@ -578,9 +578,9 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
   // released (teardown); the mirror's counters outlive it.
   retire(p.conn);
   p.mirror_wanted.reset();
-  if (p.mirror != nullptr && p.mirror->control->stats() != nullptr) p.mirror_counts = mirror_counts_of(*p.mirror);
-  counters = sum(counters, p.mirror_counts);  // the last the session had, if its link went first
-  p.mirror_counts = NodeStats{};
+  if (p.mirror != nullptr && p.mirror->control->stats() != nullptr) refresh_mirror_counts(p);
+  counters = sum(counters, p.mirror_counts);  // every link's: the last its session had, if its link went first
+  p.mirror_counts = p.mirror_counts_past = p.mirror_counts_link = NodeStats{};
   retiring_in.push_back(p.shared_from_this());
   ++counters.peers_lost;
   // An orderly close is not news; a channel that failed is.
