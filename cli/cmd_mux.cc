@@ -598,8 +598,7 @@ int cmd_mux_produce(int argc, char** argv, int first) {
     uint32_t index = 0;
     for (std::string line; std::getline(f, line);) {
       auto h = mux::AnchorHandle::parse(line);
-      // At most the first 33 characters echoed: a ticket's session is a secret.
-      if (!h) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("not a handle: '", line.substr(0, 33), line.size() > 33 ? "...'" : "'")));
+      if (!h) return fail("mux-produce", absl::InvalidArgumentError(mux::not_a_handle(line)));
       targets.push_back(Target{*peer, *h, index++});
     }
     if (index == 0) return fail("mux-produce", absl::InvalidArgumentError(absl::StrCat("no handles in ", pos[k + 1])));

@@ -48,4 +48,14 @@ struct AnchorHandle {
   friend bool operator==(const AnchorHandle&, const AnchorHandle&) = default;
 };
 
+// not_a_handle: what to say of text that does not parse. At most its
+// first 33 characters are echoed (the short form's length): past them a
+// ticket's session, a secret, would be.
+inline std::string not_a_handle(std::string_view text) {
+  std::string m = "not a handle: '";
+  m.append(text.substr(0, 33));
+  m.append(text.size() > 33 ? "...'" : "'");
+  return m;
+}
+
 }  // namespace ringfire::mux

@@ -123,6 +123,8 @@ class PeerReceiver {
   // with `credit`); nullptr if max_streams_per_peer are registered. It
   // must be claimed by an OpenSlot within the config's accept timeout.
   Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns = 0, void* user = nullptr);
+  // has_room: another stream may be registered (max_streams_per_peer not reached).
+  bool has_room() const { return streams_.size() < config_.max_streams_per_peer; }
 
   // Popped: one item, its bytes a view of the stream's buffer that holds
   // until this receiver's next call.

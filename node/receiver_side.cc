@@ -406,12 +406,13 @@ mux::PeerReceiver::Stream* NodeImpl::claim_ticket(InPeer& p, uint64_t anchor, ui
       (a.kind == AnchorKind::kSingleSender && a.attached_once)) {
     return nullptr;
   }
+  if (!p.receiver->has_room()) return nullptr;  // max_streams_per_peer registered: the ticket stays good
   // The terms are the ones this node put in the ticket, not anything the
   // OpenSlot says: the receiver enforces its own budgets, and this credit.
   AnchorStream* as = add_stream(a, session);
   mux::PeerReceiver::Stream* s = p.receiver->expect(anchor, session, a.ticket.credit, now, as);
-  if (s == nullptr) {
-    remove_stream(as);  // max_streams_per_peer registered: the ticket stays good
+  if (s == nullptr) {  // (room checked: only a pair registered already, which a spent ticket rules out)
+    remove_stream(as);
     return nullptr;
   }
   a.attached_once = true;

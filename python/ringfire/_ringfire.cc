@@ -78,8 +78,7 @@ Sender* sender_of(PyObject* o) {
 // handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex, and its ticket if it has one: PROTOCOL.md §5.2.1), or a ValueError.
 ringfire::mux::AnchorHandle handle_of(const std::string& text) {
   auto h = ringfire::mux::AnchorHandle::parse(text);
-  // At most the first 33 characters echoed: a ticket's session is a secret.
-  if (!h) throw py::value_error(absl::StrCat("not a handle: '", text.substr(0, 33), text.size() > 33 ? "...'" : "'"));
+  if (!h) throw py::value_error(ringfire::mux::not_a_handle(text));
   return *h;
 }
 

@@ -64,5 +64,15 @@ TEST(AnchorHandle, AMalformedTicketIsRefusedNotTruncated) {
   EXPECT_TRUE(AnchorHandle::parse(base + ":0123456789abcdef:00000001:00000000:00000000"));
 }
 
+// What a refusal says of the text: its first 33 characters at most, never
+// a ticket's session (a secret) that follows them.
+TEST(AnchorHandle, ARefusalEchoesNoMoreThanTheShortForm) {
+  const std::string ticket = "0000000000000001:000000000000002a:0123456789abcdef:00000040:00010000:0080000g";
+  const std::string said = not_a_handle(ticket);
+  EXPECT_EQ(said, "not a handle: '0000000000000001:000000000000002a...'");
+  EXPECT_EQ(said.find("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(not_a_handle("nope"), "not a handle: 'nope'");
+}
+
 }  // namespace
 }  // namespace ringfire::mux
