@@ -232,6 +232,8 @@ std::vector<OptionSpec> mirror_session_options() {
         {"accept-from", "IP,...", "also believe UDP from these addresses (a multicast relay); by default "
                                   "only the source's announced data address"},
         {"peer-timeout", "DURATION", "give the source up when it is silent this long (default 5s)"},
+        {"health-interval", "DURATION", "report HEALTH to the source this often (default 100ms, 1ms to 1s; "
+                                        "a source of a thousand mirrors pays for each report)"},
         {"once", nullptr, "exit when the source goes away instead of reconnecting"},
   });
 }
@@ -280,6 +282,16 @@ absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, co
     return absl::InvalidArgumentError("--peer-timeout must be at least 500ms");
   }
   o.peer_timeout_ns = *peer_timeout;
+  auto health = args.duration_ns("health-interval", 100'000'000);
+  if (!health.ok()) return health.status();
+  if (*health < 1'000'000 || *health > 1'000'000'000) {
+    return absl::InvalidArgumentError("--health-interval: between 1ms and 1s (PROTOCOL.md §1.7)");
+  }
+  if (*health * 2 > *peer_timeout) {
+    return absl::InvalidArgumentError(
+        "--health-interval: at most half of --peer-timeout (the source's answers to HEALTH are what that timeout waits for)");
+  }
+  o.health_interval_ns = *health;
   if (args.has("psk-file")) {
     auto k = net::load_psk(args.str("psk-file"));
     if (!k.ok()) return k.status();

@@ -18,6 +18,7 @@
 #include "dataplane/tsc_clock.h"
 #include "dataplane/worker_runner.h"
 #include "engine/port_handle.h"
+#include "ring/monotonic.h"
 
 namespace ringfire::engine {
 
@@ -111,6 +112,8 @@ class PortRunner final : public PortHandle {
     }
   }
   std::string describe() const override { return path_ == "kernel" ? std::string() : path_; }
+  // late_answers: answers that came after their exchange gave up (conductor).
+  uint64_t late_answers() const { return late_answers_; }
 
   PortInfo info() const override {
     PortInfo i;
@@ -211,18 +214,20 @@ class PortRunner final : public PortHandle {
   // keeps everything the worker may touch.
   absl::StatusOr<typename Worker::Retired> exchange(Command c) {
     constexpr uint64_t kStep = 20'000;
-    uint64_t waited = 0;
+    // By the clock: a sleep of 20 us takes longer (counting the sleeps
+    // made "5 s" last ~20 s here).
+    const uint64_t deadline = monotonic_ns() + kStuckNs;
     c.seq = ++exchanges_;
     while (!worker_.commands.try_push(c)) {
       ring::sleep_ns(kStep);
-      if ((waited += kStep) > kStuckNs) return stuck();
+      if (monotonic_ns() > deadline) return stuck();
     }
     worker_.wake().poke();  // after the push: a parked worker wakes (worker_wake.h)
     typename Worker::Retired r;
     for (;;) {
       while (!worker_.retired.try_pop(&r)) {
         ring::sleep_ns(kStep);
-        if ((waited += kStep) > kStuckNs) return stuck();
+        if (monotonic_ns() > deadline) return stuck();
       }
       if (r.seq == c.seq) return r;
       ++late_answers_;  // an earlier exchange's, which gave up on it

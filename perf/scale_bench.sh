@@ -10,8 +10,10 @@
 # holding N connections): the mirrors in daemons of at most 500 sessions
 # each (a port worker's limit is 512), on h2, h3, ...; one publisher
 # writes --count records at --rate; every mirror compared with the source.
+# --health DURATION: each mirror's HEALTH interval (default 100ms).
 # Usage: perf/scale_bench.sh [--build DIR] [--sessions N] [--one-source]
-#        [--count N] [--rate N] [--loss PERMILLE] [--capacity N] [--json FILE]   (root)
+#        [--health DURATION] [--count N] [--rate N] [--loss PERMILLE]
+#        [--capacity N] [--json FILE]   (root)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -22,17 +24,19 @@ loss=10
 capacity=16384
 json=
 one=0
+health=100ms
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     --one-source) one=1; shift ;;
+    --health) health=$2; shift 2 ;;
     --sessions) n=$2; shift 2 ;;
     --count) count=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --capacity) capacity=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--sessions N] [--one-source] [--count N] [--rate N] [--loss PERMILLE] [--capacity N] [--json FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--build DIR] [--sessions N] [--one-source] [--health DURATION] [--count N] [--rate N] [--loss PERMILLE] [--capacity N] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 ((n >= 1 && n <= 1000)) || { echo "--sessions: between 1 and 1000" >&2; exit 2; }
@@ -61,8 +65,8 @@ if ((one)); then
       echo "quiet = true"
       printf '[[port]]\nname = "eth0"\niface = "eth0"\n'
       for i in $(seq $(( (d - 1) * per + 1 )) $(( d * per < n ? d * per : n ))); do
-        printf '[[mirror]]\nname = "m%d"\nsource = "198.18.0.1:10000"\nring = "%s"\nfrom = "oldest"\nloss = %d\nseed = %d\n' \
-          "$i" "$(ring_name m$i)" "$loss" "$i"
+        printf '[[mirror]]\nname = "m%d"\nsource = "198.18.0.1:10000"\nring = "%s"\nfrom = "oldest"\nloss = %d\nseed = %d\nhealth-interval = "%s"\n' \
+          "$i" "$(ring_name m$i)" "$loss" "$i" "$health"
       done
     } >"$conf/h$((d + 1)).toml"
   done
@@ -100,7 +104,7 @@ print([e for e in json.load(sys.stdin)['sessions'] if e.get('kind') == 'serve'][
   a=$(ticks "$p1")
   sleep 10
   idle1=$(pct $(( $(ticks "$p1") - a )) 10)
-  echo "idle: the serving daemon (one conductor, $n connections, HEALTH every 100 ms each) $idle1 % of a core ($(mem "$p1"))"
+  echo "idle: the serving daemon (one conductor, $n connections, HEALTH every $health each) $idle1 % of a core ($(mem "$p1"))"
   mticks() { local t=0 p; for p in "${mpids[@]}"; do t=$((t + $(ticks "$p"))); done; echo "$t"; }
   a=$(ticks "$p1"); b=$(mticks)
   t0=$(date +%s.%N)
