@@ -142,6 +142,7 @@ class alignas(64) MirrorSession {
   uint64_t last_punch_ns_ = 0;
   uint64_t punch_counter_ = 0;
   uint64_t signalled_seq_ = 0;  // next_seq when reader_wake was last signalled
+  uint64_t woken_seq_ = 0;      // the writer's next_seq when the ring's parked readers were last woken
   uint64_t datagrams_ = 0;   // published by publish_stats: no locked add per datagram
   uint64_t tcp_frames_ = 0;
   uint64_t tcp_records_ = 0;

@@ -21,6 +21,8 @@ MirrorSession<Port>::MirrorSession(MirrorWriter writer, const MirrorWorkerConfig
       faults_(c.rx_faults),
       link_(std::max<size_t>(8u << 20, 2 * (writer_.max_blob() + (64u << 10)))) {
   link_.nak_fd = nak_eventfd;
+  writer_.defer_wakes();  // woken once a step (step())
+  woken_seq_ = writer_.next_seq();
   publish_stats();
 }
 
@@ -113,8 +115,14 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
   }
   if (wake) wake_control();
   // Records committed since the last look (by datagrams in this
-  // iteration's RX burst, or TCP frames above): an in-process reader
-  // waiting on them is told (one fenced load when it is not waiting).
+  // iteration's RX burst, or TCP frames above): the ring's parked readers
+  // are woken (the writer defers its wakes to here: one fence a step), and
+  // an in-process reader waiting on them is told (one fenced load when it
+  // is not waiting).
+  if (writer_.next_seq() != woken_seq_) {
+    woken_seq_ = writer_.next_seq();
+    writer_.wake_parked();
+  }
   if (config_.reader_wake != nullptr && receiver_.next_seq() != signalled_seq_) {
     signalled_seq_ = receiver_.next_seq();
     config_.reader_wake->signal();

@@ -25,6 +25,20 @@ class MirrorWriter {
   // next_seq is one past the last sequence written (what a resume asks for).
   uint64_t next_seq() const { return blob_ ? blob_->next_seq() : fixed_->next_seq(); }
 
+  // defer_wakes: write() no longer wakes the ring's parked readers; the
+  // owner calls wake_parked() once for a run of writes (a mirror session:
+  // once a step, one fence a step rather than one a record).
+  void defer_wakes() {
+    if (fixed_) fixed_->defer_wakes();
+    if (blob_) blob_->defer_wakes();
+  }
+  // wake_parked: the ring's parked readers woken, if any asked, for what
+  // write() announced since.
+  void wake_parked() const {
+    if (fixed_) fixed_->wake_parked();
+    if (blob_) blob_->wake_parked();
+  }
+
   // write stores one record as `seq` (>= next_seq()); false if the record has
   // the wrong size for this ring or the sequence is behind.
   bool write(uint64_t seq, proto::ConstBytes record) {

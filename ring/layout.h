@@ -73,11 +73,11 @@ struct RingHeader {
   std::atomic<uint64_t> hole_end;
   // sleepers is set (1) by a reader about to park in wait_for_write and
   // cleared by the writer, which then bumps wake_word and wakes every
-  // parked reader (a futex on wake_word). The writer reads sleepers once per
-  // publish (relaxed, no fence: a line nobody writes while readers are
-  // busy); a parking reader looks at write_seq for a while after arming
-  // (wait_for_write), which closes the race of that unfenced load against
-  // its arming. A file from before these words (zero) costs one timeout.
+  // parked reader (a futex on wake_word). The writer reads sleepers after a
+  // seq_cst fence once per publish, or once per run of them
+  // (SequenceWriter::wake_parked), pairing with the parking reader's
+  // seq_cst store of it (wait_for_write). A file from before these words
+  // (zero) costs one timeout.
   // Added within version 1: zero in older files, which means "nobody parked".
   alignas(kCacheLine) std::atomic<uint32_t> sleepers;
   std::atomic<uint32_t> wake_word;

@@ -51,20 +51,26 @@ class SequenceWriter {
     // Release: pairs with the acquire loads of write_seq in Consumer (start
     // position, hole detection, lap recovery).
     header_->write_seq.store(next_, std::memory_order_release);
-    // The compiler keeps the sleepers load below after that store (no
-    // instruction: the CPU may still run the load first — what the
-    // parking reader's look after arming covers, ring/wait.cc).
-    std::atomic_signal_fence(std::memory_order_seq_cst);
     // A parked reader asked to be woken (see RingHeader::sleepers).
     if (!defer_wakes_) wake_parked();
   }
   // defer_wakes: finish() never wakes a parked reader; the writer calls
-  // wake_parked() itself once it may make a system call (a writer that
-  // publishes under a lock held by others: the stream mux's node).
+  // wake_parked() itself, once for a run of records (a mirror's step: one
+  // fence a step, not one a record) or once it may make a system call (a
+  // writer that publishes under a lock held by others: the stream mux's node).
   void defer_wakes() { defer_wakes_ = true; }
   // wake_parked wakes the ring's parked readers, if any asked (any thread
-  // that holds the ring open may call it).
+  // that holds the ring open may call it, after the write_seq it announces).
   void wake_parked() const {
+    // Seq_cst fence: pairs with the parking reader's seq_cst store of
+    // sleepers before its look at write_seq (wait_for_write): a store-load
+    // pair on each side, so either that look sees this write_seq or this
+    // load sees sleepers set. Without it the CPU ran the load before the
+    // store was visible and a reader slept through a publish (about one
+    // park in 50,000-300,000 of tests/ring/wait_test.cc on this VM, 2 us
+    // or 20 us of looking after arming alike). ~25-35 ns per call across
+    // cores (perf/ring_crosscore).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (header_->sleepers.load(std::memory_order_relaxed) != 0) wake_readers(*header_);
   }
 
@@ -85,6 +91,9 @@ class Producer {
   uint64_t next_seq() const { return w_.next_seq(); }
   uint32_t record_size() const { return record_size_; }
   const RingFile& file() const { return w_.file(); }
+  // defer_wakes / wake_parked: see SequenceWriter.
+  void defer_wakes() { w_.defer_wakes(); }
+  void wake_parked() const { w_.wake_parked(); }
 
   // publish writes one record of record_size() bytes and returns its sequence.
   uint64_t publish(const void* record) {

@@ -27,14 +27,13 @@ bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns) {
 }
 
 bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns, uint32_t word) {
+  // Seq_cst store: pairs with the writer's seq_cst fence between its store
+  // of write_seq and its load of sleepers (SequenceWriter::wake_parked): a
+  // store-load pair on each side, so either the look below sees the
+  // publish or the writer sees this flag and wakes us. The look lasts
+  // kArmedLookNs (a publish about to land costs no sleep), and covers a
+  // writer built before that fence as well as timing allows.
   h.sleepers.store(1, std::memory_order_seq_cst);
-  // The writer stores write_seq (release) and then loads sleepers with no
-  // fence between (a fence would cost every publish ~30 ns across cores:
-  // perf/ring_crosscore), so its load may run before this arming is visible
-  // while its store still sits in its store buffer. A store buffer drains
-  // in far less than kArmedLookNs (and at once on an interrupt, a context
-  // switch or a VM exit), so a publish that raced the arming is seen here
-  // within that look, or its writer saw the flag and wakes us.
   // Acquire: pairs with the writer's release store of write_seq.
   const uint64_t look_until = monotonic_ns() + kArmedLookNs;
   do {

@@ -12,10 +12,10 @@ namespace ringfire::ring {
 
 // wait_for_write parks the calling thread until the ring's write_seq moves
 // past `seen`, the writer wakes it, or timeout_ns passes, whichever is first.
-// Returns false when it slept out the whole timeout. After arming it looks
-// at write_seq for kArmedLookNs before it sleeps: the writer's side has no
-// fence (see wait.cc), and that look is what makes a publish racing the
-// arming wake it (tests/ring/wait_test.cc).
+// Returns false when it slept out the whole timeout. Its arming and the
+// writer's wake_parked are fenced on both sides: a publish racing the
+// arming is seen or wakes it (tests/ring/wait_test.cc); after arming it
+// looks at write_seq for kArmedLookNs before it sleeps.
 bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns);
 inline constexpr uint64_t kArmedLookNs = 2'000;
 // The same, sleeping on a wake_word value the caller read before it made
