@@ -41,6 +41,11 @@ while (($#)); do
 done
 ((n >= 1 && n <= 1000)) || { echo "--sessions: between 1 and 1000" >&2; exit 2; }
 rf=$build/cli/ringfire
+hz=$(getconf CLK_TCK)
+# ticks PID: its CPU time in clock ticks; mem PID: VmRSS and RssAnon; pct TICKS SECONDS: % of a core.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+mem() { awk '/^VmRSS|^RssAnon/ {printf "%s %.1f MiB  ", $1, $2 / 1024}' "/proc/$1/status"; }
+pct() { awk -v t="$1" -v hz="$hz" -v s="$2" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
 if ((one)); then
   source "$top/tests/lab/lib.sh"
   per=500
@@ -49,7 +54,6 @@ if ((one)); then
   lab_logs scale1
   conf="$logs/conf"
   mkdir -p "$conf"
-  hz=$(getconf CLK_TCK)
   src=$(ring_name src)
   "$rf" create "$src" --capacity "$capacity" >/dev/null
   {
@@ -73,9 +77,6 @@ if ((one)); then
   bg 1 "$logs/h1" taskset -c 0 "$rf" run "$conf/h1.toml"
   p1=${LAB_PIDS[-1]}
   wait_for 30 grep -q "^run: 1 ports, 1 sessions" "$logs/h1" || { echo "h1's daemon did not start: $(tail -n 5 "$logs/h1")"; lab_down 1; }
-  ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-  mem() { awk '/^VmRSS|^RssAnon/ {printf "%s %.1f MiB  ", $1, $2 / 1024}' "/proc/$1/status"; }
-  pct() { awk -v t="$1" -v hz="$hz" -v s="$2" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
   mpids=()
   for d in $(seq 1 "$k"); do
     bg $((d + 1)) "$logs/h$((d + 1))" taskset -c 1 "$rf" run "$conf/h$((d + 1)).toml"
@@ -134,7 +135,6 @@ lab_up 2
 lab_logs scale
 conf="$logs/conf"
 mkdir -p "$conf"
-hz=$(getconf CLK_TCK)
 
 {
   echo "ctl = \"$conf/h1.sock\""
@@ -171,9 +171,6 @@ start=$(date +%s.%N)
 wait_for 60 streaming || { echo "not every mirror streams: $(on 2 "$rf" ctl "$conf/h2.sock" list | head -c 600)"; lab_down 1; }
 echo "$n mirrors streaming after $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f", e - s}') s"
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-mem() { awk '/^VmRSS|^RssAnon/ {printf "%s %.1f MiB  ", $1, $2 / 1024}' "/proc/$1/status"; }
-pct() { awk -v t="$1" -v hz="$hz" -v s="$2" 'BEGIN {printf "%.1f", 100 * t / hz / s}'; }
 
 sleep 2
 a=$(ticks "$p1"); b=$(ticks "$p2")
