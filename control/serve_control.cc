@@ -760,6 +760,7 @@ void ServeControl::on_health(Mirror& m, const proto::Health& h, uint64_t now_ns)
       worker_->commands.size_approx() < worker_->commands.capacity() / 2) {
     dataplane::ServeCommand c{dataplane::ServeCommand::Kind::kLossReport, m.token};
     c.first = h.udp_datagrams;
+    c.last = h.naks;
     if (worker_->commands.try_push(c)) m.loss_reported_ns = now_ns;
   }
   const ring::RingHeader& rh = info_.header();

@@ -34,29 +34,36 @@ class LossMeter {
   // sent: `n` datagrams (copies included) left for this mirror.
   void sent(uint64_t n) { sent_ += n; }
 
-  // report: the mirror's HEALTH said it took in `received` datagrams this
-  // session (a cumulative count). True when the copies changed.
-  bool report(uint64_t received, const LossThresholds& t) {
+  // report: the mirror's HEALTH said it took in `received` datagrams and
+  // sent `naks` NAKs this session (cumulative counts). True when the
+  // copies changed. A mirror is doubled only in a window in which it also
+  // NAKed: one that missed nothing is never doubled, whatever the counts
+  // say (a count read at the wrong moment, a port that counts as sent what
+  // it lost before the wire).
+  bool report(uint64_t received, uint64_t naks, const LossThresholds& t) {
     if (!based_ || received < base_received_) {
       // The first report, or a count that went back (a mirror that lies,
       // or restarted its count): a new baseline, no judgment.
       based_ = true;
       base_sent_ = sent_;
       base_received_ = received;
+      base_naks_ = naks;
       return false;
     }
     const uint64_t ds = sent_ - base_sent_;
     if (ds < kMinWindow) return false;
     const uint64_t dr = received - base_received_;
+    const bool missed = naks > base_naks_;
     base_sent_ = sent_;
     base_received_ = received;
+    base_naks_ = naks;
     // Signed, in ppm (in double: no count overflows it), at least -100 %
     // (a lying count cannot bank credit); averaged a quarter a window.
     const double sample = (static_cast<double>(ds) - static_cast<double>(dr)) * 1e6 / static_cast<double>(ds);
     average_ = (3 * average_ + static_cast<int64_t>(std::max(sample, -1e6))) / 4;
     const uint64_t loss = loss_ppm();
     const uint32_t before = copies_;
-    if (copies_ == 1 && loss > t.on_ppm && loss <= t.dead_ppm) copies_ = 2;
+    if (copies_ == 1 && missed && loss > t.on_ppm && loss <= t.dead_ppm) copies_ = 2;
     if (copies_ == 2 && (loss < t.off_ppm || loss > t.dead_ppm)) copies_ = 1;
     return copies_ != before;
   }
@@ -70,6 +77,7 @@ class LossMeter {
   uint64_t sent_ = 0;
   uint64_t base_sent_ = 0;
   uint64_t base_received_ = 0;
+  uint64_t base_naks_ = 0;
   int64_t average_ = 0;  // signed ppm
   uint32_t copies_ = 1;
   bool based_ = false;

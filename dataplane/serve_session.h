@@ -87,7 +87,8 @@ struct ServeCommand {
   enum class Kind : uint8_t { kAllowToken, kForgetToken, kRepair, kProbeEcho, kLossReport } kind;
   uint64_t token;     // kRepair: the unicast mirror that asked; 0: the multicast group
   // first: kRepair: records first..last (inclusive); kProbeEcho: the
-  // challenge; kLossReport: the datagrams the mirror's HEALTH says it took in.
+  // challenge; kLossReport: the datagrams the mirror's HEALTH says it took
+  // in (and `last`: the NAKs it says it sent).
   uint64_t first = 0;
   uint64_t last = 0;
   uint32_t peer_ip = 0;  // kAllowToken: PUNCHes must come from this address

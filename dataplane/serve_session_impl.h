@@ -127,7 +127,7 @@ template <PacketPort Port>
 void ServeSession<Port>::on_loss_report(const ServeCommand& c) {
   if (!config_.dup_auto) return;
   for (Unicast& u : unicast_) {
-    if (u.token != c.token || !u.loss.report(c.first, config_.dup_thresholds)) continue;
+    if (u.token != c.token || !u.loss.report(c.first, c.last, config_.dup_thresholds)) continue;
     link_.stats.dup_auto_switches += 1;
     recount_doubled();
   }

@@ -823,9 +823,11 @@ class DupAutoTest : public ServeWorkerTest {
       for (int i = 0; i < records / 16 + 4; ++i) w->step(t += 100 * kUs);
       take();
     };
-    auto report = [&](uint64_t token, uint64_t received) {
+    std::map<uint64_t, uint64_t> naks;  // each mirror's NAK count: it grows in a window that lost any
+    auto report = [&](uint64_t token, uint64_t received, bool missed = false) {
       ServeCommand r{ServeCommand::Kind::kLossReport, token};
       r.first = received;
+      r.last = naks[token] += missed;
       ASSERT_TRUE(w->link().commands.try_push(r));
     };
     report(77, 0);  // the baselines
@@ -833,7 +835,7 @@ class DupAutoTest : public ServeWorkerTest {
     run(400);
     ASSERT_EQ(to[6666], 400u);
     ASSERT_EQ(to[7777], 400u);
-    report(77, all[6666] * 8 / 10);  // 20 % lost
+    report(77, all[6666] * 8 / 10, /*missed=*/true);  // 20 % lost
     report(78, all[7777]);
     to.clear();
     publish(10);
@@ -904,7 +906,8 @@ TEST_F(ServeWorkerTest, DupAutoCountsOnlyTheDatagramsThePortTook) {
     taken += sent().size();
     sent().clear();
     port_.state->tx_room = SIZE_MAX;
-    r.first = taken;  // the mirror took every datagram that left
+    r.first = taken;  // the mirror took every datagram that left ...
+    r.last = round + 1;  // ... and NAKed the records of the refused ones
     ASSERT_TRUE(w->link().commands.try_push(r));
   }
   w->step(t += 100 * kUs);

@@ -5,5 +5,8 @@
 set -eu
 fuzzer=$1 seeds=$2 work=$3 secs=$4
 mkdir -p "$work"
+# -error_exitcode: libFuzzer's default, 77, is what meson takes for "skipped":
+# a crash must fail the test.
 exec "$fuzzer" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  -error_exitcode=1 -timeout_exitcode=1 \
   "$work" "$seeds"

@@ -93,9 +93,12 @@ class Aio(unittest.TestCase):
         anchors = [consumer.create_anchor() for _ in range(50)]
         senders = [producer.attach(a.handle, consumer.control_address) for a in anchors]
         fd = consumer.fd()
-        # The streams' OpenSlots come just after the attaches: once they are
-        # in, nothing else arrives for a second (an idle slot's first
-        # heartbeat waits two intervals), and this test is done by then.
+        # The streams' OpenSlots go now: on tickets they wait for a flush
+        # (Manual), and with the first token they made a second datagram that
+        # could land after poll() took the token (readable, with no item).
+        # Once they are in, nothing else arrives for a second (an idle slot's
+        # first heartbeat waits two intervals), and this test is done by then.
+        producer.flush_batch()
         time.sleep(0.3)
         consumer.poll()
         self.assertFalse(readable(fd, 0.2), "readable with nothing sent")
