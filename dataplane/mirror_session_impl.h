@@ -23,6 +23,7 @@ MirrorSession<Port>::MirrorSession(MirrorWriter writer, const MirrorWorkerConfig
   link_.nak_fd = nak_eventfd;
   writer_.defer_wakes();  // woken once a step (step())
   woken_seq_ = writer_.next_seq();
+  writer_.wake_parked();  // records a killed writer left, which attaching adopted
   publish_stats();
 }
 

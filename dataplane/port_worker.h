@@ -444,6 +444,10 @@ class PortWorker {
 
   void give_back(Retired r) {
     r.seq = answering_;
+    // The counts first: a conductor whose exchange returns sees them as
+    // this command left them (PortRunner::info after an add or remove).
+    stats_.sessions.set(slots_.size());
+    stats_.tasks.set(tasks_.size());
     // Twice as deep as the command queue: full only if the control thread
     // stopped draining it, and then its own adds and removes wait here.
     while (!retired.try_push(r)) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -48,13 +49,18 @@ struct AnchorHandle {
   friend bool operator==(const AnchorHandle&, const AnchorHandle&) = default;
 };
 
-// not_a_handle: what to say of text that does not parse. At most its
-// first 33 characters are echoed (the short form's length): past them a
-// ticket's session, a secret, would be.
+// not_a_handle: what to say of text that does not parse. Echoed: at most
+// its first 33 characters (the short form's length), and nothing from its
+// second ':' on — past either a ticket's session, a secret, would be (an
+// unpadded or shifted line too); bytes other than printable ASCII as '?'.
 inline std::string not_a_handle(std::string_view text) {
+  size_t cut = std::min<size_t>(text.size(), 33);
+  if (size_t first = text.find(':'); first != std::string_view::npos) {
+    if (size_t second = text.find(':', first + 1); second != std::string_view::npos) cut = std::min(cut, second);
+  }
   std::string m = "not a handle: '";
-  m.append(text.substr(0, 33));
-  m.append(text.size() > 33 ? "...'" : "'");
+  for (char c : text.substr(0, cut)) m.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  m.append(cut < text.size() ? "...'" : "'");
   return m;
 }
 

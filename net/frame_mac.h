@@ -7,7 +7,8 @@
 // before the tag) as the additional data, and the counter (u64 little-
 // endian after four zero bytes) as the nonce. A frame forged, replayed,
 // reordered or dropped by anyone without the key fails the next check.
-// TcpConn seals and opens (start_frame_mac). Control thread only.
+// TcpConn seals and opens (start_frame_mac). Its connection's thread only
+// (a control's conductor, a node's).
 #pragma once
 
 #include <array>

@@ -454,6 +454,7 @@ struct NodeImpl : engine::ConductorAgent {
     const uint64_t session = p.mirror->control->control_stats().sessions;
     if (session != p.mirror_link_session) {  // a new link: the last one's counts are history
       p.mirror_counts_past = sum(p.mirror_counts_past, p.mirror_counts_link);
+      p.mirror_counts_past.channel_held = 0;  // a gauge: only the live link's counts
       p.mirror_link_session = session;
     }
     p.mirror_counts_link = mirror_counts_of(*p.mirror);

@@ -1,8 +1,9 @@
 // data_framer.h — packs ring records into one DATA frame at a time, in place
 // in a caller-owned buffer (an mbuf's data room or a sendmmsg iovec): fixed
 // records back to back, blob records length-prefixed. A frame holds
-// consecutive sequences only and never exceeds the payload limit. Worker
-// thread only; no allocation.
+// consecutive sequences only and never exceeds the payload limit. Its
+// owner's thread only (a serve's worker, a serve control's TCP answers); no
+// allocation.
 #pragma once
 
 #include <cstdint>

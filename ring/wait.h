@@ -28,7 +28,7 @@ inline uint32_t wake_word_now(const RingHeader& h) {
 }
 
 // wake_readers is the writer's half: clear the flag, bump the word, wake
-// every parked reader. Called by SequenceWriter::finish when sleepers is set.
+// every parked reader. Called by SequenceWriter::wake_parked when sleepers is set.
 void wake_readers(RingHeader& h);
 
 }  // namespace ringfire::ring

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -122,31 +123,39 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     const std::string name = ent->d_name;
     if (name.rfind("ringfire-", 0) != 0 || name.size() < 18 || name.substr(name.size() - 9) != ".counters") continue;
     const std::string path = dir + "/" + name;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking, no links: a FIFO or a link under a counters file's name
+    // is skipped, never waited on or followed; only a regular file is read.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) continue;
     struct stat st{};
     void* base = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
       base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
     }
     close(fd);
     if (base == MAP_FAILED) continue;
     const auto* h = static_cast<const CountersHeader*>(base);
     const size_t size = static_cast<size_t>(st.st_size);
+    // The capacity and pid read once (a writer could change them between
+    // reads); a pid that names no single process (0, or past INT_MAX: kill
+    // would ask about a group) is not taken as alive.
+    const uint32_t capacity = h->capacity;
+    const uint32_t pid = h->pid;
     // Acquire: pairs with the writer's release of the magic.
     if (std::atomic_ref<const uint64_t>(h->magic).load(std::memory_order_acquire) == kCountersMagic &&
         h->version == kCountersVersion &&
-        sizeof(CountersHeader) + size_t{h->capacity} * sizeof(CounterEntry) <= size) {
+        sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry) <= size) {
       ProcessCounters p;
       p.path = path;
-      p.pid = h->pid;
-      p.alive = kill(static_cast<pid_t>(h->pid), 0) == 0 || errno == EPERM;
+      p.pid = pid;
+      p.alive = pid > 0 && pid <= static_cast<uint32_t>(INT_MAX) &&
+                (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
       p.role = text_of(h->role, sizeof(h->role));
       p.ring = text_of(h->ring, sizeof(h->ring));
       p.detail = text_of(h->detail, sizeof(h->detail));
       p.updated_ns = h->updated_ns.load(std::memory_order_acquire);  // pairs with publish's release
       const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
-      for (uint32_t i = 0; i < h->capacity; ++i) {
+      for (uint32_t i = 0; i < capacity; ++i) {
         const CounterEntry& e = entries[i];
         const uint32_t gen = e.generation.load(std::memory_order_acquire);  // pairs with set()'s release of state, after the bump
         if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release

@@ -72,6 +72,10 @@ TEST(AnchorHandle, ARefusalEchoesNoMoreThanTheShortForm) {
   EXPECT_EQ(said, "not a handle: '0000000000000001:000000000000002a...'");
   EXPECT_EQ(said.find("0123456789abcdef"), std::string::npos);
   EXPECT_EQ(not_a_handle("nope"), "not a handle: 'nope'");
+  // Unpadded or shifted: nothing from the second ':' on.
+  EXPECT_EQ(not_a_handle("1:2a:0123456789abcdef:00000040:00010000:00800000"), "not a handle: '1:2a...'");
+  EXPECT_EQ(not_a_handle(":0123456789abcdef:00000040"), "not a handle: ':0123456789abcdef...'");
+  EXPECT_EQ(not_a_handle("caf\xc3\xa9"), "not a handle: 'caf?" "?'");  // what Python can always decode
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "telemetry/counters_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,7 +130,8 @@ TEST(CountersFile, ADeadProcesssFileIsReportedDeadOrRemoved) {
 }
 
 // Anything else in the directory that looks like a counters file by name
-// is read only as far as its header vouches for, or skipped.
+// is read only as far as its header vouches for, or skipped: short, no
+// magic, an absurd capacity, a FIFO, a link, a pid of 0.
 TEST(CountersFile, JunkInTheDirectoryIsSkipped) {
   testing::TempDir dir;
   auto write = [&](const std::string& name, const std::string& bytes) {
@@ -149,6 +151,23 @@ TEST(CountersFile, JunkInTheDirectoryIsSkipped) {
   std::memcpy(big.data() + 12, &pid, 4);
   std::memcpy(big.data() + 16, &capacity, 4);
   write("ringfire-3333333.counters", big);
+  // A FIFO and a link under a counters file's name: skipped, never waited
+  // on (a FIFO's open would block) nor followed.
+  ASSERT_EQ(mkfifo((dir.path() + "/ringfire-4444444.counters").c_str(), 0600), 0);
+  ASSERT_EQ(symlink("/dev/zero", (dir.path() + "/ringfire-5555555.counters").c_str()), 0);
+  // A well-formed file whose pid is 0 (kill(0, 0) asks about a group): dead.
+  std::string zero(sizeof(CountersHeader), '\0');
+  const uint32_t no_pid = 0, no_capacity = 0;
+  std::memcpy(zero.data(), &magic, 8);
+  std::memcpy(zero.data() + 8, &version, 4);
+  std::memcpy(zero.data() + 12, &no_pid, 4);
+  std::memcpy(zero.data() + 16, &no_capacity, 4);
+  write("ringfire-6666666.counters", zero);
+  auto kept = read_counters(dir.path(), /*remove_stale=*/false);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].pid, 0u);
+  EXPECT_FALSE(kept[0].alive);
+  EXPECT_TRUE(read_counters(dir.path()).empty());  // and removed as stale
   auto f = CountersFile::create(dir.path(), "serve", "r", "d");
   ASSERT_TRUE(f.ok()) << f.status();
   f->set("serve.records", 1);
