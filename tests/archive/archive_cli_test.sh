@@ -73,14 +73,17 @@ out=$("$rf" replay "$tmp/a" --into "$ring-replay" --from 300000 --to $((publishe
   fail "replay to past the end: $out"
 grep -q "gap \[$published, $((published + 50))) not recorded (yet)" <<<"$out" || fail "replay past the end: $out"
 
-# 3. A flipped byte in the middle of the first segment.
+# 3. A flipped byte three quarters into the first segment (past its first
+# batch, however much the first recorder took at once: a flip inside the
+# first batch leaves no last good record to stop at).
 seg=$(ls "$tmp/a"/*.seg | head -1)
 python3 - "$seg" <<'PY'
-import sys
+import os, sys
+at = os.path.getsize(sys.argv[1]) * 3 // 4
 with open(sys.argv[1], "r+b") as f:
-    f.seek(1_000_000)
+    f.seek(at)
     b = f.read(1)
-    f.seek(1_000_000)
+    f.seek(at)
     f.write(bytes([b[0] ^ 0x40]))
 PY
 out=$("$rf" archive "$tmp/a" 2>&1)
