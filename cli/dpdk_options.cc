@@ -6,7 +6,7 @@
 #include "dataplane/kernel_udp.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
-#include "dataplane/dpdk_port.h"
+#include "dataplane/dpdk_eal.h"
 #endif
 
 namespace ringfire::cli {

@@ -1,39 +1,23 @@
-// dpdk_port.cc — EAL start-up, port setup, and the DPDK bursts.
+// dpdk_port.cc — a DPDK port's setup: its pool, queues and offloads, the
+// exception port, its bindings (UDP ports held in the kernel, steered by
+// XDP on af_xdp, groups joined), and its summary. The bursts are in
+// dpdk_port_datapath.cc.
 // rte_eth_get_monitor_addr (the af_xdp RX gate) is experimental in 22.11.
 #define ALLOW_EXPERIMENTAL_API 1
 #include "dataplane/dpdk_port.h"
 
-#include <rte_eal.h>
-#include <rte_dev.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_ip.h>
-#include <rte_udp.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
-#include <rte_cycles.h>
-#include <sched.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <dirent.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
-
+#include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <span>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "dataplane/kernel_udp.h"
-#include "proto/frame.h"
-#include "proto/net/packet.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_XDP_STEER
 #include "dataplane/xdp_steer.h"
@@ -44,28 +28,8 @@ namespace ringfire::dataplane {
 using proto::net::MacAddr;
 
 namespace {
-bool g_eal_started = false;
 // An Ethernet header with one VLAN tag: what a frame adds to its IP packet.
 constexpr size_t kMaxL2Header = 18;
-
-// driver_is says whether `port` is driven by the PMD named `name`.
-bool driver_is(uint16_t port, const char* name) {
-  rte_eth_dev_info info{};
-  return rte_eth_dev_info_get(port, &info) == 0 && info.driver_name != nullptr &&
-         std::strcmp(info.driver_name, name) == 0;
-}
-
-}  // namespace
-
-std::string port_driver(uint16_t port) {
-  rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) return "unknown";
-  char dev[RTE_ETH_NAME_MAX_LEN] = {};
-  rte_eth_dev_get_name_by_port(port, dev);
-  return absl::StrCat(info.driver_name, " (", dev, ")");
-}
-
-namespace {
 
 // steered_iface_of: the interface under `port` if ringfire's XDP program
 // steers it ("" otherwise, and in a build without the program).
@@ -78,210 +42,6 @@ std::string steered_iface_of(uint16_t port) {
   (void)port;
   return "";
 #endif
-}
-
-// clear_stale_memif_sockets removes the socket file of a net_memif server
-// (socket-abstract=no) that nothing listens on any more, left by a process
-// that was killed: the PMD refuses to start over it ("Address already in
-// use"). A live server's socket is left alone.
-void clear_stale_memif_sockets(const std::vector<std::string>& words) {
-  for (size_t i = 0; i + 1 < words.size(); ++i) {
-    if (words[i] != "--vdev" || words[i + 1].rfind("net_memif", 0) != 0) continue;
-    std::string role = "server", path, abstract_ = "yes";
-    for (absl::string_view kv : absl::StrSplit(words[i + 1], ',')) {
-      if (absl::ConsumePrefix(&kv, "role=")) role = std::string(kv);
-      if (absl::ConsumePrefix(&kv, "socket=")) path = std::string(kv);
-      if (absl::ConsumePrefix(&kv, "socket-abstract=")) abstract_ = std::string(kv);
-    }
-    if (role != "server" || abstract_ != "no" || path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) continue;
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, path.c_str(), path.size());
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno == ECONNREFUSED) {
-      unlink(path.c_str());
-    }
-    close(fd);
-  }
-}
-
-// runtime_base: where the EAL keeps its runtime directories (DPDK 22.11's rule).
-std::string runtime_base() {
-  const char* xdg = getenv("XDG_RUNTIME_DIR");
-  return getuid() == 0 ? "/var/run/dpdk" : absl::StrCat(xdg != nullptr ? xdg : "/tmp", "/dpdk");
-}
-
-// runtime_dir_of: the runtime directory an EAL started with these words
-// makes: its --file-prefix, or DPDK's default "rte"; "" for a prefix that
-// is not one plain name (nothing is ever removed outside its own).
-std::string runtime_dir_of(const std::vector<std::string>& words) {
-  std::string prefix = "rte";
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (words[i] == "--file-prefix" && i + 1 < words.size()) prefix = words[i + 1];
-    if (absl::StartsWith(words[i], "--file-prefix=")) prefix = words[i].substr(14);
-  }
-  if (prefix.empty() || prefix == "." || prefix == ".." || prefix.find('/') != std::string::npos) return "";
-  return absl::StrCat(runtime_base(), "/", prefix);
-}
-
-// clear_stale_runtime_dirs removes the EAL runtime directories ringfire's
-// default file prefix names ("rf<pid>") whose process is gone: a process
-// that exits removes its own (see eal_init), one killed (kill -9, a crash)
-// cannot. Only flat directories of a dead pid are touched: a live
-// process's, or anything not named so, is left alone.
-void clear_stale_runtime_dirs() {
-  const std::string base = runtime_base();
-  DIR* d = opendir(base.c_str());
-  if (d == nullptr) return;
-  while (const dirent* e = readdir(d)) {
-    const absl::string_view name(e->d_name);
-    uint64_t pid = 0;
-    if (name.size() < 3 || name.substr(0, 2) != "rf" || !absl::SimpleAtoi(name.substr(2), &pid) ||
-        name.substr(2).find_first_not_of("0123456789") != absl::string_view::npos || pid == 0 || pid > INT32_MAX) {
-      continue;
-    }
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
-    const std::string dir = absl::StrCat(base, "/", name);
-    DIR* inner = opendir(dir.c_str());
-    if (inner == nullptr) continue;
-    bool flat = true;
-    while (const dirent* f = readdir(inner)) {
-      const absl::string_view fname(f->d_name);
-      if (fname == "." || fname == "..") continue;
-      if (f->d_type == DT_DIR) {
-        flat = false;
-        continue;
-      }
-      unlink(absl::StrCat(dir, "/", fname).c_str());
-    }
-    closedir(inner);
-    if (flat) rmdir(dir.c_str());
-  }
-  closedir(d);
-}
-}  // namespace
-
-bool eal_running() { return g_eal_started; }
-
-absl::Status eal_init(const std::string& given, bool devices_later) {
-  bool& started = g_eal_started;
-  if (started) return absl::OkStatus();
-#if RINGFIRE_HAVE_XDP_STEER
-  // net_af_xdp gets ringfire's steering program unless the user gave one.
-  auto steered = with_steer_program(given);
-  if (!steered.ok()) return steered.status();
-  const std::string args = *steered;
-#else
-  const std::string& args = given;
-#endif
-  static std::vector<std::string> words;  // the EAL keeps pointers into argv
-  words = {"ringfire"};
-  for (absl::string_view w : absl::StrSplit(args, ' ', absl::SkipEmpty())) words.emplace_back(w);
-  clear_stale_memif_sockets(words);
-  clear_stale_runtime_dirs();
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  // An EAL that fails after making its runtime directory (no hugepages,
-  // say) leaves it behind: remove it then, if it was not there before (a
-  // live process's, sharing the prefix, is left alone).
-  const std::string dir = runtime_dir_of(words);
-  std::error_code ec;
-  const bool existed = dir.empty() || std::filesystem::exists(dir, ec);
-  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-    const int err = rte_errno;
-    if (!existed) std::filesystem::remove_all(dir, ec);
-    rte_errno = err;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "DPDK EAL did not start with '", given, "': ", rte_strerror(rte_errno),
-        " (check --eal: lcores with -l, --no-huge or hugepages, a --vdev or a bound NIC)"));
-  }
-  started = true;
-  // Release the EAL, and remove its runtime directory, when the process
-  // exits: --no-huge runs leave one per file prefix otherwise.
-  static std::string runtime_dir = rte_eal_get_runtime_dir();
-  std::atexit([] {
-    // af_xdp ports are stopped and closed: that detaches their XDP program
-    // from the interface. A process with a memif port skips the EAL's own
-    // clean-up: memif's interrupt thread, handling a peer that exits at the
-    // same moment, crashed in it (DPDK 22.11: the EAL unmaps memory the
-    // thread still uses). memif needs no hugepages, so nothing is left but
-    // the runtime directory, removed below.
-    bool memif = false;
-    uint16_t port;
-    RTE_ETH_FOREACH_DEV(port) {
-      memif |= driver_is(port, "net_memif");
-      if (driver_is(port, "net_af_xdp")) {
-        rte_eth_dev_stop(port);
-        rte_eth_dev_close(port);
-      }
-    }
-    if (!memif) rte_eal_cleanup();
-    std::error_code ec2;
-    if (runtime_dir.rfind("/var/run/dpdk/", 0) == 0) std::filesystem::remove_all(runtime_dir, ec2);
-  });
-  if (rte_eth_dev_count_avail() == 0 && !devices_later) {
-    return absl::FailedPreconditionError(
-        "DPDK started but found no port: give a --vdev (e.g. net_af_packet0,iface=eth0) in --eal");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint16_t> attach_device(const std::string& given) {
-  if (!g_eal_started) return absl::FailedPreconditionError("the EAL is not running");
-#if RINGFIRE_HAVE_XDP_STEER
-  auto steered = with_steer_vdev(given);
-  if (!steered.ok()) return steered.status();
-  const std::string devargs = *steered;
-#else
-  const std::string& devargs = given;
-#endif
-  const std::string name = devargs.substr(0, devargs.find(','));
-  if (auto id = port_by_name(name); id.ok()) return id;  // probed already (the EAL's own arguments)
-  if (const int rc = rte_dev_probe(devargs.c_str()); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("DPDK could not start ", given, ": ", rte_strerror(-rc),
-                                               " (the PMD's log above says why)"));
-  }
-  return port_by_name(name);
-}
-
-void detach_device(uint16_t port_id) {
-  rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(port_id, &info) != 0 || info.device == nullptr) return;
-  rte_eth_dev_stop(port_id);
-  rte_eth_dev_close(port_id);
-  rte_dev_remove(info.device);
-}
-
-absl::StatusOr<uint16_t> port_by_name(const std::string& name) {
-  uint16_t id = 0;
-  if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
-    return absl::NotFoundError(absl::StrCat("DPDK has no port named ", name, " (did its vdev fail to start?)"));
-  }
-  return id;
-}
-
-absl::StatusOr<Pmd> parse_pmd(const std::string& name) {
-  if (name == "af_packet") return Pmd::kAfPacket;
-  if (name == "af_xdp") return Pmd::kAfXdp;
-  return absl::InvalidArgumentError(absl::StrCat("--pmd: af_packet or af_xdp, not '", name,
-                                                 "' (other vdevs: give the whole --eal)"));
-}
-
-std::string default_eal_args(const std::string& iface, Pmd pmd) {
-  // One lcore: the first CPU this process may run on (so taskset/cpusets are
-  // honoured rather than everything being moved to CPU 0).
-  int cpu = 0;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) ++cpu;
-  }
-  return absl::StrCat("-l ", cpu, " --no-huge -m 256 --no-pci --no-shconf --file-prefix rf", getpid(),
-                      " --vdev ", pmd == Pmd::kAfXdp ? "net_af_xdp0" : "net_af_packet0", ",iface=", iface,
-                      // af_packet's rings default to 512 frames: 5 ms at 100 k datagrams/s
-                      // for a worker the scheduler has put aside. 4096, as af_xdp's.
-                      pmd == Pmd::kAfPacket ? ",framecnt=4096" : "", " --log-level=lib.eal:error");
 }
 
 // packed_pool makes an mbuf pool whose objects lie back to back, none
@@ -337,6 +97,7 @@ absl::Status start_exception_port(uint16_t exc, uint16_t data_port) {
   started[exc] = true;
   return absl::OkStatus();
 }
+}  // namespace
 
 absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   DpdkPort p(o);
@@ -431,6 +192,7 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   rte_ether_addr addr{};
   rte_eth_macaddr_get(o.port_id, &addr);
   std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
+  p.l2_ = L2Agent(p.mac_, o.ip, rte_get_tsc_hz());
   p.steer_iface_ = steer_iface;
   p.bindings_.resize(1);
   p.by_port_.assign(65536, 0);
@@ -501,10 +263,8 @@ BindingId DpdkPort::install(Prepared p) {
   b = Binding{p.udp_port, p.group, std::exchange(p.reservation_fd, -1), by_port_[p.udp_port], true};
   by_port_[p.udp_port] = id;
   if (first_port_ == 0) first_port_ = p.udp_port;
-  if (p.group != 0 && std::find(groups_.begin(), groups_.end(), p.group) == groups_.end()) {
-    groups_.push_back(p.group);
+  if (p.group != 0 && l2_.join(p.group)) {
     joined_changed();
-    reports_sent_ = 0;
     send_igmp_report();
   }
   return id;
@@ -533,9 +293,8 @@ void DpdkPort::uninstall(BindingId id) {
     if (b.group != 0 && !group_used) (void)steer_binding(steer_iface_, b.group, b.udp_port, false);
   }
 #endif
-  if (b.group != 0 && !addr_used) {
-    std::erase(groups_, b.group);
-    send_igmp_report(b.group);  // a snooping switch stops at once
+  if (b.group != 0 && !addr_used && l2_.leave(b.group)) {
+    send_igmp_leave(std::span<const uint32_t>(&b.group, 1));  // a snooping switch stops at once
     joined_changed();
   }
   if (b.reservation_fd >= 0) close(b.reservation_fd);
@@ -549,7 +308,7 @@ void DpdkPort::uninstall(BindingId id) {
 
 void DpdkPort::joined_changed() {
 #if RINGFIRE_HAVE_XDP_STEER
-  if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, static_cast<uint32_t>(groups_.size()));
+  if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, static_cast<uint32_t>(l2_.groups().size()));
 #endif
 }
 
@@ -569,27 +328,24 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       next_exc_poll_tsc_(o.next_exc_poll_tsc_),
       neighbors_(o.neighbors_),
       tx_headers_(o.tx_headers_),
-      last_arp_tsc_(o.last_arp_tsc_),
-      next_report_tsc_(o.next_report_tsc_),
+      l2_(std::move(o.l2_)),
       rx_gate_(o.rx_gate_),
       last_rx_full_(o.last_rx_full_),
       next_forced_rx_tsc_(o.next_forced_rx_tsc_),
       forced_rx_interval_(o.forced_rx_interval_),
-      reports_sent_(o.reports_sent_),
       tx_udp_cksum_(o.tx_udp_cksum_),
       ip_id_(o.ip_id_),
       stats_(o.stats_) {
   steer_iface_ = std::move(o.steer_iface_);
   bindings_ = std::move(o.bindings_);
   by_port_ = std::move(o.by_port_);
-  groups_ = std::move(o.groups_);
   first_port_ = o.first_port_;
 }
 
 DpdkPort::~DpdkPort() {
   release_rx();
   if (!open_) return;
-  for (uint32_t g : std::vector<uint32_t>(groups_)) send_igmp_report(g);  // a snooping switch stops at once
+  send_igmp_leave(l2_.groups());  // a snooping switch stops at once
   for (const Binding& b : bindings_) {
     if (b.live && b.reservation_fd >= 0) close(b.reservation_fd);
   }
@@ -607,327 +363,6 @@ std::string DpdkPort::summary() const {
                       s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
                       tx_udp_cksum_ ? "the port" : "software");
-}
-
-void DpdkPort::release_rx() {
-  for (size_t i = 0; i < rx_held_n_; ++i) rte_pktmbuf_free(rx_held_[i]);
-  rx_held_n_ = 0;
-}
-
-void DpdkPort::learn(uint32_t ip, const MacAddr& mac, NeighborTable::Source source) {
-  if (!neighbors_.set(ip, mac, source) && ip != 0 && !proto::net::is_multicast_mac(mac)) ++stats_.neighbors_full;
-  stats_.neighbors.set(neighbors_.size());
-}
-
-bool DpdkPort::send_frame(rte_mbuf* m) {
-  if (rte_eth_tx_burst(o_.port_id, 0, &m, 1) == 1) {
-    ++stats_.tx_frames;
-    return true;
-  }
-  rte_pktmbuf_free(m);
-  ++stats_.tx_refused;
-  return false;
-}
-
-void DpdkPort::send_arp(uint16_t op, const MacAddr& dst_mac, uint32_t target_ip) {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) return;
-  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, 60));  // minimum frame
-  if (b == nullptr) {
-    rte_pktmbuf_free(m);
-    return;
-  }
-  std::memset(b, 0, 60);
-  const proto::MutableBytes frame(b, 60);
-  proto::net::encode_ether({dst_mac, mac_, proto::net::kEtherTypeArp}, frame);
-  proto::net::ArpPacket a;
-  a.op = static_cast<proto::net::ArpOp>(op);
-  a.sender_mac = mac_;
-  a.sender_ip = o_.ip;
-  a.target_mac = op == 2 ? dst_mac : MacAddr{};
-  a.target_ip = target_ip;
-  proto::net::encode_arp(a, frame.subspan(proto::net::kEtherHeaderBytes));
-  send_frame(m);
-}
-
-void DpdkPort::send_igmp_report(uint32_t left) {
-  const bool leave = left != 0;
-  const std::span<const uint32_t> groups = leave ? std::span<const uint32_t>(&left, 1) : std::span<const uint32_t>(groups_);
-  if (groups.empty()) return;
-  if (groups.size() > 64) return;  // one frame: 64 records fit, and a port never has that many groups
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) return;
-  const size_t records = 8 * groups.size();
-  const size_t kLen = proto::net::kEtherHeaderBytes + 24 + 8 + records;
-  auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(std::max<size_t>(60, kLen))));
-  if (b == nullptr) {
-    rte_pktmbuf_free(m);
-    return;
-  }
-  std::memset(b, 0, std::max<size_t>(60, kLen));
-  const proto::MutableBytes frame(b, kLen);
-  const uint32_t dst = proto::net::kIgmpV3ReportGroup;
-  proto::net::encode_ether({proto::net::multicast_mac(dst), mac_, proto::net::kEtherTypeIpv4}, frame);
-  proto::net::Ipv4Header ip;
-  ip.protocol = proto::net::kIpProtoIgmp;
-  ip.ttl = 1;
-  ip.router_alert = true;
-  ip.tos = 0xc0;
-  ip.total_length = static_cast<uint16_t>(24 + 8 + records);
-  ip.src = o_.ip;
-  ip.dst = dst;
-  proto::net::encode_ipv4(ip, frame.subspan(proto::net::kEtherHeaderBytes));
-  // Joining is "exclude no source"; leaving is "include no source".
-  proto::net::encode_igmpv3_report(leave ? proto::net::IgmpV3RecordType::kChangeToInclude
-                                         : proto::net::IgmpV3RecordType::kChangeToExclude,
-                                   groups,
-                                   frame.subspan(proto::net::kEtherHeaderBytes + 24));
-  if (send_frame(m)) ++stats_.igmp_reports;
-  if (leave) return;
-  // Unsolicited reports: once more after 1 s (IGMP's robustness: the first
-  // may be lost), then every 60 s, so a snooping switch without a querier
-  // (membership interval 260 s) keeps forwarding the group.
-  ++reports_sent_;
-  next_report_tsc_ = rte_get_tsc_cycles() + rte_get_tsc_hz() * (reports_sent_ < 2 ? 1 : 60);
-}
-
-bool DpdkPort::rx_may_have_frames() {
-  if (!rx_gate_ || last_rx_full_) return true;
-  rte_power_monitor_cond pmc{};
-  if (rte_eth_get_monitor_addr(o_.port_id, 0, &pmc) != 0) return true;
-  const uint32_t producer = *static_cast<const volatile uint32_t*>(pmc.addr);
-  if (pmc.fn(producer, pmc.opaque) != 0) return true;  // the producer moved
-  const uint64_t now = rte_get_tsc_cycles();
-  if (now < next_forced_rx_tsc_) return false;
-  next_forced_rx_tsc_ = now + forced_rx_interval_;
-  return true;
-}
-
-size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
-  release_rx();  // the previous burst's payloads are no longer referenced
-  if (!groups_.empty() && rte_get_tsc_cycles() >= next_report_tsc_) send_igmp_report();
-  if (!rx_may_have_frames()) {
-    if (o_.exception_port >= 0) flush_exception();
-    return 0;
-  }
-  rte_mbuf* mbufs[kBurst];
-  const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
-  last_rx_full_ = got == n;
-  size_t k = 0;
-  for (uint16_t i = 0; i < got; ++i) {
-    rte_mbuf* m = mbufs[i];
-    ++stats_.rx_frames;
-    proto::net::ParsedPacket p;
-    const proto::ConstBytes frame(rte_pktmbuf_mtod(m, const std::byte*), m->data_len);
-    // UDP checksums are trusted to the port: what it flags bad is dropped,
-    // and software does not re-verify, because virtual ports (a veth through
-    // af_packet) hand over the kernel's partial, offloaded checksums.
-    const bool l4_bad = (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD;
-    const uint64_t ip_verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-    const bool ip_bad = ip_verdict == RTE_MBUF_F_RX_IP_CKSUM_BAD;
-    const proto::net::ParseOptions opt{/*verify_ip_checksum=*/ip_verdict != RTE_MBUF_F_RX_IP_CKSUM_GOOD,
-                                       /*verify_udp_checksum=*/false};
-    // IPv4 that is neither UDP nor IGMP is someone else's (a TCP segment
-    // that af_packet hands over as a 64 KiB GSO chain, say): not ours, not
-    // malformed. Untagged frames only; the full parse handles VLANs.
-    if (m->data_len >= 34 && frame[12] == std::byte{0x08} && frame[13] == std::byte{0x00} &&
-        frame[23] != std::byte{proto::net::kIpProtoUdp} && frame[23] != std::byte{proto::net::kIpProtoIgmp}) {
-      not_ours(m);
-      continue;
-    }
-    if (m->nb_segs != 1 || l4_bad || ip_bad || proto::net::parse_packet(frame, opt, &p) != proto::DecodeError::kOk) {
-      ++stats_.rx_malformed;
-      rte_pktmbuf_free(m);
-      continue;
-    }
-    switch (p.kind) {
-      case proto::net::PacketKind::kArp:
-        learn(p.arp.sender_ip, p.arp.sender_mac, NeighborTable::Source::kArp);
-        if (p.arp.op == proto::net::ArpOp::kRequest && p.arp.target_ip == o_.ip) {
-          send_arp(2, p.arp.sender_mac, p.arp.sender_ip);
-          ++stats_.arp_replies;
-        }
-        to_exception(m);  // the kernel behind it resolves its peers too
-        continue;
-      case proto::net::PacketKind::kIgmp:
-        if (p.igmp.type == proto::net::kIgmpQuery && !groups_.empty()) send_igmp_report();
-        rte_pktmbuf_free(m);
-        continue;
-      case proto::net::PacketKind::kUdp: {
-        if (const BindingId b = match(p.ip.dst, p.udp.dst_port); b != 0) {
-          learn(p.ip.src, p.eth.src, NeighborTable::Source::kSeen);  // fills an unknown peer only
-          out[k++] = RxDatagram{p.payload, Endpoint{p.ip.src, p.udp.src_port}, b};
-          rx_held_[rx_held_n_++] = m;
-          continue;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    not_ours(m);
-  }
-  if (o_.exception_port >= 0) flush_exception();
-  return k;
-}
-
-void DpdkPort::not_ours(rte_mbuf* m) {
-  ++stats_.rx_not_ours;
-  to_exception(m);
-}
-
-void DpdkPort::to_exception(rte_mbuf* m) {
-  if (o_.exception_port >= 0 && exc_out_n_ < exc_out_.size()) {
-    // From a veth, a TCP segment may carry a partial checksum the kernel
-    // behind the tap would drop; finish it (one frame chain only).
-    if (m->nb_segs == 1) {
-      proto::net::complete_partial_checksum(proto::MutableBytes(rte_pktmbuf_mtod(m, std::byte*), m->data_len));
-    }
-    exc_out_[exc_out_n_++] = m;
-  } else {
-    rte_pktmbuf_free(m);
-  }
-}
-
-void DpdkPort::flush_exception() {
-  const auto exc = static_cast<uint16_t>(o_.exception_port);
-  if (exc_out_n_ != 0) {
-    const uint16_t sent = rte_eth_tx_burst(exc, 0, exc_out_.data(), static_cast<uint16_t>(exc_out_n_));
-    for (size_t i = sent; i < exc_out_n_; ++i) rte_pktmbuf_free(exc_out_[i]);
-    stats_.rx_exception += sent;
-    exc_out_n_ = 0;
-  }
-  const uint64_t now = rte_get_tsc_cycles();
-  if (now < next_exc_poll_tsc_) return;
-  next_exc_poll_tsc_ = now + rte_get_tsc_hz() / 10000;
-  rte_mbuf* in[kBurst];
-  const uint16_t got = rte_eth_rx_burst(exc, 0, in, kBurst);
-  if (got == 0) return;
-  const uint16_t sent = rte_eth_tx_burst(o_.port_id, 0, in, got);
-  for (uint16_t i = sent; i < got; ++i) rte_pktmbuf_free(in[i]);
-  stats_.tx_exception += sent;
-  stats_.tx_refused += got - sent;
-}
-
-bool DpdkPort::lease_tx(TxLease* l) {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) return false;
-  const size_t tail = rte_pktmbuf_tailroom(m);
-  if (tail <= proto::net::kUdpFrameOverhead) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  l->room = rte_pktmbuf_mtod(m, std::byte*) + proto::net::kUdpFrameOverhead;
-  l->capacity = tail - proto::net::kUdpFrameOverhead;
-  l->handle = m;
-  return true;
-}
-
-void DpdkPort::release_tx(void* handle) { rte_pktmbuf_free(static_cast<rte_mbuf*>(handle)); }
-
-// stamp_frame writes the headers in front of a payload at b +
-// kUdpFrameOverhead (b: the start of m's data) and asks
-// the port to sum the UDP checksum where it can.
-void DpdkPort::stamp_frame(rte_mbuf* m, std::byte* b, const proto::net::UdpTemplate& header, size_t payload) {
-  header.stamp(b, ip_id_++, payload, !tx_udp_cksum_);
-  if (tx_udp_cksum_) {
-    // The port sums the datagram; it starts from the pseudo-header's sum.
-    m->l2_len = proto::net::kEtherHeaderBytes;
-    m->l3_len = proto::net::kIpv4HeaderBytes;
-    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
-    auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(b + proto::net::kEtherHeaderBytes);
-    auto* udp = reinterpret_cast<rte_udp_hdr*>(b + proto::net::kEtherHeaderBytes + proto::net::kIpv4HeaderBytes);
-    udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
-  }
-}
-
-size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
-  rte_mbuf* mbufs[kBurst];
-  uint16_t ready = 0;
-  n = std::min(n, kBurst);
-  size_t last_built = SIZE_MAX;  // the datagram whose frame is mbufs[ready - 1]
-  for (size_t i = 0; i < n; ++i) {
-    if (o_.share_duplicates && ready != 0 && i != 0 && in[i].payload.data() == in[i - 1].payload.data() &&
-        in[i].payload.size() == in[i - 1].payload.size() && in[i].to == in[i - 1].to &&
-        in[i].binding == in[i - 1].binding && in[i].trailer == in[i - 1].trailer && last_built == i - 1) {
-      // The same datagram again (dup N): the same frame, one more reference
-      // (each transmission releases one).
-      rte_mbuf* m = mbufs[ready - 1];
-      rte_mbuf_refcnt_update(m, 1);
-      mbufs[ready++] = m;
-      last_built = i;
-      ++stats_.tx_shared;
-      continue;
-    }
-    const proto::net::UdpTemplate* header = tx_headers_.lookup(port_of(in[i].binding), in[i].to, neighbors_);
-    if (header == nullptr) {
-      // Unknown neighbor: ask (at most every 10 ms) and drop this datagram;
-      // the protocol retries (punches, NAKs, heartbeats).
-      const uint64_t now = rte_get_tsc_cycles();
-      if (now - last_arp_tsc_ > rte_get_tsc_hz() / 100) {
-        send_arp(1, proto::net::kBroadcastMac, in[i].to.ip);
-        last_arp_tsc_ = now;
-      }
-      ++stats_.tx_no_neighbor;
-      continue;
-    }
-    // The payload, then this destination's trailer (its TAG frame), if any.
-    const size_t body = in[i].payload.size() + (in[i].trailer != nullptr ? proto::kTagFrameBytes : 0);
-    const size_t len = proto::net::kUdpFrameOverhead + body;
-    if (auto* lent = static_cast<rte_mbuf*>(in[i].lease);
-        lent != nullptr && lent->data_len == 0 &&
-        in[i].payload.data() == rte_pktmbuf_mtod(lent, std::byte*) + proto::net::kUdpFrameOverhead) {
-      // Built in place (lease_tx), sent for the first time: the headers go
-      // in front of it, and it leaves uncopied with a reference of the
-      // port's (the PMD frees that one; the lender releases its own).
-      auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(lent, static_cast<uint16_t>(len)));
-      if (b == nullptr) {
-        ++stats_.tx_too_big;
-        continue;
-      }
-      if (in[i].trailer != nullptr) {
-        std::memcpy(b + proto::net::kUdpFrameOverhead + in[i].payload.size(), in[i].trailer, proto::kTagFrameBytes);
-      }
-      stamp_frame(lent, b, *header, body);
-      rte_mbuf_refcnt_update(lent, 1);
-      mbufs[ready++] = lent;
-      last_built = i;
-      ++stats_.tx_in_place;
-      continue;
-    }
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    if (m == nullptr) {
-      stats_.tx_no_mbuf += n - i;
-      break;
-    }
-    auto* b = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-    if (b == nullptr) {
-      rte_pktmbuf_free(m);
-      ++stats_.tx_too_big;
-      continue;
-    }
-    std::memcpy(b + proto::net::kUdpFrameOverhead, in[i].payload.data(), in[i].payload.size());
-    if (in[i].trailer != nullptr) {
-      std::memcpy(b + proto::net::kUdpFrameOverhead + in[i].payload.size(), in[i].trailer, proto::kTagFrameBytes);
-    }
-    stamp_frame(m, b, *header, body);
-    mbufs[ready++] = m;
-    last_built = i;
-  }
-  uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
-  // A full TX queue (a memif peer, a NIC, the XSK ring) drains while we
-  // wait: retry for up to ~20 us before dropping, rather than turning a
-  // burst into NAKs. Bounded, so a dead peer costs 20 us a burst, no more.
-  if (sent < ready) {
-    const uint64_t give_up = rte_get_tsc_cycles() + rte_get_tsc_hz() / 50000;
-    while (sent < ready && rte_get_tsc_cycles() < give_up) {
-      sent += rte_eth_tx_burst(o_.port_id, 0, mbufs + sent, static_cast<uint16_t>(ready - sent));
-    }
-  }
-  for (uint16_t i = sent; i < ready; ++i) rte_pktmbuf_free(mbufs[i]);
-  stats_.tx_frames += sent;
-  stats_.tx_refused += ready - sent;
-  return sent;  // what the port took; the rest is counted above by reason (and by the caller)
 }
 
 }  // namespace ringfire::dataplane

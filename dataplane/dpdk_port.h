@@ -9,9 +9,11 @@
 // joins its bindings' groups with IGMPv3 and answers queries, builds
 // Ethernet/IPv4/UDP itself (UDP checksums by the port where it offers that,
 // in software otherwise: af_xdp offers no offloads), and counts and drops
-// everything that is not its own. Setup (EAL, port, mempool) in
-// dpdk_port.cc; the bursts are there too, small and reviewable. Worker
-// thread only after open(), but for prepare().
+// everything that is not its own. The EAL in dpdk_eal.cc; the port's setup
+// (pool, queues, bindings) in dpdk_port.cc; the bursts in
+// dpdk_port_datapath.cc; ARP and IGMP decided and framed by L2Agent
+// (l2_agent.h, no DPDK in it). Worker thread only after open(), but for
+// prepare().
 #pragma once
 
 #include <unistd.h>
@@ -19,11 +21,15 @@
 #include <utility>
 
 #include <array>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "dataplane/dpdk_eal.h"
+#include "dataplane/l2_agent.h"
 #include "dataplane/counter.h"
 #include "dataplane/neighbor_table.h"
 #include "dataplane/packet_port.h"
@@ -34,30 +40,6 @@ struct rte_mbuf;
 struct rte_mempool;
 
 namespace ringfire::dataplane {
-
-// eal_init starts DPDK's EAL once per process with `args` (split on
-// spaces), e.g. "-l 0 --no-huge -m 256 --no-pci --no-shconf
-// --vdev net_af_packet0,iface=eth0". Never exits the process.
-absl::Status eal_init(const std::string& args, bool devices_later = false);
-// attach_device hot-plugs a device into the running EAL (a vdev such as
-// "net_af_xdp1,iface=eth0", or a PCI address) and returns its port id; an
-// error carries the PMD's reason. detach_device removes it again (a rung of
-// the fallback ladder that failed). Setup thread.
-absl::StatusOr<uint16_t> attach_device(const std::string& devargs);
-void detach_device(uint16_t port_id);
-// eal_running says whether eal_init succeeded in this process.
-bool eal_running();
-// port_by_name: the port id of the device named `name` (e.g. a vdev).
-absl::StatusOr<uint16_t> port_by_name(const std::string& name);
-// The vdevs ringfire can set up by itself on a kernel interface.
-enum class Pmd { kAfPacket, kAfXdp };
-absl::StatusOr<Pmd> parse_pmd(const std::string& name);
-// default_eal_args is what ringfire passes when --eal is not given: one
-// lcore, no hugepages, no shared files, a `pmd` vdev on `iface`.
-std::string default_eal_args(const std::string& iface, Pmd pmd);
-
-// port_driver names a port's PMD and device ("net_af_xdp (net_af_xdp0)").
-std::string port_driver(uint16_t port_id);
 
 struct DpdkPortOptions {
   uint16_t port_id = 0;
@@ -191,11 +173,15 @@ class DpdkPort {
   void release_rx();
   void learn(uint32_t ip, const proto::net::MacAddr& mac, NeighborTable::Source source);
   bool send_frame(rte_mbuf* m);
-  void send_arp(uint16_t op, const proto::net::MacAddr& dst_mac, uint32_t target_ip);
+  // send_l2 sends the frame `write` puts in a fresh mbuf (L2Agent's
+  // frames); false when none went.
+  bool send_l2(absl::FunctionRef<size_t(proto::MutableBytes)> write);
   void stamp_frame(rte_mbuf* m, std::byte* b, const proto::net::UdpTemplate& header, size_t payload);
-  // send_igmp_report announces every joined group (or, with `left`, that
-  // that group is left); IGMPv3, to 224.0.0.22.
-  void send_igmp_report(uint32_t left = 0);
+  // send_igmp_report announces every joined group and schedules the next
+  // report; send_igmp_leave says `groups` are left. IGMPv3, to 224.0.0.22,
+  // in frames of up to L2Agent::kMaxGroups groups.
+  void send_igmp_report();
+  void send_igmp_leave(std::span<const uint32_t> groups);
   bool rx_may_have_frames();
   // not_ours takes a frame that is someone else's: to the exception port's
   // next burst, or freed. flush_exception sends that burst, and forwards
@@ -210,7 +196,6 @@ class DpdkPort {
   bool open_ = false;
   std::vector<Binding> bindings_;            // index: binding id (0 unused)
   std::vector<BindingId> by_port_;           // UDP port -> first binding on it (65536 entries)
-  std::vector<uint32_t> groups_;             // joined, each once
   uint16_t first_port_ = 0;                  // binding 0's UDP port: the first live binding's
   rte_mempool* pool_ = nullptr;
   proto::net::MacAddr mac_{};
@@ -221,8 +206,7 @@ class DpdkPort {
   uint64_t next_exc_poll_tsc_ = 0;
   NeighborTable neighbors_;
   TxHeaderCache tx_headers_;  // built at open, from mac_, the address and the TTL
-  uint64_t last_arp_tsc_ = 0;
-  uint64_t next_report_tsc_ = 0;  // unsolicited membership reports
+  L2Agent l2_;  // ARP answers and requests, the groups joined and their reports
   // af_xdp: an empty RX burst costs a recvfrom(); poll the socket's RX ring
   // producer instead and burst when it moved (or the last burst was full),
   // or every 1 ms regardless (the syscall drives NAPI for a NIC whose IRQs
@@ -231,7 +215,6 @@ class DpdkPort {
   bool last_rx_full_ = false;
   uint64_t next_forced_rx_tsc_ = 0;
   uint64_t forced_rx_interval_ = 0;
-  uint32_t reports_sent_ = 0;
   bool tx_udp_cksum_ = false;  // the port computes UDP checksums
   uint16_t ip_id_ = 0;
   DpdkPortStats stats_;

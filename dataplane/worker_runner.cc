@@ -8,7 +8,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
-#include "dataplane/dpdk_port.h"
+#include "dataplane/dpdk_eal.h"
 #endif
 
 namespace ringfire::dataplane {

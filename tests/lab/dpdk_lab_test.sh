@@ -25,6 +25,13 @@ dpdk() {
 require_dpdk
 lab_up 3
 lab_logs dpdk
+# IGMP snooping on, with fast leave on h2's and h3's bridge ports: the
+# bridge's group table then shows what a bypass port's own IGMPv3 reports
+# said (the bridge still floods groups while no querier is heard).
+ip -n "${LAB_PREFIX}br" link set br0 type bridge mcast_snooping 1
+for h in 2 3; do ip -n "${LAB_PREFIX}br" link set "${LAB_PREFIX}p$h" type bridge_slave fastleave on; done
+# in_mdb GROUP HOST: the bridge has HOST's port as a member of GROUP.
+in_mdb() { ip netns exec "${LAB_PREFIX}br" bridge mdb show | grep -q "port ${LAB_PREFIX}p$2 grp $1"; }
 
 log "kernel source on h1; DPDK mirrors on h2 (multicast) and h3 (unicast, 5% loss + reordering)"
 src=$(ring_name src)
@@ -40,6 +47,8 @@ bg 3 "$logs/m3" "$rf" mirror 198.18.0.1:7400 "$m3" --from oldest --unicast $(dpd
 for m in m2 m3; do
   wait_for 10 grep -q "^mirror: 198" "$logs/$m" || fail "$m did not start: $(cat "$logs/$m")"
 done
+wait_for 5 in_mdb 239.255.0.1 2 ||
+  fail "the bridge did not learn m2's group from its IGMPv3 report: $(ip netns exec "${LAB_PREFIX}br" bridge mdb show)"
 sleep 0.5
 publish_and_check 1 "$src" 60000 60000 "$logs" m2 m3
 grep -q "(dpdk net_" "$logs/m2" || fail "m2 is not on the DPDK backend: $(grep '^mirror: 198' "$logs/m2")"
@@ -101,7 +110,13 @@ done
 sleep 0.5
 publish_and_check 1 "$dsrc" 60000 60000 "$logs" k2 k3 d3
 for m in k2 k3 d3; do by_udp "$logs/$m" || fail "$m's DATA did not come by UDP: $(tail -n 1 "$logs/$m")"; done
+# d3 is h3's only member of the group (k3 is unicast); the link flap above
+# emptied h2's entries, so h3's port is the one whose leave shows.
+in_mdb 239.255.0.2 3 || fail "the bridge did not learn d3's group: $(ip netns exec "${LAB_PREFIX}br" bridge mdb show)"
 stop_pid "${LAB_PIDS[-1]}"  # d3: frees h3's eth0
+# d3's port left its group as it closed (an IGMPv3 leave; fast leave drops it at once).
+wait_for 5 eval '! in_mdb 239.255.0.2 3' ||
+  fail "d3 stopped but the bridge still has its group: $(ip netns exec "${LAB_PREFIX}br" bridge mdb show)"
 
 log "on the wire, a DPDK source's DATA is the kernel source's: the same record, the same headers"
 bg 1 "$logs/kserve" "$rf" serve "$dsrc" --listen 198.18.0.1:7510 --multicast 239.255.0.3:7511 --iface eth0
