@@ -10,6 +10,8 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +195,12 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   rte_eth_macaddr_get(o.port_id, &addr);
   std::memcpy(p.mac_.data(), addr.addr_bytes, 6);
   p.l2_ = L2Agent(p.mac_, o.ip, rte_get_tsc_hz());
+  // A port on a kernel interface takes its link state from the kernel.
+  char iface[IF_NAMESIZE] = {};
+  if (info.if_index != 0 && if_indextoname(info.if_index, iface) != nullptr) {
+    p.link_iface_ = iface;
+    p.link_probe_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  }
   p.steer_iface_ = steer_iface;
   p.bindings_.resize(1);
   p.by_port_.assign(65536, 0);
@@ -329,6 +337,10 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       neighbors_(o.neighbors_),
       tx_headers_(o.tx_headers_),
       l2_(std::move(o.l2_)),
+      next_l2_tsc_(o.next_l2_tsc_),
+      link_up_(o.link_up_),
+      link_iface_(std::move(o.link_iface_)),
+      link_probe_fd_(std::exchange(o.link_probe_fd_, -1)),
       rx_gate_(o.rx_gate_),
       last_rx_full_(o.last_rx_full_),
       next_forced_rx_tsc_(o.next_forced_rx_tsc_),
@@ -343,6 +355,7 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
 }
 
 DpdkPort::~DpdkPort() {
+  if (link_probe_fd_ >= 0) close(link_probe_fd_);
   release_rx();
   if (!open_) return;
   send_igmp_leave(l2_.groups());  // a snooping switch stops at once
@@ -360,7 +373,7 @@ std::string DpdkPort::summary() const {
                       s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big, ", s.tx_shared.get(), " duplicates shared, ",
                       s.tx_in_place.get(), " sent where they were built), ", s.arp_replies.get(),
                       " ARP replies, ", s.neighbors.get(), " neighbors (", s.neighbors_full.get(), " refused: full), ",
-                      s.igmp_reports.get(), " IGMP reports; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
+                      s.igmp_reports.get(), " IGMP reports, ", s.link_ups.get(), " link ups; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
                       tx_udp_cksum_ ? "the port" : "software");
 }

@@ -85,6 +85,7 @@ struct alignas(64) DpdkPortStats {
   Counter tx_in_place;     // frames sent from the mbuf they were built in (lease_tx: not copied)
   Counter neighbors;       // in the table now (stored)
   Counter neighbors_full;  // a new neighbor the full table could not take
+  Counter link_ups;        // the link came back up (its groups announced again)
   // drops: what was lost at this port, either way (not "not ours").
   uint64_t drops() const {
     return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get() + tx_too_big.get();
@@ -182,6 +183,11 @@ class DpdkPort {
   // in frames of up to L2Agent::kMaxGroups groups.
   void send_igmp_report();
   void send_igmp_leave(std::span<const uint32_t> groups);
+  // l2_tick, every 100 ms from rx_burst: the link's state, and the
+  // membership reports due.
+  void l2_tick(uint64_t now);
+  // link_is_up: 1 up, 0 down, -1 cannot tell.
+  int link_is_up() const;
   bool rx_may_have_frames();
   // not_ours takes a frame that is someone else's: to the exception port's
   // next burst, or freed. flush_exception sends that burst, and forwards
@@ -207,6 +213,10 @@ class DpdkPort {
   NeighborTable neighbors_;
   TxHeaderCache tx_headers_;  // built at open, from mac_, the address and the TTL
   L2Agent l2_;  // ARP answers and requests, the groups joined and their reports
+  uint64_t next_l2_tsc_ = 0;
+  bool link_up_ = true;
+  std::string link_iface_;   // the kernel interface under the port ("" for a NIC, memif)
+  int link_probe_fd_ = -1;   // owned: a socket to ask the kernel for link_iface_'s flags
   // af_xdp: an empty RX burst costs a recvfrom(); poll the socket's RX ring
   // producer instead and burst when it moved (or the last burst was full),
   // or every 1 ms regardless (the syscall drives NAPI for a NIC whose IRQs

@@ -13,6 +13,10 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "proto/frame.h"
@@ -71,6 +75,35 @@ void DpdkPort::send_igmp_leave(std::span<const uint32_t> groups) {
   }
 }
 
+void DpdkPort::l2_tick(uint64_t now) {
+  next_l2_tsc_ = now + rte_get_tsc_hz() / 10;
+  // The link: a switch port that went down forgot its groups (a snooping
+  // switch empties its table for it), so a link that comes back up
+  // announces them again at once rather than at the next minute's refresh.
+  if (const int up = link_is_up(); up >= 0) {
+    if (up == 1 && !link_up_) {
+      l2_.link_came_up();
+      ++stats_.link_ups;
+    }
+    link_up_ = up == 1;
+  }
+  if (l2_.report_due(now)) send_igmp_report();
+}
+
+int DpdkPort::link_is_up() const {
+  if (link_probe_fd_ >= 0) {
+    // A port on a kernel interface (af_packet, af_xdp): the interface's
+    // carrier, as the kernel has it (those PMDs report their link up throughout).
+    ifreq r{};
+    std::memcpy(r.ifr_name, link_iface_.c_str(), std::min(link_iface_.size(), sizeof(r.ifr_name) - 1));
+    if (ioctl(link_probe_fd_, SIOCGIFFLAGS, &r) != 0) return -1;
+    return (r.ifr_flags & IFF_RUNNING) != 0 ? 1 : 0;
+  }
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(o_.port_id, &link) != 0) return -1;
+  return link.link_status == RTE_ETH_LINK_UP ? 1 : 0;
+}
+
 bool DpdkPort::rx_may_have_frames() {
   if (!rx_gate_ || last_rx_full_) return true;
   rte_power_monitor_cond pmc{};
@@ -85,7 +118,7 @@ bool DpdkPort::rx_may_have_frames() {
 
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
-  if (l2_.report_due(rte_get_tsc_cycles())) send_igmp_report();
+  if (const uint64_t now = rte_get_tsc_cycles(); now >= next_l2_tsc_) l2_tick(now);
   if (!rx_may_have_frames()) {
     if (o_.exception_port >= 0) flush_exception();
     return 0;

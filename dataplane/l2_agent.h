@@ -50,6 +50,12 @@ class L2Agent {
   // robustness resend and the refresh a snooping switch with no querier
   // needs to keep forwarding: its membership interval is 260 s).
   bool report_due(uint64_t now) const { return !groups_.empty() && now >= next_report_; }
+  // link_came_up: the port's link went down and came back: the switch
+  // forgot the port's groups, so they are announced as if just joined.
+  void link_came_up() {
+    reports_sent_ = 0;
+    next_report_ = 0;
+  }
   // reported: one went at `now`; schedules the next.
   void reported(uint64_t now);
   // answers_query: a query (of any version) is answered with a report of

@@ -119,9 +119,17 @@ TEST(L2Agent, ReportsAtOnceThenAfterASecondThenEveryMinute) {
   EXPECT_TRUE(agent.report_due(now));
   agent.reported(now);
   EXPECT_TRUE(agent.report_due(now + kHz));
+  agent.reported(now + kHz);
+  EXPECT_FALSE(agent.report_due(now + 2 * kHz));
+  agent.link_came_up();  // the switch forgot us: announce again at once
+  EXPECT_TRUE(agent.report_due(now + 2 * kHz));
+  agent.reported(now + 2 * kHz);
+  EXPECT_TRUE(agent.report_due(now + 3 * kHz));  // with the robustness resend
   ASSERT_TRUE(agent.leave(kGroup));
   ASSERT_TRUE(agent.leave(kGroup + 1));
   EXPECT_FALSE(agent.report_due(now + 100 * kHz));  // nothing joined, nothing reported
+  agent.link_came_up();
+  EXPECT_FALSE(agent.report_due(now + 100 * kHz));
 }
 
 // Reads a report back: the frame parses, and its records are the groups
