@@ -308,7 +308,7 @@ class Daemon {
         e["datagrams"] = st->datagrams.get();
         e["duplicates"] = st->duplicates.get();
         e["fault_dropped"] = st->fault_dropped.get();
-        e["rejected"] = st->rejected();
+        e["rejected"] = st->udp_rejected();
       }
       j["sessions"].push_back(e);
     }

@@ -145,7 +145,7 @@ void print_mirror_stats(const std::string& prefix, const control::MirrorControl&
 void print_rejected(const std::string& prefix, const dataplane::MirrorWorkerStats& st) {
   std::printf("%s: rejected UDP %llu (wrong-sender %llu, bad-mac %llu, bad-tag %llu, wrong-kind %llu, "
               "wrong-session %llu, implausible %llu, malformed %llu)\n",
-              prefix.c_str(), static_cast<unsigned long long>(st.rejected()),
+              prefix.c_str(), static_cast<unsigned long long>(st.udp_rejected()),
               static_cast<unsigned long long>(st.wrong_sender.get()),
               static_cast<unsigned long long>(st.bad_mac.get()),
               static_cast<unsigned long long>(st.bad_tag.get()),
@@ -289,7 +289,7 @@ void MirrorReport::tick(uint64_t now) {
   publish_mirror_counters(counters_, c, *st);
   if (json_) json_line(prefix_, "mirror", per_second, counters_);
   // What strangers sent, by reason, whenever it changed.
-  if (const uint64_t rejected = st->rejected(); rejected != last_rejected_) {
+  if (const uint64_t rejected = st->udp_rejected(); rejected != last_rejected_) {
     last_rejected_ = rejected;
     print_rejected(prefix_, *st);
   }

@@ -578,7 +578,7 @@ void MirrorControl::send_health(uint64_t now_ns) {
   h.naks = st.naks.get();
   h.gap_records = st.gap_records.get();
   h.rx_drops = plane_->port_drops() + st.hold_overflow.get();
-  h.rejected = st.rejected();
+  h.rejected = st.udp_rejected();
   h.udp_datagrams = st.udp_datagrams.get();
   std::byte buf[proto::kFrameHeaderBytes + proto::kHealthBody];
   conn_->send(proto::ConstBytes(buf, proto::encode_health(h, buf)));

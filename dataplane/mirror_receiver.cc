@@ -220,7 +220,7 @@ void MirrorReceiver::on_data(const Frame& f, ConstBytes frame_bytes, bool udp, u
   if (first > next_seq_) {
     switch (hold_.hold(first, end, frame_bytes)) {
       case HoldBack::Hold::kHeld:
-        ++stats_.held;
+        ++stats_.frames_held;
         stats_.held_high = std::max<uint64_t>(stats_.held_high, hold_.size());
         break;
       case HoldBack::Hold::kDuplicate:
@@ -247,7 +247,7 @@ void MirrorReceiver::apply(const Frame& f) {
       ++stats_.records;
       next_seq_ = seq + 1;
     } else {
-      ++stats_.rejected;
+      ++stats_.ring_refused;
     }
     ++seq;
   };

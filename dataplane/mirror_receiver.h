@@ -25,6 +25,7 @@
 
 #include "dataplane/datagram_tag.h"
 #include "dataplane/hold_back.h"
+#include "dataplane/mirror_stats.h"
 #include "dataplane/mirror_writer.h"
 #include "dataplane/packet_port.h"
 #include "net/datagram_mac.h"
@@ -55,42 +56,6 @@ struct UdpTrust {
   uint32_t relay_count = 0;
   std::optional<net::MacKey> mac;  // authenticated session: every datagram carries a MAC
   std::optional<TagFrame> tag;  // unkeyed, tagged: every datagram ends with exactly this TAG frame
-};
-
-// MirrorStats are counters for the once-a-second stats line and tests.
-struct MirrorStats {
-  uint64_t records = 0;         // written to the ring
-  uint64_t frames = 0;          // DATA frames applied (in order or from hold-back)
-  uint64_t duplicates = 0;      // records at or below next_seq, dropped
-  uint64_t held = 0;            // frames put in hold-back
-  uint64_t held_duplicates = 0; // frames already held (a duplicate datagram), dropped
-  uint64_t hold_overflow = 0;   // frames dropped because hold-back was full
-  uint64_t held_high = 0;       // hold-back high water, frames
-  uint64_t naks = 0;            // NAK frames sent (first and repeats)
-  uint64_t nak_ranges = 0;      // ranges named in them
-  uint64_t nak_repeats = 0;     // ranges NAKed again
-  uint64_t holes = 0;           // missing ranges below known_end at the last NAK poll
-  uint64_t gaps = 0;            // GAP frames that skipped records
-  uint64_t gap_records = 0;     // records the source no longer had
-  uint64_t rejected = 0;        // records the ring refused (size mismatch)
-  uint64_t udp_accepted = 0;    // UDP frames that passed every check
-  // udp_datagrams: datagrams past the sender, MAC and tag checks, every
-  // copy counted (HEALTH reports it: the source's measure of the path's loss).
-  uint64_t udp_datagrams = 0;
-  uint64_t probes = 0;          // PROBEs received (unicast path validation)
-  uint64_t repair_srtt_ns = 0;  // smoothed time from a NAK to its repair's start
-  // Rejected UDP input, by reason (datagrams for sender, MAC and malformed;
-  // frames for the rest).
-  uint64_t wrong_sender = 0;    // not from the source (nor a declared relay)
-  uint64_t bad_mac = 0;         // no MAC, or a wrong one, on an authenticated session
-  uint64_t bad_tag = 0;         // no TAG frame, or another tag, on a tagged session
-  uint64_t wrong_kind = 0;      // a frame kind UDP never carries to a mirror (GAP, ...)
-  uint64_t wrong_session = 0;   // another session's byte
-  uint64_t implausible = 0;     // a sequence beyond the plausibility window
-  uint64_t malformed = 0;       // failed to decode
-  uint64_t udp_rejected() const {
-    return wrong_sender + bad_mac + bad_tag + wrong_kind + wrong_session + implausible + malformed;
-  }
 };
 
 class MirrorReceiver {

@@ -44,39 +44,6 @@ struct MirrorWorkerConfig {
   ReaderWake* reader_wake = nullptr;
 };
 
-struct alignas(64) MirrorWorkerStats {  // its own cache lines: the worker writes (Counter: single writer), control reads
-  Counter datagrams;
-  Counter tcp_frames;
-  Counter tcp_records;  // records in the DATA frames that came by TCP (catch-up and repair; heartbeats apart)
-  Counter fault_dropped;
-  Counter punches;
-  Counter records;
-  Counter duplicates;
-  Counter held;
-  Counter naks;
-  Counter gap_records;
-  Counter holes;
-  Counter held_high;
-  Counter hold_overflow;
-  Counter next_seq;
-  Counter known_end;
-  Counter repair_srtt_ns;
-  Counter nak_repeats;
-  Counter udp_datagrams;  // the source's, every copy (MirrorStats::udp_datagrams)
-  // Rejected UDP input by reason (MirrorStats).
-  Counter wrong_sender;
-  Counter bad_mac;
-  Counter bad_tag;
-  Counter wrong_kind;
-  Counter wrong_session;
-  Counter implausible;
-  Counter malformed;
-  uint64_t rejected() const {
-    return wrong_sender.get() + bad_mac.get() + bad_tag.get() + wrong_kind.get() + wrong_session.get() +
-           implausible.get() + malformed.get();
-  }
-};
-
 // MirrorLink is the part of a mirror session the control thread may touch.
 struct MirrorLink {
   explicit MirrorLink(size_t tcp_queue_bytes) : tcp_frames(tcp_queue_bytes) {}

@@ -134,31 +134,14 @@ bool MirrorSession<Port>::step(uint64_t now_ns) {
 
 template <PacketPort Port>
 void MirrorSession<Port>::publish_stats() {
-  const MirrorStats& s = receiver_.stats();
   MirrorWorkerStats& o = link_.stats;
+  o.publish(receiver_.stats());
   o.datagrams.set(datagrams_);
   o.tcp_frames.set(tcp_frames_);
   o.tcp_records.set(tcp_records_);
-  o.records.set(s.records);
-  o.duplicates.set(s.duplicates);
   o.held.set(receiver_.held_frames());
-  o.naks.set(s.naks);
-  o.gap_records.set(s.gap_records);
-  o.holes.set(s.holes);
-  o.held_high.set(s.held_high);
-  o.hold_overflow.set(s.hold_overflow);
   o.next_seq.set(receiver_.next_seq());
   o.known_end.set(receiver_.known_end());
-  o.repair_srtt_ns.set(s.repair_srtt_ns);
-  o.nak_repeats.set(s.nak_repeats);
-  o.udp_datagrams.set(s.udp_datagrams);
-  o.wrong_sender.set(s.wrong_sender);
-  o.bad_mac.set(s.bad_mac);
-  o.bad_tag.set(s.bad_tag);
-  o.wrong_kind.set(s.wrong_kind);
-  o.wrong_session.set(s.wrong_session);
-  o.implausible.set(s.implausible);
-  o.malformed.set(s.malformed);
 }
 
 }  // namespace ringfire::dataplane

@@ -163,7 +163,7 @@ SimResult simulate(const ScopedRing& source, const ScopedRing& mirror, uint64_t 
   std::printf("sim: %llu records in %llu datagrams, %llu held, %llu dup, %llu NAKs (%llu repeats), "
               "%llu retransmitted frames, %llu GAPs (%llu records), %.1f ms simulated\n",
               static_cast<unsigned long long>(st.records), static_cast<unsigned long long>(res.datagrams),
-              static_cast<unsigned long long>(st.held), static_cast<unsigned long long>(st.duplicates),
+              static_cast<unsigned long long>(st.frames_held), static_cast<unsigned long long>(st.duplicates),
               static_cast<unsigned long long>(st.naks), static_cast<unsigned long long>(st.nak_repeats),
               static_cast<unsigned long long>(res.retransmit_frames),
               static_cast<unsigned long long>(res.gaps_sent),
@@ -216,7 +216,7 @@ TEST(ProtocolSimulation, FivePercentLossWithReorderingAndDuplicationLosesNothing
   expect_identical(source, mirror, kTotal);
   EXPECT_GT(r.stats.naks, 10u);
   EXPECT_GT(r.stats.duplicates, 0u);
-  EXPECT_GT(r.stats.held, 0u);
+  EXPECT_GT(r.stats.frames_held, 0u);
   EXPECT_EQ(r.stats.gap_records, 0u);
   EXPECT_EQ(r.gaps_sent, 0u);
 }
