@@ -302,43 +302,28 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
   return true;
 }
 
+void MirrorControl::refused(const proto::Frame& f, uint64_t now_ns) {
+  const absl::Status why = refusal(f, o_.source);
+  // Busy, a handshake timeout, too slow: worth another try; the rest is final.
+  if (why.code() == absl::StatusCode::kUnavailable) {
+    unavailable(why, now_ns);
+  } else {
+    fail(why);
+  }
+}
+
 bool MirrorControl::handshake(uint64_t now_ns) {
   const net::FrameLimits limits = handshake_limits();
   const bool open = conn_->read_available(64u << 10);
-  for (;;) {
-    proto::Frame f;
-    size_t size = 0;
-    net::TcpConn::Next next = conn_->next_frame(&f, &size, limits);
-    if (next == net::TcpConn::Next::kNeedMore) break;
-    if (next == net::TcpConn::Next::kForged) {
-      // Before its first sealed frame a source that refused our step 2 (or
-      // timed the handshake out) sends its REFUSE unsealed (§1.8.2): read as
-      // such — a refusal only ends the session, as a forger could anyway.
-      if (!geometry_ && conn_->front_unsealed(&f) && f.header.kind == proto::FrameKind::kRefuse) {
-        next = net::TcpConn::Next::kFrame;
-      } else {
-        ++cstats_.bad_frame_mac;
-        unavailable(absl::DataLossError("a control frame failed its MAC (forged, replayed or altered in flight)"),
-                    now_ns);
-        return false;
-      }
-    }
-    if (next != net::TcpConn::Next::kFrame) {
-      fail(absl::DataLossError(absl::StrCat("the peer at ", net::to_string(o_.source),
-                                            " sent a malformed frame (not a ringfire source?)")));
-      return false;
-    }
+  using Taken = net::TcpConn::Taken;
+  bool ended = false;  // fail() or unavailable() ended the session (conn_ may be gone)
+  std::optional<proto::Multicast> multicast;
+  const net::TcpConn::Next next = conn_->read_frames(limits, [&](const proto::Frame& f, proto::ConstBytes bytes) {
+    ended = true;  // unless a step below goes on
     if (f.header.kind == proto::FrameKind::kRefuse) {
-      const absl::Status why = refusal(f, o_.source);
-      // Busy, a handshake timeout, too slow: worth another try; the rest is final.
-      if (why.code() == absl::StatusCode::kUnavailable) {
-        unavailable(why, now_ns);
-      } else {
-        fail(why);
-      }
-      return false;
+      refused(f, now_ns);
+      return Taken::kGone;
     }
-    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size());
     if (awaiting_auth_) {
       // The source must prove it holds the key before we believe anything.
       proto::Auth a;
@@ -347,13 +332,13 @@ bool MirrorControl::handshake(uint64_t now_ns) {
         fail(absl::PermissionDeniedError(absl::StrCat(
             "the source at ", net::to_string(o_.source),
             " does not authenticate: give its serve the same --psk-file, or drop --psk-file here")));
-        return false;
+        return Taken::kGone;
       }
       if (!net::proofs_equal(a.proof, net::source_proof(*o_.psk, hello_bytes_, a.nonce, a.salt, a.flags))) {
         fail(absl::PermissionDeniedError(absl::StrCat(
             "the source at ", net::to_string(o_.source),
             " failed authentication: its key is not this --psk-file's (or it is not the source)")));
-        return false;
+        return Taken::kGone;
       }
       proto::Auth mine;
       mine.step = proto::AuthStep::kMirrorProof;
@@ -364,14 +349,15 @@ bool MirrorControl::handshake(uint64_t now_ns) {
       const proto::ConstBytes step2(buf, proto::encode_auth(mine, buf));
       // The source MACs every control frame after our step 2 (it said so in
       // its step 1, which our proof covers): so do we, from here (§1.8.2).
+      // (The frame read is consumed after this: its size was read before.)
       frames_maced_ = (a.flags & proto::kAuthFrameMac) != 0;
       const net::FrameKeys keys = net::mirror_frame_keys(*o_.psk, hello_bytes_, bytes, step2, false);
-      conn_->consume(size);
       conn_->send(step2);
       if (frames_maced_) conn_->start_frame_mac(keys);
       awaiting_auth_ = false;
       authenticated_ = true;
-      continue;
+      ended = false;
+      return Taken::kNext;
     }
     if (!geometry_) {
       proto::Geometry g;
@@ -380,23 +366,46 @@ bool MirrorControl::handshake(uint64_t now_ns) {
         fail(absl::DataLossError(absl::StrCat("the source's ", f.header.kind == proto::FrameKind::kGeometry
                                                                    ? "GEOMETRY is malformed"
                                                                    : "first frame is not GEOMETRY")));
-        return false;
+        return Taken::kGone;
       }
       geometry_ = g;
-      conn_->consume(size);
-      continue;
+      ended = false;
+      return Taken::kNext;
     }
     proto::Multicast mc;
     if (f.header.kind != proto::FrameKind::kMulticast || proto::decode_multicast(f, &mc) != proto::DecodeError::kOk) {
       fail(absl::DataLossError("the source's MULTICAST is malformed"));
-      return false;
+      return Taken::kGone;
     }
-    conn_->consume(size);
-    if (absl::Status st = on_multicast(mc, now_ns); !st.ok()) {
+    multicast = mc;  // the handshake's last frame: acted on once it is consumed
+    ended = false;
+    return Taken::kLast;
+  });
+  if (next == net::TcpConn::Next::kFrame) {
+    if (ended) return false;
+    if (absl::Status st = on_multicast(*multicast, now_ns); !st.ok()) {
       fail(st);
       return false;
     }
     return true;
+  }
+  if (next == net::TcpConn::Next::kForged) {
+    // Before its first sealed frame a source that refused our step 2 (or
+    // timed the handshake out) sends its REFUSE unsealed (§1.8.2): read as
+    // such — a refusal only ends the session, as a forger could anyway.
+    proto::Frame f;
+    if (!geometry_ && conn_->front_unsealed(&f) && f.header.kind == proto::FrameKind::kRefuse) {
+      refused(f, now_ns);
+      return false;
+    }
+    ++cstats_.bad_frame_mac;
+    unavailable(absl::DataLossError("a control frame failed its MAC (forged, replayed or altered in flight)"), now_ns);
+    return false;
+  }
+  if (next != net::TcpConn::Next::kNeedMore) {
+    fail(absl::DataLossError(absl::StrCat("the peer at ", net::to_string(o_.source),
+                                          " sent a malformed frame (not a ringfire source?)")));
+    return false;
   }
   if (!open) {
     const absl::Status st = absl::UnavailableError(absl::StrCat(
@@ -511,45 +520,44 @@ bool MirrorControl::relay_frames() {
     if (!pushed) return;
     if (dataplane::WorkerWake* w = link_->wake.load(std::memory_order_acquire)) w->poke();  // pairs with attach's release
   };
-  for (;;) {
-    proto::Frame f;
-    size_t size = 0;
-    const net::TcpConn::Next next = conn_->next_frame(&f, &size, limits_);
-    if (next == net::TcpConn::Next::kNeedMore) {
-      wake();
-      return true;
-    }
-    if (next == net::TcpConn::Next::kForged) {
-      ++cstats_.bad_frame_mac;
-      end_reason_ = "a control frame failed its MAC (forged, replayed or altered in flight): nothing in it was taken";
-      return false;
-    }
-    if (next != net::TcpConn::Next::kFrame) {
-      end_reason_ = "the source sent a malformed frame";
-      return false;
-    }
+  using Taken = net::TcpConn::Taken;
+  bool ended = false;
+  const net::TcpConn::Next next = conn_->read_frames(limits_, [&](const proto::Frame& f, proto::ConstBytes plain) {
     const auto kind = f.header.kind;
     if (kind == proto::FrameKind::kRefuse) {
       end_reason_ = std::string(refusal(f, Endpoint{}).message());
-      return false;
+      ended = true;
+      return Taken::kLeave;
     }
     if (kind == proto::FrameKind::kData || kind == proto::FrameKind::kGap ||
         kind == proto::FrameKind::kHeartbeat) {
-      if (size > link_->tcp_frames.max_message()) {  // can never be relayed
+      if (plain.size() > link_->tcp_frames.max_message()) {  // can never be relayed
         end_reason_ = "the source sent a frame larger than this ring's records";
-        return false;
+        ended = true;
+        return Taken::kLeave;
       }
-      if (!link_->tcp_frames.try_push(proto::ConstBytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size()))) {
+      if (!link_->tcp_frames.try_push(plain)) {
         queue_full_ = true;  // the worker is behind: leave it in the buffer
-        wake();
-        return true;
+        return Taken::kLeave;
       }
       pushed = true;
     } else if (proto::known_kind(kind)) {
       ++cstats_.tcp_wrong_kind;  // a kind a source never sends here: ignored
     }
-    conn_->consume(size);
+    return Taken::kNext;
+  });
+  if (next == net::TcpConn::Next::kForged) {
+    ++cstats_.bad_frame_mac;
+    end_reason_ = "a control frame failed its MAC (forged, replayed or altered in flight): nothing in it was taken";
+    return false;
   }
+  if (next != net::TcpConn::Next::kFrame && next != net::TcpConn::Next::kNeedMore) {
+    end_reason_ = "the source sent a malformed frame";
+    return false;
+  }
+  if (ended) return false;
+  wake();
+  return true;
 }
 
 void MirrorControl::send_naks() {

@@ -156,6 +156,8 @@ class MirrorControl {
   bool on_writable(uint64_t now_ns);
   // handshake consumes what the source sent; false once it failed.
   bool handshake(uint64_t now_ns);
+  // refused ends the session on a REFUSE: unavailable (retried) or failed, by its reason.
+  void refused(const proto::Frame& f, uint64_t now_ns);
   absl::Status on_multicast(const proto::Multicast& mc, uint64_t now_ns);
   bool relay_frames();
   void send_naks();

@@ -835,37 +835,35 @@ bool ServeControl::on_frame(Mirror& m, const Frame& f, proto::ConstBytes bytes, 
 bool ServeControl::on_readable(Mirror& m, uint64_t now_ns) {
   if (!m.conn.read_available(256u << 10)) return false;
   // Bounded work per event: what one read brought (at most 256 KiB).
-  for (;;) {
-    Frame f;
-    size_t size = 0;
-    const net::TcpConn::Next next = m.conn.next_frame(&f, &size, limits_);
-    if (next == net::TcpConn::Next::kNeedMore) return true;
+  bool ok = true;
+  const net::TcpConn::Next next = m.conn.read_frames(limits_, [&](const Frame& f, proto::ConstBytes bytes) {
     if (m.state == Mirror::State::kClosing) {
       m.conn.consume(m.conn.buffered());  // discard: nothing it says matters now
-      return true;
-    }
-    if (next == net::TcpConn::Next::kForged) {
-      ++stats_.bad_frame_mac;
-      note("bad-frame-mac", absl::StrCat("closed ", net::to_string(m.peer),
-                                         ": a control frame failed its MAC (forged, replayed or altered in flight)"));
-      return false;  // nothing in it counts; a stream with a forged frame in it cannot be trusted again
-    }
-    if (next == net::TcpConn::Next::kMalformed || next == net::TcpConn::Next::kOversized) {
-      ++(next == net::TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);
-      note("malformed", absl::StrCat("closed ", net::to_string(m.peer), ": ",
-                                     next == net::TcpConn::Next::kMalformed ? "malformed frame"
-                                                                       : "a frame longer than its kind allows"));
-      refuse(m, RefuseReason::kProtocol, next == net::TcpConn::Next::kMalformed
-                                             ? "malformed frame"
-                                             : "a frame longer than its kind allows");
-      return true;
+      return net::TcpConn::Taken::kLeave;
     }
     m.last_rx_ns = now_ns;
-    const proto::ConstBytes bytes(f.body.data() - proto::kFrameHeaderBytes, proto::kFrameHeaderBytes + f.body.size());
-    const bool ok = on_frame(m, f, bytes, now_ns);
-    m.conn.consume(size);
-    if (!ok) return false;
+    ok = on_frame(m, f, bytes, now_ns);
+    return ok ? net::TcpConn::Taken::kNext : net::TcpConn::Taken::kLast;
+  });
+  if (next == net::TcpConn::Next::kNeedMore) return true;
+  if (next == net::TcpConn::Next::kFrame) return ok;
+  if (m.state == Mirror::State::kClosing) {
+    m.conn.consume(m.conn.buffered());  // a bad frame after the end: as any other, nothing it says matters
+    return true;
   }
+  if (next == net::TcpConn::Next::kForged) {
+    ++stats_.bad_frame_mac;
+    note("bad-frame-mac", absl::StrCat("closed ", net::to_string(m.peer),
+                                       ": a control frame failed its MAC (forged, replayed or altered in flight)"));
+    return false;  // nothing in it counts; a stream with a forged frame in it cannot be trusted again
+  }
+  // Malformed or oversized.
+  ++(next == net::TcpConn::Next::kMalformed ? stats_.malformed : stats_.oversized);
+  const char* why =
+      next == net::TcpConn::Next::kMalformed ? "malformed frame" : "a frame longer than its kind allows";
+  note("malformed", absl::StrCat("closed ", net::to_string(m.peer), ": ", why));
+  refuse(m, RefuseReason::kProtocol, why);
+  return true;
 }
 
 bool ServeControl::serve_one(Mirror& m) {

@@ -85,6 +85,42 @@ class TcpConn {
   // trusted with that: tests and tools).
   Next next_frame(proto::Frame* f, size_t* size);
   void consume(size_t n);
+  // Taken: what a reader of frames (read_frames) did with the front one.
+  enum class Taken : uint8_t {
+    kNext,   // handled: consume it and read on
+    kLast,   // handled: consume it and stop reading
+    kLeave,  // not taken (no room for it yet): leave it at the front and stop
+    kGone,   // the handler ended the connection (this object may be gone): touch nothing
+  };
+  // read_frames is the loop every reader of a control connection runs: it
+  // hands each whole frame at the front of the input, in order, to
+  // `on_frame(const proto::Frame& f, proto::ConstBytes plain)` (plain: the
+  // frame from its header on, without a MAC tag) and does what it answers,
+  // until no whole frame is left (kNeedMore), the handler stops (kFrame),
+  // or the front frame is malformed, oversized or forged (that Next;
+  // nothing of it consumed, nothing of it handed over).
+  template <class OnFrame>
+  Next read_frames(const FrameLimits& limits, OnFrame&& on_frame) {
+    for (;;) {
+      proto::Frame f;
+      size_t size = 0;
+      const Next n = next_frame(&f, &size, limits);
+      if (n != Next::kFrame) return n;
+      const proto::ConstBytes plain(f.body.data() - proto::kFrameHeaderBytes,
+                                    proto::kFrameHeaderBytes + f.body.size());
+      switch (on_frame(static_cast<const proto::Frame&>(f), plain)) {
+        case Taken::kNext:
+          consume(size);
+          continue;
+        case Taken::kLast:
+          consume(size);
+          return Next::kFrame;
+        case Taken::kLeave:
+        case Taken::kGone:
+          return Next::kFrame;
+      }
+    }
+  }
   // front_unsealed: the front frame read as if nothing sealed it (no check,
   // nothing consumed): for a REFUSE a peer sends before its side of the
   // frame MAC began (§1.8.2); false if no whole frame is there.

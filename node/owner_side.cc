@@ -124,24 +124,20 @@ void NodeImpl::step_out(OutPeer& p, uint64_t now) {
     return;
   }
   if (p.serve_link == nullptr) return;  // set up at the next pass
-  proto::Frame f;
-  size_t size = 0;
-  for (;;) {
-    const net::TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
-    if (n == net::TcpConn::Next::kNeedMore) break;
-    if (n == net::TcpConn::Next::kForged) {
-      ++counters.bad_frame_mac;
-      end_out(p, "a control frame failed its MAC (forged, replayed or altered in flight)");
-      return;
-    }
-    if (n != net::TcpConn::Next::kFrame) {
-      ++counters.frames_rejected;
-      end_out(p, "it sent a malformed frame");
-      return;
-    }
+  const net::TcpConn::Next n = p.conn->read_frames(limits, [&](const proto::Frame& f, proto::ConstBytes) {
     on_out_frame(p, f);
-    if (p.dead) return;
-    p.conn->consume(size);
+    return p.dead ? net::TcpConn::Taken::kGone : net::TcpConn::Taken::kNext;
+  });
+  if (p.dead) return;
+  if (n == net::TcpConn::Next::kForged) {
+    ++counters.bad_frame_mac;
+    end_out(p, "a control frame failed its MAC (forged, replayed or altered in flight)");
+    return;
+  }
+  if (n != net::TcpConn::Next::kNeedMore) {
+    ++counters.frames_rejected;
+    end_out(p, "it sent a malformed frame");
+    return;
   }
   if (!p.open_read) {
     end_out(p, kClosedByPeer);
@@ -364,40 +360,40 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
   if (t.closed && !t.finished) return end("closed");  // abandoned (a sender dropped without its terminal)
   // What came before a close is read first; only when the last look found it readable.
   const bool open = !(t.unwatched || engine->ready(t.conn->fd())) || t.conn->read_available(64u << 10);
-  proto::Frame f;
-  size_t size = 0;
-  for (;;) {
-    const net::TcpConn::Next n = t.conn->next_frame(&f, &size, limits);
-    if (n == net::TcpConn::Next::kNeedMore) break;
-    if (n != net::TcpConn::Next::kFrame) {
-      std::lock_guard l(mu);
-      ++(n == net::TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
-    } else if (f.header.kind == FrameKind::kNode && !t.node_seen) {
+  using Taken = net::TcpConn::Taken;
+  bool ended = false;  // end() ran: t.conn is gone
+  const net::TcpConn::Next n = t.conn->read_frames(limits, [&](const proto::Frame& f, proto::ConstBytes) {
+    auto gone = [&](const std::string& why) {
+      end(why);
+      ended = true;
+      return Taken::kGone;
+    };
+    if (f.header.kind == FrameKind::kNode && !t.node_seen) {
       proto::Node m;
       if (proto::decode_node(f, &m) != proto::DecodeError::kOk || m.worker_id != t.worker) {
-        return end("the node there is not the handle's");
+        return gone("the node there is not the handle's");
       }
       if (std::string why = prove_back(*t.conn, opt.psk, t.node_sent, f, m); !why.empty()) {
         {
           std::lock_guard l(mu);
           ++counters.unauthenticated;
         }
-        return end(why);
+        return gone(why);
       }
       t.node_seen = true;
       if (opt.psk) {  // keyed, the ATTACH waited for the peer's proof (and follows ours)
         queue_attach(*t.conn, proto::AttachRequest{t.attach->anchor, t.attach->session, proto::kTransportTcp});
       }
-      t.conn->consume(size);
-      continue;
-    } else if (f.header.kind == FrameKind::kAttach && !t.attached) {
+      return Taken::kNext;
+    }
+    if (f.header.kind == FrameKind::kAttach && !t.attached) {
       proto::AttachResponse resp;
       if (!decode_attach(f, &resp) || resp.session_id != t.attach->session) {
         {
           std::lock_guard l(mu);
           ++counters.frames_rejected;
         }
-        return end("a bad ATTACH answer");
+        return gone("a bad ATTACH answer");
       }
       auto choice = mux::choose(resp, mux);
       if (!choice.ok()) {
@@ -408,15 +404,20 @@ void NodeImpl::step_tcp_out(TcpStreamOut& t) {
         if (resp.slot_byte_budget != 0) t.byte_budget = resp.slot_byte_budget;
         answer(absl::OkStatus(), true);
       }
-      if (!t.attached) return end("refused");
-      t.conn->consume(size);
-      continue;
-    } else {
-      std::lock_guard l(mu);
-      ++counters.frames_rejected;  // nothing else comes this way
+      if (!t.attached) return gone("refused");
+      return Taken::kNext;
     }
-    if (n != net::TcpConn::Next::kFrame) return end("a malformed frame");
-    t.conn->consume(size);
+    std::lock_guard l(mu);
+    ++counters.frames_rejected;  // nothing else comes this way
+    return Taken::kNext;
+  });
+  if (ended) return;
+  if (n != net::TcpConn::Next::kNeedMore) {  // malformed, oversized or forged
+    {
+      std::lock_guard l(mu);
+      ++(n == net::TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
+    }
+    return end("a malformed frame");
   }
   if (!open) return end("closed by the peer");
   if (!t.conn->flush()) return end("a write failed");

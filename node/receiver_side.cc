@@ -52,36 +52,35 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   }
   // The per-stream path's credit is TCP's window: it was read only while
   // the consumer kept up (before_step's want_read).
-  proto::Frame f;
-  size_t size = 0;
+  using Taken = net::TcpConn::Taken;
+  auto window_full = [&] { return p.stream && p.stream->items.size() >= p.stream->window; };
   bool drained = false;  // no whole frame left in the input
-  for (;;) {
-    if (p.stream && p.stream->items.size() >= p.stream->window) break;
-    const net::TcpConn::Next n = p.conn->next_frame(&f, &size, limits);
-    if (n == net::TcpConn::Next::kNeedMore) {
-      drained = true;
-      break;
-    }
-    if (n != net::TcpConn::Next::kFrame) {  // malformed, oversized or forged: the stream cannot be resynchronised
+  if (!window_full()) {
+    const net::TcpConn::Next n = p.conn->read_frames(limits, [&](const proto::Frame& f, proto::ConstBytes) {
+      if (window_full()) return Taken::kLeave;
+      if (p.auth_pending) {
+        on_node_auth(p, f);
+      } else if (!p.node_seen) {
+        on_node(p, f);
+      } else if (f.header.kind == FrameKind::kAttach) {
+        on_attach_request(p, f);
+      } else if (f.header.kind == FrameKind::kStream && p.stream) {
+        on_stream_frame(p, f);
+      } else {
+        ++counters.frames_rejected;  // a known kind with no business on this side, or a newer one: skipped
+      }
+      if (p.conn == nullptr) return Taken::kGone;
+      return p.close_after_flush ? Taken::kLast : Taken::kNext;  // answered and done: nothing else it sends counts
+    });
+    if (p.conn == nullptr) return;
+    if (n != net::TcpConn::Next::kFrame && n != net::TcpConn::Next::kNeedMore) {
+      // Malformed, oversized or forged: the stream cannot be resynchronised.
       ++(n == net::TcpConn::Next::kForged ? counters.bad_frame_mac : counters.frames_rejected);
       if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
       retire(p.conn);
       return;
     }
-    if (p.auth_pending) {
-      on_node_auth(p, f);
-    } else if (!p.node_seen) {
-      on_node(p, f);
-    } else if (f.header.kind == FrameKind::kAttach) {
-      on_attach_request(p, f);
-    } else if (f.header.kind == FrameKind::kStream && p.stream) {
-      on_stream_frame(p, f);
-    } else {
-      ++counters.frames_rejected;  // a known kind with no business on this side, or a newer one: skipped
-    }
-    if (p.conn == nullptr) return;
-    p.conn->consume(size);
-    if (p.close_after_flush) break;  // answered and done: nothing else it sends counts
+    drained = n == net::TcpConn::Next::kNeedMore;
   }
   if (p.eof && drained) {
     if (p.auth_pending) ++counters.unauthenticated;  // it left without proving the key (another key)
