@@ -275,6 +275,19 @@ class alignas(64) ServeSession {
   }
   void send_to_all(proto::ConstBytes datagram, uint64_t now_ns);
   void transmit(proto::ConstBytes datagram);
+  // for_each_copy calls emit(to, trailer, owner) once for every copy a
+  // datagram goes out as: the group's (dup copies), then each addressed
+  // unicast mirror's (its own copies: dup, or dup = auto's choice).
+  template <class Emit>
+  void for_each_copy(Emit&& emit) {
+    auto each = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies, Unicast* u) {
+      for (uint32_t d = 0; d < copies; ++d) emit(to, trailer(tag), TxOwner{u, d != 0});
+    };
+    if (config_.multicast) each(*config_.multicast, group_tag_, config_.dup, nullptr);
+    for (Unicast& u : unicast_) {
+      if (u.to) each(*u.to, u.tag, copies_for(u), &u);
+    }
+  }
   // queue_to_all adds a data frame's datagrams (one per destination and
   // dup) to the step's burst; flush_pending sends the burst (at the end of
   // every step, and before anything else is sent, so nothing overtakes it).

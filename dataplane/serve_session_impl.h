@@ -98,7 +98,7 @@ void ServeSession<Port>::take_commands() {
       }
     } else {
       std::erase_if(unicast_, [&](const Unicast& u) { return u.token == c.token; });
-      recount_doubled();
+      if (config_.dup_auto) recount_doubled();  // without auto, no mirror is ever doubled
     }
   }
   if (took) count_unicast();  // the count moves only with a command (or a punch: on_datagram)
@@ -245,35 +245,23 @@ void ServeSession<Port>::transmit(proto::ConstBytes datagram) {
     link_.stats.datagrams += sent;
     n = 0;
   };
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies, Unicast* u) {
-    for (uint32_t d = 0; d < copies; ++d) {
-      owners[n] = TxOwner{u, d != 0};
-      tx[n++] = TxDatagram{datagram, to, binding_, nullptr, trailer(tag)};
-      if (n == kBurst) burst();
-    }
-  };
-  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup, nullptr);
-  for (Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag, copies_for(u), &u);
-  }
+  for_each_copy([&](const Endpoint& to, const std::byte* tag, TxOwner owner) {
+    owners[n] = owner;
+    tx[n++] = TxDatagram{datagram, to, binding_, nullptr, tag};
+    if (n == kBurst) burst();
+  });
   if (n != 0) burst();
 }
 
 template <PacketPort Port>
 void ServeSession<Port>::queue_to_all(proto::ConstBytes datagram) {
   bool queued = false;
-  auto push = [&](const Endpoint& to, const std::optional<TagFrame>& tag, uint32_t copies, Unicast* u) {
-    for (uint32_t d = 0; d < copies; ++d) {
-      if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
-      pending_owners_[pending_n_] = TxOwner{u, d != 0};
-      pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_, trailer(tag)};
-      queued = true;
-    }
-  };
-  if (config_.multicast) push(*config_.multicast, group_tag_, config_.dup, nullptr);
-  for (Unicast& u : unicast_) {
-    if (u.to) push(*u.to, u.tag, copies_for(u), &u);
-  }
+  for_each_copy([&](const Endpoint& to, const std::byte* tag, TxOwner owner) {
+    if (pending_n_ == kBurst) flush_pending();  // a wide fan-out: this frame's buffer stays taken below
+    pending_owners_[pending_n_] = owner;
+    pending_[pending_n_++] = TxDatagram{datagram, to, binding_, frame_lease_, tag};
+    queued = true;
+  });
   if (queued) ++pending_frames_;
 }
 
