@@ -49,7 +49,10 @@
 #           into a ring of 4 Mi slots, mirrored on h2 (CPU 1, alone): the
 #           highest rate at which the mirror gets every record with no NAK
 #           and no GAP (zero loss, nothing repaired), as the rate the
-#           publisher achieved; the last step is the publisher flat out.
+#           publisher achieved; the last doubling step is the publisher flat
+#           out. From the first step that fails, the asked rate bisects
+#           between it and the last that passed until the two are within
+#           5 % (both printed, and in the JSON: passed_asked, failed_asked).
 #           The publisher writes --unchecked records (sequence and stamp, no
 #           checksum: its least cost), and each step prints its CPU per
 #           record and the serve process's, the two sharing CPU 0. memif
@@ -474,30 +477,50 @@ run_rate() {
   sleep 1
   # A step passes when every record arrived with no NAK and no GAP; its
   # figure is the rate the publisher achieved (it shares CPU 0 with the
-  # source's worker, so it falls short of what was asked at the top).
-  local best=0 published=0 r got res rates=(250000 500000 1000000 2000000 4000000 8000000 0)
-  ((quick)) && rates=(500000 2000000 0)
-  for r in "${rates[@]}"; do
-    local count=$((r ? r * (quick ? 1 : 2) : 4000000)) naks gaps ok=1
+  # source's worker, so it falls short of what was asked at the top). The
+  # asked rate doubles until a step fails, then bisects between the last
+  # pass and that failure until they are within 5 % of each other.
+  local best=0 published=0 step_ok step_got
+  rate_step() {  # rate_step ASKED (0: flat out): sets step_ok, step_got
+    local r=$1 count naks gaps res cpu0 cpu1 pub_ns serve_ns
+    count=$((r ? r * (quick ? 1 : 2) : 4000000))
+    step_ok=1
     naks=$(mirror_stat "$log" NAKs); gaps=$(mirror_stat "$log" "GAP records")
-    local cpu0 cpu1
     cpu0=$(cpu_ticks "$serve_pid")
     res=$(h1 "$rf" publish "$R" --rate "$r" --count "$count" --idle yield --unchecked 2>&1 | grep "^publish: published")
     cpu1=$(cpu_ticks "$serve_pid")
-    got=$(grep -Eo '[0-9]+ rec/s' <<<"$res"); got=${got%% *}
+    step_got=$(grep -Eo '[0-9]+ rec/s' <<<"$res"); step_got=${step_got%% *}
     pub_ns=$(grep -Eo '[0-9.]+ CPU ns per record' <<<"$res"); pub_ns=${pub_ns%% *}
     serve_ns=$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) * 1e9 / os.sysconf('SC_CLK_TCK') / int(sys.argv[3]), 1))" "$cpu0" "$cpu1" "$count")
     published=$((published + count))
-    wait_for 20 mirror_at "$log" "$published" || ok=0
+    wait_for 20 mirror_at "$log" "$published" || step_ok=0
     sleep 1.1  # a stats line after the last record
-    [[ $(mirror_stat "$log" NAKs) == "${naks:-0}" ]] || ok=0
-    [[ $(mirror_stat "$log" "GAP records") == "${gaps:-0}" ]] || ok=0
-    echo "rate ($backend${tag:+, $tag}): asked $( ((r)) && echo "$r" || echo "flat out"), published $got rec/s: $( ((ok)) && echo "zero loss" || echo "NAKs or GAPs"); CPU per record: publisher $pub_ns ns, serve process $serve_ns ns"
-    ((ok)) || break
-    ((got > best)) && best=$got
+    [[ $(mirror_stat "$log" NAKs) == "${naks:-0}" ]] || step_ok=0
+    [[ $(mirror_stat "$log" "GAP records") == "${gaps:-0}" ]] || step_ok=0
+    echo "rate ($backend${tag:+, $tag}): asked $( ((r)) && echo "$r" || echo "flat out"), published ${step_got:-0} rec/s: $( ((step_ok)) && echo "zero loss" || echo "NAKs or GAPs"); CPU per record: publisher $pub_ns ns, serve process $serve_ns ns"
+    ((step_ok)) && ((${step_got:-0} > best)) && best=$step_got
+    return 0
+  }
+  local r lo=0 hi=0 rates=(250000 500000 1000000 2000000 4000000 8000000 0)
+  ((quick)) && rates=(500000 2000000 0)
+  for r in "${rates[@]}"; do
+    rate_step "$r"
+    if ((step_ok)); then
+      lo=$((r ? r : ${step_got:-0}))
+    else
+      hi=$((r ? r : ${step_got:-0}))  # flat out failing: what it reached is the bound above
+      break
+    fi
+  done
+  # Bisection (not in --quick): between lo (passed) and hi (failed) until within 5 %.
+  while ((!quick && hi > 0 && lo < hi && (hi - lo) * 20 > hi)); do
+    r=$(((lo + hi) / 2))
+    rate_step "$r"
+    if ((step_ok)); then lo=$r; else hi=$r; fi
   done
   echo "rate ($backend${tag:+, $tag}): highest zero-loss rate $best records/s"
-  echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best}" > "$out/rate-$backend${tag:+-$tag}.json"
+  echo "rate ($backend${tag:+, $tag}): asked rates bracket it: $lo passed, $( ((hi)) && echo "$hi failed" || echo "none failed")"
+  echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best, \"passed_asked\": $lo, \"failed_asked\": $hi}" > "$out/rate-$backend${tag:+-$tag}.json"
   rate_best=$best
   if [[ $tag == record ]]; then
     grep -h "^record" "$logs/$backend-record" | tail -n 2
