@@ -260,7 +260,9 @@ int tail_archive(const Args& args) {
     from = *f;
   }
   auto count = args.count("count", UINT64_MAX);
-  auto idle_exit = args.duration_ns("idle-exit", 0);
+  // At the end: stop (the default), or follow the recorder (--follow), for
+  // --idle-exit without a record if given.
+  auto idle_exit = args.duration_ns("idle-exit", args.has("follow") ? UINT64_MAX : 0);
   if (!count.ok()) return fail("tail", count.status());
   if (!idle_exit.ok()) return fail("tail", idle_exit.status());
   if (from < *oldest) {

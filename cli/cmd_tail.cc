@@ -31,6 +31,8 @@ const CommandSpec kTail{
         {"quiet", nullptr, "no per-second lines"},
         {"archive", "DIR", "read an archive directory instead of a ring (RING is then omitted);\n"
                            "      --from oldest or SEQ, --count, --print and --idle-exit apply"},
+        {"follow", nullptr, "with --archive: at the archive's end, wait for what its recorder appends\n"
+                            "      (until stopped, --count, or --idle-exit; without it, stop at the end)"},
     }};
 
 struct Counters {
@@ -54,6 +56,9 @@ int cmd_tail(int argc, char** argv, int first) {
     return fail("tail", absl::InvalidArgumentError("name a RING, or an archive with --archive DIR (not both)"));
   }
   if (args->has("archive")) return tail_archive(*args);
+  if (args->has("follow")) {
+    return fail("tail", absl::InvalidArgumentError("--follow is for --archive DIR (a ring's tail always follows)"));
+  }
   auto start = parse_start(args->str("from", "latest"));
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   auto count = args->count("count", UINT64_MAX);

@@ -12,7 +12,8 @@
 #   4. bad options fail at start with a message that says what to change;
 #   5. a [[record]] in `ringfire run`: waits for its ring, records on a
 #      thread of its own, shows in ctl list, stat, top and /metrics, and
-#      flushes on SIGTERM.
+#      flushes on SIGTERM;
+#   6. `tail --archive --follow` reads a live recording as it grows.
 # Usage: archive_cli_test.sh PATH/TO/ringfire
 set -u
 rf=$1
@@ -26,6 +27,7 @@ cleanup() {
   "$rf" remove "$ring" >/dev/null 2>&1
   "$rf" remove "$ring-replay" >/dev/null 2>&1
   "$rf" remove "$ring-late" >/dev/null 2>&1
+  "$rf" remove "$ring-follow" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -76,10 +78,14 @@ grep -q "gap \[$published, $((published + 50))) not recorded (yet)" <<<"$out" ||
 # 3. A flipped byte three quarters into the first segment (past its first
 # batch, however much the first recorder took at once: a flip inside the
 # first batch leaves no last good record to stop at).
+# Three quarters into the bytes its batches hold (as `archive` lists them),
+# not the file's size: a sealed segment's file can run past its last batch.
 seg=$(ls "$tmp/a"/*.seg | head -1)
-python3 - "$seg" <<'PY'
+held=$("$rf" archive "$tmp/a" 2>&1 | awk -v s="$(basename "$seg")" '$1 == s {for (i = 2; i < NF; i++) if ($(i + 1) == "bytes") print $i}')
+[[ $held =~ ^[0-9]+$ ]] || fail "archive listed no byte count for $seg"
+python3 - "$seg" "${held:-0}" <<'PY'
 import os, sys
-at = os.path.getsize(sys.argv[1]) * 3 // 4
+at = int(sys.argv[2]) * 3 // 4 or os.path.getsize(sys.argv[1]) * 3 // 4
 with open(sys.argv[1], "r+b") as f:
     f.seek(at)
     b = f.read(1)
@@ -89,7 +95,9 @@ PY
 out=$("$rf" archive "$tmp/a" 2>&1)
 rc=$?
 [[ $rc == 3 ]] || fail "archive of a damaged segment exited $rc: $out"
-grep -q "$seg: damaged at offset [0-9]* (batch checksum mismatch); last good sequence [0-9]*" <<<"$out" ||
+# The reason depends on the byte hit: a batch's contents (checksum mismatch)
+# or its header (no batch header where one should start).
+grep -Eq "$seg: damaged at offset [0-9]+ \((batch checksum mismatch|no batch header where one should start)\); last good sequence [0-9]+" <<<"$out" ||
   fail "archive names the damage: $out"
 out=$("$rf" tail --archive "$tmp/a" 2>&1)
 rc=$?
@@ -176,6 +184,29 @@ printf '[[record]]\nname = "x"\nring = "r"\ndir = "/tmp/x"\nfsync = "often"\n[[p
 check_err "bad.toml:5: \[\[record\]\] x, key 'fsync': --fsync often: use segment, never" "$rf" run "$tmp/bad.toml" --check
 printf '[[record]]\nname = "x"\nring = "r"\n[[port]]\nname = "lo"\nbackend = "kernel"\niface = "lo"\n' >"$tmp/bad.toml"
 check_err "needs dir = " "$rf" run "$tmp/bad.toml" --check
+
+# 6. `tail --archive --follow` reads a live recording as its recorder
+# appends: started at the archive's end, it gets every record published
+# after it, checked, and stops at --count.
+"$rf" create "$ring-follow" --capacity 64Ki >/dev/null
+"$rf" record "$ring-follow" --dir "$tmp/f" --from latest >"$tmp/frec.out" 2>&1 &
+frec=$!
+pids+=("$frec")
+for _ in $(seq 50); do grep -qs "^record: " "$tmp/frec.out" && break; sleep 0.1; done
+"$rf" publish "$ring-follow" --count 1000 --quiet >/dev/null
+for _ in $(seq 50); do "$rf" tail --archive "$tmp/f" 2>/dev/null | grep -q "last seq 999" && break; sleep 0.1; done
+timeout 60 "$rf" tail --archive "$tmp/f" --follow --count 41000 >"$tmp/follow.out" 2>&1 &
+follower=$!
+sleep 0.5
+"$rf" publish "$ring-follow" --count 40000 --rate 40k --quiet >/dev/null
+wait "$follower"
+frc=$?
+[[ $frc == 0 && "$(cat "$tmp/follow.out")" == "tail: 41000 records verified, 0 lost in 0 gaps, 0 holes skipped, 0 torn, 0 misplaced, last seq 40999" ]] ||
+  fail "tail --archive --follow of a live recording (exit $frc): $(cat "$tmp/follow.out")"
+out=$("$rf" tail "$ring-follow" --follow 2>&1); rc=$?
+[[ $rc == 2 && "$out" == *"--follow is for --archive"* ]] || fail "tail RING --follow: rc $rc, $out"
+kill "$frec"; wait "$frec" 2>/dev/null
+"$rf" remove "$ring-follow" >/dev/null 2>&1
 
 if ((fails)); then
   echo "archive_cli_test: $fails failures"
