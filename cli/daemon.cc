@@ -418,7 +418,7 @@ class Daemon {
   };
   // end_recording stops a recording's thread (it flushes) and says how it ended.
   static void end_recording(Recording& r) {
-    r.stop.store(true, std::memory_order_release);
+    r.stop.store(true, std::memory_order_release);  // pairs with the recording thread's acquire load
     if (r.thread.joinable()) r.thread.join();
     r.report->finish();
     if (!r.result.ok()) std::printf("run: record %s: %s\n", r.name.c_str(), std::string(r.result.message()).c_str());

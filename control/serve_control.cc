@@ -1051,7 +1051,8 @@ uint64_t ServeControl::tcp_poll_at(uint64_t now_ns) {
   if (behind || worker_behind || now_ns - tcp_caught_up_ns_ < kTcpQuietNs) return now_ns + kTcpBehindPollNs;
   // Quiet: the worker tells us once it has taken record `ws`. Seq_cst
   // store, then a second look at the ring: a record the worker took before
-  // it saw the request is seen here (tell_control_if_asked's load).
+  // it saw the request is seen here (pairs with tell_control_if_asked's
+  // seq_cst load).
   worker_->tell_control_at.store(ws, std::memory_order_seq_cst);
   if (h.write_seq.load(std::memory_order_seq_cst) != ws) return now_ns + kTcpBehindPollNs;
   return now_ns + kTcpCaughtUpPollNs;

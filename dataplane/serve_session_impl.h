@@ -487,7 +487,8 @@ bool ServeSession<Port>::take_record(uint64_t now_ns) {
 
 template <PacketPort Port>
 void ServeSession<Port>::tell_control_if_asked() {
-  // Seq_cst load: the control stores its request and then looks at the
+  // Seq_cst load, paired with the control's seq_cst store of the request
+  // (ServeControl::tcp_poll_at): the control stores its request and then looks at the
   // ring once more (ServeControl::tcp_poll_at); a request made as these
   // records were taken is seen here, or the control sees the records.
   const uint64_t at = link_.tell_control_at.load(std::memory_order_seq_cst);

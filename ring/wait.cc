@@ -34,7 +34,8 @@ bool wait_for_write(RingHeader& h, uint64_t seen, uint64_t timeout_ns, uint32_t 
   // kArmedLookNs (a publish about to land costs no sleep), and covers a
   // writer built before that fence as well as timing allows.
   h.sleepers.store(1, std::memory_order_seq_cst);
-  // Acquire: pairs with the writer's release store of write_seq.
+  // Seq_cst loads: pair with the writer's seq_cst fence between its
+  // release store of write_seq and its load of sleepers (wake_parked).
   const uint64_t look_until = monotonic_ns() + kArmedLookNs;
   do {
     if (h.write_seq.load(std::memory_order_seq_cst) != seen) return true;

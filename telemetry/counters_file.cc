@@ -59,7 +59,8 @@ absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::s
   copy_text(f.header_->ring, sizeof(f.header_->ring), ring);
   copy_text(f.header_->detail, sizeof(f.header_->detail), detail);
   f.header_->updated_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  // Release: a reader that sees the magic (acquire) sees the header above.
+  // Release: pairs with the reader's acquire load of the magic: a reader
+  // that sees it sees the header above.
   std::atomic_ref<uint64_t>(f.header_->magic).store(kCountersMagic, std::memory_order_release);
   for (uint32_t i = capacity; i > 0; --i) f.free_.push_back(i - 1);
   return f;
