@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "dataplane/fault_injector.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
 #include "mux/anchor_handle.h"
@@ -142,6 +143,11 @@ struct NodeOptions {
   // no ATTACH round trip (its first records go with the OpenSlot). Once
   // per anchor; later producers attach as ever. Off: handles without.
   bool tickets = true;
+  // channel_rx_faults: tests only. Seeded loss, duplication and reordering
+  // of every ingress channel's datagrams as its mirror receives them
+  // (MirrorWorkerConfig::rx_faults): the channel's NAKs must repair them
+  // before a batch is applied. Off unless set.
+  dataplane::FaultConfig channel_rx_faults;
 };
 
 // Item: one thing a consumer reads from an anchor.

@@ -251,6 +251,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.health_interval_ns = 1'000'000'000;
   spec.options.psk = opt.psk;  // set: the source must prove the key, and so must we
   spec.options.worker.reader_wake = &ready;  // its commits wake a reader waiting on the node's descriptor
+  spec.options.worker.rx_faults = opt.channel_rx_faults;  // tests: none unless set
   const uint64_t arena = channel_arena();
   spec.options.max_ring_bytes = uint64_t{opt.channel_records} * sizeof(ring::BlobDescriptor) + arena;
   spec.options.lazy_ring = true;  // its pages as batches land, not all before the first
