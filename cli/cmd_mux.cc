@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -170,6 +171,38 @@ uint64_t peak_rss_kib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<uint64_t>(u.ru_maxrss);
+}
+
+// thread_cpu_ns: each thread's CPU so far (/proc/self/task/*/schedstat's
+// first field), summed by thread name (`rf-node`, `rf-worker`, the
+// command's own). Threads that ended before the call are not in it.
+std::map<std::string, uint64_t> thread_cpu_ns() {
+  std::map<std::string, uint64_t> by_name;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return by_name;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string dir = absl::StrCat("/proc/self/task/", e->d_name);
+    std::string name;
+    uint64_t ns = 0;
+    std::ifstream comm(dir + "/comm");
+    std::ifstream stat(dir + "/schedstat");
+    if (std::getline(comm, name) && (stat >> ns)) by_name[name] += ns;
+  }
+  closedir(d);
+  return by_name;
+}
+
+// cpu_by_thread: ns per item of each thread name between two thread_cpu_ns() calls.
+nlohmann::json cpu_by_thread(const std::map<std::string, uint64_t>& before, const std::map<std::string, uint64_t>& after,
+                             uint64_t items) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, ns] : after) {
+    const auto b = before.find(name);
+    const uint64_t spent = ns - (b != before.end() && b->second <= ns ? b->second : 0);
+    j[name] = items ? static_cast<double>(spent) / static_cast<double>(items) : 0;
+  }
+  return j;
 }
 
 // open_fds: descriptors the process holds now.
@@ -500,6 +533,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
   uint64_t flushes = 0;           // flush_batch() calls, one per decode step (Manual)
   const uint64_t start = now_ns();
   const double cpu0 = cpu_seconds();
+  const auto threads0 = thread_cpu_ns();
   const node::NodeStats before = n.stats();  // the decode loop's own bursts and datagrams (attach's OpenSlots apart)
   node::NodeStats loop_end = before;
   for (uint64_t t = 0; t < c.tokens && !stop_requested(); ++t) {
@@ -542,6 +576,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
   for (auto& s : senders) s->finish();
   if (manual) n.flush_batch();
   const double cpu = cpu_seconds() - cpu0;
+  const auto threads1 = thread_cpu_ns();
   // Everything sent must be applied by the peer before the node goes.
   if (!n.drain(c.timeout_s * 1'000'000'000)) std::printf("mux-produce: not drained within --timeout\n");
   const node::NodeStats s = n.stats();
@@ -566,6 +601,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
                       {"closed", closed},
                       {"credit_exhausted", s.out.credit_exhausted},
                       {"cpu_ns_per_token", sent ? cpu * 1e9 / static_cast<double>(sent) : 0},
+                      {"cpu_ns_per_token_by_thread", cpu_by_thread(threads0, threads1, sent)},
                       {"rings_warm", rings_warm},
                       {"seconds", static_cast<double>(now_ns() - start) / 1e9}};
   std::printf(c.json ? "%s\n" : "mux-produce: %s\n", j.dump().c_str());

@@ -15,7 +15,10 @@
 # --sweep: X streams to one frontend for each X, paced (the issue's V5
 # sweep at Y = 1): per-stream vs mux (kernel), plus mux on memif when
 # built with DPDK; records per flush (the batching ratio: tokens written
-# per flush_batch), CPU per token, peak RSS and fds, latency and TTFT.
+# per flush_batch), CPU per token (the producer's also by thread: its
+# decode loop, the node's conductor, the data-plane worker), peak RSS and
+# fds, latency and TTFT; and the pacing floor (perf/pace_floor: the paced
+# loop with nothing in it, its CPU a step over X).
 #
 # paced    --rate decode steps per second (default 50: a token per stream
 #          every 20 ms, an LLM's decode rate): per-token latency p50/p99/p99.9,
@@ -26,6 +29,7 @@
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
+pace_floor=$(dirname "$(dirname "$rf")")/perf/pace_floor  # beside the binary, in its build
 streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra="" memif_at="64"
 while (($#)); do
   case $1 in
@@ -128,18 +132,27 @@ if [[ -n $sweep ]]; then
     if have_dpdk && [[ " $memif_at " == *" $x "* ]]; then
       one "mux-memif" paced "--backend dpdk --dpdk-ip 198.18.1.1 --eal '$(eal 0 server)'" "--backend dpdk --dpdk-ip 198.18.1.2 --eal '$(eal 1 client)'" "$x"
     fi
+    # The pacing floor: the same paced loop with nothing in it, on the
+    # producer's host and CPU (perf/pace_floor.cc) — under every path's
+    # producer CPU per token at this X.
+    floor=$(on 2 taskset -c 1 "$pace_floor" --rate "$rate" --steps "$tokens")
+    echo "{\"run\": \"pace-floor\", \"mode\": \"paced\", \"streams\": $x, \"floor\": $floor}" >>"$results"
   done
   python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'X':>5} {'run':11} {'tokens':>8} {'rec/flush':>9} {'p50 us':>8} {'p99 us':>8} {'ttft p50':>8} {'cpu ns/tok p':>12} {'c':>7} {'rss MiB p':>9} {'c':>6} {'fds p':>6} {'c':>6}")
+print(f"{'X':>5} {'run':11} {'tokens':>8} {'rec/flush':>9} {'p50 us':>8} {'p99 us':>8} {'ttft p50':>8} {'cpu ns/tok p':>12} {'c':>7} {'rss MiB p':>9} {'c':>6} {'fds p':>6} {'c':>6}  p by thread: loop/node/worker")
 for r in rows:
+    if r["run"] == "pace-floor":  # the paced loop alone: its CPU a step over X tokens
+        print(f"{r['streams']:5} {'pace-floor':11} {'':8} {'':9} {'':8} {'':8} {'':8} {r['floor']['cpu_ns_per_step'] / r['streams']:12.0f}")
+        continue
     c, p = r["consumer"], r["producer"]
     if "error" in c or "error" in p:
         print(f"{r['streams']:5} {r['run']:11} failed: {(p.get('error') or c.get('error','')).strip()[-120:]}")
         continue
     print(f"{r['streams']:5} {r['run']:11} {c['tokens']:8} {p['records_per_flush']:9.1f} {c['latency_us']['p50']:8.0f} {c['latency_us']['p99']:8.0f} "
-          f"{c['ttft_us']['p50']:8.0f} {p['cpu_ns_per_token']:12.0f} {c['cpu_ns_per_token']:7.0f} {p['peak_rss_kib']/1024:9.1f} {c['peak_rss_kib']/1024:6.1f} {p['fds']:6} {c['fds']:6}")
+          f"{c['ttft_us']['p50']:8.0f} {p['cpu_ns_per_token']:12.0f} {c['cpu_ns_per_token']:7.0f} {p['peak_rss_kib']/1024:9.1f} {c['peak_rss_kib']/1024:6.1f} {p['fds']:6} {c['fds']:6}  "
+          + "/".join(f"{p.get('cpu_ns_per_token_by_thread', {}).get(t, 0):.0f}" for t in ("ringfire", "rf-node", "rf-worker")))
 PY
   exit 0
 fi
