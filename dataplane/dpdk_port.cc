@@ -339,6 +339,7 @@ DpdkPort::DpdkPort(DpdkPort&& o) noexcept
       l2_(std::move(o.l2_)),
       next_l2_tsc_(o.next_l2_tsc_),
       link_up_(o.link_up_),
+      link_known_(o.link_known_),
       link_iface_(std::move(o.link_iface_)),
       link_probe_fd_(std::exchange(o.link_probe_fd_, -1)),
       rx_gate_(o.rx_gate_),

@@ -214,7 +214,11 @@ class DpdkPort {
   TxHeaderCache tx_headers_;  // built at open, from mac_, the address and the TTL
   L2Agent l2_;  // ARP answers and requests, the groups joined and their reports
   uint64_t next_l2_tsc_ = 0;
+  // link_up_: the link as last looked at; link_known_ false while no group
+  // is joined (nothing to announce, so no look: an ioctl every 100 ms on
+  // the worker for nothing), and the next look only records it.
   bool link_up_ = true;
+  bool link_known_ = false;
   std::string link_iface_;   // the kernel interface under the port ("" for a NIC, memif)
   int link_probe_fd_ = -1;   // owned: a socket to ask the kernel for link_iface_'s flags
   // af_xdp: an empty RX burst costs a recvfrom(); poll the socket's RX ring

@@ -61,11 +61,18 @@ bool DpdkPort::send_l2(absl::FunctionRef<size_t(proto::MutableBytes)> write) {
 
 void DpdkPort::send_igmp_report() {
   const std::span<const uint32_t> groups(l2_.groups());
+  bool all_sent = true;
   for (size_t i = 0; !L2Agent::report_chunk(groups, i).empty(); ++i) {
     const auto chunk = L2Agent::report_chunk(groups, i);
-    if (send_l2([&](proto::MutableBytes out) { return l2_.igmp_report(chunk, false, out); })) ++stats_.igmp_reports;
+    if (send_l2([&](proto::MutableBytes out) { return l2_.igmp_report(chunk, false, out); })) {
+      ++stats_.igmp_reports;
+    } else {
+      all_sent = false;
+    }
   }
-  l2_.reported(rte_get_tsc_cycles());
+  // A report that did not go (no mbuf, a full TX ring) stays due: tried
+  // again at the next tick, not a minute later.
+  if (all_sent) l2_.reported(rte_get_tsc_cycles());
 }
 
 void DpdkPort::send_igmp_leave(std::span<const uint32_t> groups) {
@@ -80,12 +87,15 @@ void DpdkPort::l2_tick(uint64_t now) {
   // The link: a switch port that went down forgot its groups (a snooping
   // switch empties its table for it), so a link that comes back up
   // announces them again at once rather than at the next minute's refresh.
-  if (const int up = link_is_up(); up >= 0) {
-    if (up == 1 && !link_up_) {
+  if (l2_.groups().empty()) {
+    link_known_ = false;
+  } else if (const int up = link_is_up(); up >= 0) {
+    if (up == 1 && !link_up_ && link_known_) {
       l2_.link_came_up();
       ++stats_.link_ups;
     }
     link_up_ = up == 1;
+    link_known_ = true;
   }
   if (l2_.report_due(now)) send_igmp_report();
 }

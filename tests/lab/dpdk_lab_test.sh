@@ -31,7 +31,7 @@ lab_logs dpdk
 ip -n "${LAB_PREFIX}br" link set br0 type bridge mcast_snooping 1
 for h in 2 3; do ip -n "${LAB_PREFIX}br" link set "${LAB_PREFIX}p$h" type bridge_slave fastleave on; done
 # in_mdb GROUP HOST: the bridge has HOST's port as a member of GROUP.
-in_mdb() { ip netns exec "${LAB_PREFIX}br" bridge mdb show | grep -q "port ${LAB_PREFIX}p$2 grp $1"; }
+in_mdb() { ip netns exec "${LAB_PREFIX}br" bridge mdb show | grep -qE "port ${LAB_PREFIX}p$2 grp ${1//./\\.}( |$)"; }
 
 log "kernel source on h1; DPDK mirrors on h2 (multicast) and h3 (unicast, 5% loss + reordering)"
 src=$(ring_name src)
