@@ -31,9 +31,8 @@ while (($#)); do
     *) echo "usage: $0 [--build DIR] [--minutes N] [--rate R] [--seed S] [--json FILE]" >&2; exit 2 ;;
   esac
 done
-rf=$build/cli/ringfire
-[[ -x $rf ]] || { echo "chaos: no $rf (build first)" >&2; exit 2; }
-source "$top/tests/lab/lib.sh"
+source "$top/perf/lib.sh"
+perf_ringfire chaos
 lab_up 4
 lab_logs chaos
 RANDOM=$seed

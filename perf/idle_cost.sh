@@ -28,7 +28,7 @@ while (($#)); do
 done
 rf=$build/cli/ringfire
 stage=$build/perf/stage_reader
-source "$top/tests/lab/lib.sh"
+source "$top/perf/lib.sh"
 lab_up 2
 lab_logs idle
 hz=$(getconf CLK_TCK)
@@ -40,8 +40,6 @@ flags() {  # flags HOST
     af_xdp) echo "--backend dpdk --pmd af_xdp --iface eth0" ;;
   esac
 }
-# cpu_ticks PID: user + system clock ticks so far.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 results=()
 for mode in ${modes//,/ }; do

@@ -18,15 +18,13 @@ while (($#)); do
     *) echo "usage: $0 [--build DIR] [--rate R] [--seconds S] [--json FILE]" >&2; exit 2 ;;
   esac
 done
-rf=$build/cli/ringfire
-[[ -x $rf ]] || { echo "jumbo_bench: no $rf (build first)" >&2; exit 2; }
-source "$top/tests/lab/lib.sh"
+source "$top/perf/lib.sh"
+perf_ringfire jumbo_bench
 lab_up 2
 lab_logs jumbo
 direct_link 1 || { echo "jumbo_bench: link d1 is down" >&2; exit 1; }
 for h in 1 2; do on $h ip link set d1 mtu 9000; done
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-count=$((rate * seconds))
+count=$(awk -v r="$rate" -v s="$seconds" 'BEGIN {printf "%d", r * s}')  # --seconds may be fractional
 rows=() results=()
 port=7600
 for mtu in 1472 8972; do

@@ -117,7 +117,7 @@ stage=$build/perf/stage_reader
 raw=$build/perf/packet_raw
 out=${out:-$top/perf/results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
-source "$top/tests/lab/lib.sh"
+source "$top/perf/lib.sh"
 lab_up 3
 # The direct links: d1 carries ring P (h1 -> h2), d2 ring B (h2 -> h1).
 for l in 1 2; do
@@ -450,8 +450,6 @@ run_repair() {
 # run_rate BACKEND P0 G [TAG OPTION...]: the one-way rate; TAG names the
 # variant (its JSON is rate-BACKEND-TAG.json), the options go to both the
 # serve and the mirror (e.g. --psk-file).
-# cpu_ticks PID: the process's user + system CPU time so far, in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 run_rate() {
   local backend=$1 p0=$2 g=$3 tag=${4:-}
@@ -491,7 +489,7 @@ run_rate() {
     cpu1=$(cpu_ticks "$serve_pid")
     step_got=$(grep -Eo '[0-9]+ rec/s' <<<"$res"); step_got=${step_got%% *}
     pub_ns=$(grep -Eo '[0-9.]+ CPU ns per record' <<<"$res"); pub_ns=${pub_ns%% *}
-    serve_ns=$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) * 1e9 / os.sysconf('SC_CLK_TCK') / int(sys.argv[3]), 1))" "$cpu0" "$cpu1" "$count")
+    serve_ns=$(ticks_ns_per "$cpu0" "$cpu1" "$count")
     published=$((published + count))
     wait_for 20 mirror_at "$log" "$published" || step_ok=0
     sleep 1.1  # a stats line after the last record
@@ -509,12 +507,16 @@ run_rate() {
       lo=$((r ? r : ${step_got:-0}))
     else
       hi=$((r ? r : ${step_got:-0}))  # flat out failing: what it reached is the bound above
+      # ... unless a lower asked rate passed above it (asked 8 M, published
+      # 5 M, zero loss; flat out reached 4.9 M with a NAK): nothing between.
+      ((hi > lo)) || hi=$((lo + 1))
       break
     fi
   done
   # Bisection (not in --quick): between lo (passed) and hi (failed) until within 5 %.
   while ((!quick && hi > 0 && lo < hi && (hi - lo) * 20 > hi)); do
     r=$(((lo + hi) / 2))
+    ((r > 0)) || break  # an asked 0 is flat out, not a rate
     rate_step "$r"
     if ((step_ok)); then lo=$r; else hi=$r; fi
   done

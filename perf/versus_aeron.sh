@@ -67,7 +67,8 @@ med = {"a_rt": [], "a_rate": []}
 for i in range(1, rounds + 1):
     d = os.path.join(out, f"round{i}")
     a = load(os.path.join(d, "aeron.json"))
-    if not a:
+    if not a or not a.get("round_trip_p50_us") or not a.get("one_way_msgs_per_s"):
+        print(f"round {i}: Aeron's figures are missing or zero: no ratios for it", file=sys.stderr)
         continue
     a_rt, a_rate = a["round_trip_p50_us"], a["one_way_msgs_per_s"]
     med["a_rt"].append(a_rt)
