@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "net/auth.h"
+#include "net/frame_mac.h"
 #include "proto/frame.h"
 
 namespace ringfire::net {
@@ -22,11 +24,10 @@ namespace {
 using Taken = TcpConn::Taken;
 using Next = TcpConn::Next;
 
-// frame: a NAK-kind frame with `body` (the kind does not matter here).
-std::vector<std::byte> frame(const std::string& body) {
+// frame: a frame of `kind` (NAK unless said: the kind does not matter here) with `body`.
+std::vector<std::byte> frame(const std::string& body, proto::FrameKind kind = proto::FrameKind::kNak) {
   std::vector<std::byte> b(proto::kFrameHeaderBytes + body.size());
-  proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kNak, 0, 0, static_cast<uint32_t>(body.size()), 0},
-                             b.data());
+  proto::encode_frame_header(proto::FrameHeader{kind, 0, 0, static_cast<uint32_t>(body.size()), 0}, b.data());
   std::memcpy(b.data() + proto::kFrameHeaderBytes, body.data(), body.size());
   return b;
 }
@@ -107,6 +108,8 @@ TEST(TcpConnReadFrames, ABadFrameIsReportedAndNothingOfItHandedOver) {
   });
   EXPECT_EQ(n, Next::kOversized);
   EXPECT_EQ(seen, (std::vector<std::string>{"fine"}));
+  // Nothing of the bad frame was consumed: it and what follows are held.
+  EXPECT_EQ(p.reader->buffered(), frame(std::string(100, 'x')).size() + frame("after").size());
 
   Pair q;
   std::vector<std::byte> junk = frame("junk");
@@ -119,6 +122,67 @@ TEST(TcpConnReadFrames, ABadFrameIsReportedAndNothingOfItHandedOver) {
     return Taken::kNext;
   }), Next::kMalformed);
   EXPECT_TRUE(seen.empty());
+  EXPECT_EQ(q.reader->buffered(), junk.size());
+}
+
+// A source that refused the handshake before its side of the MAC began
+// sends its REFUSE unsealed (PROTOCOL.md §1.8.2): to a MACed reader that is
+// a frame that fails its MAC (kForged, nothing handed over or consumed),
+// which front_unsealed reads as it is — whole frames only.
+TEST(TcpConnReadFrames, AnUnsealedRefuseFailsItsMacAndIsReadUnsealed) {
+  Pair p;
+  Psk k;
+  k.key.assign(40, 'k');
+  const std::vector<std::byte> h = frame("hello"), a1 = frame("step1"), a2 = frame("step2");
+  p.reader->start_frame_mac(mirror_frame_keys(k, h, a1, a2, false));
+  const std::vector<std::byte> refuse = frame("not you", proto::FrameKind::kRefuse);
+  p.write(std::vector<std::byte>(refuse.begin(), refuse.end() - 2));  // all but its last two bytes
+  ASSERT_TRUE(p.reader->read_available());
+  proto::Frame f;
+  EXPECT_FALSE(p.reader->front_unsealed(&f)) << "half a frame read as one";
+  p.write(std::vector<std::byte>(refuse.end() - 2, refuse.end()));
+  ASSERT_TRUE(p.reader->read_available());
+  int calls = 0;
+  EXPECT_EQ(p.reader->read_frames(limits(1024), [&](const proto::Frame&, proto::ConstBytes) {
+    ++calls;
+    return Taken::kNext;
+  }), Next::kForged);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(p.reader->buffered(), refuse.size());
+  ASSERT_TRUE(p.reader->front_unsealed(&f));
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kRefuse);
+  EXPECT_EQ(body_of(f), "not you");
+}
+
+// On a connection whose frames are MACed, a frame left at the front
+// (kLeave: no room for it yet) is read again whole on the next call, and
+// its tag still verifies: the check is of the frame, once it is taken,
+// not a counter moved by a look.
+TEST(TcpConnReadFrames, OnAMacedConnectionALeftFrameIsReadAgainAndVerifies) {
+  int fds[2] = {-1, -1};
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  TcpConn writer(fds[0]), reader(fds[1]);
+  Psk k;
+  k.key.assign(40, 'k');
+  const std::vector<std::byte> h = frame("hello"), a1 = frame("step1"), a2 = frame("step2");
+  writer.start_frame_mac(mirror_frame_keys(k, h, a1, a2, true));
+  reader.start_frame_mac(mirror_frame_keys(k, h, a1, a2, false));
+  for (const char* b : {"one", "two", "three"}) ASSERT_TRUE(writer.send(frame(b)));
+  ASSERT_TRUE(reader.read_available());
+  std::vector<std::string> seen;
+  auto take = [&](Taken at_two) {
+    return [&seen, at_two](const proto::Frame& f, proto::ConstBytes plain) {
+      seen.push_back(body_of(f));
+      EXPECT_EQ(plain.size(), proto::kFrameHeaderBytes + f.body.size()) << "the plain frame carries no tag";
+      return body_of(f) == "two" ? at_two : Taken::kNext;
+    };
+  };
+  EXPECT_EQ(reader.read_frames(limits(1024), take(Taken::kLeave)), Next::kFrame);
+  EXPECT_EQ(reader.read_frames(limits(1024), take(Taken::kLeave)), Next::kFrame);  // looked at twice, still there
+  EXPECT_EQ(reader.read_frames(limits(1024), take(Taken::kNext)), Next::kNeedMore);
+  EXPECT_EQ(seen, (std::vector<std::string>{"one", "two", "two", "two", "three"}));
+  EXPECT_EQ(reader.buffered(), 0u);
+
 }
 
 TEST(TcpConnReadFrames, AHandlerThatEndsTheConnectionIsLeftAlone) {
