@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "archive/archive_reader.h"
+#include "archive/replay_feed.h"
 #include "control/ring_geometry.h"
 #include "proto/data_framer.h"
 #include "ring/monotonic.h"
@@ -81,9 +82,10 @@ struct ServeControl::Mirror {
   bool slow = false;
   uint64_t stall_written = 0;
   uint64_t stall_since_ns = 0;
-  // replay: reading the archive for this mirror (at most archive_replays
-  // mirrors at once); replay_next: the sequence it stands at, if known.
-  std::unique_ptr<archive::ArchiveReader> replay;
+  // replay: the archive read ahead for this mirror on a thread of its own
+  // (at most archive_replays mirrors at once; the conductor never reads
+  // the disk for it); replay_next: the sequence it stands at, if known.
+  std::unique_ptr<archive::ReplayFeed> replay;
   uint64_t replay_next = UINT64_MAX;
   uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
   bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
@@ -468,19 +470,19 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       retry_archive_at(monotonic_ns() + kArchiveSlotRetryNs);
       return first;
     }
-    auto r = archive::ArchiveReader::open(config_.archive_dir);
+    // Its catalog is read here (a small file); the segments, on the feed's thread.
+    auto r = archive::ReplayFeed::open(config_.archive_dir);
     if (!r.ok()) {
       ++stats_.archive_errors;
       note("archive", absl::StrCat("the archive cannot be read: ", r.status().message()));
       return first;  // the ring's answer (a GAP) stands
     }
-    if (const std::string why = archive::shape_mismatch(r->catalog().shape, archive::shape_of(info_)); !why.empty()) {
+    if (const std::string why = archive::shape_mismatch((*r)->catalog().shape, archive::shape_of(info_)); !why.empty()) {
       ++stats_.archive_errors;
       note("archive", absl::StrCat("the archive is of another kind of ring (", why, " ): not served from"));
       return first;
     }
-    m.replay = std::make_unique<archive::ArchiveReader>(std::move(*r));
-    m.replay->never_wait();  // the conductor's: a segment being removed is tried again, not waited for
+    m.replay = std::move(*r);
     m.replay_next = UINT64_MAX;
     ++replays_open_;
     ++stats_.archive_replays;
@@ -517,9 +519,10 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     want = next;
   };
   uint64_t sent = 0;
-  // A segment retention is removing (the catalog still lists it): held,
-  // tried again in a millisecond; no GAP, nothing marked dry. What went
-  // before it this turn is out and counted.
+  // The feed's thread has not read this far yet, or stands at a segment
+  // retention is removing (the catalog still lists it): held, tried again
+  // in a millisecond; no GAP, nothing marked dry. What went before it this
+  // turn is out and counted.
   auto held = [&] {
     out.flush();
     stats_.archive_records += sent;

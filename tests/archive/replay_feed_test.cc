@@ -1,0 +1,242 @@
+// replay_feed_test.cc — an archive read ahead on the feed's thread, taken
+// through the reader's own calls without ever waiting: every record in
+// order from any seek, what a recorder adds after the end, a range older
+// than the archive answered OutOfRange with the archive's first sequence,
+// damage met after the last good record and nothing of the damaged batch,
+// and a read-ahead that stops at its bound while nobody reads.
+#include "archive/replay_feed.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "archive/recorder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ring/check_record.h"
+#include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+#include "tests/temp_dir.h"
+
+namespace ringfire::archive {
+namespace {
+
+using ring::testing::ScopedRing;
+using ringfire::testing::TempDir;
+using ::testing::HasSubstr;
+
+void publish(ring::Producer& p, uint64_t n) {
+  std::vector<std::byte> rec(p.record_size());
+  for (uint64_t i = 0; i < n; ++i) {
+    ring::fill_record(rec, p.next_seq(), 0);
+    p.publish(rec.data());
+  }
+}
+
+RecordOptions small_options(const std::string& dir) {
+  RecordOptions o;
+  o.dir = dir;
+  o.layout.segment_bytes = 256u << 10;
+  o.layout.index_interval = 8u << 10;
+  o.batch_bytes = 16u << 10;
+  o.linger_ns = 1'000'000;
+  return o;
+}
+
+void drain(Recorder& r, uint64_t* now) {
+  for (int idle = 0; idle < 3;) {
+    *now += 2'000'000;
+    const bool quiet = r.poll(*now) == 0;
+    if (quiet) r.settle();
+    idle = quiet && r.snapshot().lag == 0 ? idle + 1 : 0;
+  }
+  ASSERT_TRUE(r.flush().ok());
+}
+
+// status_of: a Status, or a StatusOr's (for answered()).
+absl::Status status_of(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status status_of(const absl::StatusOr<T>& s) { return s.status(); }
+
+// Answered: a call retried while it says Unavailable (the thread has not
+// got there yet), as the conductor retries it a millisecond later; at most 10 s.
+template <typename Call>
+auto answered(Call call) {
+  auto r = call();
+  for (int i = 0; i < 10'000 && absl::IsUnavailable(status_of(r)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    r = call();
+  }
+  return r;
+}
+
+struct Read {
+  std::vector<uint64_t> seqs;
+  uint64_t bad = 0;
+  absl::StatusOr<bool> last = true;  // what ended the read: false (the end), or an error
+};
+
+// read_all: from a seek to `from`, every entry to the end (or an error).
+Read read_all(ReplayFeed& f, uint64_t from) {
+  Read out;
+  const absl::Status st = answered([&] { return f.seek(from); });
+  if (!st.ok()) {
+    out.last = st;
+    return out;
+  }
+  ArchiveEntry e;
+  for (;;) {
+    out.last = answered([&] { return f.next(&e); });
+    if (!out.last.ok() || !*out.last) return out;
+    EXPECT_FALSE(e.gap);
+    out.seqs.push_back(e.seq);
+    if (ring::check_record(reinterpret_cast<const std::byte*>(e.bytes.data()), e.bytes.size(), e.seq) !=
+        ring::CheckVerdict::kOk) {
+      ++out.bad;
+    }
+  }
+}
+
+std::vector<uint64_t> iota(uint64_t from, uint64_t to) {
+  std::vector<uint64_t> v;
+  for (uint64_t s = from; s < to; ++s) v.push_back(s);
+  return v;
+}
+
+TEST(ReplayFeed, HandsEveryRecordInOrderFromAnySeekAndWhatTheRecorderAddsAfterTheEnd) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 20'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  drain(**rec, &now);
+  auto feed = ReplayFeed::open(tmp.archive());
+  ASSERT_TRUE(feed.ok()) << feed.status();
+  EXPECT_TRUE(absl::IsUnavailable((*feed)->seek(0))) << "a first seek answered before the thread went there";
+  const Read all = read_all(**feed, 0);
+  ASSERT_TRUE(all.last.ok()) << all.last.status();
+  EXPECT_FALSE(*all.last);
+  EXPECT_EQ(all.seqs, iota(0, 20'000));
+  EXPECT_EQ(all.bad, 0u);
+  // Somewhere else: from there on, read again.
+  const Read mid = read_all(**feed, 12'345);
+  EXPECT_EQ(mid.seqs, iota(12'345, 20'000));
+  // At the end, a seek to where it stands is answered at once (no re-read).
+  EXPECT_TRUE((*feed)->seek(20'000).ok());
+  // What the recorder adds is found past the end.
+  publish(*p, 5'000);
+  drain(**rec, &now);
+  std::vector<uint64_t> more;
+  ArchiveEntry e;
+  for (int i = 0; i < 10'000 && more.size() < 5'000; ++i) {
+    auto got = (*feed)->next(&e);
+    if (got.ok() && *got) {
+      more.push_back(e.seq);
+    } else {
+      ASSERT_TRUE(got.ok() || absl::IsUnavailable(got.status())) << got.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  EXPECT_EQ(more, iota(20'000, 25'000));
+  EXPECT_GT((*feed)->counters().chunks, 2u);
+}
+
+TEST(ReplayFeed, ARangeOlderThanTheArchiveIsOutOfRangeWithTheArchivesFirstSequence) {
+  ScopedRing ring(ring::testing::fixed_ring(4096, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 10'000);  // the ring lapped: a recorder starts at its oldest
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  uint64_t now = 0;
+  drain(**rec, &now);
+  auto feed = ReplayFeed::open(tmp.archive());
+  ASSERT_TRUE(feed.ok());
+  const uint64_t first = (*feed)->catalog().segments.front().first_seq;
+  ASSERT_GT(first, 0u);
+  EXPECT_FALSE((*feed)->first_seq().ok()) << "a first sequence before any seek said so";
+  const absl::Status st = answered([&] { return (*feed)->seek(0); });
+  EXPECT_TRUE(absl::IsOutOfRange(st)) << st;
+  EXPECT_TRUE(absl::IsOutOfRange((*feed)->seek(0))) << "asked again, the answer changed";
+  auto f = (*feed)->first_seq();
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(*f, first);
+  const Read from_first = read_all(**feed, first);
+  EXPECT_EQ(from_first.seqs, iota(first, 10'000));
+}
+
+TEST(ReplayFeed, DamageIsMetAfterTheLastGoodRecordAndNothingOfTheDamagedBatch) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 10'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  const Catalog cat = (*rec)->writer().catalog();
+  ASSERT_GE(cat.segments.size(), 3u);
+  const std::string victim = tmp.archive() + "/" + segment_name(cat.segments[1].first_seq);
+  const uint64_t offset = kSegmentHeaderBytes + 2 * (16u << 10) + 5000;  // inside its third batch
+  const int fd = ::open(victim.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t b = 0;
+  ASSERT_EQ(pread(fd, &b, 1, offset), 1);
+  b ^= 0x01;
+  ASSERT_EQ(pwrite(fd, &b, 1, offset), 1);
+  ::close(fd);
+  auto feed = ReplayFeed::open(tmp.archive());
+  ASSERT_TRUE(feed.ok());
+  const Read r = read_all(**feed, 0);
+  ASSERT_FALSE(r.last.ok());
+  EXPECT_TRUE(absl::IsDataLoss(r.last.status())) << r.last.status();
+  EXPECT_THAT(std::string(r.last.status().message()), HasSubstr(victim));
+  ASSERT_FALSE(r.seqs.empty());
+  EXPECT_THAT(std::string(r.last.status().message()), HasSubstr("last good sequence " + std::to_string(r.seqs.back())));
+  EXPECT_EQ(r.seqs, iota(0, r.seqs.back() + 1));
+  EXPECT_EQ(r.bad, 0u);
+}
+
+TEST(ReplayFeed, ReadsAheadNoFurtherThanItsBoundWhileNobodyReads) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 200'000);  // ~16 MB of archive
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  auto feed = ReplayFeed::open(tmp.archive(), 512u << 10);
+  ASSERT_TRUE(feed.ok());
+  ASSERT_TRUE(answered([&] { return (*feed)->seek(0); }).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // 512 KiB ahead: two or three chunks of 256 KiB of record bytes (the
+  // bound is checked before a chunk is read), never the whole archive.
+  const uint64_t ahead = (*feed)->counters().chunks;
+  EXPECT_GE(ahead, 1u);
+  EXPECT_LE(ahead, 3u);
+  // Reading lets it go on, to the end, in order.
+  ArchiveEntry e;
+  uint64_t next = 0;
+  for (;;) {
+    auto got = answered([&] { return (*feed)->next(&e); });
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (!*got) break;
+    ASSERT_EQ(e.seq, next);
+    ++next;
+  }
+  EXPECT_EQ(next, 200'000u);
+}
+
+}  // namespace
+}  // namespace ringfire::archive
