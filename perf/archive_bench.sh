@@ -14,12 +14,17 @@
 #            (64 B): records/s; then a unicast mirror from the archive's
 #            first record into a live 1 M records/s stream: seconds until it
 #            is at lag 0, and the most it lags after;
+#            With --against BUILD, the TCP replay runs four times, served by
+#            this build's ringfire and BUILD's in turn (ours first), and
+#            prints each and the ratio of the medians (ours ÷ theirs);
 #   lookup   archive_lookup at 1 GB and 100 GB (sparse files): files and
 #            batches one lookup touches, and its time, warm and cold.
 # The publisher runs on CPU 0; the recorder is not pinned (its writing
 # thread mostly waits on the disk). Leaves nothing behind but --json.
 # Usage: perf/archive_bench.sh [--build DIR] [--dir DIR] [--rate N]
-#        [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--json FILE]   (root)
+#        [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--against BUILD]
+#        [--replay-only] [--json FILE]   (root)
+# --replay-only: the replay phase alone (no dd, fixed, blob or lookup).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -29,6 +34,8 @@ seconds=10
 share=0.75
 lookup=1
 replay=1
+against=
+replay_only=0
 json=
 while (($#)); do
   case $1 in
@@ -39,8 +46,10 @@ while (($#)); do
     --blob-share) share=$2; shift 2 ;;
     --no-lookup) lookup=0; shift ;;
     --no-replay) replay=0; shift ;;
+    --against) against=$2; shift 2 ;;
+    --replay-only) replay_only=1 lookup=0; shift ;;
     --json) json=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--dir DIR] [--rate N] [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--json FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--build DIR] [--dir DIR] [--rate N] [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--against BUILD] [--replay-only] [--json FILE]" >&2; exit 2 ;;
   esac
 done
 rf=$build/cli/ringfire
@@ -57,6 +66,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if ((!replay_only)); then
 # dd's bandwidth in bytes/s.
 dd_out=$(dd if=/dev/zero of="$work/dd" bs=1M count=2048 oflag=direct 2>&1 | tail -1)
 rm -f "$work/dd"
@@ -104,6 +114,7 @@ secs=$((n - half))
 b_bps=$(awk -v a="$b0" -v b="$b1" -v s="$secs" 'BEGIN {print int((b - a) / s)}')
 ratio=$(awk -v a="$b_bps" -v d="$dd_bps" 'BEGIN {printf "%.2f", a / d}')
 echo "blob 1 KiB at $blob_rate/s ($share x dd): recorder wrote $b_bps B/s over the last $secs s = ${ratio}x dd; lost after warm-up: $((lost1 - lost0))"
+fi  # replay_only
 
 # replay: a TCP mirror from the oldest record of an archive of 10 M
 # 64-byte records (the ring holds the last 1 M): records/s until it has them
@@ -120,29 +131,55 @@ if ((replay)); then
   sleep 0.5
   taskset -c 0 "$rf" publish "$rsrc" --count 10000000 --rate 2M --quiet --unchecked >/dev/null
   sleep 1
-  rgaps=$("$rf" archive "$work/r" --no-verify >/dev/null; "$rf" tail --archive "$work/r" --quiet 2>&1 | sed -n 's/.* lost in \([0-9]*\) gaps.*/\1/p')
-  "$rf" serve "$rsrc" --listen 127.0.0.1:$((7600 + $$ % 300)) --udp $((7900 + $$ % 300)) --archive "$work/r" \
+  # What the recorder itself lost (its gaps: replayed as GAPs, exactly).
+  read -r rlost rgaps < <("$rf" tail --archive "$work/r" --quiet 2>&1 | sed -n 's/.*verified, \([0-9]*\) lost in \([0-9]*\) gaps.*/\1 \2/p')
+  # replay_tcp BIN PORT: a serve (BIN) of the archive, and a TCP mirror
+  # from its oldest record: sets rate (records/s until it has all 10 M)
+  # and secs. The serve stops after; the merge below starts its own.
+  replay_tcp() {
+    local bin=$1 port=$2 sp mp t0 t1
+    "$bin" serve "$rsrc" --listen 127.0.0.1:$port --udp $((port + 300)) --archive "$work/r" \
+      --archive-rate 4Gi --quiet >"$work/rserve.out" 2>&1 &
+    sp=$!
+    sleep 0.5
+    t0=$(date +%s.%N)
+    "$rf" mirror 127.0.0.1:$port "$rsrc-m" --tcp --from oldest >"$work/rmir.out" 2>&1 &
+    mp=$!
+    for _ in $(seq 1 600); do
+      sleep 0.05
+      grep -q "next seq 10000000" "$work/rmir.out" && break
+    done
+    t1=$(date +%s.%N)
+    kill "$mp" "$sp" 2>/dev/null; wait "$mp" "$sp" 2>/dev/null
+    "$rf" remove "$rsrc-m" >/dev/null 2>&1
+    grep -q "next seq 10000000" "$work/rmir.out" || { rate=0; secs=never; return; }
+    rate=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", 10000000 / (b - a)}')
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+  }
+  port=$((7600 + $$ % 300))
+  replay_tcp "$rf" $port
+  replay_rate=$rate
+  echo "replay to a TCP mirror: 10000000 records (the archive: $rgaps gaps, $rlost records lost by its recorder) in $secs s = $replay_rate records/s (from the mirror's start, its connection included)"
+  if [[ -n $against ]]; then
+    ours=("$rate") theirs=()
+    for who in theirs ours theirs; do
+      port=$((port + 1))
+      if [[ $who == ours ]]; then replay_tcp "$rf" $port; ours+=("$rate"); else replay_tcp "$against/cli/ringfire" $port; theirs+=("$rate"); fi
+      echo "replay to a TCP mirror, served by $who ($([[ $who == ours ]] && echo "$build" || echo "$against")): $rate records/s"
+    done
+    python3 -c "import statistics,sys; o=[int(x) for x in sys.argv[1].split()]; t=[int(x) for x in sys.argv[2].split()]; mo, mt = statistics.median(o), statistics.median(t); print(f'replay, ours / theirs (medians of {len(o)} and {len(t)}): {mo:,.0f} / {mt:,.0f} records/s = {mo / mt:.2f}x' if mt else 'replay: theirs never finished')" "${ours[*]}" "${theirs[*]}"
+  fi
+  "$rf" serve "$rsrc" --listen 127.0.0.1:$((port + 1)) --udp $((port + 301)) --archive "$work/r" \
     --archive-rate 4Gi --quiet >"$work/rserve.out" 2>&1 &
   pids+=($!)
+  port=$((port + 1))
   sleep 0.5
-  t0=$(date +%s.%N)
-  "$rf" mirror 127.0.0.1:$((7600 + $$ % 300)) "$rsrc-m" --tcp --from oldest >"$work/rmir.out" 2>&1 &
-  mp=$!
-  for _ in $(seq 1 600); do
-    sleep 0.05
-    grep -q "next seq 10000000" "$work/rmir.out" && break
-  done
-  t1=$(date +%s.%N)
-  kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null
-  "$rf" remove "$rsrc-m" >/dev/null 2>&1
-  replay_rate=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", 10000000 / (b - a)}')
-  echo "replay to a TCP mirror: 10000000 records (the archive: $rgaps gaps) in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s = $replay_rate records/s (from the mirror's start, its connection included)"
   # The merge: live at 1 M records/s; a unicast mirror from the oldest.
   taskset -c 0 "$rf" publish "$rsrc" --rate 1M --duration 14s --quiet --unchecked >/dev/null &
   pub=$!
   pids+=($pub)
   sleep 2
-  "$rf" mirror 127.0.0.1:$((7600 + $$ % 300)) "$rsrc-u" --unicast --from oldest >"$work/umir.out" 2>&1 &
+  "$rf" mirror 127.0.0.1:$port "$rsrc-u" --unicast --from oldest >"$work/umir.out" 2>&1 &
   mp=$!
   wait "$pub"
   sleep 1
@@ -155,7 +192,7 @@ if ((replay)); then
       if (first == 0 && lag == 0 && n > 1) first = n
       else if (first > 0 && lag > worst) worst = lag
     } END {print first, worst + 0, g + 0}' "$work/umir.out")
-  echo "merge into a live 1 M records/s stream (unicast mirror from the archive's first record): lag 0 after ${merge_s:-never} s, at most ${merge_after:-?} records behind after that, ${ugap:-?} GAP records"
+  echo "merge into a live 1 M records/s stream (unicast mirror from the archive's first record): lag 0 after ${merge_s:-never} s, at most ${merge_after:-?} records behind after that, ${ugap:-?} GAP records ($( [[ ${ugap:-x} == "${rlost:-y}" ]] && echo "exactly what the recorder lost" || echo "the recorder lost ${rlost:-?}: NOT the same"))"
   for p in "${pids[@]:$pids_before}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   "$rf" remove "$rsrc" >/dev/null 2>&1

@@ -83,10 +83,10 @@ run_suite main build-test meson setup -Dwerror=true -Dtests=enabled -Dbenchmarks
 
 # The threaded unit tests under ThreadSanitizer: only their targets are
 # built (the labs and tools would add minutes and no threads of their own).
-tsan_tests=(consumer multiprocess idle wait worker serve_control mirror_control node node_sim peer_mux recorder port_runner)
+tsan_tests=(consumer multiprocess idle wait worker serve_control mirror_control node node_sim peer_mux recorder replay_feed port_runner)
 tsan_targets=(tests/ring_consumer_test tests/ring_multiprocess_test tests/ring_idle_test tests/ring_wait_test tests/dataplane_worker_test
               tests/control_serve_control_test tests/control_mirror_control_test tests/node_test tests/node_sim_test tests/mux_peer_mux_test
-              tests/archive_recorder_test tests/engine_port_runner_test)
+              tests/archive_recorder_test tests/archive_replay_feed_test tests/engine_port_runner_test)
 if [[ ! -d build-tsan ]] && ! meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dtests=enabled \
      -Dbenchmarks=disabled -Ddpdk=disabled -Dxdp=disabled >/tmp/rf-setup-tsan.log 2>&1; then
   cat /tmp/rf-setup-tsan.log
