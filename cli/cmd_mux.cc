@@ -34,6 +34,7 @@
 #include "cli/common.h"
 #include "cli/daemon.h"
 #include "cli/dpdk_options.h"
+#include "cli/json_text.h"
 #include "cli/metrics_server.h"
 #include "cli/session_report.h"
 #include "dataplane/kernel_udp.h"
@@ -467,9 +468,9 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
       {"channel", {{"datagrams", s.channel_datagrams}, {"tcp_frames", s.channel_tcp_frames}, {"tcp_records", s.channel_tcp_records}, {"naks", s.channel_naks}, {"held", s.channel_held}}},
   };
   if (c.json) {
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", json_text(j).c_str());
   } else {
-    std::printf("mux-consume: %s\n", j.dump(1).c_str());
+    std::printf("mux-consume: %s\n", json_text(j, 1).c_str());
   }
   std::fflush(stdout);
   anchors.clear();
@@ -604,7 +605,7 @@ static int produce(node::Node& n, const Common& c, const std::vector<Target>& ta
                       {"cpu_ns_per_token_by_thread", cpu_by_thread(threads0, threads1, sent)},
                       {"rings_warm", rings_warm},
                       {"seconds", static_cast<double>(now_ns() - start) / 1e9}};
-  std::printf(c.json ? "%s\n" : "mux-produce: %s\n", j.dump().c_str());
+  std::printf(c.json ? "%s\n" : "mux-produce: %s\n", json_text(j).c_str());
   std::fflush(stdout);
   senders.clear();
   return closed == 0 ? 0 : 3;

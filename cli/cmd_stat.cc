@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/json_text.h"
 #include "ring/registry.h"
 #include "ring/ring_file.h"
 #include "telemetry/counters_file.h"
@@ -81,7 +82,7 @@ int cmd_stat(int argc, char** argv, int first) {
                                 {"age_s", now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0},
                                 {"counters", c}});
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return 0;
   }
   std::printf("ring        %s\n", file->path().c_str());

@@ -25,6 +25,7 @@
 #include "cli/config_file.h"
 #include "cli/ctl_server.h"
 #include "cli/dpdk_telemetry.h"
+#include "cli/json_text.h"
 #include "cli/metrics_server.h"
 #include "cli/record_setup.h"
 #include "cli/run_config.h"
@@ -246,7 +247,7 @@ class Daemon {
     std::fflush(stdout);
     out["ok"] = st.ok();
     if (!st.ok()) out["error"] = std::string(st.message());
-    return out.dump(2);
+    return json_text(out, 2);
   }
 
  private:

@@ -1,4 +1,5 @@
 // session_report.cc — see session_report.h.
+#include "cli/json_text.h"
 #include "cli/session_report.h"
 
 #include <cstdio>
@@ -306,7 +307,7 @@ void json_line(const std::string& session, const char* kind, uint64_t per_second
   nlohmann::json c = nlohmann::json::object();
   for (const auto& [label, value] : f.snapshot()) c[label] = value;
   const nlohmann::json j = {{"session", session}, {"kind", kind}, {"rec_per_s", per_second}, {"counters", c}};
-  std::printf("%s\n", j.dump().c_str());
+  std::printf("%s\n", json_text(j).c_str());
   std::fflush(stdout);
 }
 

@@ -137,6 +137,14 @@ done
 check_copy "$(ring_name hot)" "$(ring_name h2hot)" 15000
 err=$(on 1 "$rf" ctl "$conf/h1.sock" remove nosuch 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 1 && "$err" == *"no session named nosuch"* ]] || fail "removing an unknown session: rc $rc, $err"
+# A request that is not UTF-8 is answered (its bad bytes replaced in the
+# error it quotes), and the daemon goes on: it once aborted on it.
+ans=$(on 1 python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'\xff\xfe junk'); s.shutdown(socket.SHUT_WR)
+print(s.recv(65536).decode())" "$conf/h1.sock" 2>&1)
+[[ "$ans" == *'"ok": false'* && "$ans" == *'unknown request'* ]] || fail "a request that is not UTF-8: $ans"
+[[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions'])") == 16 ]] || fail "h1's daemon did not survive a request that is not UTF-8"
 printf '[[serve]]\nname = "s2"\nring = "%s"\nlisten = "198.18.0.1:7900"\n' "$(ring_name s2)" >"$conf/dup.toml"
 err=$(on 1 "$rf" ctl "$conf/h1.sock" add "$conf/dup.toml" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 1 && "$err" == *"a session named s2 exists"* ]] || fail "adding a second s2: rc $rc, $err"
