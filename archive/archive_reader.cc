@@ -112,6 +112,11 @@ absl::Status ArchiveReader::open_segment(size_t i) {
   const CatalogSegment& s = catalog_.segments[i];
   const std::string path = dir_ + "/" + segment_name(s.first_seq);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool newest = i + 1 == catalog_.segments.size() && !s.sealed;
+  if (fd < 0 && errno == ENOENT && newest) {
+    // Listed as the recorder makes it, not there yet: nothing to read yet.
+    return absl::NotFoundError(absl::StrCat(path, ": being created"));
+  }
   if (fd < 0) {
     return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
                                               " (removed by retention while it was looked up?)"));
@@ -130,6 +135,12 @@ absl::Status ArchiveReader::open_segment(size_t i) {
   const bool got = pread(fd, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head));
   auto h = got ? decode_segment_header(head, sizeof(head), &why) : std::nullopt;
   offset_ = 0;
+  if (!got && newest) {
+    // The newest segment, listed as the recorder made it, its header not
+    // landed yet: nothing to read there yet, not damage. Opened again next time.
+    close_segment();
+    return absl::NotFoundError(absl::StrCat(path, ": being created (its header has not landed yet)"));
+  }
   if (!got) why = "shorter than its header";
   if (h && (h->first_seq != s.first_seq || !(h->shape == catalog_.shape) ||
             h->segment_bytes != catalog_.segment_bytes)) {
@@ -231,7 +242,11 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
         if (catalog_.segments.empty()) return false;
         expected_ = catalog_.segments.front().first_seq;
       }
-      if (auto st = open_segment(seg_); !st.ok()) return st;
+      if (auto st = open_segment(seg_); !st.ok()) {
+        if (!absl::IsNotFound(st)) return st;
+        unsettled_ = std::string(st.message());  // the newest segment is being created: nothing more yet
+        return false;
+      }
     }
     std::string why;
     BatchRead r = read_batch(seg_fd_, offset_, limits_, &buf_, &batch_, &why);
@@ -288,7 +303,11 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
       return damage(absl::StrCat("the segment's batches end at ", expected_, " but the catalog says ",
                                  seg.end_seq, " (truncated)"));
     }
-    if (auto st = open_segment(seg_ + 1); !st.ok()) return st;
+    if (auto st = open_segment(seg_ + 1); !st.ok()) {
+      if (!absl::IsNotFound(st)) return st;
+      unsettled_ = std::string(st.message());  // the newest segment is being created: nothing more yet (seg_ is it now)
+      return false;
+    }
     if (catalog_.segments[seg_].first_seq != expected_) {
       return damage(absl::StrCat("segment starts at ", catalog_.segments[seg_].first_seq, " where ",
                                  expected_, " should follow"));

@@ -4,19 +4,17 @@
 // ArchiveReader and fills a bounded queue of chunks of entries; the caller
 // takes them with the reader's own calls — seek, next, first_seq — answered
 // from the queue, and Unavailable while the thread has not read that far
-// yet (try again shortly: the answer never waits).
+// (or looked) yet: try again shortly; no call waits.
 //
 // Threads: one caller (the conductor) and the feed's thread. They share
-// only `mu_`'s fields; the thread holds it to hand over a chunk or take a
-// request, never across a read. The caller's current chunk is its own.
+// only `Shared` (under its mutex, never held across a read). The caller's
+// current chunk is its own. The feed's destructor does not wait for the
+// thread: it tells it to stop, and the thread, which co-owns `Shared`,
+// frees it once its read in progress is over.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,88 +28,61 @@ class ReplayFeed {
  public:
   // open: the archive at `dir` (its catalog read here, on the caller: the
   // kind of ring it holds is known at once), and its reading thread
-  // started, idle until the first seek. `ahead_bytes`: what it reads ahead
-  // of the caller at most.
+  // started, idle until the first seek. `ahead_bytes`: how far it reads
+  // ahead of the caller (it stops once that much waits; a chunk read past
+  // the bound is the most it overshoots).
   static absl::StatusOr<std::unique_ptr<ReplayFeed>> open(const std::string& dir, size_t ahead_bytes = 4u << 20);
-  ~ReplayFeed();  // stops the thread and joins it
+  ~ReplayFeed();
   ReplayFeed(const ReplayFeed&) = delete;
   ReplayFeed& operator=(const ReplayFeed&) = delete;
 
   // catalog: as it was when the feed opened.
   const Catalog& catalog() const { return catalog_; }
   // seek: the next entry will be the first at or after `seq`. Ok at once
-  // when the feed stands there already (what next() hands out next starts
-  // at `seq`); else the thread is sent there and Unavailable is answered
-  // until it has gone, then what the reader said (Ok, OutOfRange — with
-  // first_seq() then known — or the error).
+  // when what was read already says where that is: where the feed stands,
+  // ahead of it within what the thread has read (skipped), or back at the
+  // last entry handed out (put back: a caller that read one too far).
+  // Else the thread is sent there, and Unavailable is answered until it
+  // has gone; then what the reader said: Ok, OutOfRange (first_seq() then
+  // known; said again for that seq), or an error (said once: the next seek
+  // sends the thread again).
   absl::Status seek(uint64_t seq);
   // first_seq: the archive's oldest sequence as the thread found it when a
   // seek answered OutOfRange (else FailedPrecondition: ask after one).
   absl::StatusOr<uint64_t> first_seq();
   // next: as ArchiveReader::next, from what the thread read: true with an
   // entry (its bytes valid until the next call), false at the archive's
-  // end for now (the thread looks again every few milliseconds for what a
-  // recorder adds), the error where the thread met one (damage: nothing of
-  // the damaged batch was queued); Unavailable when the thread has not
-  // read this far yet, or stands at a segment retention is removing.
+  // end — only once the thread has looked after this caller asked (so an
+  // end is never older than the question: the first call at the end is
+  // answered Unavailable and sends it to look); the error where the thread
+  // met one (damage: nothing of the damaged batch was queued; said once).
+  // Unavailable when the thread has not read this far, or stands at a
+  // segment retention is removing.
   absl::StatusOr<bool> next(ArchiveEntry* e);
 
   struct Counters {
-    uint64_t chunks = 0;       // chunks the thread handed over
-    uint64_t seeks = 0;        // seeks it was sent on
-    uint64_t not_yet = 0;      // next() or seek() calls answered Unavailable
+    uint64_t chunks = 0;    // chunks the thread handed over
+    uint64_t seeks = 0;     // seeks it answered
+    uint64_t not_yet = 0;   // calls answered Unavailable
+    uint64_t skipped = 0;   // seeks answered from what was read (ahead, or put back)
   };
   Counters counters() const;
 
  private:
-  // One entry of a chunk: a record (bytes [offset, offset + len) of the
-  // chunk's data) or a gap the recorder took.
-  struct Rec {
-    uint64_t seq = 0;
-    uint64_t gap_end = 0;
-    uint64_t gap_lost = 0;
-    uint32_t offset = 0;
-    uint32_t len = 0;
-    bool gap = false;
-  };
-  struct Chunk {
-    std::vector<uint8_t> data;
-    std::vector<Rec> recs;
-    uint64_t gen = 0;  // the seek it belongs to
-  };
-  // What the thread found past the last chunk queued.
-  enum class Tail : uint8_t { kReading, kEnd, kError };
-
-  ReplayFeed(ArchiveReader reader, size_t ahead_bytes);
-  void run();                 // the thread
-  void fill(uint64_t gen);    // the thread: reads chunks for seek `gen` until told otherwise
-  static bool read_one(ArchiveReader& r, Chunk* c, absl::StatusOr<bool>* got);
+  struct Shared;
+  struct Rec;
+  struct Chunk;
+  ReplayFeed() = default;
+  bool skip_to(uint64_t seq);  // with sh_'s lock held
 
   Catalog catalog_;
-  const size_t ahead_bytes_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;    // the thread waits on it: a request, room, or stop
-  bool stop_ = false;
-  uint64_t gen_ = 0;              // the latest seek asked of the thread (0: none)
-  uint64_t target_ = 0;           // ... to where
-  bool settled_ = false;          // the thread has answered it: seek_status_
-  absl::Status seek_status_;
-  uint64_t first_seq_ = UINT64_MAX;
-  std::deque<Chunk> queue_;       // chunks of gen_, in order
-  size_t queued_bytes_ = 0;
-  std::vector<Chunk> spare_;      // chunks handed back, for reuse
-  Tail tail_ = Tail::kReading;    // past the last queued chunk (of gen_)
-  absl::Status tail_error_;
-  Counters counters_;
-
+  std::shared_ptr<Shared> sh_;
   // The caller's own (no lock): the chunk it reads, and where it stands.
-  Chunk cur_;
+  std::unique_ptr<Chunk> cur_;
   size_t cur_at_ = 0;
-  uint64_t deliver_pos_ = UINT64_MAX;  // the sequence after the last entry handed out (UINT64_MAX: no seek yet)
-
-  ArchiveReader reader_;  // the thread's once it runs
-  std::thread thread_;
+  uint64_t deliver_pos_ = UINT64_MAX;  // the sequence after the last entry handed out
+  uint64_t prev_pos_ = 0;              // ... before it (a put back returns there)
+  bool prev_valid_ = false;            // the last entry handed out is cur_'s [cur_at_ - 1]
 };
 
 }  // namespace ringfire::archive
