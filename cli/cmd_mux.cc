@@ -199,8 +199,11 @@ nlohmann::json cpu_by_thread(const std::map<std::string, uint64_t>& before, cons
                              uint64_t items) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, ns] : after) {
+    // A name whose total went down lost a thread between the two looks:
+    // what it spent is not known (0), never the whole of the later total.
     const auto b = before.find(name);
-    const uint64_t spent = ns - (b != before.end() && b->second <= ns ? b->second : 0);
+    const uint64_t was = b != before.end() ? b->second : 0;
+    const uint64_t spent = ns >= was ? ns - was : 0;
     j[name] = items ? static_cast<double>(spent) / static_cast<double>(items) : 0;
   }
   return j;

@@ -70,9 +70,13 @@ void DpdkPort::send_igmp_report() {
       all_sent = false;
     }
   }
-  // A report that did not go (no mbuf, a full TX ring) stays due: tried
-  // again at the next tick, not a minute later.
-  if (all_sent) l2_.reported(rte_get_tsc_cycles());
+  // A report that did not go (no mbuf, a full TX ring), a query's answer
+  // too, is due again at the next tick, not at the next minute's refresh.
+  if (all_sent) {
+    l2_.reported(rte_get_tsc_cycles());
+  } else {
+    l2_.report_owed();
+  }
 }
 
 void DpdkPort::send_igmp_leave(std::span<const uint32_t> groups) {

@@ -58,6 +58,9 @@ class L2Agent {
   }
   // reported: one went at `now`; schedules the next.
   void reported(uint64_t now);
+  // report_owed: one should have gone and did not (no mbuf, a full TX
+  // ring: a query's answer, say): due at once, the schedule's count kept.
+  void report_owed() { next_report_ = 0; }
   // answers_query: a query (of any version) is answered with a report of
   // every joined group; nothing is answered with none joined.
   bool answers_query(uint8_t igmp_type) const;

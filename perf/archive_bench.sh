@@ -35,6 +35,7 @@ share=0.75
 lookup=1
 replay=1
 against=
+against_json=
 replay_only=0
 json=
 while (($#)); do
@@ -168,6 +169,7 @@ if ((replay)); then
       echo "replay to a TCP mirror, served by $who ($([[ $who == ours ]] && echo "$build" || echo "$against")): $rate records/s"
     done
     python3 -c "import statistics,sys; o=[int(x) for x in sys.argv[1].split()]; t=[int(x) for x in sys.argv[2].split()]; mo, mt = statistics.median(o), statistics.median(t); print(f'replay, ours / theirs (medians of {len(o)} and {len(t)}): {mo:,.0f} / {mt:,.0f} records/s = {mo / mt:.2f}x' if mt else 'replay: theirs never finished')" "${ours[*]}" "${theirs[*]}"
+    against_json="{\"build\": \"$against\", \"ours\": [$(IFS=,; echo "${ours[*]}")], \"theirs\": [$(IFS=,; echo "${theirs[*]}")]}"
   fi
   "$rf" serve "$rsrc" --listen 127.0.0.1:$((port + 1)) --udp $((port + 301)) --archive "$work/r" \
     --archive-rate 4Gi --quiet >"$work/rserve.out" 2>&1 &
@@ -185,6 +187,11 @@ if ((replay)); then
   sleep 1
   kill "$mp" 2>/dev/null; wait "$mp" 2>/dev/null
   "$rf" remove "$rsrc-u" >/dev/null 2>&1
+  # What the recorder lost by now (it recorded the live phase too): the
+  # merge's GAPs are the archive's losses it read through, so between the
+  # two counts.
+  rlost0=$rlost
+  read -r rlost rgaps < <("$rf" tail --archive "$work/r" --quiet 2>&1 | sed -n 's/.*verified, \([0-9]*\) lost in \([0-9]*\) gaps.*/\1 \2/p')
   # Per-second lines: the first at lag 0 (caught up), and the most it lagged after.
   read -r merge_s merge_after ugap < <(awk '/^mirror: [0-9]+ rec\/s/ {
       n++; match($0, /lag [0-9]+/); lag = substr($0, RSTART + 4, RLENGTH - 4) + 0
@@ -192,7 +199,7 @@ if ((replay)); then
       if (first == 0 && lag == 0 && n > 1) first = n
       else if (first > 0 && lag > worst) worst = lag
     } END {print first, worst + 0, g + 0}' "$work/umir.out")
-  echo "merge into a live 1 M records/s stream (unicast mirror from the archive's first record): lag 0 after ${merge_s:-never} s, at most ${merge_after:-?} records behind after that, ${ugap:-?} GAP records ($( [[ ${ugap:-x} == "${rlost:-y}" ]] && echo "exactly what the recorder lost" || echo "the recorder lost ${rlost:-?}: NOT the same"))"
+  echo "merge into a live 1 M records/s stream (unicast mirror from the archive's first record): lag 0 after ${merge_s:-never} s, at most ${merge_after:-?} records behind after that, ${ugap:-?} GAP records ($( ((${ugap:-0} >= ${rlost0:-0} && ${ugap:-0} <= ${rlost:-0})) && echo "within what the recorder lost: $rlost0 before the live phase, $rlost after" || echo "NOT within what the recorder lost: $rlost0 before the live phase, $rlost after"))"
   for p in "${pids[@]:$pids_before}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   "$rf" remove "$rsrc" >/dev/null 2>&1
@@ -211,10 +218,10 @@ fi
 
 if [[ -n $json ]]; then
   cat >"$json" <<EOF
-{"dd_bytes_per_s": $dd_bps,
- "fixed": {"rate": $rate, "seconds": $seconds, "published": ${published:-0}, "recorded": ${f_records:-0}, "gaps": ${f_gaps:-0}, "lost": ${f_lost:-0}},
- "blob": {"rate": $blob_rate, "bytes_per_s": $b_bps, "ratio_to_dd": $ratio, "lost_after_warmup": $((lost1 - lost0))},
- "replay": {"tcp_records_per_s": ${replay_rate:-null}, "merge_lag0_after_s": ${merge_s:-null}, "merge_max_lag_after": ${merge_after:-null}},
+{"dd_bytes_per_s": ${dd_bps:-null},
+ "fixed": $( ((replay_only)) && echo null || echo "{\"rate\": $rate, \"seconds\": $seconds, \"published\": ${published:-0}, \"recorded\": ${f_records:-0}, \"gaps\": ${f_gaps:-0}, \"lost\": ${f_lost:-0}}"),
+ "blob": $( ((replay_only)) && echo null || echo "{\"rate\": $blob_rate, \"bytes_per_s\": $b_bps, \"ratio_to_dd\": $ratio, \"lost_after_warmup\": $((lost1 - lost0))}"),
+ "replay": {"tcp_records_per_s": ${replay_rate:-null}, "against": ${against_json:-null}, "merge_lag0_after_s": ${merge_s:-null}, "merge_max_lag_after": ${merge_after:-null}, "merge_gap_records": ${ugap:-null}, "recorder_lost": ${rlost:-null}},
  "lookup_1gb": ${l1:-null},
  "lookup_100gb": ${l100:-null}}
 EOF

@@ -499,7 +499,7 @@ run_rate() {
     ((step_ok)) && ((${step_got:-0} > best)) && best=$step_got
     return 0
   }
-  local r lo=0 hi=0 rates=(250000 500000 1000000 2000000 4000000 8000000 0)
+  local r lo=0 hi=0 flat_failed_at= rates=(250000 500000 1000000 2000000 4000000 8000000 0)
   ((quick)) && rates=(500000 2000000 0)
   for r in "${rates[@]}"; do
     rate_step "$r"
@@ -507,9 +507,10 @@ run_rate() {
       lo=$((r ? r : ${step_got:-0}))
     else
       hi=$((r ? r : ${step_got:-0}))  # flat out failing: what it reached is the bound above
-      # ... unless a lower asked rate passed above it (asked 8 M, published
-      # 5 M, zero loss; flat out reached 4.9 M with a NAK): nothing between.
-      ((hi > lo)) || hi=$((lo + 1))
+      # Below a passing asked rate (asked 8 M, published 5 M with zero loss;
+      # flat out reached 4.9 M with a NAK) there is nothing to bisect: said
+      # so, with what flat out reached as its own figure.
+      ((hi > lo)) || { flat_failed_at=$hi; hi=0; }
       break
     fi
   done
@@ -521,8 +522,8 @@ run_rate() {
     if ((step_ok)); then lo=$r; else hi=$r; fi
   done
   echo "rate ($backend${tag:+, $tag}): highest zero-loss rate $best records/s"
-  echo "rate ($backend${tag:+, $tag}): asked rates bracket it: $lo passed, $( ((hi)) && echo "$hi failed" || echo "none failed")"
-  echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best, \"passed_asked\": $lo, \"failed_asked\": $hi}" > "$out/rate-$backend${tag:+-$tag}.json"
+  echo "rate ($backend${tag:+, $tag}): asked rates bracket it: $lo passed, $( ((hi)) && echo "$hi failed" || echo "none failed")${flat_failed_at:+; flat out failed at $flat_failed_at published, below that}"
+  echo "{\"backend\": \"$backend\", \"variant\": \"${tag:-plain}\", \"highest_zero_loss_rate\": $best, \"passed_asked\": $lo, \"failed_asked\": $hi, \"flat_out_failed_at\": ${flat_failed_at:-null}}" > "$out/rate-$backend${tag:+-$tag}.json"
   rate_best=$best
   if [[ $tag == record ]]; then
     grep -h "^record" "$logs/$backend-record" | tail -n 2

@@ -125,6 +125,13 @@ TEST(L2Agent, ReportsAtOnceThenAfterASecondThenEveryMinute) {
   EXPECT_TRUE(agent.report_due(now + 2 * kHz));
   agent.reported(now + 2 * kHz);
   EXPECT_TRUE(agent.report_due(now + 3 * kHz));  // with the robustness resend
+  agent.reported(now + 3 * kHz);
+  EXPECT_FALSE(agent.report_due(now + 4 * kHz));
+  agent.report_owed();  // a query's answer found no room: due at once ...
+  EXPECT_TRUE(agent.report_due(now + 4 * kHz));
+  agent.reported(now + 4 * kHz);
+  EXPECT_FALSE(agent.report_due(now + 5 * kHz));  // ... and the minute's schedule kept (no second robustness resend)
+  EXPECT_TRUE(agent.report_due(now + 64 * kHz));
   ASSERT_TRUE(agent.leave(kGroup));
   ASSERT_TRUE(agent.leave(kGroup + 1));
   EXPECT_FALSE(agent.report_due(now + 100 * kHz));  // nothing joined, nothing reported

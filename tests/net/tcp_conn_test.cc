@@ -182,7 +182,6 @@ TEST(TcpConnReadFrames, OnAMacedConnectionALeftFrameIsReadAgainAndVerifies) {
   EXPECT_EQ(reader.read_frames(limits(1024), take(Taken::kNext)), Next::kNeedMore);
   EXPECT_EQ(seen, (std::vector<std::string>{"one", "two", "two", "two", "three"}));
   EXPECT_EQ(reader.buffered(), 0u);
-
 }
 
 TEST(TcpConnReadFrames, AHandlerThatEndsTheConnectionIsLeftAlone) {
