@@ -14,6 +14,7 @@
 // made (an abandoned sender, a lost producer). At the end every stream of
 // an anchor not cancelled has ended exactly once, every cancelled one's
 // sender is closed, and the gauges are back to zero.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -52,6 +53,7 @@ struct StreamModel {
   bool finished = false;          // finish() returned true
   bool abandoned = false;         // the sender went without finish()
   bool lost = false;              // its producer's node was destroyed
+  bool drained = false;           // ... after drain(): everything it was sent had been applied by the consumer
   bool closed_seen = false;       // a send answered kClosed
   bool ticketed = false;          // opened on its handle's ticket: no ATTACH, the OpenSlot goes with its first records
   int ends = 0;
@@ -125,6 +127,9 @@ class Sim {
   uint64_t epochs() const { return producers_made_; }
   uint64_t naks() const { return naks_; }
   uint64_t never_claimed() const { return never_claimed_; }
+  uint64_t finished() const { return finished_; }
+  uint64_t graceful_restarts() const { return graceful_restarts_; }
+  bool faulty() const { return faults_; }
 
  private:
   uint32_t pick(uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_); }
@@ -283,10 +288,26 @@ class Sim {
     a.anchor->cancel();
   }
 
-  // restart_producer: the producer's node goes at once (what is staged may
-  // never leave); its streams end at the consumer. A new node, a new epoch.
+  // restart_producer: the producer's node goes — at once (what is staged may
+  // never leave), or, every other time, once drained (everything it was
+  // sent applied at the consumer: then each stream's records all arrive,
+  // its OpenSlot with them, and nothing may vanish). Its streams end at
+  // the consumer. A new node, a new epoch.
   void restart_producer() {
-    for (size_t i : mine_) streams_[i].lost = true;
+    const bool graceful = producers_made_ % 2 == 0;
+    if (graceful) {
+      producer_->flush_batch();
+      const uint64_t deadline = monotonic() + 30 * kSecond;
+      while (!producer_->drain(10'000'000)) {  // read meanwhile: what waits for credit needs it
+        ASSERT_LT(monotonic(), deadline) << where() << ": the producer did not drain before its restart";
+        ASSERT_NO_FATAL_FAILURE(poll(1024));
+      }
+      ++graceful_restarts_;
+    }
+    for (size_t i : mine_) {
+      streams_[i].lost = true;
+      streams_[i].drained = graceful;
+    }
     producer_.reset();
     for (size_t i : mine_) {
       StreamModel& m = streams_[i];
@@ -327,7 +348,13 @@ class Sim {
     if (p.kind == Item::Kind::kFinished) {
       ASSERT_TRUE(m.finished) << where() << ": stream " << s << " finished, never told to";
       ASSERT_EQ(m.got, m.sent.size()) << where() << ": stream " << s << " finished short";
+      ++finished_;
       return;
+    }
+    // Drained before its node went: everything it was sent had arrived.
+    if (m.drained && !m.abandoned && !anchors_[m.anchor].cancelled) {
+      ASSERT_EQ(m.got, m.sent.size()) << where() << ": stream " << s << " of a drained node ended short";
+      ASSERT_FALSE(m.finished) << where() << ": stream " << s << " finished and drained, yet dropped";
     }
     ASSERT_TRUE(m.abandoned || m.lost) << where() << ": stream " << s << " dropped ("
                                        << mux::end_reason_name(p.reason) << ") with no cause";
@@ -335,8 +362,10 @@ class Sim {
       EXPECT_EQ(p.reason, mux::EndReason::kProducerGone) << where() << ": stream " << s;
     } else if (!m.abandoned) {
       // Its channel lost; or, attached by ATTACH with nothing read, never
-      // opened (its OpenSlot staged when the node went).
-      const bool never_opened = p.reason == mux::EndReason::kNeverOpened && m.got == 0;
+      // opened (its OpenSlot staged when the node went at once: a ticket's
+      // OpenSlot goes with its records, and a drained node sent it).
+      const bool never_opened =
+          p.reason == mux::EndReason::kNeverOpened && m.got == 0 && !m.ticketed && !m.drained;
       EXPECT_TRUE(p.reason == mux::EndReason::kChannelLost || p.reason == mux::EndReason::kProducerGone || never_opened)
           << where() << ": stream " << s << " of a lost node dropped as " << mux::end_reason_name(p.reason);
     }
@@ -349,7 +378,8 @@ class Sim {
   // that stream's), and takes the next attach.
   bool owed(const StreamModel& m) const {
     if (m.ends != 0 || anchors_[m.anchor].cancelled) return false;
-    const bool never_claimed = m.ticketed && m.lost && m.got == 0 && anchors_[m.anchor].anchor->live_streams() == 0;
+    const bool never_claimed =
+        m.ticketed && m.lost && !m.drained && m.got == 0 && anchors_[m.anchor].anchor->live_streams() == 0;
     return !never_claimed;
   }
 
@@ -400,7 +430,7 @@ class Sim {
         ++never_claimed_;  // not owed (the loop above): its consumer never learned of it
         continue;
       }
-      if (m.finished && !m.lost) {
+      if (m.finished && (!m.lost || m.drained)) {
         EXPECT_EQ(m.end, Item::Kind::kFinished) << where() << ": stream " << i << " ("
                                                 << mux::end_reason_name(m.reason) << ")";
       }
@@ -453,23 +483,40 @@ class Sim {
   uint64_t delivered_ = 0;
   uint64_t naks_ = 0;
   uint64_t never_claimed_ = 0;
+  uint64_t finished_ = 0;
+  uint64_t graceful_restarts_ = 0;
 };
 
+// RINGFIRE_SIM_SEED=N runs seed N alone (a failure names its seed; its
+// script depends on timing through what sends answer, so a rerun is close,
+// not identical).
 TEST(NodeSim, ASeededScriptKeepsEveryStreamWholeInOrderAndEndedOnce) {
-  uint64_t delivered = 0, epochs = 0, naks = 0, never_claimed = 0;
-  for (uint32_t seed = 1; seed <= 8; ++seed) {
+  uint64_t delivered = 0, epochs = 0, naks = 0, never_claimed = 0, finished = 0, graceful = 0;
+  uint32_t first = 1, last = 8;
+  if (const char* one = std::getenv("RINGFIRE_SIM_SEED")) first = last = static_cast<uint32_t>(std::atoi(one));
+  for (uint32_t seed = first; seed <= last; ++seed) {
     Sim sim(seed);
     ASSERT_NO_FATAL_FAILURE(sim.run(1500));
     EXPECT_GT(sim.delivered(), 200u) << "seed " << seed << ": the script moved almost nothing";
+    EXPECT_GT(sim.finished(), 5u) << "seed " << seed << ": almost no stream finished";
+    if (sim.faulty()) {
+      EXPECT_GT(sim.naks(), 0u) << "seed " << seed << ": its lossy channels asked for no repair";
+    }
     delivered += sim.delivered();
     epochs += sim.epochs();
     naks += sim.naks();
     never_claimed += sim.never_claimed();
+    finished += sim.finished();
+    graceful += sim.graceful_restarts();
   }
-  EXPECT_GT(epochs, 8u + 8u) << "too few producer restarts to test a new epoch";
-  EXPECT_GT(naks, 0u) << "the faulty seeds' channels never asked for a repair";
-  std::printf("node sim: %llu records delivered, %llu producer nodes, %llu NAKs, %llu ticketed streams never claimed\n",
-              static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(epochs),
+  if (first != last) {
+    EXPECT_GT(epochs, 8u + 8u) << "too few producer restarts to test a new epoch";
+    EXPECT_GT(graceful, 8u) << "too few drained restarts to hold lost streams to everything they were sent";
+  }
+  std::printf("node sim: %llu records delivered, %llu streams finished, %llu producer nodes (%llu drained first), "
+              "%llu NAKs, %llu ticketed streams of abruptly lost nodes never claimed\n",
+              static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(finished),
+              static_cast<unsigned long long>(epochs), static_cast<unsigned long long>(graceful),
               static_cast<unsigned long long>(naks), static_cast<unsigned long long>(never_claimed));
 }
 
