@@ -47,6 +47,9 @@ struct ReplayFeed::Shared {
   explicit Shared(ArchiveReader r, size_t ahead) : reader(std::move(r)), ahead_bytes(ahead) {}
   void run();              // the thread
   void fill(uint64_t gen);  // the thread: one seek's reading, until told otherwise
+  // seek_reader: the reader's seek (the thread's, without mu); OutOfRange
+  // sets *first to the archive's first sequence.
+  absl::Status seek_reader(uint64_t seq, uint64_t* first);
   bool current(uint64_t g) const { return !stop && gen == g; }
 
   ArchiveReader reader;  // the thread's alone (never touched under mu by the caller)
@@ -267,6 +270,14 @@ void ReplayFeed::Shared::run() {
   }
 }
 
+absl::Status ReplayFeed::Shared::seek_reader(uint64_t seq, uint64_t* first) {
+  const absl::Status st = reader.seek(seq);
+  if (absl::IsOutOfRange(st)) {
+    if (auto f = reader.first_seq(); f.ok()) *first = *f;
+  }
+  return st;
+}
+
 void ReplayFeed::Shared::fill(uint64_t g) {
   std::unique_lock l(mu);
   const uint64_t at = target;
@@ -274,11 +285,8 @@ void ReplayFeed::Shared::fill(uint64_t g) {
   absl::Status st;
   for (;;) {
     l.unlock();
-    st = reader.seek(at);
     uint64_t first = UINT64_MAX;
-    if (absl::IsOutOfRange(st)) {
-      if (auto f = reader.first_seq(); f.ok()) first = *f;
-    }
+    st = seek_reader(at, &first);
     l.lock();
     if (!current(g)) return;
     if (absl::IsUnavailable(st)) {
@@ -347,11 +355,8 @@ void ReplayFeed::Shared::fill(uint64_t g) {
       cv.wait_for(l, kRetry);
       if (!current(g)) return;
       l.unlock();
-      st = reader.seek(pos);
       uint64_t first = UINT64_MAX;
-      if (absl::IsOutOfRange(st)) {
-        if (auto f = reader.first_seq(); f.ok()) first = *f;
-      }
+      st = seek_reader(pos, &first);
       l.lock();
       if (!current(g)) return;
       if (absl::IsUnavailable(st)) continue;

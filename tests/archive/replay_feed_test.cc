@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "ring/check_record.h"
 #include "ring/producer.h"
+#include "tests/archive/recording.h"
 #include "tests/ring/scoped_ring.h"
 #include "tests/temp_dir.h"
 
@@ -26,36 +27,12 @@ namespace ringfire::archive {
 namespace {
 
 using ring::testing::ScopedRing;
+using testing::drain;
+using testing::iota;
+using testing::publish;
+using testing::small_options;
 using ringfire::testing::TempDir;
 using ::testing::HasSubstr;
-
-void publish(ring::Producer& p, uint64_t n) {
-  std::vector<std::byte> rec(p.record_size());
-  for (uint64_t i = 0; i < n; ++i) {
-    ring::fill_record(rec, p.next_seq(), 0);
-    p.publish(rec.data());
-  }
-}
-
-RecordOptions small_options(const std::string& dir) {
-  RecordOptions o;
-  o.dir = dir;
-  o.layout.segment_bytes = 256u << 10;
-  o.layout.index_interval = 8u << 10;
-  o.batch_bytes = 16u << 10;
-  o.linger_ns = 1'000'000;
-  return o;
-}
-
-void drain(Recorder& r, uint64_t* now) {
-  for (int idle = 0; idle < 3;) {
-    *now += 2'000'000;
-    const bool quiet = r.poll(*now) == 0;
-    if (quiet) r.settle();
-    idle = quiet && r.snapshot().lag == 0 ? idle + 1 : 0;
-  }
-  ASSERT_TRUE(r.flush().ok());
-}
 
 // status_of: a Status, or a StatusOr's (for answered()).
 absl::Status status_of(const absl::Status& s) { return s; }
@@ -99,12 +76,6 @@ Read read_all(ReplayFeed& f, uint64_t from) {
       ++out.bad;
     }
   }
-}
-
-std::vector<uint64_t> iota(uint64_t from, uint64_t to) {
-  std::vector<uint64_t> v;
-  for (uint64_t s = from; s < to; ++s) v.push_back(s);
-  return v;
 }
 
 TEST(ReplayFeed, HandsEveryRecordInOrderFromAnySeekAndWhatTheRecorderAddsAfterTheEnd) {
