@@ -29,6 +29,11 @@ struct RecordOptions {
   ArchiveLayout layout;             // for a new archive
   uint64_t batch_bytes = 1u << 20;
   uint64_t linger_ns = 2'000'000;   // a partial batch is written after this
+  // gather_ns: caught up while records flow, the reader sleeps this long
+  // (at most; less on a ring this would lap a quarter of) instead of
+  // parking on the ring, whose writer then pays a wake-up for each record
+  // or few. 0: park at once (the reader is woken by the next record).
+  uint64_t gather_ns = 1'000'000;
   SinkOptions sink;                 // fsync policy, retention, buffers
   // start: where a new archive begins (an existing one resumes at its end).
   ring::StartPosition start = ring::StartPosition::oldest();
@@ -65,7 +70,9 @@ class Recorder {
   // the sink when full or lingering. Returns records taken. Reader thread.
   uint64_t poll(uint64_t now_ns);
   // wait parks the reader until the ring has more, the linger is due, a
-  // buffer comes free, or max_ns passes. Reader thread.
+  // buffer comes free, or max_ns passes; while records flow (one was taken
+  // in the last 2 ms) it sleeps up to gather_ns instead, gathering a
+  // burst without asking the writer for a wake-up. Reader thread.
   void wait(uint64_t now_ns, uint64_t max_ns);
   // flush hands over a partial batch, waits for everything to be written
   // and syncs (unless the policy is never). Reader thread.
@@ -92,6 +99,9 @@ class Recorder {
   const ring::RingHeader* header_;
   BatchBuilder* batch_ = nullptr;  // the buffer being filled, if any
   uint64_t batch_started_ns_ = 0;
+  uint64_t last_took_ns_ = 0;      // when poll last took a record
+  uint64_t burst_ = 0;             // records taken since the last wait
+  uint64_t gather_now_ns_ = 0;     // the sleep in use (adapts to the ring's capacity and the rate)
   uint64_t gap_begin_ = 0;         // a lap taken, not yet recorded
   uint64_t gap_lost_ = 0;
   std::atomic<uint64_t> gaps_{0};  // reader thread writes, any reads
