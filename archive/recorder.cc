@@ -103,17 +103,11 @@ void Recorder::take(const ring::ReadResult& r, uint64_t before, uint32_t len, ui
 // record does not fit).
 bool Recorder::fill(uint64_t now_ns, uint64_t* taken) {
   const uint32_t fixed = reader_.fixed_size();
-  // What the writer has published (a hint): a gathered burst is read with
-  // its slots asked for kAhead records early, each miss overlapping the
-  // reads before it (the first lap of a ring's pages misses every slot).
-  constexpr uint64_t kAhead = 16;
-  const uint64_t published = fixed != 0 ? reader_.published() : 0;
   for (uint32_t i = 0; i < kReadsPerPoll; ++i) {
     const uint64_t before = reader_.cursor();
     uint32_t len = fixed;
     ring::ReadResult r;
     if (fixed != 0) {
-      if (before + kAhead < published) reader_.prefetch(before + kAhead);
       uint8_t* dst = batch_->record_slot(fixed);
       if (dst == nullptr) return true;
       r = reader_.next_into(reinterpret_cast<std::byte*>(dst));

@@ -58,15 +58,6 @@ class SlotCursor {
   // cursor: what an idle reader does instead of sleeping blind.
   void park(uint64_t timeout_ns) { wait_for_write(*header_, cursor_, timeout_ns); }
 
-  // prefetch asks the CPU for slot `seq`'s lines ahead of a read. Only
-  // for a slot already written (below published()): one the writer has
-  // yet to write would be pulled away from it just before its store.
-  void prefetch(uint64_t seq) const {
-    const std::byte* s = reinterpret_cast<const std::byte*>(slots_.slot(seq));
-    __builtin_prefetch(s);
-    if (slots_.stride > 64) __builtin_prefetch(s + 64);
-  }
-
   // next copies the next record's `len` payload bytes into `dst`.
   ReadResult next(std::byte* dst, size_t len) {
     ReadResult r;
@@ -152,7 +143,6 @@ class Consumer {
   const RingFile& file() const { return file_; }
   void seek(uint64_t seq) { cursor_.seek(seq); }
   void park(uint64_t timeout_ns) { cursor_.park(timeout_ns); }
-  void prefetch(uint64_t seq) const { cursor_.prefetch(seq); }  // see SlotCursor::prefetch
 
   // try_read copies the next record (record_size() bytes) into `out`.
   ReadResult try_read(std::byte* out) {

@@ -53,9 +53,6 @@ class RawReader {
   // fixed_size() bytes straight into `dst` (a frame being built), not into
   // record(). On !ok, `dst` may hold a torn or stale copy: ignore it.
   ReadResult next_into(std::byte* dst) { return fixed_->try_read(dst); }
-  // prefetch (fixed-slot rings): slot `seq`'s lines asked for ahead of
-  // next_into; only for a sequence below published() (SlotCursor::prefetch).
-  void prefetch(uint64_t seq) const { fixed_->prefetch(seq); }
   const std::byte* record() const { return buf_.data(); }
   uint64_t cursor() const { return fixed_ ? fixed_->cursor() : blob_->cursor(); }
   // published: one past the writer's last sequence (a hint, see SlotCursor).
