@@ -135,7 +135,10 @@ absl::Status ArchiveReader::open_segment(size_t i) {
   const bool got = pread(fd, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head));
   auto h = got ? decode_segment_header(head, sizeof(head), &why) : std::nullopt;
   offset_ = 0;
-  if (!got && newest) {
+  // A header of zeroes is one not written yet (the file is allocated whole
+  // first), as recovery reads it too.
+  const bool blank = got && std::all_of(std::begin(head), std::end(head), [](uint8_t b) { return b == 0; });
+  if ((!got || blank) && newest) {
     // The newest segment, listed as the recorder made it, its header not
     // landed yet: nothing to read there yet, not damage. Opened again next time.
     close_segment();
@@ -165,7 +168,14 @@ absl::Status ArchiveReader::seek(uint64_t seq) {
   const auto it = std::upper_bound(segs.begin(), segs.end(), seq,
                                    [](uint64_t s, const CatalogSegment& c) { return s < c.first_seq; });
   const size_t i = static_cast<size_t>(it - segs.begin()) - 1;
-  if (auto st = open_segment(i); !st.ok()) return st;
+  if (auto st = open_segment(i); !st.ok()) {
+    if (!absl::IsNotFound(st)) return st;
+    // The newest segment, being created: stand at its start; next() says
+    // "nothing yet" until it lands, then reads from there.
+    expected_ = segs[i].first_seq;
+    skip_below_ = seq;
+    return absl::OkStatus();
+  }
   expected_ = segs[i].first_seq;
   skip_below_ = seq;
 
@@ -241,6 +251,14 @@ absl::StatusOr<bool> ArchiveReader::next(ArchiveEntry* out) {
         if (auto st = reload_catalog(true); !st.ok()) return st;
         if (catalog_.segments.empty()) return false;
         expected_ = catalog_.segments.front().first_seq;
+      }
+      // (Deferred: a segment that was being created. The catalog is read
+      // again first: one no longer the newest is then an error, not a wait.)
+      if (!catalog_.segments.empty() && seg_ + 1 == catalog_.segments.size()) {
+        if (auto st = reload_catalog(true); !st.ok()) return st;
+        if (seg_ >= catalog_.segments.size()) {
+          return absl::OutOfRangeError(absl::StrCat("segment ", seg_, " of ", dir_, " left the catalog"));
+        }
       }
       if (auto st = open_segment(seg_); !st.ok()) {
         if (!absl::IsNotFound(st)) return st;

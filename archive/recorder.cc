@@ -41,12 +41,6 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::open(ring::RingFile ring, co
   }
   const ring::StartPosition start =
       writer->has_batches() ? ring::StartPosition::at(writer->end_seq()) : options.start;
-  // This mapping's first lap over the ring costs a page's first touch
-  // under a hypervisor that shadows page tables (~4.5 us each here: 390
-  // ns a 64-B record on the first lap, 59 on the next): paid once, here,
-  // before the reader starts (ring/ring_file.h, RingFile::warm), not
-  // while it keeps up with the writer beside the live path.
-  ring.warm(0, ring.mapped_bytes());
   auto reader = ring::RawReader::attach(std::move(ring), start, options.reader_name);
   if (!reader.ok()) return reader.status();
   if (!writer->has_batches()) writer->start_at(reader->cursor());
@@ -57,7 +51,13 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::open(ring::RingFile ring, co
 }
 
 Recorder::Recorder(ring::RawReader reader, std::unique_ptr<BatchSink> sink, const RecordOptions& options)
-    : reader_(std::move(reader)), sink_(std::move(sink)), options_(options), header_(&reader_.header()) {}
+    : reader_(std::move(reader)), sink_(std::move(sink)), options_(options), header_(&reader_.header()) {
+  const bool lazy = (header_->flags & ring::kFlagLazy) != 0;
+  warm_end_ = lazy ? 0 : reader_.file().mapped_bytes();
+  gather_max_ns_ = reader_.blob() ? 0 : std::min<uint64_t>(options_.gather_ns, header_->capacity / 4 * 25);
+  if (gather_max_ns_ < 50'000) gather_max_ns_ = 0;  // a ring too small to sleep beside: park
+  cursor_at_wait_ = reader_.cursor();
+}
 
 RecorderSnapshot Recorder::snapshot() const {
   const SinkCounters& c = sink_->counters();
@@ -153,9 +153,15 @@ uint64_t Recorder::poll(uint64_t now_ns) {
     }
     batch_->start(reader_.cursor());
   }
+  // This mapping's first lap over the ring costs a page's first touch
+  // under a hypervisor that shadows page tables (~4.5 us each here: 390
+  // ns a 64-B record on the first lap, 59 on the next). Warmed on this
+  // thread, 1 MiB (~1 ms) a poll, not at open (a daemon opens recordings
+  // on its conductor); never a lazy ring, whose unwritten pages a read
+  // would allocate.
+  if (warm_at_ < warm_end_) warm_at_ = reader_.file().warm(warm_at_, 1u << 20);
   const bool full = fill(now_ns, &taken);
   if (taken != 0) last_took_ns_ = now_ns;
-  burst_ += taken;
   if (!batch_->empty() && (full || now_ns - batch_started_ns_ >= options_.linger_ns)) hand_over(now_ns);
   sink_->tick(now_ns);
   return taken;
@@ -170,24 +176,30 @@ void Recorder::wait(uint64_t now_ns, uint64_t max_ns) {
   if (!batch_->empty()) deadline = std::min(deadline, batch_started_ns_ + options_.linger_ns);
   if (deadline <= now_ns) return;
   constexpr uint64_t kFlowingNs = 2'000'000;  // a record taken this recently: the stream flows
-  if (options_.gather_ns != 0 && last_took_ns_ != 0 && now_ns - last_took_ns_ < kFlowingNs) {
+  // The sequences the cursor moved since the last wait (records, holes
+  // and laps alike: what the ring's capacity is counted in).
+  const uint64_t cursor = reader_.cursor();
+  const uint64_t burst = cursor - std::min(cursor, cursor_at_wait_);
+  cursor_at_wait_ = cursor;
+  // Fixed-slot rings only: a blob ring laps by arena bytes, which a count
+  // of sequences does not bound.
+  if (gather_max_ns_ != 0 && last_took_ns_ != 0 && now_ns - last_took_ns_ < kFlowingNs) {
     // Gather: sleep, no wake-up asked of the writer. The sleep halves when
-    // a burst was over a quarter of the ring (a lap comes near), and grows
-    // back toward gather_ns while bursts stay under a sixteenth.
+    // the cursor moved over a quarter of the ring since the last one (a lap
+    // comes near), and grows back while it moves under a sixteenth; never
+    // longer than a writer at 40 M records/s takes to fill a quarter.
     const uint64_t cap = header_->capacity;
-    if (gather_now_ns_ == 0) gather_now_ns_ = std::max<uint64_t>(options_.gather_ns / 4, 1);
-    if (burst_ > cap / 4) {
+    if (gather_now_ns_ == 0) gather_now_ns_ = std::max<uint64_t>(gather_max_ns_ / 4, 1);
+    if (burst > cap / 4) {
       gather_now_ns_ = std::max<uint64_t>(gather_now_ns_ / 2, 10'000);
-    } else if (burst_ < cap / 16) {
-      gather_now_ns_ = std::min(gather_now_ns_ * 2, options_.gather_ns);
+    } else if (burst < cap / 16) {
+      gather_now_ns_ = std::min(gather_now_ns_ * 2, gather_max_ns_);
     }
-    burst_ = 0;
     const uint64_t ns = std::min(deadline - now_ns, gather_now_ns_);
     const timespec t{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     nanosleep(&t, nullptr);
     return;
   }
-  burst_ = 0;
   reader_.park(deadline - now_ns);
 }
 

@@ -29,10 +29,11 @@ struct RecordOptions {
   ArchiveLayout layout;             // for a new archive
   uint64_t batch_bytes = 1u << 20;
   uint64_t linger_ns = 2'000'000;   // a partial batch is written after this
-  // gather_ns: caught up while records flow, the reader sleeps this long
-  // (at most; less on a ring this would lap a quarter of) instead of
-  // parking on the ring, whose writer then pays a wake-up for each record
-  // or few. 0: park at once (the reader is woken by the next record).
+  // gather_ns: caught up while records flow, the reader of a fixed-slot
+  // ring sleeps this long (at most; less on a ring a fast writer would
+  // lap a quarter of meanwhile) instead of parking on the ring, whose
+  // writer then pays a wake-up for each record or few. 0, or a blob ring:
+  // park at once (the reader is woken by the next record).
   uint64_t gather_ns = 1'000'000;
   SinkOptions sink;                 // fsync policy, retention, buffers
   // start: where a new archive begins (an existing one resumes at its end).
@@ -100,8 +101,11 @@ class Recorder {
   BatchBuilder* batch_ = nullptr;  // the buffer being filled, if any
   uint64_t batch_started_ns_ = 0;
   uint64_t last_took_ns_ = 0;      // when poll last took a record
-  uint64_t burst_ = 0;             // records taken since the last wait
+  uint64_t cursor_at_wait_ = 0;    // the reader's cursor at the last wait
+  uint64_t gather_max_ns_ = 0;     // gather_ns, bounded by the ring (0: a blob ring parks)
   uint64_t gather_now_ns_ = 0;     // the sleep in use (adapts to the ring's capacity and the rate)
+  uint64_t warm_at_ = 0;           // this mapping warmed up to here (RingFile::warm) ...
+  uint64_t warm_end_ = 0;          // ... of this much (0: a lazy ring, not warmed)
   uint64_t gap_begin_ = 0;         // a lap taken, not yet recorded
   uint64_t gap_lost_ = 0;
   std::atomic<uint64_t> gaps_{0};  // reader thread writes, any reads

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -20,6 +21,13 @@ constexpr size_t kChunkBytes = 256u << 10;  // a chunk closes at this many recor
 constexpr size_t kChunkRecords = 8192;      // ... or entries (gaps and empty records take no bytes)
 constexpr auto kRetry = std::chrono::milliseconds(1);    // a segment retention is removing: look again
 constexpr auto kEndLook = std::chrono::milliseconds(5);  // at the archive's end: look for what was added
+constexpr auto kEndFresh = std::chrono::milliseconds(1);  // an end said only this soon after the look that found it
+// The feeds' threads alive in this process, a replay stopped or not (a
+// stopped one ends after the read in flight): a new feed past this is
+// refused (Unavailable: try again), so churn on a slow disk cannot pile
+// them up.
+constexpr int kMaxThreads = 32;
+std::atomic<int> threads_alive{0};
 }  // namespace
 
 // One entry of a chunk: a record (bytes [offset, offset + len) of the
@@ -69,7 +77,8 @@ struct ReplayFeed::Shared {
   Tail tail = Tail::kReading;  // past the last queued chunk (of gen)
   absl::Status tail_error;
   bool look_again = false;     // the caller met the end: look once more before it is told so
-  bool end_confirmed = false;  // a look begun after that ask found the end
+  bool end_confirmed = false;  // a look begun after that ask found the end ...
+  std::chrono::steady_clock::time_point end_confirmed_at;  // ... then (stale after kEndFresh: asked again)
   Counters counters;
 };
 
@@ -81,9 +90,18 @@ absl::StatusOr<std::unique_ptr<ReplayFeed>> ReplayFeed::open(const std::string& 
   f->catalog_ = r->catalog();
   f->cur_ = std::make_unique<Chunk>();
   f->sh_ = std::make_shared<Shared>(std::move(*r), std::max<size_t>(ahead_bytes, kChunkBytes));
+  if (threads_alive.fetch_add(1, std::memory_order_relaxed) >= kMaxThreads) {
+    threads_alive.fetch_sub(1, std::memory_order_relaxed);
+    return absl::UnavailableError(absl::StrCat(kMaxThreads, " archive readers are still running: try again"));
+  }
   try {
-    std::thread([sh = f->sh_] { sh->run(); }).detach();  // it co-owns sh_: the feed never waits for it
+    // It co-owns sh_: the feed never waits for it; it counts itself out.
+    std::thread([sh = f->sh_] {
+      sh->run();
+      threads_alive.fetch_sub(1, std::memory_order_relaxed);
+    }).detach();
   } catch (const std::system_error& e) {
+    threads_alive.fetch_sub(1, std::memory_order_relaxed);
     return absl::ResourceExhaustedError(absl::StrCat("no thread to read the archive with: ", e.what()));
   }
   return f;
@@ -211,10 +229,11 @@ absl::StatusOr<bool> ReplayFeed::next(ArchiveEntry* e) {
       continue;
     }
     if (s.settled && s.seek_status.ok() && s.tail == Shared::Tail::kEnd) {
-      if (s.end_confirmed) {
+      if (s.end_confirmed && std::chrono::steady_clock::now() - s.end_confirmed_at < kEndFresh) {
         s.end_confirmed = false;  // the next end is asked about again
         return false;
       }
+      s.end_confirmed = false;  // none, or too old to say: look again
       s.look_again = true;  // not yet: the thread looks once more, now
       s.cv.notify_all();
     } else if (s.settled && s.seek_status.ok() && s.tail == Shared::Tail::kError) {
@@ -304,7 +323,7 @@ void ReplayFeed::Shared::fill(uint64_t g) {
   Chunk c;
   for (;;) {
     // Room: at most ahead_bytes read ahead of the caller (and a chunk more).
-    cv.wait(l, [&] { return !current(g) || queued_bytes < ahead_bytes || look_again; });
+    cv.wait(l, [&] { return !current(g) || queued_bytes < ahead_bytes || (look_again && queue.empty()); });
     if (!current(g)) return;
     if (!spare.empty()) {
       c = std::move(spare.back());
@@ -339,6 +358,7 @@ void ReplayFeed::Shared::fill(uint64_t g) {
       if (asked) {
         look_again = false;
         end_confirmed = true;
+        end_confirmed_at = std::chrono::steady_clock::now();
       }
       cv.wait_for(l, kEndLook, [&] { return !current(g) || look_again; });
       if (!current(g)) return;

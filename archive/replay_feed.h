@@ -28,7 +28,9 @@ class ReplayFeed {
  public:
   // open: the archive at `dir` (its catalog read here, on the caller: the
   // kind of ring it holds is known at once), and its reading thread
-  // started, idle until the first seek. `ahead_bytes`: how far it reads
+  // started, idle until the first seek. Unavailable while 32 feeds'
+  // threads are still alive in the process (stopped ones end after the
+  // read in flight): try again. `ahead_bytes`: how far it reads
   // ahead of the caller (it stops once that much waits; a chunk read past
   // the bound is the most it overshoots).
   static absl::StatusOr<std::unique_ptr<ReplayFeed>> open(const std::string& dir, size_t ahead_bytes = 4u << 20);
@@ -64,7 +66,7 @@ class ReplayFeed {
     uint64_t chunks = 0;    // chunks the thread handed over
     uint64_t seeks = 0;     // seeks it answered
     uint64_t not_yet = 0;   // calls answered Unavailable
-    uint64_t skipped = 0;   // seeks answered from what was read (ahead, or put back)
+    uint64_t skipped = 0;   // seeks ahead answered from what was read (a put back is not counted)
   };
   Counters counters() const;
 

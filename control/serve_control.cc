@@ -223,7 +223,7 @@ void ServeControl::drop(size_t index) {
     dataplane::poke_worker(*worker_);
   }
   if (m.state == Mirror::State::kStreaming && stats_.mirrors > 0) --stats_.mirrors;
-  if (m.replay) --replays_open_;  // its archive reader (and segment lock) goes with it
+  if (m.replay) --replays_open_;  // its archive feed goes (its thread, and segment lock, after the read in flight)
   mirrors_.erase(mirrors_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
@@ -472,6 +472,12 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     }
     // Its catalog is read here (a small file); the segments, on the feed's thread.
     auto r = archive::ReplayFeed::open(config_.archive_dir);
+    if (absl::IsUnavailable(r.status())) {  // earlier replays' readers still finishing a read: wait, as for the cap
+      ++stats_.archive_waits;
+      *blocked = true;
+      retry_archive_at(monotonic_ns() + kArchiveSlotRetryNs);
+      return first;
+    }
     if (!r.ok()) {
       ++stats_.archive_errors;
       note("archive", absl::StrCat("the archive cannot be read: ", r.status().message()));

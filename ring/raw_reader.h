@@ -77,6 +77,8 @@ class RawReader {
   // header: the ring's (a worker that parks on the ring with a word read
   // earlier calls wait_for_write itself).
   RingHeader& header() const { return fixed_ ? fixed_->file().header() : blob_->file().header(); }
+  // file: the ring's mapping (to warm it: RingFile::warm).
+  const RingFile& file() const { return fixed_ ? fixed_->file() : blob_->file(); }
   bool blob() const { return blob_.has_value(); }
   // fixed_size is the record size of a fixed-slot ring, 0 for a blob ring.
   uint32_t fixed_size() const { return fixed_ ? fixed_->record_size() : 0; }

@@ -409,6 +409,82 @@ TEST(Recorder, ABadLastBatchOfTheOpenSegmentIsUnsettledUntilTheRecorderWritesPas
   EXPECT_EQ(back.seqs, iota(0, 1000));
 }
 
+// The newest segment is listed in the catalog as the recorder makes it:
+// for a moment its file is missing, or shorter than its header, or
+// allocated with a header of zeroes. A reader there (a seek into it, or
+// one reading on into it) is told "nothing yet", not damage, and reads on
+// once the segment has landed.
+TEST(Recorder, TheNewestSegmentBeingCreatedIsNothingYetNotDamage) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  publish(*p, 10'000);
+  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+  ASSERT_TRUE(rec.ok());
+  uint64_t now = 0;
+  drain(**rec, &now);
+  const Catalog cat = (*rec)->writer().catalog();
+  ASSERT_GE(cat.segments.size(), 2u);
+  ASSERT_FALSE(cat.segments.back().sealed);
+  const uint64_t first = cat.segments.back().first_seq;
+  const std::string path = tmp.archive() + "/" + segment_name(first);
+  const std::string kept = path + ".kept";
+  ASSERT_EQ(rename(path.c_str(), kept.c_str()), 0);
+  auto restore = [&] {
+    unlink(path.c_str());
+    ASSERT_EQ(rename(kept.c_str(), path.c_str()), 0);
+  };
+  for (const char* state : {"missing", "short", "zero header"}) {
+    SCOPED_TRACE(state);
+    if (std::string(state) != "missing") {
+      const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+      ASSERT_GE(fd, 0);
+      if (std::string(state) == "zero header") {
+        ASSERT_EQ(ftruncate(fd, 1 << 16), 0);
+      }
+      ::close(fd);
+    }
+    // A reader that reads on into it, and one that seeks into it.
+    auto on = ArchiveReader::open(tmp.archive());
+    ASSERT_TRUE(on.ok());
+    ASSERT_TRUE(on->seek(first - 10).ok());
+    ArchiveEntry e;
+    uint64_t got = 0;
+    for (;;) {
+      auto r = on->next(&e);
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (!*r) break;
+      ++got;
+    }
+    EXPECT_EQ(got, 10u) << "the records before it";
+    EXPECT_THAT(on->unsettled(), HasSubstr("being created"));
+    auto into = ArchiveReader::open(tmp.archive());
+    ASSERT_TRUE(into.ok());
+    ASSERT_TRUE(into->seek(first + 5).ok()) << "a seek into it";
+    auto r = into->next(&e);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(*r);
+    // Landed: both read on.
+    ASSERT_NO_FATAL_FAILURE(restore());
+    auto a = on->next(&e);
+    ASSERT_TRUE(a.ok() && *a) << a.status();
+    EXPECT_EQ(e.seq, first);
+    auto b = into->next(&e);
+    ASSERT_TRUE(b.ok() && *b) << b.status();
+    EXPECT_EQ(e.seq, first + 5);
+    ASSERT_EQ(rename(path.c_str(), kept.c_str()), 0);
+  }
+  ASSERT_NO_FATAL_FAILURE(restore());
+  // A segment before the newest that is short is damage, as ever.
+  const std::string older = tmp.archive() + "/" + segment_name(cat.segments[0].first_seq);
+  ASSERT_EQ(truncate(older.c_str(), 10), 0);  // shorter than its header
+  auto d = ArchiveReader::open(tmp.archive());
+  ASSERT_TRUE(d.ok());
+  const absl::Status st = d->seek(cat.segments[0].first_seq);
+  EXPECT_TRUE(absl::IsDataLoss(st)) << st;
+}
+
 TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
   ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
   TempDir tmp;
