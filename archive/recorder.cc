@@ -153,13 +153,6 @@ uint64_t Recorder::poll(uint64_t now_ns) {
     }
     batch_->start(reader_.cursor());
   }
-  // This mapping's first lap over the ring costs a page's first touch
-  // under a hypervisor that shadows page tables (~4.5 us each here: 390
-  // ns a 64-B record on the first lap, 59 on the next). Warmed on this
-  // thread, 1 MiB (~1 ms) a poll, not at open (a daemon opens recordings
-  // on its conductor); never a lazy ring, whose unwritten pages a read
-  // would allocate.
-  if (warm_at_ < warm_end_) warm_at_ = reader_.file().warm(warm_at_, 1u << 20);
   const bool full = fill(now_ns, &taken);
   if (taken != 0) last_took_ns_ = now_ns;
   if (!batch_->empty() && (full || now_ns - batch_started_ns_ >= options_.linger_ns)) hand_over(now_ns);
@@ -170,6 +163,16 @@ uint64_t Recorder::poll(uint64_t now_ns) {
 void Recorder::wait(uint64_t now_ns, uint64_t max_ns) {
   if (batch_ == nullptr) {
     sink_->wait_for_buffer(max_ns);
+    return;
+  }
+  // This mapping's first lap over the ring costs a page's first touch
+  // under a hypervisor that shadows page tables (~4.5 us each here: 390
+  // ns a 64-B record on the first lap, 59 on the next). Warmed here, when
+  // there is nothing to read, 256 KiB (~0.3 ms) at a time, instead of
+  // waiting; not at open (a daemon opens recordings on its conductor),
+  // and never a lazy ring, whose unwritten pages a read would allocate.
+  if (warm_at_ < warm_end_) {
+    warm_at_ = reader_.file().warm(warm_at_, 256u << 10);
     return;
   }
   uint64_t deadline = now_ns + max_ns;
@@ -198,8 +201,10 @@ void Recorder::wait(uint64_t now_ns, uint64_t max_ns) {
     const uint64_t ns = std::min(deadline - now_ns, gather_now_ns_);
     const timespec t{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     nanosleep(&t, nullptr);
+    ++gathers_;
     return;
   }
+  ++parks_;
   reader_.park(deadline - now_ns);
 }
 

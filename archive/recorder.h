@@ -75,6 +75,10 @@ class Recorder {
   // in the last 2 ms) it sleeps up to gather_ns instead, gathering a
   // burst without asking the writer for a wake-up. Reader thread.
   void wait(uint64_t now_ns, uint64_t max_ns);
+  // gathers / parks: the waits that slept gathering a burst, and those
+  // that parked on the ring. Reader thread.
+  uint64_t gathers() const { return gathers_; }
+  uint64_t parks() const { return parks_; }
   // flush hands over a partial batch, waits for everything to be written
   // and syncs (unless the policy is never). Reader thread.
   absl::Status flush(uint64_t timeout_ns = 30'000'000'000);
@@ -106,6 +110,8 @@ class Recorder {
   uint64_t gather_now_ns_ = 0;     // the sleep in use (adapts to the ring's capacity and the rate)
   uint64_t warm_at_ = 0;           // this mapping warmed up to here (RingFile::warm) ...
   uint64_t warm_end_ = 0;          // ... of this much (0: a lazy ring, not warmed)
+  uint64_t gathers_ = 0;
+  uint64_t parks_ = 0;
   uint64_t gap_begin_ = 0;         // a lap taken, not yet recorded
   uint64_t gap_lost_ = 0;
   std::atomic<uint64_t> gaps_{0};  // reader thread writes, any reads

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <chrono>
+#include <thread>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "ring/blob.h"
 #include "ring/check_record.h"
+#include "ring/monotonic.h"
 #include "ring/producer.h"
 #include "tests/archive/recording.h"
 #include "tests/ring/scoped_ring.h"
@@ -483,6 +487,60 @@ TEST(Recorder, TheNewestSegmentBeingCreatedIsNothingYetNotDamage) {
   ASSERT_TRUE(d.ok());
   const absl::Status st = d->seek(cat.segments[0].first_seq);
   EXPECT_TRUE(absl::IsDataLoss(st)) << st;
+}
+
+// A recorder on its own thread, as `ringfire record` runs it, behind a
+// writer that trickles, then bursts: while records flow it gathers (sleeps)
+// instead of parking on the ring, and parks when the ring goes quiet —
+// and takes every record, no gap, on a ring a burst fills a quarter of.
+TEST(Recorder, GathersWhileRecordsFlowParksWhenQuietAndTakesEveryRecord) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.layout.segment_bytes = 16u << 20;
+  o.batch_bytes = 1u << 20;  // batches the size a recording uses: the disk keeps up with a burst
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok());
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    for (;;) {
+      const uint64_t now = monotonic_ns();
+      const bool finished = done.load(std::memory_order_acquire);  // pairs with the writer's release below
+      if ((*rec)->poll(now) == 0) {
+        if (finished && (*rec)->snapshot().lag == 0) break;
+        (*rec)->wait(now, 20'000'000);
+      }
+    }
+  });
+  std::vector<std::byte> r(p->record_size());
+  auto one = [&] {
+    ring::fill_record(r, p->next_seq(), 0);
+    p->publish(r.data());
+  };
+  for (int i = 0; i < 200; ++i) {  // a trickle: a record every 100 us
+    one();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (int b = 0; b < 16; ++b) {  // bursts of 16 Ki, a quarter of the ring, 10 ms apart
+    for (int i = 0; i < 16 * 1024; ++i) one();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // quiet: it parks
+  for (int i = 0; i < 100; ++i) one();
+  done.store(true, std::memory_order_release);
+  reader.join();
+  ASSERT_TRUE((*rec)->flush().ok());
+  const uint64_t total = 200 + 16 * 16 * 1024 + 100;
+  EXPECT_EQ((*rec)->snapshot().gaps, 0u) << "a lap while it gathered";
+  EXPECT_EQ((*rec)->snapshot().records, total);
+  EXPECT_GT((*rec)->gathers(), 10u) << "it never gathered";
+  EXPECT_GT((*rec)->parks(), 0u) << "it never parked";
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, total));
+  EXPECT_EQ(back.bad, 0u);
 }
 
 TEST(Recorder, RetentionRemovesTheOldestSegmentsButNeverOneAReaderHolds) {
