@@ -575,7 +575,12 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     }
     if (e.gap) {
       gap(std::min({e.gap_end, below, last == UINT64_MAX ? last : last + 1}));  // the recorder's own loss
-      if (want != e.gap_end) break;
+      if (want != e.gap_end) {
+        // Cut short (at the ring's part, or the range asked): the reader is
+        // past the whole gap, so where it stands is not `want`: seek next time.
+        m.replay_next = UINT64_MAX;
+        break;
+      }
       m.replay_next = want;
       continue;
     }
