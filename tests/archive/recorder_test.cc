@@ -32,8 +32,10 @@ namespace {
 
 using ring::testing::ScopedRing;
 using testing::drain;
+using testing::flip_byte;
 using testing::iota;
 using testing::publish;
+using testing::Recorded;
 using testing::small_options;
 using ::testing::HasSubstr;
 
@@ -79,15 +81,10 @@ ReadBack read_back(const std::string& dir, uint64_t from) {
 }
 
 TEST(Recorder, RecordsEveryRecordUnderItsSequenceAcrossSegments) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 20'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 16, 20'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& rec = arc.rec;
   EXPECT_EQ((*rec)->snapshot().records, 20'000u);
   EXPECT_EQ((*rec)->snapshot().recorded_end, 20'000u);
   EXPECT_GE((*rec)->snapshot().segments, 6u) << "20,000 x 80 bytes in 256 KiB segments";
@@ -159,15 +156,12 @@ TEST(Recorder, ASparseRingsHolesAreRecordedAsHolesNotGaps) {
 }
 
 TEST(Recorder, ALapItTookIsRecordedAsAGapOfExactlyTheRecordsLost) {
-  ScopedRing ring(ring::testing::fixed_ring(1024, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 100);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1024, 100);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& p = arc.p;
+  auto& rec = arc.rec;
+  auto& now = arc.now;
   publish(*p, 5000);  // 5,100 published; the ring holds 4,076..5,099
   drain(**rec, &now);
   EXPECT_EQ((*rec)->snapshot().gaps, 1u);
@@ -184,15 +178,9 @@ TEST(Recorder, ALapItTookIsRecordedAsAGapOfExactlyTheRecordsLost) {
 }
 
 TEST(Recorder, ASeekReadsTheCatalogOneIndexAndFewBatches) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 200'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 18, 200'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
   auto r = ArchiveReader::open(tmp.archive());
   ASSERT_TRUE(r.ok());
   ASSERT_GT(r->catalog().segments.size(), 50u);
@@ -310,27 +298,16 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
 }
 
 TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequence) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 10'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 16, 10'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& rec = arc.rec;
   const Catalog cat = (*rec)->writer().catalog();
   ASSERT_GE(cat.segments.size(), 3u);
   const std::string victim = tmp.archive() + "/" + segment_name(cat.segments[1].first_seq);
   // A byte inside the third batch of the second segment (16 KiB batches).
   const uint64_t offset = kSegmentHeaderBytes + 2 * (16u << 10) + 5000;
-  const int fd = ::open(victim.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  uint8_t b = 0;
-  ASSERT_EQ(pread(fd, &b, 1, offset), 1);
-  b ^= 0x01;
-  ASSERT_EQ(pwrite(fd, &b, 1, offset), 1);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(flip_byte(victim, offset));
 
   const ReadBack back = read_back(tmp.archive(), 0);
   ASSERT_TRUE(absl::IsDataLoss(back.error)) << back.error;
@@ -419,15 +396,10 @@ TEST(Recorder, ABadLastBatchOfTheOpenSegmentIsUnsettledUntilTheRecorderWritesPas
 // one reading on into it) is told "nothing yet", not damage, and reads on
 // once the segment has landed.
 TEST(Recorder, TheNewestSegmentBeingCreatedIsNothingYetNotDamage) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 10'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 16, 10'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& rec = arc.rec;
   const Catalog cat = (*rec)->writer().catalog();
   ASSERT_GE(cat.segments.size(), 2u);
   ASSERT_FALSE(cat.segments.back().sealed);

@@ -3,7 +3,11 @@
 // so a few thousand records span several), and a drain that runs a
 // recorder until it has taken everything the ring holds.
 #pragma once
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "ring/check_record.h"
 #include "ring/producer.h"
+#include "tests/ring/scoped_ring.h"
+#include "tests/temp_dir.h"
 
 namespace ringfire::archive::testing {
 
@@ -44,6 +50,45 @@ inline void drain(Recorder& r, uint64_t* now) {
     idle = quiet && r.snapshot().lag == 0 ? idle + 1 : 0;
   }
   ASSERT_TRUE(r.flush().ok());
+}
+
+// Recorded: a fixed ring of `capacity` 64-byte slots, `n` records
+// published into it and recorded into a fresh archive (small_options),
+// drained. ok() false (a failure added) if any of it could not be made.
+struct Recorded {
+  Recorded(uint64_t capacity, uint64_t n)
+      : ring(ring::testing::fixed_ring(capacity, 64)), p(ring::Producer::attach(ring.open())) {
+    if (!p.ok()) {
+      ADD_FAILURE() << p.status();
+      return;
+    }
+    publish(*p, n);
+    rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+    if (!rec.ok()) {
+      ADD_FAILURE() << rec.status();
+      return;
+    }
+    drain(**rec, &now);
+  }
+  bool ok() const { return p.ok() && rec.ok(); }
+
+  ring::testing::ScopedRing ring;
+  ringfire::testing::TempDir tmp;
+  absl::StatusOr<ring::Producer> p;
+  absl::StatusOr<std::unique_ptr<Recorder>> rec = absl::UnknownError("not made");
+  uint64_t now = 0;  // the clock drain() moves
+};
+
+// flip_byte: the byte at `offset` of the file at `path`, one bit flipped.
+inline void flip_byte(const std::string& path, uint64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  uint8_t b = 0;
+  const bool read = pread(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  b ^= 0x01;
+  const bool written = read && pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1;
+  ::close(fd);
+  ASSERT_TRUE(written) << path << " at " << offset;
 }
 
 // iota: [from, to).

@@ -26,12 +26,11 @@
 namespace ringfire::archive {
 namespace {
 
-using ring::testing::ScopedRing;
 using testing::drain;
+using testing::flip_byte;
 using testing::iota;
 using testing::publish;
-using testing::small_options;
-using ringfire::testing::TempDir;
+using testing::Recorded;
 using ::testing::HasSubstr;
 
 // status_of: a Status, or a StatusOr's (for answered()).
@@ -79,15 +78,12 @@ Read read_all(ReplayFeed& f, uint64_t from) {
 }
 
 TEST(ReplayFeed, HandsEveryRecordInOrderFromAnySeekAndWhatTheRecorderAddsAfterTheEnd) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 20'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 16, 20'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& p = arc.p;
+  auto& rec = arc.rec;
+  auto& now = arc.now;
   auto feed = ReplayFeed::open(tmp.archive());
   ASSERT_TRUE(feed.ok()) << feed.status();
   EXPECT_TRUE(absl::IsUnavailable((*feed)->seek(0))) << "a first seek answered before the thread went there";
@@ -139,15 +135,9 @@ TEST(ReplayFeed, HandsEveryRecordInOrderFromAnySeekAndWhatTheRecorderAddsAfterTh
 }
 
 TEST(ReplayFeed, ARangeOlderThanTheArchiveIsOutOfRangeWithTheArchivesFirstSequence) {
-  ScopedRing ring(ring::testing::fixed_ring(4096, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 10'000);  // the ring lapped: a recorder starts at its oldest
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(4096, 10'000);  // the ring lapped: a recorder starts at its oldest
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
   auto feed = ReplayFeed::open(tmp.archive());
   ASSERT_TRUE(feed.ok());
   const uint64_t first = (*feed)->catalog().segments.front().first_seq;
@@ -164,26 +154,15 @@ TEST(ReplayFeed, ARangeOlderThanTheArchiveIsOutOfRangeWithTheArchivesFirstSequen
 }
 
 TEST(ReplayFeed, DamageIsMetAfterTheLastGoodRecordAndNothingOfTheDamagedBatch) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 10'000);
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 16, 10'000);
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
+  auto& rec = arc.rec;
   const Catalog cat = (*rec)->writer().catalog();
   ASSERT_GE(cat.segments.size(), 3u);
   const std::string victim = tmp.archive() + "/" + segment_name(cat.segments[1].first_seq);
   const uint64_t offset = kSegmentHeaderBytes + 2 * (16u << 10) + 5000;  // inside its third batch
-  const int fd = ::open(victim.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  uint8_t b = 0;
-  ASSERT_EQ(pread(fd, &b, 1, offset), 1);
-  b ^= 0x01;
-  ASSERT_EQ(pwrite(fd, &b, 1, offset), 1);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(flip_byte(victim, offset));
   auto feed = ReplayFeed::open(tmp.archive());
   ASSERT_TRUE(feed.ok());
   const Read r = read_all(**feed, 0);
@@ -204,15 +183,9 @@ TEST(ReplayFeed, DamageIsMetAfterTheLastGoodRecordAndNothingOfTheDamagedBatch) {
 }
 
 TEST(ReplayFeed, ReadsAheadNoFurtherThanItsBoundWhileNobodyReads) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 18, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
-  publish(*p, 200'000);  // ~16 MB of archive
-  auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
-  ASSERT_TRUE(rec.ok());
-  uint64_t now = 0;
-  drain(**rec, &now);
+  Recorded arc(1u << 18, 200'000);  // ~16 MB of archive
+  ASSERT_TRUE(arc.ok());
+  auto& tmp = arc.tmp;
   auto feed = ReplayFeed::open(tmp.archive(), 2u << 20);
   ASSERT_TRUE(feed.ok());
   ASSERT_TRUE(answered([&] { return (*feed)->seek(0); }).ok());
