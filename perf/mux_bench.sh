@@ -4,7 +4,7 @@
 # h1 (CPU 0), `ringfire mux-produce` on h2 (CPU 1), the same streams, tokens
 # and token size each time; only the path changes.
 #
-#   perf/mux_bench.sh [--streams N] [--tokens T] [--rate STEPS] [--size B] [--out DIR]
+#   perf/mux_bench.sh [--streams N] [--tokens T] [--flat-tokens T] [--rate STEPS] [--size B] [--out DIR]
 #   perf/mux_bench.sh --sweep "1 8 64 256 1024 4096" [--tokens T] [--rate STEPS] [--size B]
 #   perf/mux_bench.sh --frontends "1 2 4" --sweep "64 256"   (Y frontends, unpinned)
 # --extra "OPTS": given to every mux-consume and mux-produce (e.g. "--idle spin");
@@ -23,18 +23,23 @@
 # paced    --rate decode steps per second (default 50: a token per stream
 #          every 20 ms, an LLM's decode rate): per-token latency p50/p99/p99.9,
 #          time to first token, CPU per token on each side, records per batch.
-# flat     no pacing: tokens per second until every stream finishes.
+# flat     no pacing: tokens per second until every stream finishes, from
+#          the first send to the last arrival. --flat-tokens a stream
+#          (default 2,000): at 200 the mux's flat run is ~20 ms, most of it
+#          its first lap (each process's first touch of its heap and batch
+#          buffers), not the rate a server streaming for hours sees.
 # Paths: per-stream (--no-mux, kernel TCP, one connection per stream), mux
 # on the kernel backend, mux on DPDK net_memif (when built with DPDK).
 # Results: DIR/mux.json (one object per run) and a table on stdout.
 set -u
 rf=${RF:-build/cli/ringfire}
 pace_floor=$(dirname "$(dirname "$rf")")/perf/pace_floor  # beside the binary, in its build
-streams=300 tokens=200 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra="" memif_at="64"
+streams=300 tokens=200 flat_tokens=2000 rate=50 size=16 out=perf/figures/mux sweep="" frontends="" extra="" mux_extra="" memif_at="64"
 while (($#)); do
   case $1 in
     --streams) streams=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
+    --flat-tokens) flat_tokens=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --sweep) sweep=$2; shift 2 ;;
@@ -43,7 +48,7 @@ while (($#)); do
     --extra) extra=$2; shift 2 ;;
     --mux-extra) mux_extra=$2; shift 2 ;;
     --memif-at) memif_at=$2; shift 2 ;;
-    *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--streams N | --sweep \"X...\"] [--tokens T] [--flat-tokens T] [--rate STEPS] [--size B] [--out DIR]" >&2; exit 2 ;;
   esac
 done
 source "$(dirname "$0")/../tests/lab/lib.sh"
@@ -58,8 +63,9 @@ results=$out/mux.json
 
 # one NAME MODE(paced|flat) CONSUMER_OPTS PRODUCER_OPTS [STREAMS]
 one() {
-  local name=$1 mode=$2 copts=$3 popts=$4 streams=${5:-$streams} pace=""
+  local name=$1 mode=$2 copts=$3 popts=$4 streams=${5:-$streams} pace="" tokens=$tokens
   [[ $mode == paced ]] && pace="--rate $rate"
+  [[ $mode == flat ]] && tokens=$flat_tokens
   rm -f "$logs/h"
   eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts $extra"
   local cpid=${LAB_PIDS[-1]}
@@ -166,10 +172,10 @@ for mode in paced flat; do
   fi
 done
 
-python3 - "$results" "$streams" "$tokens" "$rate" <<'PY'
+python3 - "$results" "$streams" "$tokens" "$rate" "$flat_tokens" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"streams {sys.argv[2]}, tokens {sys.argv[3]} each; paced = {sys.argv[4]} decode steps/s")
+print(f"streams {sys.argv[2]}; paced: {sys.argv[3]} tokens each, {sys.argv[4]} decode steps/s; flat: {sys.argv[5]} tokens each")
 print(f"{'run':12} {'mode':6} {'tokens':>7} {'tok/s':>10} {'p50 us':>9} {'p99 us':>9} {'p99.9':>9} {'ttft p50':>9} {'cpu ns/tok c':>12} {'c 1st':>7} {'p':>8} {'rec/batch':>9}")
 for r in rows:
     c, p = r["consumer"], r["producer"]
