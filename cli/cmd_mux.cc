@@ -453,6 +453,7 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
       {"unknown_anchor", s.in.unknown_anchor},
       {"attaches_answered", s.attaches_answered},
       {"tickets_claimed", s.tickets_claimed},
+      {"tickets_expired", s.tickets_expired},
       {"batch_gaps", s.in.batch_gaps},
       {"malformed", s.in.malformed},
       {"generation_mismatch", s.in.generation_mismatch},

@@ -355,6 +355,9 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"ticket", [](const S& s) { return s.tickets_claimed; }}});
   metric("ringfire_mux_tickets_opened_total", "counter", "Streams this node opened on a handle's ticket (producer side).",
          [](const S& s) { return s.tickets_opened; });
+  metric("ringfire_mux_tickets_expired_total", "counter",
+         "Tickets no producer claimed within the accept timeout: lapsed, their anchor told (consumer side).",
+         [](const S& s) { return s.tickets_expired; });
   by("ringfire_mux_rejected_total", "What the node refused or dropped, by reason.", "reason",
      {{"refused_connection", [](const S& s) { return s.refused; }},
       {"unauthenticated", [](const S& s) { return s.unauthenticated; }},

@@ -199,6 +199,7 @@ uint64_t NodeImpl::conduct(uint64_t now) {
     ++counters.conductor_passes;
     step(now);
     expire_resumes(now);
+    expire_tickets(now);  // within a pass of its deadline: the conductor turns at least every 100 ms
     for (auto& p : in) {
       if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
     }
@@ -610,8 +611,10 @@ std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
     st->ticket = mux::Ticket{random_u64(), m.mux.initial_credit, m.mux.slot_byte_budget, m.mux.peer_byte_budget};
   }
   const mux::AnchorHandle h{m.worker, st->id, st->ticket};
+  const uint64_t now = monotonic_ns();
   std::lock_guard l(m.mu);
   m.anchors[st->id] = st;
+  if (st->ticket.session != 0) m.tickets_due.emplace_back(st, now + m.mux.accept_timeout_ns);
   return std::unique_ptr<Anchor>(new Anchor(impl_, st, h));
 }
 

@@ -199,6 +199,7 @@ struct NodeStats {
   // nothing (used, cancelled, forged) is counted in in.unknown_anchor.
   uint64_t tickets_opened = 0;
   uint64_t tickets_claimed = 0;
+  uint64_t tickets_expired = 0;  // unclaimed within the accept timeout: lapsed (consumer side)
   // Resumes (NodeOptions::resume_window_ns): streams held back when their
   // channel ended, resumes answered, refused (no such held stream, or not
   // the mux), and held ends read because none came in time.

@@ -297,6 +297,11 @@ struct NodeImpl : engine::ConductorAgent {
   // one), so the front is the next to expire; an entry whose anchor was
   // taken over, cancelled or held again since is stale and dropped.
   std::deque<std::pair<std::shared_ptr<AnchorState>, uint64_t>> resuming;
+  // Anchors given a ticket, with when it lapses (made + mux.accept_timeout_ns:
+  // a ticket is an ATTACH answered in advance, and an answered attach is
+  // claimed within the accept timeout or ends). In creation order, so in
+  // deadline order; weak: a closed anchor's entry is dropped at its turn.
+  std::deque<std::pair<std::weak_ptr<AnchorState>, uint64_t>> tickets_due;
   bool watcher = false;          // a reader blocked in recv waits on `ready` (the others on items_cv)
   // Per source address (the accepted connection's IP): connections not yet
   // useful (InPeer::pending), and channels.
@@ -394,6 +399,15 @@ struct NodeImpl : engine::ConductorAgent {
   }
   // expire_resumes: the held ends whose window closed are read. Under mu.
   void expire_resumes(uint64_t now);
+  // expire_tickets: tickets unclaimed past their deadline lapse (an
+  // OpenSlot naming one is then unknown: its sender closes); an anchor
+  // that no producer reached reads one Dropped{kNeverOpened}, under the
+  // ticket's session, and may be attached again. Under mu.
+  void expire_tickets(uint64_t now);
+  // read_alone: `end` is read from the anchor as a one-item stream of its
+  // own (an end with no live stream behind it: a held one, a lapsed
+  // ticket's). Under mu.
+  void read_alone(AnchorState& a, Item end);
   // resume_matches: an attach naming `session` may take over the anchor's
   // held stream (a single-sender anchor, not cancelled, the session it
   // holds, within the window). Under mu.

@@ -538,22 +538,37 @@ void NodeImpl::expire_resumes(uint64_t now) {
       ++counters.resumes_expired;
       a->resume_session = 0;
       a->resume_from = nullptr;  // an end not yet read is read as it comes
-      if (a->held_end) {
-        // The end read while the resume was awaited goes now, a one-item
-        // stream of its own (read as the per-stream path's items are).
-        auto t = std::make_shared<TcpStreamIn>();
-        t->window = UINT32_MAX;
-        t->ended = true;
-        t->items.push_back(std::move(*a->held_end));
-        AnchorStream* s = add_stream(*a, t->items.back().session);
-        s->tcp = t;
-        t->owner = s;
-        stream_readable(s);
-        items_ready();
-      }
+      if (a->held_end) read_alone(*a, std::move(*a->held_end));  // the end read while the resume was awaited
       a->held_end.reset();
     }
     resuming.pop_front();
+  }
+}
+
+void NodeImpl::read_alone(AnchorState& a, Item end) {
+  // Read as the per-stream path's items are: a stream whose one item is queued.
+  auto t = std::make_shared<TcpStreamIn>();
+  t->window = UINT32_MAX;
+  t->ended = true;
+  t->items.push_back(std::move(end));
+  AnchorStream* s = add_stream(a, t->items.back().session);
+  s->tcp = t;
+  t->owner = s;
+  stream_readable(s);
+  items_ready();
+}
+
+void NodeImpl::expire_tickets(uint64_t now) {
+  while (!tickets_due.empty() && tickets_due.front().second <= now) {
+    const std::shared_ptr<AnchorState> a = tickets_due.front().first.lock();
+    tickets_due.pop_front();
+    if (a == nullptr || a->ticket.session == 0) continue;  // closed, or claimed
+    const uint64_t session = a->ticket.session;
+    a->ticket.session = 0;  // lapsed: claim_ticket refuses it from now on
+    ++counters.tickets_expired;
+    // A producer that reached it by ATTACH instead: that stream's end is the anchor's.
+    if (a->cancelled || a->attached_once || !a->streams.empty()) continue;
+    read_alone(*a, Item{Item::Kind::kDropped, session, {}, mux::EndReason::kNeverOpened, 0});
   }
 }
 

@@ -164,6 +164,7 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["attaches_refused"] = s.attaches_refused;
   d["tickets_opened"] = s.tickets_opened;
   d["tickets_claimed"] = s.tickets_claimed;
+  d["tickets_expired"] = s.tickets_expired;
   d["unknown_anchor"] = s.in.unknown_anchor;
   return d;
 }
@@ -255,7 +256,7 @@ PYBIND11_MODULE(_ringfire, m) {
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
                        const std::string& dpdk_ip, double silent_peer, uint32_t mtu, bool gso, bool gro,
-                       double resume_window, bool tickets) {
+                       double resume_window, bool tickets, double accept_timeout) {
              NodeOptions o;
              o.instance_id = instance_id;
              o.control = endpoint(control);
@@ -271,6 +272,10 @@ PYBIND11_MODULE(_ringfire, m) {
              }
              o.resume_window_ns = static_cast<uint64_t>(resume_window * 1e9);
              o.tickets = tickets;
+             if (!(accept_timeout >= 0.1 && accept_timeout <= 3600)) {
+               throw py::value_error("accept_timeout must be 0.1 to 3600 seconds (an answered attach, or a handle's ticket, unclaimed that long ends)");
+             }
+             o.mux.accept_timeout_ns = static_cast<uint64_t>(accept_timeout * 1e9);
              const auto mode = ringfire::ring::parse_idle_mode(idle);
              if (!mode) throw py::value_error("idle " + idle + ": expected spin, yield, backoff or hot");
              o.port.idle = *mode;
@@ -301,7 +306,8 @@ PYBIND11_MODULE(_ringfire, m) {
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
            py::arg("psk_file") = "", py::arg("idle") = "backoff", py::arg("dpdk_port") = -1, py::arg("dpdk_ip") = "",
            py::arg("silent_peer") = 6.0, py::arg("mtu") = 1472, py::arg("gso") = true, py::arg("gro") = true,
-           py::arg("resume_window") = 0.0, py::arg("tickets") = true)
+           py::arg("resume_window") = 0.0, py::arg("tickets") = true,
+           py::arg("accept_timeout") = 60.0)
       .def(
           "create_anchor",
           [](Node& n, bool multi_sender) {

@@ -30,7 +30,8 @@ import ringfire.aio
 class Frontend:
     def __init__(self, args):
         self.node = ringfire.Node(instance_id=f"frontend-{os.getpid()}-{args.control}", control=args.control,
-                                  mux=not args.no_mux, initial_credit=args.credit, psk_file=args.psk_file or "")
+                                  mux=not args.no_mux, initial_credit=args.credit, psk_file=args.psk_file or "",
+                                  accept_timeout=args.accept_timeout)
         self.engine = args.engine.rstrip("/")
         self.buffer = args.buffer
         self.anode = None
@@ -134,6 +135,8 @@ def main(argv=None):
     p.add_argument("--credit", type=int, default=256, help="frames a stream may have in flight (its window)")
     p.add_argument("--buffer", type=int, default=64, help="tokens a stream may wait in the frontend before it pauses")
     p.add_argument("--no-mux", action="store_true", help="every stream on its own TCP connection (the per-stream path)")
+    p.add_argument("--accept-timeout", type=float, default=60.0,
+                   help="seconds a request's stream may take to open at the engine before the request fails (0.1 to 3600)")
     p.add_argument("--psk-file", help="a pre-shared key file: channels authenticated both ways")
     args = p.parse_args(argv)
     host, _, port = args.http.rpartition(":")

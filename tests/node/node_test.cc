@@ -960,6 +960,53 @@ TEST(Node, ASpentGuessedPreemptedOrCancelledTicketOpensNothing) {
   EXPECT_EQ(consumer->stats().tickets_claimed, 2u);
 }
 
+// A ticket is an attach answered in advance, so it is claimed within the
+// accept timeout or it lapses. An anchor no producer reached then reads
+// one Dropped{kNeverOpened} under the ticket's session: a frontend whose
+// engine took the handle and died before its first flush ends that
+// request instead of waiting for ever. A producer that comes later with
+// the ticket is closed; a ticketless ATTACH still finds the anchor free.
+TEST(Node, AnUnclaimedTicketLapsesAndItsAnchorReadsNeverOpened) {
+  NodeOptions o = options("c");
+  o.mux.accept_timeout_ns = 3 * kSecond;  // the claimed one's channel comes up well within it, under TSan too
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Node& consumer = **made;
+  auto producer = make("p");
+  auto lapsing = consumer.create_anchor(AnchorKind::kSingleSender);
+  auto claimed = consumer.create_anchor(AnchorKind::kSingleSender);
+  const mux::AnchorHandle h = lapsing->handle();
+  ASSERT_NE(h.ticket.session, 0u);
+  auto in_time = producer->attach(claimed->handle(), consumer.control_address());
+  ASSERT_TRUE(in_time.ok()) << in_time.status();
+  ASSERT_TRUE(send_all(**in_time, tokens("t", 0, 3)));
+  Item it;
+  ASSERT_TRUE(lapsing->recv(&it, 60 * kSecond)) << "an unclaimed ticket's anchor waited for ever";
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.reason, mux::EndReason::kNeverOpened);
+  EXPECT_EQ(it.session, h.ticket.session);
+  EXPECT_EQ(it.frames, 0u);
+  EXPECT_EQ(lapsing->live_streams(), 0u) << "its end read, the anchor holds nothing";
+  EXPECT_FALSE(lapsing->recv(&it, 100'000'000)) << "a second end";
+  // The claimed one's stream is untouched by the lapse (past its deadline too).
+  EXPECT_TRUE((*in_time)->finish());
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*claimed, "t", 0, 3, claimed->handle().ticket.session));
+  ASSERT_TRUE(claimed->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  const uint64_t unknown = consumer.stats().in.unknown_anchor;
+  auto late = producer->attach(h, consumer.control_address());
+  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_TRUE((*late)->wait_closed(60 * kSecond)) << "a lapsed ticket opened a stream";
+  EXPECT_EQ(consumer.stats().in.unknown_anchor, unknown + 1);
+  auto asked = producer->attach(plain(h), consumer.control_address());
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  expect_through(**asked, *lapsing, "asked");
+  const NodeStats c = consumer.stats();
+  EXPECT_EQ(c.tickets_expired, 1u);
+  EXPECT_EQ(c.tickets_claimed, 1u);
+  EXPECT_EQ(c.attaches_answered, 1u);
+}
+
 // The ticket's terms are the consumer's: a producer that claims more
 // credit than its ticket gave has that slot ended at the consumer's
 // window (protocol error), never buffered past it.

@@ -186,6 +186,24 @@ class Aio(unittest.TestCase):
         with self.assertRaises(ValueError):
             producer.send_many([None], ["text, not bytes"])
 
+    def test_a_handle_no_producer_opens_ends_never_opened(self):
+        # A frontend's request whose engine took the handle and died before
+        # its first token: its ticket lapses, and the reader hears why.
+        consumer = node("c", accept_timeout=0.5)
+
+        async def main():
+            anode = ringfire.aio.AsyncNode(consumer)
+            a = anode.create_anchor()
+            with self.assertRaises(ringfire.aio.StreamDropped) as e:
+                await asyncio.wait_for(anext(a), 30)
+            self.assertEqual(e.exception.reason, "never_opened")
+            anode.close()
+
+        asyncio.run(main())
+        self.assertEqual(consumer.stats()["tickets_expired"], 1)
+        with self.assertRaises(ValueError):
+            node("c2", accept_timeout=0)
+
     def test_an_engine_lost_mid_stream_is_resumed_from_another_and_the_reader_sees_one_stream(self):
         # The engine's node goes (its host lost) after three tokens; another
         # engine resumes the stream by its session: the reader's `async for`
