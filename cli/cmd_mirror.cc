@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/conductor_loop.h"
 #include "cli/dpdk_options.h"
 #include "cli/metrics_server.h"
 #include "cli/session_report.h"
@@ -57,18 +58,18 @@ int mirror_loop(engine::Engine& eng, engine::Engine::Mirror& m, bool quiet, bool
     if (!ms.ok()) return fail("mirror", ms.status());
     metrics = std::move(*ms);
   }
-  while (!stop_requested()) {
-    eng.run_once(100'000'000);
-    (*report)->tick(now_ns());
-    if (metrics) metrics->poll(now_ns(), [&] { return engine_metrics(eng); });
+  bool failed = false;
+  conductor_loop(eng, 100'000'000, metrics.get(), [&] { return engine_metrics(eng); }, [&](uint64_t now) {
+    (*report)->tick(now);
     const State state = m.control->state();
-    if (state == State::kFailed) {
-      const absl::Status why = m.control->failure();  // stop_all frees the session
-      report->reset();
-      eng.stop_all();
-      return fail("mirror", why);
-    }
-    if (state == State::kStopped) break;  // --once, and the source went away
+    failed = state == State::kFailed;
+    return !failed && state != State::kStopped;  // stopped: --once, and the source went away
+  });
+  if (failed) {
+    const absl::Status why = m.control->failure();  // stop_all frees the session
+    report->reset();
+    eng.stop_all();
+    return fail("mirror", why);
   }
   (*report)->finish();
   report->reset();

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/conductor_loop.h"
 #include "cli/dpdk_options.h"
 #include "cli/metrics_server.h"
 #include "cli/session_report.h"
@@ -51,12 +52,10 @@ int serve_loop(engine::Engine& eng, engine::Engine::Serve& s, bool quiet, bool j
     if (!m.ok()) return fail("serve", m.status());
     metrics = std::move(*m);
   }
-  while (!stop_requested()) {
-    eng.run_once(100'000'000);
-    (*report)->tick(now_ns());
-    if (metrics) metrics->poll(now_ns(), [&] { return engine_metrics(eng); });
-  }
-  if (metrics) eng.unwatch(metrics->fd());
+  conductor_loop(eng, 100'000'000, metrics.get(), [&] { return engine_metrics(eng); }, [&](uint64_t now) {
+    (*report)->tick(now);
+    return true;
+  });
   const std::string last_words = (*report)->last_words();
   engine::PortHandle* port = s.port;  // the engine's, alive after its sessions
   report->reset();

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/common.h"
+#include "cli/conductor_loop.h"
 #include "cli/config_file.h"
 #include "cli/ctl_server.h"
 #include "cli/dpdk_telemetry.h"
@@ -590,22 +591,19 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       return fail("run", st);
     }
   }
-  while (!stop_requested()) {
-    eng.run_once(max_wait);
-    const uint64_t now = now_ns();
-    if (hooks.tick && !hooks.tick(eng, now)) break;
+  conductor_loop(eng, max_wait, metrics.get(), [&] { return daemon->metrics(); }, [&](uint64_t now) {
+    if (hooks.tick && !hooks.tick(eng, now)) return false;
     (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
     daemon->tick(now);
-    if (metrics) metrics->poll(now, [&] { return daemon->metrics(); });
     if (telemetry && now >= next_snapshot_ns) {
       telemetry_publish(daemon->snapshot());
       next_snapshot_ns = now + 100'000'000;
     }
     notifier.tick(now);
-  }
+    return true;
+  });
   notifier.stopping();
   if (hooks.stopping) hooks.stopping(eng);
-  if (metrics) eng.unwatch(metrics->fd());
   eng.unwatch((*ctl)->fd());
   ctl->reset();
   daemon->stop();
