@@ -455,11 +455,14 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second port named ",
                                                                  p->name, ": give each its own name")));
     }
-    if (p->lcore >= 0 && std::find(lcores.begin(), lcores.end(), p->lcore) != lcores.end()) {
-      return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "lcore"), ": lcore ", p->lcore,
-                                                                 " is another port's: each worker needs its own")));
+    for (int q = 0; q < p->queues && p->lcore >= 0; ++q) {  // a worker a queue: lcore, lcore + 1, ...
+      const int l = p->lcore + q;
+      if (std::find(lcores.begin(), lcores.end(), l) != lcores.end()) {
+        return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "lcore"), ": lcore ", l,
+                                                                   " is another port's: each worker needs its own")));
+      }
+      lcores.push_back(l);
     }
-    if (p->lcore >= 0) lcores.push_back(p->lcore);
     dpdk |= p->backend != engine::PortSpec::Backend::kKernel;
     if (p->device.find(':') != std::string::npos && p->device.rfind("net_", 0) != 0) {
       pci.push_back(p->device.substr(0, p->device.find(',')));

@@ -145,7 +145,7 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
 absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTable& t) {
   static const std::vector<Key> kKeys = {{"name"}, {"backend"}, {"iface"}, {"device"}, {"pmd"},
                                          {"ip"},   {"mtu"},     {"ttl"},   {"idle"},   {"lcore"},
-                                         {"neighbors"}, {"require"}, {"gso", true}, {"gro", true}};
+                                         {"neighbors"}, {"require"}, {"gso", true}, {"gro", true}, {"queues"}};
   if (absl::Status st = check_keys(f, t, kKeys); !st.ok()) return st;
   engine::PortSpec p;
   if (const ConfigValue* v = get(t, "gso")) p.gso = v->flag;
@@ -190,7 +190,7 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
     return error_at(f, t, "backend", "a DPDK port needs iface = \"...\" (a vdev on it) or device = \"...\"");
   }
   if (p.backend == engine::PortSpec::Backend::kKernel) {
-    for (const char* k : {"device", "pmd", "lcore", "neighbors"}) {
+    for (const char* k : {"device", "pmd", "lcore", "neighbors", "queues"}) {
       if (get(t, k)) return error_at(f, t, k, "only for backend = \"dpdk\" or \"auto\"");
     }
   } else if (p.backend == engine::PortSpec::Backend::kDpdk) {
@@ -206,9 +206,11 @@ absl::StatusOr<engine::PortSpec> port_spec(const ConfigFile& f, const ConfigTabl
   auto mtu = number(f, t, "mtu", 64, dataplane::kMaxDatagram, 1472);
   auto ttl = number(f, t, "ttl", 1, 255, 1);
   auto lcore = number(f, t, "lcore", 1, 127, 0);
-  for (const auto* n : {&mtu, &ttl, &lcore}) {
+  auto queues = number(f, t, "queues", 1, 16, 1);  // a worker each
+  for (const auto* n : {&mtu, &ttl, &lcore, &queues}) {
     if (!n->ok()) return n->status();
   }
+  p.queues = static_cast<uint16_t>(*queues);
   p.mtu = static_cast<uint16_t>(*mtu);
   p.ttl = static_cast<uint8_t>(*ttl);
   p.lcore = *lcore == 0 ? -1 : static_cast<int>(*lcore);

@@ -10,6 +10,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_ring.h>
 #include <net/if.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -135,7 +136,7 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   // descriptors ride out ~40 ms at 100 k datagrams/s. Its fill ring is 4096.
   const uint16_t kRxDesc = af_xdp ? 4096 : 1024;
   uint32_t mbufs = o.mbufs;
-  if (mbufs == 0) mbufs = af_xdp ? 16383 : 4095;  // 2^n - 1: the mempool's best size
+  if (mbufs == 0) mbufs = (af_xdp ? 16384u : 4096u) * std::max<uint32_t>(o.queues, 1) - 1;  // 2^n - 1: the mempool's best size
   // One pool per port for the life of the process: the PMD keeps mbufs of
   // it in its queues until the port is closed (at exit), so a session that
   // ends must not free it, and the next session on the port reuses it.
@@ -169,9 +170,12 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
     conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
     port_tx_offloads[o.port_id] = conf.txmode.offloads;
-    int rc = rte_eth_dev_configure(o.port_id, 1, 1, &conf);
-    if (rc == 0) rc = rte_eth_rx_queue_setup(o.port_id, 0, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
-    if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, 0, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
+    const uint16_t queues = std::max<uint16_t>(o.queues, 1);
+    int rc = rte_eth_dev_configure(o.port_id, queues, queues, &conf);
+    for (uint16_t q = 0; q < queues && rc == 0; ++q) {
+      rc = rte_eth_rx_queue_setup(o.port_id, q, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
+      if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, q, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
+    }
     if (rc == 0) rc = rte_eth_dev_start(o.port_id);
     if (rc != 0) {
       std::string hint;
@@ -217,7 +221,7 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   p.tx_headers_ = TxHeaderCache({p.mac_, o.ip, o.ttl});
   if (af_xdp) {
     rte_power_monitor_cond pmc{};
-    p.rx_gate_ = rte_eth_get_monitor_addr(o.port_id, 0, &pmc) == 0 && pmc.size == sizeof(uint32_t);
+    p.rx_gate_ = rte_eth_get_monitor_addr(o.port_id, o.queue, &pmc) == 0 && pmc.size == sizeof(uint32_t);
     p.forced_rx_interval_ = rte_get_tsc_hz() / 1000;
   }
   if (o.first_binding) {
@@ -231,6 +235,74 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     if (p.install(std::move(*first)) == 0) return absl::InternalError("cannot install the port's first binding");
   }
   return p;
+}
+
+QueueShare::QueueShare(uint16_t port_id, uint16_t queues) : owner(new std::atomic<uint8_t>[65536]) {
+  for (size_t i = 0; i < 65536; ++i) owner[i].store(0, std::memory_order_relaxed);
+  for (uint16_t q = 0; q < queues; ++q) {
+    // 4,096 frames, the RX ring's depth over again: what the other queues
+    // receive for this one while its worker is put aside (1,024 refused
+    // some at 100 k datagrams/s with four workers on two CPUs).
+    inbox.push_back(rte_ring_create(absl::StrCat("rf_inbox_", port_id, "_", q).c_str(), 4096,
+                                    static_cast<int>(rte_socket_id()), RING_F_SC_DEQ));
+  }
+}
+
+bool QueueShare::ok() const {
+  return std::none_of(inbox.begin(), inbox.end(), [](rte_ring* r) { return r == nullptr; });
+}
+
+QueueShare::~QueueShare() {
+  for (rte_ring* r : inbox) {
+    if (r == nullptr) continue;
+    void* m = nullptr;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
+}
+
+absl::StatusOr<std::vector<DpdkPort>> DpdkPort::open_queues(const DpdkPortOptions& o) {
+  std::vector<DpdkPort> ports;
+  if (o.queues <= 1) {
+    auto p = open(o);
+    if (!p.ok()) return p.status();
+    ports.push_back(std::move(*p));
+    return ports;
+  }
+  if (!rte_eth_dev_is_valid_port(o.port_id)) {
+    return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
+  }
+  if (driver_is(o.port_id, "net_af_xdp")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queues = ", o.queues, " on net_af_xdp is not built yet (its XDP program steers to one socket): give "
+        "queues = 1, or use memif, af_packet (qpairs) or a NIC"));
+  }
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(o.port_id, &info) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot query DPDK port ", o.port_id));
+  }
+  if (info.max_rx_queues < o.queues || info.max_tx_queues < o.queues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DPDK port ", o.port_id, " (", info.driver_name, ") has at most ",
+        std::min(info.max_rx_queues, info.max_tx_queues), " queue pairs: give queues = that or fewer",
+        driver_is(o.port_id, "net_af_packet") ? " (af_packet: its devargs' qpairs = N)" : ""));
+  }
+  if (o.queues > 255) return absl::InvalidArgumentError("at most 255 queues");
+  auto share = std::make_shared<QueueShare>(o.port_id, o.queues);
+  if (!share->ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot make the queues' inboxes: ", rte_strerror(rte_errno),
+                                                     " (give the EAL more memory: -m)"));
+  }
+  for (uint16_t q = 0; q < o.queues; ++q) {
+    DpdkPortOptions qo = o;
+    qo.queue = q;
+    if (q != 0) qo.exception_port = -1;  // queue 0's worker forwards to and from it
+    auto p = open(qo);
+    if (!p.ok()) return p.status();
+    p->share_ = share;
+    ports.push_back(std::move(*p));
+  }
+  return ports;
 }
 
 absl::StatusOr<DpdkPort::Prepared> DpdkPort::prepare(const BindSpec& spec) const {
@@ -270,6 +342,8 @@ BindingId DpdkPort::install(Prepared p) {
   Binding& b = bindings_[id];
   b = Binding{p.udp_port, p.group, std::exchange(p.reservation_fd, -1), by_port_[p.udp_port], true};
   by_port_[p.udp_port] = id;
+  // Relaxed: a hint to the other queues' workers (QueueShare).
+  if (share_) share_->owner[p.udp_port].store(static_cast<uint8_t>(o_.queue + 1), std::memory_order_relaxed);
   if (first_port_ == 0) first_port_ = p.udp_port;
   if (p.group != 0 && l2_.join(p.group)) {
     joined_changed();
@@ -306,6 +380,10 @@ void DpdkPort::uninstall(BindingId id) {
     joined_changed();
   }
   if (b.reservation_fd >= 0) close(b.reservation_fd);
+  if (share_ && !port_used) {  // no longer this queue's (unless another queue took it since)
+    uint8_t mine = static_cast<uint8_t>(o_.queue + 1);
+    share_->owner[b.udp_port].compare_exchange_strong(mine, 0, std::memory_order_relaxed);
+  }
   if (first_port_ == b.udp_port && !port_used) {
     first_port_ = 0;
     for (size_t i = 1; i < bindings_.size() && first_port_ == 0; ++i) {
@@ -326,6 +404,7 @@ Endpoint DpdkPort::local(BindingId b) const {
 
 DpdkPort::DpdkPort(DpdkPort&& o) noexcept
     : o_(o.o_),
+      share_(std::move(o.share_)),
       open_(std::exchange(o.open_, false)),
       pool_(std::exchange(o.pool_, nullptr)),
       mac_(o.mac_),
@@ -374,7 +453,12 @@ std::string DpdkPort::summary() const {
                       s.tx_no_neighbor.get(), " awaiting ARP, ", s.tx_too_big.get(), " too big, ", s.tx_shared.get(), " duplicates shared, ",
                       s.tx_in_place.get(), " sent where they were built), ", s.arp_replies.get(),
                       " ARP replies, ", s.neighbors.get(), " neighbors (", s.neighbors_full.get(), " refused: full), ",
-                      s.igmp_reports.get(), " IGMP reports, ", s.link_ups.get(), " link ups; ", pool_ ? rte_mempool_avail_count(pool_) : 0,
+                      s.igmp_reports.get(), " IGMP reports, ", s.link_ups.get(), " link ups; ",
+                      share_ ? absl::StrCat("queue ", o_.queue, " of ", o_.queues, ": ", s.rx_handed_off.get(),
+                                            " handed to another queue (", s.rx_handoff_full.get(), " refused: its inbox full), ",
+                                            s.rx_from_queues.get(), " from others; ")
+                             : std::string(),
+                      pool_ ? rte_mempool_avail_count(pool_) : 0,
                       " of ", pool_ ? pool_->size : 0, " mbufs free; UDP checksums by ",
                       tx_udp_cksum_ ? "the port" : "software");
 }

@@ -1,6 +1,8 @@
 // dpdk_port.h — the DPDK packet I/O backend: one ethdev (a PCI NIC or a
 // vdev such as net_af_packet, net_af_xdp, net_memif), one RX and one TX
-// queue, driven as a PacketPort that many sessions share. Each session has
+// queue of it (a port of N queues is N of these, a worker each, handing
+// frames to each other: QueueShare), driven as a PacketPort that many
+// sessions share. Each session has
 // a binding (a UDP port on the port's address, and maybe a group on that
 // port): received UDP is matched to a binding through a table indexed by
 // the destination port, and sent from the binding's port. With no kernel
@@ -18,6 +20,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include <array>
@@ -38,6 +42,7 @@
 
 struct rte_mbuf;
 struct rte_mempool;
+struct rte_ring;
 
 namespace ringfire::dataplane {
 
@@ -65,6 +70,30 @@ struct DpdkPortOptions {
   // (serve --dup N) goes out as the same mbuf, its reference count raised,
   // not built and copied again (off: each is built; for the A/B).
   bool share_duplicates = true;
+  // Queues: this object drives RX/TX queue pair `queue` of the `queues`
+  // the ethdev is set up with (by its first open), each pair a worker's
+  // (DpdkPort::open_queues makes them all).
+  uint16_t queue = 0;
+  uint16_t queues = 1;
+};
+
+// QueueShare: what the queues of one ethdev share. A frame arrives on
+// whichever queue the link puts it (a memif peer's queue i lands on our
+// queue i; a NIC hashes), not necessarily the one whose worker holds the
+// session: `owner` says which queue's worker holds each UDP port's
+// bindings (queue + 1; 0: none), and each queue has an inbox of frames
+// other queues received for it (multi-producer, single-consumer). Each
+// worker writes `owner` for its own bindings (install/uninstall) and every
+// worker reads it; relaxed, as a hint: the inbox's ring orders the frames,
+// and the owner matches each against its own bindings again.
+struct QueueShare {
+  QueueShare(uint16_t port_id, uint16_t queues);
+  ~QueueShare();  // frames still in an inbox are freed
+  QueueShare(const QueueShare&) = delete;
+  QueueShare& operator=(const QueueShare&) = delete;
+  bool ok() const;  // every inbox was made
+  std::unique_ptr<std::atomic<uint8_t>[]> owner;  // 65536 entries, by UDP port
+  std::vector<rte_ring*> inbox;                   // by queue
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.
@@ -86,9 +115,16 @@ struct alignas(64) DpdkPortStats {
   Counter neighbors;       // in the table now (stored)
   Counter neighbors_full;  // a new neighbor the full table could not take
   Counter link_ups;        // the link came back up (its groups announced again)
+  // Queues (QueueShare): frames this queue received for another queue's
+  // session and handed to it, those the other's full inbox refused, and
+  // those taken from this queue's inbox.
+  Counter rx_handed_off;
+  Counter rx_handoff_full;
+  Counter rx_from_queues;
   // drops: what was lost at this port, either way (not "not ours").
   uint64_t drops() const {
-    return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get() + tx_too_big.get();
+    return rx_malformed.get() + tx_no_neighbor.get() + tx_refused.get() + tx_no_mbuf.get() + tx_too_big.get() +
+           rx_handoff_full.get();
   }
 };
 
@@ -100,6 +136,11 @@ class DpdkPort {
   // hold back by ~25 us a hop; steady rates over ~200 k frames/s batch.
   static constexpr uint64_t kDefaultPaceNs = 5'000;
   static absl::StatusOr<DpdkPort> open(const DpdkPortOptions& o);
+  // open_queues: o.queues port objects on one ethdev, queue 0 first, each
+  // for its own worker, sharing a QueueShare (one plain open for 1). Not
+  // on net_af_xdp yet (its XDP program steers to one socket): an error
+  // says so.
+  static absl::StatusOr<std::vector<DpdkPort>> open_queues(const DpdkPortOptions& o);
   DpdkPort(DpdkPort&& o) noexcept;
   DpdkPort& operator=(DpdkPort&&) = delete;
   ~DpdkPort();
@@ -196,8 +237,12 @@ class DpdkPort {
   void not_ours(rte_mbuf* m);
   void to_exception(rte_mbuf* m);  // not counted: an ARP frame also handled here
   void flush_exception();
+  // hand_off gives a UDP frame no binding here matched to the queue whose
+  // worker holds its UDP port; false when none other does (not ours).
+  bool hand_off(rte_mbuf* m, uint16_t udp_port);
 
   DpdkPortOptions o_;
+  std::shared_ptr<QueueShare> share_;  // with the ethdev's other queues (none: one queue)
   std::string steer_iface_;  // af_xdp under ringfire's XDP program: its interface
   bool open_ = false;
   std::vector<Binding> bindings_;            // index: binding id (0 unused)

@@ -11,6 +11,7 @@
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 #include <rte_udp.h>
 
 #include <net/if.h>
@@ -37,7 +38,7 @@ void DpdkPort::learn(uint32_t ip, const MacAddr& mac, NeighborTable::Source sour
 }
 
 bool DpdkPort::send_frame(rte_mbuf* m) {
-  if (rte_eth_tx_burst(o_.port_id, 0, &m, 1) == 1) {
+  if (rte_eth_tx_burst(o_.port_id, o_.queue, &m, 1) == 1) {
     ++stats_.tx_frames;
     return true;
   }
@@ -121,7 +122,7 @@ int DpdkPort::link_is_up() const {
 bool DpdkPort::rx_may_have_frames() {
   if (!rx_gate_ || last_rx_full_) return true;
   rte_power_monitor_cond pmc{};
-  if (rte_eth_get_monitor_addr(o_.port_id, 0, &pmc) != 0) return true;
+  if (rte_eth_get_monitor_addr(o_.port_id, o_.queue, &pmc) != 0) return true;
   const uint32_t producer = *static_cast<const volatile uint32_t*>(pmc.addr);
   if (pmc.fn(producer, pmc.opaque) != 0) return true;  // the producer moved
   const uint64_t now = rte_get_tsc_cycles();
@@ -133,17 +134,29 @@ bool DpdkPort::rx_may_have_frames() {
 size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   release_rx();  // the previous burst's payloads are no longer referenced
   if (const uint64_t now = rte_get_tsc_cycles(); now >= next_l2_tsc_) l2_tick(now);
-  if (!rx_may_have_frames()) {
+  rte_mbuf* mbufs[kBurst];
+  n = std::min<size_t>(n, kBurst);
+  // First what the other queues received for this one's sessions (QueueShare).
+  const uint16_t handed = share_ ? static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
+                                       share_->inbox[o_.queue], reinterpret_cast<void**>(mbufs),
+                                       static_cast<unsigned>(n), nullptr))
+                                 : 0;
+  stats_.rx_from_queues += handed;
+  uint16_t got = handed;
+  if (handed < n && rx_may_have_frames()) {
+    const uint16_t wire = rte_eth_rx_burst(o_.port_id, o_.queue, mbufs + handed, static_cast<uint16_t>(n - handed));
+    last_rx_full_ = wire == n - handed;
+    stats_.rx_frames += wire;
+    got += wire;
+  }
+  if (got == 0) {
     if (o_.exception_port >= 0) flush_exception();
     return 0;
   }
-  rte_mbuf* mbufs[kBurst];
-  const uint16_t got = rte_eth_rx_burst(o_.port_id, 0, mbufs, static_cast<uint16_t>(n));
-  last_rx_full_ = got == n;
   size_t k = 0;
   for (uint16_t i = 0; i < got; ++i) {
     rte_mbuf* m = mbufs[i];
-    ++stats_.rx_frames;
+    const bool from_queue = i < handed;  // handed on once only: one no binding here matched is not ours
     proto::net::ParsedPacket p;
     const proto::ConstBytes frame(rte_pktmbuf_mtod(m, const std::byte*), m->data_len);
     // UDP checksums are trusted to the port: what it flags bad is dropped,
@@ -187,6 +200,7 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
           rx_held_[rx_held_n_++] = m;
           continue;
         }
+        if (!from_queue && hand_off(m, p.udp.dst_port)) continue;
         break;
       }
       default:
@@ -196,6 +210,19 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   }
   if (o_.exception_port >= 0) flush_exception();
   return k;
+}
+
+bool DpdkPort::hand_off(rte_mbuf* m, uint16_t udp_port) {
+  if (!share_) return false;
+  const uint8_t owner = share_->owner[udp_port].load(std::memory_order_relaxed);  // a hint (QueueShare)
+  if (owner == 0 || owner - 1 == o_.queue) return false;
+  if (rte_ring_mp_enqueue(share_->inbox[owner - 1], m) != 0) {
+    ++stats_.rx_handoff_full;  // a loss: the session's repair brings it back
+    rte_pktmbuf_free(m);
+    return true;
+  }
+  ++stats_.rx_handed_off;
+  return true;
 }
 
 void DpdkPort::not_ours(rte_mbuf* m) {
@@ -230,7 +257,7 @@ void DpdkPort::flush_exception() {
   rte_mbuf* in[kBurst];
   const uint16_t got = rte_eth_rx_burst(exc, 0, in, kBurst);
   if (got == 0) return;
-  const uint16_t sent = rte_eth_tx_burst(o_.port_id, 0, in, got);
+  const uint16_t sent = rte_eth_tx_burst(o_.port_id, o_.queue, in, got);
   for (uint16_t i = sent; i < got; ++i) rte_pktmbuf_free(in[i]);
   stats_.tx_exception += sent;
   stats_.tx_refused += got - sent;
@@ -340,14 +367,14 @@ size_t DpdkPort::tx_burst(const TxDatagram* in, size_t n) {
     mbufs[ready++] = m;
     last_built = i;
   }
-  uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, 0, mbufs, ready) : 0;
+  uint16_t sent = ready ? rte_eth_tx_burst(o_.port_id, o_.queue, mbufs, ready) : 0;
   // A full TX queue (a memif peer, a NIC, the XSK ring) drains while we
   // wait: retry for up to ~20 us before dropping, rather than turning a
   // burst into NAKs. Bounded, so a dead peer costs 20 us a burst, no more.
   if (sent < ready) {
     const uint64_t give_up = rte_get_tsc_cycles() + rte_get_tsc_hz() / 50000;
     while (sent < ready && rte_get_tsc_cycles() < give_up) {
-      sent += rte_eth_tx_burst(o_.port_id, 0, mbufs + sent, static_cast<uint16_t>(ready - sent));
+      sent += rte_eth_tx_burst(o_.port_id, o_.queue, mbufs + sent, static_cast<uint16_t>(ready - sent));
     }
   }
   for (uint16_t i = sent; i < ready; ++i) rte_pktmbuf_free(mbufs[i]);

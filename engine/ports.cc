@@ -11,6 +11,7 @@
 #include "dataplane/kernel_port.h"
 #include "dataplane/kernel_udp.h"
 #include "engine/port_runner.h"
+#include "engine/queued_port.h"
 #include "ringfire_config.h"
 #if RINGFIRE_HAVE_DPDK
 #include <rte_lcore.h>
@@ -47,11 +48,12 @@ absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec, uint
     return absl::InvalidArgumentError(absl::StrCat(
         "port ", spec.name, ": a DPDK port needs its IPv4 address (ip = ..., or an interface that has one)"));
   }
-  if (spec.lcore >= 0) {
-    const unsigned l = static_cast<unsigned>(spec.lcore);
+  const uint16_t queues = std::max<uint16_t>(spec.queues, 1);
+  for (uint16_t q = 0; q < queues && spec.lcore >= 0; ++q) {
+    const unsigned l = static_cast<unsigned>(spec.lcore) + q;
     if (!rte_lcore_is_enabled(l) || l == rte_get_main_lcore() || rte_eal_get_lcore_state(l) != WAIT) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "port ", spec.name, ": lcore ", spec.lcore,
+          "port ", spec.name, ": lcore ", l, queues > 1 ? absl::StrCat(" (queue ", q, "'s)") : std::string(),
           " is not an idle worker lcore of the EAL (give the EAL that lcore, and each port its own)"));
     }
   }
@@ -63,14 +65,20 @@ absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec, uint
   po.max_payload = spec.mtu;
   po.neighbors = spec.neighbors;
   po.exception_port = spec.exception_port;
-  auto port = dataplane::DpdkPort::open(po);
-  if (!port.ok()) return port.status();
+  po.queues = queues;
+  auto ports = dataplane::DpdkPort::open_queues(po);
+  if (!ports.ok()) return absl::Status(ports.status().code(), absl::StrCat("port ", spec.name, ": ", ports.status().message()));
   auto prepare = [](const dataplane::DpdkPort& p, const dataplane::BindSpec& b, uint32_t, uint16_t) {
     return p.prepare(b);
   };
-  return std::unique_ptr<PortHandle>(std::make_unique<PortRunner<dataplane::DpdkPort>>(
-      spec.name, absl::StrCat("dpdk ", dataplane::port_driver(port_id)), std::move(*port), prepare, spec.idle,
-      spec.lcore));
+  std::vector<std::unique_ptr<PortHandle>> runners;
+  for (uint16_t q = 0; q < queues; ++q) {
+    runners.push_back(std::make_unique<PortRunner<dataplane::DpdkPort>>(
+        spec.name, absl::StrCat("dpdk ", dataplane::port_driver(port_id)), std::move((*ports)[q]), prepare,
+        spec.idle, spec.lcore < 0 ? -1 : spec.lcore + q));
+  }
+  if (queues == 1) return std::move(runners.front());
+  return std::unique_ptr<PortHandle>(std::make_unique<QueuedPort>(std::move(runners)));
 }
 #endif
 

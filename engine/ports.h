@@ -42,6 +42,9 @@ struct PortSpec {
   bool gro = false;        // kernel: such runs are taken whole (UDP_GRO; 64 KiB buffers: a mux node's port)
   ring::IdleMode idle = ring::IdleMode::kBackoff;
   int lcore = -1;          // dpdk: the worker's EAL lcore (-1: the first idle one, else a thread)
+  // dpdk: queue pairs, a worker each (queue q's on lcore + q when lcore is
+  // given); sessions spread over them (engine/queued_port.h).
+  uint16_t queues = 1;
   std::vector<dataplane::StaticNeighbor> neighbors;
   int exception_port = -1;
 };
