@@ -135,24 +135,30 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
   // a worker that the scheduler has put aside (a socket has megabytes): 4096
   // descriptors ride out ~40 ms at 100 k datagrams/s. Its fill ring is 4096.
   const uint16_t kRxDesc = af_xdp ? 4096 : 1024;
-  uint32_t mbufs = o.mbufs;
-  if (mbufs == 0) mbufs = (af_xdp ? 16384u : 4096u) * std::max<uint32_t>(o.queues, 1) - 1;  // 2^n - 1: the mempool's best size
   // One pool per port for the life of the process: the PMD keeps mbufs of
   // it in its queues until the port is closed (at exit), so a session that
-  // ends must not free it, and the next session on the port reuses it.
-  static std::array<rte_mempool*, RTE_MAX_ETHPORTS> port_pools{};
-  rte_mempool*& pool = port_pools[o.port_id];
-  if (pool == nullptr) {
-    const std::string name = absl::StrCat("rf_pool_", o.port_id);
+  // ends must not free it, and the next session on the port reuses it. A
+  // port of N queues has one N times the size; on af_xdp, whose pool is a
+  // socket's UMEM (and this DPDK shares none between sockets), one a queue.
+  const uint16_t queues = std::max<uint16_t>(o.queues, 1);
+  const uint16_t pools = af_xdp ? queues : 1;
+  uint32_t mbufs = o.mbufs;
+  if (mbufs == 0) mbufs = af_xdp ? 16383 : 4096u * queues - 1;  // 2^n - 1: the mempool's best size
+  static std::array<std::array<rte_mempool*, kMaxQueues>, RTE_MAX_ETHPORTS> port_pools{};
+  for (uint16_t q = 0; q < pools; ++q) {
+    rte_mempool*& pool = port_pools[o.port_id][q];
+    if (pool != nullptr) continue;
+    const std::string name = q == 0 ? absl::StrCat("rf_pool_", o.port_id) : absl::StrCat("rf_pool_", o.port_id, "_", q);
     pool = af_xdp ? packed_pool(name, mbufs, kCache)
                   : rte_pktmbuf_pool_create(name.c_str(), mbufs, kCache, 0, room, static_cast<int>(rte_socket_id()));
+    if (pool == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot create a pool of ", mbufs, " mbufs (", (uint64_t{mbufs} * (room + 192)) >> 20,
+          " MiB): ", rte_strerror(rte_errno), " (give the EAL more memory: -m, or hugepages)"));
+    }
   }
-  p.pool_ = pool;
-  if (p.pool_ == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot create a pool of ", mbufs, " mbufs (", (uint64_t{mbufs} * (room + 192)) >> 20,
-        " MiB): ", rte_strerror(rte_errno), " (give the EAL more memory: -m, or hugepages)"));
-  }
+  const auto pool_of = [&](uint16_t q) { return port_pools[o.port_id][af_xdp ? q : 0]; };
+  p.pool_ = pool_of(o.queue);
   // Offloads the port has: UDP checksums on TX (a NIC, net_tap; the payload
   // is not summed twice), IPv4 and UDP checksum verdicts on RX. af_xdp,
   // af_packet and memif offer none: software does it.
@@ -170,10 +176,9 @@ absl::StatusOr<DpdkPort> DpdkPort::open(const DpdkPortOptions& o) {
     conf.txmode.offloads = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
     conf.rxmode.offloads = info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
     port_tx_offloads[o.port_id] = conf.txmode.offloads;
-    const uint16_t queues = std::max<uint16_t>(o.queues, 1);
     int rc = rte_eth_dev_configure(o.port_id, queues, queues, &conf);
     for (uint16_t q = 0; q < queues && rc == 0; ++q) {
-      rc = rte_eth_rx_queue_setup(o.port_id, q, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, p.pool_);
+      rc = rte_eth_rx_queue_setup(o.port_id, q, kRxDesc, rte_eth_dev_socket_id(o.port_id), nullptr, pool_of(q));
       if (rc == 0) rc = rte_eth_tx_queue_setup(o.port_id, q, kTxDesc, rte_eth_dev_socket_id(o.port_id), nullptr);
     }
     if (rc == 0) rc = rte_eth_dev_start(o.port_id);
@@ -272,11 +277,6 @@ absl::StatusOr<std::vector<DpdkPort>> DpdkPort::open_queues(const DpdkPortOption
   if (!rte_eth_dev_is_valid_port(o.port_id)) {
     return absl::NotFoundError(absl::StrCat("DPDK port ", o.port_id, " does not exist"));
   }
-  if (driver_is(o.port_id, "net_af_xdp")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "queues = ", o.queues, " on net_af_xdp is not built yet (its XDP program steers to one socket): give "
-        "queues = 1, or use memif, af_packet (qpairs) or a NIC"));
-  }
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(o.port_id, &info) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot query DPDK port ", o.port_id));
@@ -287,7 +287,7 @@ absl::StatusOr<std::vector<DpdkPort>> DpdkPort::open_queues(const DpdkPortOption
         std::min(info.max_rx_queues, info.max_tx_queues), " queue pairs: give queues = that or fewer",
         driver_is(o.port_id, "net_af_packet") ? " (af_packet: its devargs' qpairs = N)" : ""));
   }
-  if (o.queues > 255) return absl::InvalidArgumentError("at most 255 queues");
+  if (o.queues > kMaxQueues) return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxQueues, " queues"));
   auto share = std::make_shared<QueueShare>(o.port_id, o.queues);
   if (!share->ok()) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot make the queues' inboxes: ", rte_strerror(rte_errno),
@@ -393,8 +393,15 @@ void DpdkPort::uninstall(BindingId id) {
 }
 
 void DpdkPort::joined_changed() {
+  // The XDP program steers IGMP to the port while any queue has a group.
+  const auto mine = static_cast<uint32_t>(l2_.groups().size());
+  uint32_t groups = mine;
+  if (share_) groups = share_->groups.fetch_add(mine - groups_, std::memory_order_relaxed) + (mine - groups_);
+  groups_ = mine;
 #if RINGFIRE_HAVE_XDP_STEER
-  if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, static_cast<uint32_t>(l2_.groups().size()));
+  if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, groups);
+#else
+  (void)groups;
 #endif
 }
 
@@ -405,6 +412,7 @@ Endpoint DpdkPort::local(BindingId b) const {
 DpdkPort::DpdkPort(DpdkPort&& o) noexcept
     : o_(o.o_),
       share_(std::move(o.share_)),
+      groups_(o.groups_),
       open_(std::exchange(o.open_, false)),
       pool_(std::exchange(o.pool_, nullptr)),
       mac_(o.mac_),

@@ -94,6 +94,7 @@ struct QueueShare {
   bool ok() const;  // every inbox was made
   std::unique_ptr<std::atomic<uint8_t>[]> owner;  // 65536 entries, by UDP port
   std::vector<rte_ring*> inbox;                   // by queue
+  std::atomic<uint32_t> groups{0};                // joined, over every queue (relaxed: a count)
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.
@@ -135,11 +136,15 @@ class DpdkPort {
   // kick), so records leave within 5 us at rates a 50 us interval would
   // hold back by ~25 us a hop; steady rates over ~200 k frames/s batch.
   static constexpr uint64_t kDefaultPaceNs = 5'000;
+  static constexpr uint16_t kMaxQueues = 16;  // queue pairs a port may have (a worker each)
   static absl::StatusOr<DpdkPort> open(const DpdkPortOptions& o);
   // open_queues: o.queues port objects on one ethdev, queue 0 first, each
-  // for its own worker, sharing a QueueShare (one plain open for 1). Not
-  // on net_af_xdp yet (its XDP program steers to one socket): an error
-  // says so.
+  // for its own worker, sharing a QueueShare (one plain open for 1). On
+  // net_af_xdp the vdev must have been made with queue_count = queues
+  // (engine/ports.cc does; ringfire's XDP program sends each queue's frames
+  // to that queue's socket), and DPDK 22.11's PMD takes no more queues than
+  // the interface has combined channels: a NIC's, untested here, since a
+  // veth has none (its rx and tx channels are separate) and opens one.
   static absl::StatusOr<std::vector<DpdkPort>> open_queues(const DpdkPortOptions& o);
   DpdkPort(DpdkPort&& o) noexcept;
   DpdkPort& operator=(DpdkPort&&) = delete;
@@ -243,6 +248,7 @@ class DpdkPort {
 
   DpdkPortOptions o_;
   std::shared_ptr<QueueShare> share_;  // with the ethdev's other queues (none: one queue)
+  uint32_t groups_ = 0;                // l2_'s groups as last added to share_->groups
   std::string steer_iface_;  // af_xdp under ringfire's XDP program: its interface
   bool open_ = false;
   std::vector<Binding> bindings_;            // index: binding id (0 unused)

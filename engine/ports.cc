@@ -89,7 +89,10 @@ std::string devargs(const PortSpec& spec, Rung r) {
     case Rung::kDevice:
       return spec.device;
     case Rung::kAfXdp:
-      return absl::StrCat("net_af_xdp", next_vdev++, ",iface=", spec.iface);
+      // Queues: one socket a queue of the interface from 0, each with a
+      // UMEM of its own (dpdk_port.cc: a pool a queue).
+      return absl::StrCat("net_af_xdp", next_vdev++, ",iface=", spec.iface,
+                          spec.queues > 1 ? absl::StrCat(",queue_count=", spec.queues) : "");
     case Rung::kAfPacket:
       // af_packet's rings default to 512 frames: 5 ms at 100 k datagrams/s
       // for a worker the scheduler has put aside. 4096, as af_xdp's.
