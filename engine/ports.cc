@@ -67,7 +67,7 @@ absl::StatusOr<std::unique_ptr<PortHandle>> dpdk_port(const PortSpec& spec, uint
   po.exception_port = spec.exception_port;
   po.queues = queues;
   auto ports = dataplane::DpdkPort::open_queues(po);
-  if (!ports.ok()) return absl::Status(ports.status().code(), absl::StrCat("port ", spec.name, ": ", ports.status().message()));
+  if (!ports.ok()) return ports.status();
   auto prepare = [](const dataplane::DpdkPort& p, const dataplane::BindSpec& b, uint32_t, uint16_t) {
     return p.prepare(b);
   };
@@ -96,7 +96,10 @@ std::string devargs(const PortSpec& spec, Rung r) {
     case Rung::kAfPacket:
       // af_packet's rings default to 512 frames: 5 ms at 100 k datagrams/s
       // for a worker the scheduler has put aside. 4096, as af_xdp's.
-      return absl::StrCat("net_af_packet", next_vdev++, ",iface=", spec.iface, ",framecnt=4096");
+      // Queues: qpairs sockets in one PACKET_FANOUT group (the kernel
+      // hashes each flow to one).
+      return absl::StrCat("net_af_packet", next_vdev++, ",iface=", spec.iface, ",framecnt=4096",
+                          spec.queues > 1 ? absl::StrCat(",qpairs=", spec.queues) : "");
     case Rung::kKernel:
       break;
   }
