@@ -20,14 +20,6 @@ lab_logs engine
 conf="$logs/conf"
 mkdir -p "$conf"
 
-# ctl_json HOST SOCKET EXPR: evaluate a Python expression over `ctl list`
-# (j: the answer; s: sessions by name); prints its value.
-ctl_json() {
-  on "$1" "$rf" ctl "$2" list 2>/dev/null | python3 -c "
-import json, sys
-j = json.load(sys.stdin); s = {e['name']: e for e in j['sessions']}
-print($3)"
-}
 # mirrored HOST SOCKET NAME COUNT: the daemon's session NAME has COUNT records.
 mirrored() { [[ $(ctl_json "$1" "$2" "s['$3'].get('next_seq', 0)") -ge $4 ]]; }
 

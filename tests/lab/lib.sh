@@ -190,6 +190,15 @@ lab_finish() {
   echo "$name: all passed"
 }
 
+# ctl_json HOST SOCKET EXPR: evaluate a Python expression over `ctl list`
+# (j: the answer; s: sessions by name); prints its value ($rf).
+ctl_json() {
+  on "$1" "$rf" ctl "$2" list 2>/dev/null | python3 -c "
+import json, sys
+j = json.load(sys.stdin); s = {e['name']: e for e in j['sessions']}
+print($3)"
+}
+
 # mirror_stat LOGFILE NAME: a counter from the mirror's last stats line
 # (e.g. "TCP frames", "datagrams").
 mirror_stat() {

@@ -20,12 +20,6 @@ require_dpdk
 lab_up 2
 lab_logs queues
 sock="$logs/q.memif"  # a file: the hosts are different namespaces
-ctl_json() {  # HOST SOCKET PYTHON: an expression over `j` (ctl list) and `s` (its sessions by name)
-  on "$1" "$rf" ctl "$2" list 2>/dev/null | python3 -c "
-import json, sys
-j = json.load(sys.stdin); s = {e['name']: e for e in j['sessions']}
-print($3)"
-}
 port_table() {  # HOST ROLE (for $backend)
   if [[ $backend == af_packet ]]; then
     printf '[[port]]\nname = "d"\nbackend = "dpdk"\niface = "d1"\npmd = "af_packet"\nqueues = %s\n' "${QUEUES:-2}"
