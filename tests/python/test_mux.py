@@ -27,6 +27,16 @@ def send(sender, data, deadline_s=10.0):
         time.sleep(0.0001)
 
 
+def counted(read, want, deadline_s=10.0):
+    """read() once it reaches want, or at the deadline. A worker counts a
+    datagram after its send returns, so the peer can hold the data before
+    the counter moves: wait for it, then assert the exact figure."""
+    end = time.monotonic() + deadline_s
+    while read() < want and time.monotonic() < end:
+        time.sleep(0.001)
+    return read()
+
+
 def drain(anchor, timeout=10.0):
     """every item of a single-sender anchor until its end: (data list, end kind)."""
     got = []
@@ -96,7 +106,7 @@ class MuxFromPython(unittest.TestCase):
             self.assertFalse(not_sent)  # every token taken
             for i, a in enumerate(anchors):
                 self.assertEqual(a.recv(10.0)[2], b"%08d%08d" % (i, t))
-        self.assertEqual(producer.stats()["channel_datagrams_out"] - before, 5)
+        self.assertEqual(counted(lambda: producer.stats()["channel_datagrams_out"] - before, 5), 5)
         self.assertEqual(consumer.stats()["channel_tcp_records"], 0)
 
     def test_hot_workers_stream_and_readers_apply_their_channel(self):
