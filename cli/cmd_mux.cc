@@ -354,6 +354,12 @@ static int consume(node::Node& n, const Common& c, const Args& args, uint64_t sl
   std::deque<node::Item> slow_items;  // stream 0's, when it is read slowly: one every --slow-stream ms
   std::vector<node::Polled> polled;
   std::vector<std::byte> bytes;
+  // A step's items, their pages touched here (a server's loop keeps its
+  // buffers too): not faulted in by the poll that reads the first tokens.
+  polled.resize(c.streams);
+  polled.clear();
+  bytes.resize(c.streams * c.size);
+  bytes.clear();
   // take: one item of stream i (its bytes at `data`); `timed`: its latency counts.
   auto take = [&](uint64_t i, node::Item::Kind kind, proto::ConstBytes data, uint64_t now, bool timed) {
     if (kind != node::Item::Kind::kData) {

@@ -57,19 +57,32 @@ struct PeerReceiver::Stream {
   uint32_t delivered() const { return expected_seq - first_seq; }  // data frames it delivered (read or not)
 };
 
+// A spare's buffer: a few tokens' items before it has to grow.
+constexpr size_t kSpareFifoBytes = 256;
+
+void PeerReceiver::SpareDeleter::operator()(Stream* s) const { delete s; }
+
+PeerReceiver::Spare PeerReceiver::make_spare() {
+  Spare s(new Stream());
+  s->fifo.reserve(kSpareFifoBytes);
+  return s;
+}
+
 PeerReceiver::PeerReceiver(const MuxConfig& config) : config_(config) {}
 PeerReceiver::~PeerReceiver() = default;
 
 PeerReceiver::Stream* PeerReceiver::expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns,
-                                           void* user) {
+                                           void* user, Spare* spare) {
   if (streams_.size() >= config_.max_streams_per_peer || credit == 0) return nullptr;
-  auto s = std::make_unique<Stream>();
+  const auto [entry, fresh] = awaiting_.try_emplace(std::pair{anchor_id, session_id}, nullptr);
+  if (!fresh) return nullptr;  // registered already (the spare stays the caller's)
+  std::unique_ptr<Stream> s(spare != nullptr && *spare != nullptr ? spare->release() : new Stream());
+  entry->second = s.get();
   s->anchor_id = anchor_id;
   s->session_id = session_id;
   s->window = credit;
   s->user = user;
   s->registered_ns = now_ns;
-  if (!awaiting_.emplace(std::pair{anchor_id, session_id}, s.get()).second) return nullptr;  // registered already
   s->at = streams_.size();
   streams_.push_back(std::move(s));
   ++live_;

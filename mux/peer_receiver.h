@@ -102,6 +102,16 @@ class PeerReceiver {
   // was given for it). Returns what expect() returned, or nullptr.
   using ClaimHook = Stream* (*)(void* ctx, void* peer, uint64_t anchor_id, uint64_t session_id, uint64_t now_ns);
 
+  // Spare: a stream's state made ahead of its registration, its buffer
+  // reserved; expect() given one allocates neither. A consumer makes one
+  // with each anchor (make_spare, at the request), so the poll that reads
+  // a burst of first tokens does not also make all their streams.
+  struct SpareDeleter {
+    void operator()(Stream* s) const;
+  };
+  using Spare = std::unique_ptr<Stream, SpareDeleter>;
+  static Spare make_spare();
+
   explicit PeerReceiver(const MuxConfig& config);
   ~PeerReceiver();
 
@@ -122,7 +132,9 @@ class PeerReceiver {
   // expect registers a stream the peer will open (the attach answered it
   // with `credit`); nullptr if max_streams_per_peer are registered. It
   // must be claimed by an OpenSlot within the config's accept timeout.
-  Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns = 0, void* user = nullptr);
+  // `spare` (or a null one): its state is taken when the stream registers.
+  Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns = 0, void* user = nullptr,
+                 Spare* spare = nullptr);
   // has_room: another stream may be registered (max_streams_per_peer not reached).
   bool has_room() const { return streams_.size() < config_.max_streams_per_peer; }
 

@@ -190,6 +190,9 @@ uint64_t NodeImpl::conduct(uint64_t now) {
   // Release: pairs with wake()'s acq_rel exchange (node_impl.h): a waker that
   // finds false after this has its work seen by the pass that follows.
   wake_pending.store(false, std::memory_order_release);
+  // This pass reports what a reader's put-off wake was for (read under mu
+  // in its step); one set after that look stays set for the next.
+  wake_owed.store(false, std::memory_order_relaxed);
   if (stopped) return now + 100'000'000;
   if (engine->ready(listen_fd)) accept_all(now);
   before_step(now);
@@ -604,6 +607,9 @@ std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
   auto st = std::make_shared<AnchorState>();
   st->id = random_u64();  // getrandom: before the lock
   st->kind = kind;
+  st->spare_stream = std::make_unique<AnchorStream>();  // its first stream's state, made here, not on its first token
+  st->streams.reserve(1);
+  if (m.mux.enabled) st->spare_rx = mux::PeerReceiver::make_spare();
   if (m.mux.enabled && m.opt.tickets && kind == AnchorKind::kSingleSender) {
     // Its attach answered in advance (§5.2.1): what an ATTACH response
     // would grant, under a session drawn here. Single-sender only: a

@@ -313,6 +313,17 @@ struct NodeImpl : engine::ConductorAgent {
   bool ready_owed = false;
   bool attach_owed = false;
 
+  // wake_owed: a wake a reader put off until it is done with what it
+  // read (apply_ingress: the position after a quiet spell), so that the
+  // conductor does not take the reader's CPU while the caller still
+  // waits for its items; paid at the reader's next poll(), wait() or
+  // recv() (wake_if_owed), or by the conductor's next pass (it clears it).
+  // Relaxed: what it is for is read under mu.
+  std::atomic<bool> wake_owed{false};
+  void wake_if_owed() {
+    if (wake_owed.load(std::memory_order_relaxed) && wake_owed.exchange(false, std::memory_order_relaxed)) wake();
+  }
+
   // wake: the conductor looks again (coalesced: one eventfd write while it has not looked).
   void wake() {
     // Acq_rel: pairs with the conductor's release store of false (conduct()).

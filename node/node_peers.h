@@ -231,6 +231,11 @@ struct AnchorState : std::enable_shared_from_this<AnchorState> {
   AnchorStream* resume_from = nullptr;      // the ended stream, while its items are unread
   std::optional<Item> held_end;             // its end, read from it while the resume is awaited
   uint32_t frames_base = 0;                 // data frames before the last resume: a later end counts from here
+  // Made with the anchor (create_anchor, before the lock) for its first
+  // stream: add_stream and expect() take them, so the poll that reads a
+  // burst of first tokens allocates neither (a later stream makes its own).
+  std::unique_ptr<AnchorStream> spare_stream;
+  mux::PeerReceiver::Spare spare_rx;
 };
 
 }  // namespace ringfire::node

@@ -19,7 +19,7 @@ namespace ringfire::node {
 // ---- the ready lists (under mu) -----------------------------------------
 
 AnchorStream* NodeImpl::add_stream(AnchorState& a, uint64_t session) {
-  auto s = std::make_unique<AnchorStream>();
+  std::unique_ptr<AnchorStream> s = a.spare_stream != nullptr ? std::move(a.spare_stream) : std::make_unique<AnchorStream>();
   s->anchor = &a;
   s->session = session;
   s->wire_session = session;
@@ -158,6 +158,7 @@ bool NodeImpl::channels_pending() const {
 int Node::fd() const { return impl_->ready.fd; }
 
 bool Node::wait(uint64_t timeout_ns) const {
+  impl_->wake_if_owed();  // before this reader sleeps
   pollfd pfd{impl_->ready.fd, POLLIN, 0};
   const int ms = static_cast<int>(std::min<uint64_t>((timeout_ns + 999'999) / 1'000'000, INT32_MAX));
   return ::poll(&pfd, 1, ms) == 1;
@@ -165,6 +166,7 @@ bool Node::wait(uint64_t timeout_ns) const {
 
 size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, size_t max) {
   NodeImpl& m = *impl_;
+  m.wake_if_owed();  // what the last poll put off: its caller is done with those items
   m.ready.drain();  // before the look: what arrives after it makes the descriptor readable again
   size_t n = 0;
   bool wake_node = false, left = false;
@@ -209,6 +211,7 @@ size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, siz
 
 bool Anchor::recv(Item* out, uint64_t timeout_ns) {
   NodeImpl& m = *node_;
+  m.wake_if_owed();  // what the last recv put off
   std::unique_lock l(m.mu);
   bool wake_node = false;
   bool tell_others = false;  // other readers may have items (notified once mu is released: never under it)
@@ -251,6 +254,7 @@ bool Anchor::recv(Item* out, uint64_t timeout_ns) {
       l.unlock();
       if (wake_node) m.wake();
       wake_node = false;
+      m.wake_if_owed();  // before this reader sleeps
       pollfd pfd{m.ready.fd, POLLIN, 0};
       (void)::poll(&pfd, 1, static_cast<int>((slice + 999'999) / 1'000'000));
       m.ready.drain();

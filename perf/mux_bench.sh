@@ -67,12 +67,12 @@ one() {
   [[ $mode == paced ]] && pace="--rate $rate"
   [[ $mode == flat ]] && tokens=$flat_tokens
   rm -f "$logs/h"
-  eval "bg 1 \"\$logs/$name.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts $extra"
+  eval "bg 1 \"\$logs/$name.$mode.c\" taskset -c 0 \"\$rf\" mux-consume 198.18.0.1:7600 \"\$logs/h\" --streams $streams --tokens $tokens --size $size --json --timeout 120 $copts $extra"
   local cpid=${LAB_PIDS[-1]}
-  wait_for 20 test -s "$logs/h" || { echo "$name: no handles: $(cat "$logs/$name.c")"; return; }
-  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --size $size --json $pace $popts $extra" >"$logs/$name.p" 2>&1
+  wait_for 20 test -s "$logs/h" || { echo "$name: no handles: $(cat "$logs/$name.$mode.c")"; return; }
+  eval "on 2 taskset -c 1 \"\$rf\" mux-produce 198.18.0.2:7600 198.18.0.1:7600 \"\$logs/h\" --tokens $tokens --size $size --json $pace $popts $extra" >"$logs/$name.$mode.p" 2>&1
   wait "$cpid"
-  python3 - "$name" "$mode" "$logs/$name.c" "$logs/$name.p" "$streams" >>"$results" <<'PY'
+  python3 - "$name" "$mode" "$logs/$name.$mode.c" "$logs/$name.$mode.p" "$streams" >>"$results" <<'PY'
 import json, sys
 name, mode, c, p, x = sys.argv[1:]
 def last(f):

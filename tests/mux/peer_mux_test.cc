@@ -110,6 +110,29 @@ TEST(PeerMux, OpenSlotGoesAtOnceInItsOwnFlushAndClaimsTheRegisteredStream) {
   EXPECT_EQ(p.rx.stats().unknown_anchor, 0u);
 }
 
+// A spare (made ahead, at the request) becomes the registered stream:
+// taken when expect() registers it, left with the caller when expect()
+// refuses; its buffer holds items past what it reserved, in order.
+TEST(PeerMux, ASpareMadeAheadBecomesTheStreamAndARefusedExpectLeavesIt) {
+  Pair p(small(8));
+  PeerReceiver::Spare spare = PeerReceiver::make_spare(), second = PeerReceiver::make_spare();
+  ASSERT_NE(spare, nullptr);
+  PeerReceiver::Stream* const made = spare.get();
+  PeerReceiver::Stream* s = p.rx.expect(11, 22, 8, 0, nullptr, &spare);
+  EXPECT_EQ(s, made) << "the stream was not the spare";
+  EXPECT_EQ(spare, nullptr);
+  EXPECT_EQ(p.rx.expect(11, 22, 8, 0, nullptr, &second), nullptr);  // registered already
+  EXPECT_NE(second, nullptr) << "a refused expect() took the caller's spare";
+  auto id = p.tx.open(11, 22, 8, 0);
+  ASSERT_TRUE(id);
+  const std::vector<std::string> records = {std::string(200, 'a'), std::string(300, 'b'), "c"};  // past its 256 bytes
+  for (const auto& r : records) ASSERT_EQ(p.tx.send(*id, bytes_of(r), 1), SendStatus::kSent);
+  p.pump(1);
+  auto items = p.drain(s);
+  ASSERT_EQ(items.size(), records.size());
+  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(text(items[i]), records[i]);
+}
+
 TEST(PeerMux, NeverMoreThanCFramesOutstandingAndReadingReturnsCredit) {
   Pair p(small(3));
   PeerReceiver::Stream* s = p.rx.expect(1, 1, 3);
