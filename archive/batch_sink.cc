@@ -19,12 +19,13 @@ uint64_t unix_now_ns() {
 }  // namespace
 
 BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t batch_bytes, uint32_t max_record)
-    : writer_(std::move(writer)), options_(options) {
+    : writer_(std::move(writer)), options_(options), batch_bytes_(batch_bytes), max_record_(max_record) {
   writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
   for (size_t i = 0; i < std::max<size_t>(options.buffers, 2); ++i) {
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());
   }
+  counters_.buffer_bytes.store(buffers_.size() * buffers_.front()->capacity(), std::memory_order_relaxed);
   counters_.recorded_end.store(writer_.end_seq(), std::memory_order_relaxed);
   counters_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
   counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
@@ -44,11 +45,21 @@ BatchSink::~BatchSink() {
 }
 
 BatchBuilder* BatchSink::acquire() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (free_.empty()) return nullptr;
-  BatchBuilder* b = free_.back();
-  free_.pop_back();
-  return b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      BatchBuilder* b = free_.back();
+      free_.pop_back();
+      return b;
+    }
+  }
+  // Every buffer is queued: the disk is behind. Another buffer, while the
+  // bound allows (made outside mu_: the writer frees buffers meanwhile).
+  // Kept once made: a disk that stalled once stalls again.
+  if ((buffers_.size() + 1) * buffers_.front()->capacity() > options_.max_buffer_bytes) return nullptr;
+  buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes_, max_record_));
+  counters_.buffer_bytes.store(buffers_.size() * buffers_.front()->capacity(), std::memory_order_relaxed);
+  return buffers_.back().get();
 }
 
 void BatchSink::submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns) {

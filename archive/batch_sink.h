@@ -1,12 +1,14 @@
 // batch_sink.h — the recorder's writing thread: sealed batches go in, in
 // order, and are appended to the archive (SegmentWriter), synced as the
 // fsync policy says, and old segments removed as retention says, while the
-// recorder's reading thread fills the next buffer. A fixed set of batch
-// buffers passes between the two: the reader takes a free one (acquire),
-// hands it back sealed (submit); the writer frees it once it is on disk.
-// When the disk is full every buffer ends up queued, the reader stops
-// reading, and the ring laps it: the gap it takes is recorded, the ring's
-// writer never waits.
+// recorder's reading thread fills the next buffer. Batch buffers pass
+// between the two: the reader takes a free one (acquire), hands it back
+// sealed (submit); the writer frees it once it is on disk. When every
+// buffer is queued (the disk stalls: a journal commit at a segment's roll
+// took 130 ms here), the reader makes another, up to max_buffer_bytes, so
+// that a stall is taken up in memory before the ring's slack; past that
+// (a full disk) the reader stops reading, and the ring laps it: the gap
+// it takes is recorded, the ring's writer never waits.
 //
 // Time is passed in: each job carries the reader's `now`, and the writer
 // syncs and enforces retention by it; only the retry after a failed write
@@ -39,7 +41,8 @@ struct SinkOptions {
   Retention retention;
   uint64_t retention_every_ns = 1'000'000'000;
   uint64_t retry_ns = 1'000'000'000;    // after a failed write (real time)
-  size_t buffers = 4;
+  size_t buffers = 4;                   // made at the start
+  uint64_t max_buffer_bytes = 64u << 20;  // more made while the disk stalls, up to this
 };
 
 // SinkCounters are the writer's counters; written by its thread, read
@@ -56,6 +59,7 @@ struct SinkCounters {
   std::atomic<uint64_t> segments_removed{0};
   std::atomic<uint64_t> removals_deferred{0};  // a reader held the oldest segment
   std::atomic<bool> stalled{false};       // the last write failed; retrying
+  std::atomic<uint64_t> buffer_bytes{0};  // batch buffers made, in bytes (reader thread)
 };
 
 class BatchSink {
@@ -68,7 +72,8 @@ class BatchSink {
   BatchSink& operator=(const BatchSink&) = delete;
 
   // Reader thread.
-  // acquire returns a free buffer, or nullptr when every one is queued.
+  // acquire returns a free buffer; when every one is queued, a new one
+  // while max_buffer_bytes allows, else nullptr.
   BatchBuilder* acquire();
   // submit queues a sealed buffer: the batch covers [first_seq, end_seq).
   void submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns);
@@ -107,7 +112,9 @@ class BatchSink {
   // due_ns_: when housekeeping next has work; the writer stores it, tick
   // loads it (relaxed: a hint, see tick).
   std::atomic<uint64_t> due_ns_{0};
-  std::vector<std::unique_ptr<BatchBuilder>> buffers_;
+  const uint64_t batch_bytes_;
+  const uint32_t max_record_;
+  std::vector<std::unique_ptr<BatchBuilder>> buffers_;  // reader thread (and construction) only
   SinkCounters counters_;
 
   // mu_ guards everything below; never held across I/O.

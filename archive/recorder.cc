@@ -76,6 +76,7 @@ RecorderSnapshot Recorder::snapshot() const {
   s.disk_errors = c.disk_errors.load(std::memory_order_relaxed);
   s.segments_removed = c.segments_removed.load(std::memory_order_relaxed);
   s.removals_deferred = c.removals_deferred.load(std::memory_order_relaxed);
+  s.buffer_bytes = c.buffer_bytes.load(std::memory_order_relaxed);
   s.stalled = c.stalled.load(std::memory_order_relaxed);
   return s;
 }

@@ -56,6 +56,7 @@ struct RecorderSnapshot {
   uint64_t disk_errors = 0;
   uint64_t segments_removed = 0;
   uint64_t removals_deferred = 0;
+  uint64_t buffer_bytes = 0;   // batch buffers made (more while the disk stalls)
   bool stalled = false;        // the disk refused the last write; retrying
 };
 

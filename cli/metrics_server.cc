@@ -438,6 +438,9 @@ std::string record_metrics(const std::vector<RecordSample>& recordings) {
          [](const S& s) { return s.segments_removed; });
   metric("ringfire_record_removals_deferred_total", "counter", "Retention passes stopped by a reader's segment.",
          [](const S& s) { return s.removals_deferred; });
+  metric("ringfire_record_buffer_bytes", "gauge",
+         "Memory of the recorder's batch buffers (more are made while the disk stalls, up to buffer-bytes).",
+         [](const S& s) { return s.buffer_bytes; });
   metric("ringfire_record_stalled", "gauge", "1 while the disk refuses writes (recording waits, the ring goes on).",
          [](const S& s) { return static_cast<uint64_t>(s.stalled ? 1 : 0); });
   return x.text();

@@ -32,6 +32,9 @@ std::vector<OptionSpec> record_options() {
       {"segment-size", "BYTES", "segment file size for a new archive (default 256Mi)"},
       {"index-interval", "BYTES", "one index entry per this many segment bytes (default 1Mi)"},
       {"batch-bytes", "BYTES", "records per write, in bytes (default 1Mi)"},
+      {"buffer-bytes", "BYTES",
+       "memory for batches waiting on the disk: a disk's stall is taken up here before the ring laps "
+       "the recorder (default 64Mi; 4 batches are made at the start, more only while the disk stalls)"},
       {"linger", "TIME", "a partial batch is written this long after its first record (default 2ms)"},
       {"retain-bytes", "BYTES", "remove the oldest sealed segments beyond this size"},
       {"retain-age", "TIME", "remove sealed segments older than this"},
@@ -49,14 +52,20 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
   auto interval = args.count("index-interval", o.layout.index_interval);
   auto batch = args.count("batch-bytes", o.batch_bytes);
   auto linger = args.duration_ns("linger", o.linger_ns);
+  auto buffer_bytes = args.count("buffer-bytes", o.sink.max_buffer_bytes);
   auto retain_bytes = args.count("retain-bytes", 0);
   auto retain_age = args.duration_ns("retain-age", 0);
   if (!start.ok()) return start.status();
-  for (const auto* s : {&segment, &interval, &batch, &linger, &retain_bytes, &retain_age}) {
+  for (const auto* s : {&segment, &interval, &batch, &linger, &retain_bytes, &retain_age, &buffer_bytes}) {
     if (!s->ok()) return s->status();
   }
   if (*interval < 4096) return absl::InvalidArgumentError("--index-interval must be at least 4Ki");
   if (*batch < 4096) return absl::InvalidArgumentError("--batch-bytes must be at least 4Ki");
+  if (*buffer_bytes < 2 * *batch) {
+    return absl::InvalidArgumentError(absl::StrCat("--buffer-bytes ", *buffer_bytes,
+                                                   " holds fewer than 2 batches of --batch-bytes ", *batch,
+                                                   ": make it at least ", 2 * *batch));
+  }
   if (auto st = parse_fsync(args.str("fsync", "segment"), &o.sink.fsync, &o.sink.fsync_interval_ns); !st.ok()) {
     return st;
   }
@@ -65,6 +74,7 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
   o.layout.index_interval = *interval;
   o.batch_bytes = *batch;
   o.linger_ns = *linger;
+  o.sink.max_buffer_bytes = *buffer_bytes;
   o.sink.retention.max_bytes = *retain_bytes;
   o.sink.retention.max_age_ns = *retain_age;
   return o;

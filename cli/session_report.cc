@@ -347,12 +347,12 @@ void record_line(const std::string& prefix, const archive::RecorderSnapshot& s, 
                  const std::string& error) {
   using ull = unsigned long long;
   std::printf("%s: %llu rec/s, recorded to %llu, durable to %llu, lag %llu, %llu records, %llu bytes, "
-              "%llu segments, %llu gaps (%llu lost), %llu fsyncs, %llu disk errors%s%s\n",
+              "%llu segments, %llu gaps (%llu lost), %llu fsyncs, %llu disk errors, %llu MiB buffered%s%s\n",
               prefix.c_str(), static_cast<ull>(per_s), static_cast<ull>(s.recorded_end),
               static_cast<ull>(s.durable_end), static_cast<ull>(s.lag), static_cast<ull>(s.records),
               static_cast<ull>(s.bytes), static_cast<ull>(s.segments), static_cast<ull>(s.gaps),
               static_cast<ull>(s.lost), static_cast<ull>(s.fsyncs), static_cast<ull>(s.disk_errors),
-              s.stalled ? ", STALLED: " : "", s.stalled ? error.c_str() : "");
+              static_cast<ull>(s.buffer_bytes >> 20), s.stalled ? ", STALLED: " : "", s.stalled ? error.c_str() : "");
   std::fflush(stdout);
 }
 
@@ -382,6 +382,7 @@ void RecordReport::publish(const archive::RecorderSnapshot& s) {
   counters_.set("record.disk_errors", s.disk_errors);
   counters_.set("record.segments_removed", s.segments_removed);
   counters_.set("record.removals_deferred", s.removals_deferred);
+  counters_.set("record.buffer_bytes", s.buffer_bytes);
   counters_.set("record.stalled", s.stalled ? 1 : 0);
   counters_.sweep();
 }

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -602,14 +603,25 @@ TEST(Recorder, AnArchiveNoReaderWouldTakeIsRefusedWhenItIsMade) {
 // could not).
 class SmallDisk {
  public:
-  explicit SmallDisk(std::string path) : path_(std::move(path)) {
-    mounted_ = mkdir(path_.c_str(), 0755) == 0 && mount("tmpfs", path_.c_str(), "tmpfs", 0, "size=2m") == 0;
+  explicit SmallDisk(std::string path, const char* size = "size=2m") : path_(std::move(path)) {
+    mounted_ = mkdir(path_.c_str(), 0755) == 0 && mount("tmpfs", path_.c_str(), "tmpfs", 0, size) == 0;
   }
   ~SmallDisk() {
     if (mounted_) umount2(path_.c_str(), MNT_DETACH);
   }
   bool mounted() const { return mounted_; }
   const std::string& path() const { return path_; }
+  // fill_but fills all but `leave` bytes into a file named `name`; its path ("" if not).
+  std::string fill_but(const std::string& name, uint64_t leave) const {
+    struct statvfs fs {};
+    if (statvfs(path_.c_str(), &fs) != 0 || fs.f_bavail * fs.f_bsize <= leave) return "";
+    const std::string file = path_ + "/" + name;
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) return "";
+    const bool ok = fallocate(fd, 0, 0, static_cast<off_t>(fs.f_bavail * fs.f_bsize - leave)) == 0;
+    ::close(fd);
+    return ok ? file : "";
+  }
   std::string ballast() const {
     const std::string file = path_ + "/ballast";
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT, 0644);
@@ -666,6 +678,86 @@ TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
   EXPECT_EQ(back.bad, 0u);
   ASSERT_FALSE(back.gaps.empty());
   EXPECT_GE(back.gaps[0].seq, stalled_at);
+  EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
+}
+
+// A disk that stalls (here: full, then freed) is taken up by more batch
+// buffers, up to the bound: records the ring laps meanwhile are already
+// in memory, so nothing is lost while the buffers last, and past the
+// bound the ring laps the recorder (a gap) while its memory stays put.
+TEST(Recorder, AStallIsTakenUpByMoreBuffersUpToTheirBoundThenTheRingLaps) {
+  TempDir tmp;
+  SmallDisk disk(tmp.path() + "/small", "size=8m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  const std::string& mnt = disk.path();
+  const std::string ballast = disk.fill_but("ballast", 600u << 10);
+  ASSERT_FALSE(ballast.empty());
+  ScopedRing ring(ring::testing::fixed_ring(1024, 64));
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(mnt + "/a");
+  o.sink.retry_ns = 5'000'000;
+  const uint64_t batch = BatchBuilder::capacity_for(o.batch_bytes, 64);
+  o.sink.max_buffer_bytes = 48 * batch;  // ~9,000 records of 64 B
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ((*rec)->snapshot().buffer_bytes, 4 * batch);
+  uint64_t now = 0;
+  // Fill the disk: the third 256 KiB segment does not fit beside the ballast.
+  for (int i = 0; i < 40 && !(*rec)->snapshot().stalled; ++i) {
+    publish(*p, 500);
+    for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
+    (*rec)->settle();
+  }
+  ASSERT_TRUE((*rec)->snapshot().stalled);
+  // Stalled: 6,000 records (six laps of the ring), each lap read before
+  // the next comes: all in buffers made for them.
+  for (int i = 0; i < 12; ++i) {
+    publish(*p, 500);
+    for (int k = 0; k < 4; ++k) (*rec)->poll(now += 2'000'000);
+  }
+  EXPECT_EQ((*rec)->snapshot().gaps, 0u) << "the buffers took up the stall";
+  const uint64_t grown = (*rec)->snapshot().buffer_bytes;
+  EXPECT_GT(grown, 4 * batch);
+  EXPECT_LE(grown, o.sink.max_buffer_bytes);
+  ASSERT_EQ(unlink(ballast.c_str()), 0);
+  for (int i = 0; i < 2000 && (*rec)->snapshot().stalled; ++i) usleep(1000);
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, p->next_seq());
+  EXPECT_EQ((*rec)->snapshot().gaps, 0u);
+  ReadBack back = read_back(mnt + "/a", 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.bad, 0u);
+  EXPECT_TRUE(back.gaps.empty());
+  ASSERT_EQ(back.seqs.size(), p->next_seq());
+  EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
+
+  // The bound holds: a longer stall (the disk full again) fills every
+  // buffer, then the ring laps the recorder, and no buffer is made past it.
+  ASSERT_FALSE(disk.fill_but("more", 64u << 10).empty());
+  for (int i = 0; i < 200 && !(*rec)->snapshot().stalled; ++i) {
+    publish(*p, 500);
+    for (int k = 0; k < 4; ++k) (*rec)->poll(now += 2'000'000);
+    (*rec)->settle(10'000'000);
+  }
+  ASSERT_TRUE((*rec)->snapshot().stalled);
+  for (int i = 0; i < 60; ++i) {
+    publish(*p, 500);
+    for (int k = 0; k < 4; ++k) (*rec)->poll(now += 2'000'000);
+  }
+  EXPECT_LE((*rec)->snapshot().buffer_bytes, o.sink.max_buffer_bytes);
+  EXPECT_GT((*rec)->snapshot().buffer_bytes, o.sink.max_buffer_bytes - batch);
+  // The lap shows when the recorder reads again.
+  ASSERT_EQ(unlink((mnt + "/more").c_str()), 0);
+  for (int i = 0; i < 2000 && (*rec)->snapshot().stalled; ++i) usleep(1000);
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, p->next_seq());
+  EXPECT_EQ((*rec)->snapshot().gaps, 1u) << "30,000 records outran the bound";
+  back = read_back(mnt + "/a", 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.bad, 0u);
+  ASSERT_EQ(back.gaps.size(), 1u);
+  EXPECT_EQ(back.seqs.size() + (*rec)->snapshot().lost, p->next_seq());
   EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
 }
 

@@ -43,7 +43,9 @@ inline RecordOptions small_options(const std::string& dir) {
 // drain polls (with a clock it moves itself) until the recorder has taken
 // everything the ring holds, then writes the last partial batch.
 inline void drain(Recorder& r, uint64_t* now) {
-  for (int idle = 0; idle < 3;) {
+  int rounds = 0;
+  for (int idle = 0; idle < 3; ++rounds) {
+    ASSERT_LT(rounds, 100'000) << "the recorder never caught up (a disk still full?)";
     *now += 2'000'000;
     const bool quiet = r.poll(*now) == 0;
     if (quiet) r.settle();
