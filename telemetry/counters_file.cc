@@ -35,21 +35,25 @@ absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::s
   CountersFile f;
   f.path_ = absl::StrCat(dir, "/ringfire-", getpid(), tag.empty() ? "" : "-", std::string(tag), ".counters");
   f.bytes_ = sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry);
-  const int fd = ::open(f.path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Made aside (a name readers skip), renamed into place when whole.
+  const std::string aside = f.path_ + ".new";
+  const int fd = ::open(aside.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot create the counters file ", f.path_, ": ",
                                                       std::strerror(errno), " (choose --counters-dir)"));
   }
   void* base = MAP_FAILED;
-  if (ftruncate(fd, static_cast<off_t>(f.bytes_)) == 0) {
+  struct stat st{};
+  if (ftruncate(fd, static_cast<off_t>(f.bytes_)) == 0 && fstat(fd, &st) == 0) {
     base = mmap(nullptr, f.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   const int err = errno;
   close(fd);
   if (base == MAP_FAILED) {
-    unlink(f.path_.c_str());
-    return absl::InternalError(absl::StrCat("counters file ", f.path_, ": ", std::strerror(err)));
+    unlink(aside.c_str());
+    return absl::InternalError(absl::StrCat("counters file ", aside, ": ", std::strerror(err)));
   }
+  f.inode_ = st.st_ino;
   f.header_ = static_cast<CountersHeader*>(base);
   f.entries_ = reinterpret_cast<CounterEntry*>(static_cast<std::byte*>(base) + sizeof(CountersHeader));
   f.header_->version = kCountersVersion;
@@ -62,12 +66,20 @@ absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::s
   // Release: pairs with the reader's acquire load of the magic: a reader
   // that sees it sees the header above.
   std::atomic_ref<uint64_t>(f.header_->magic).store(kCountersMagic, std::memory_order_release);
+  if (rename(aside.c_str(), f.path_.c_str()) != 0) {
+    const int e = errno;
+    munmap(base, f.bytes_);
+    f.header_ = nullptr;
+    unlink(aside.c_str());
+    return absl::InternalError(absl::StrCat("counters file ", f.path_, ": ", std::strerror(e)));
+  }
   for (uint32_t i = capacity; i > 0; --i) f.free_.push_back(i - 1);
   return f;
 }
 
 CountersFile::CountersFile(CountersFile&& o) noexcept
     : path_(std::move(o.path_)),
+      inode_(o.inode_),
       header_(std::exchange(o.header_, nullptr)),
       entries_(std::exchange(o.entries_, nullptr)),
       bytes_(o.bytes_),
@@ -78,7 +90,10 @@ CountersFile::CountersFile(CountersFile&& o) noexcept
 CountersFile::~CountersFile() {
   if (header_ == nullptr) return;
   munmap(header_, bytes_);
-  unlink(path_.c_str());
+  // Only while the name is still this file's (a later writer of the same
+  // name, a reused pid, renamed its own over it).
+  struct stat st{};
+  if (stat(path_.c_str(), &st) == 0 && st.st_ino == inode_) unlink(path_.c_str());
 }
 
 void CountersFile::set(std::string_view label, uint64_t value) {
@@ -130,7 +145,8 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     if (fd < 0) continue;
     struct stat st{};
     void* base = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+        static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
       base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
     }
     close(fd);

@@ -56,6 +56,9 @@ class CountersFile {
  public:
   // create makes `<dir>/ringfire-<pid>.counters` (`ringfire-<pid>-<tag>.counters`
   // for one of several sessions of a process), removed again on destruction.
+  // It is made under another name and renamed into place, never truncated
+  // where it stands: a reader that mapped a dead process's file of the same
+  // name keeps a whole file (a truncated mapping is a SIGBUS).
   static absl::StatusOr<CountersFile> create(const std::string& dir, std::string_view role,
                                              std::string_view ring, std::string_view detail,
                                              uint32_t capacity = 1024, std::string_view tag = "");
@@ -75,6 +78,7 @@ class CountersFile {
  private:
   CountersFile() = default;
   std::string path_;
+  uint64_t inode_ = 0;  // the file's: the destructor removes path_ only while it names it
   CountersHeader* header_ = nullptr;
   CounterEntry* entries_ = nullptr;
   size_t bytes_ = 0;
@@ -95,6 +99,8 @@ struct ProcessCounters {
 
 // read_counters reads every counters file in `dir`. Files of processes that
 // no longer exist are removed (`remove_stale`) or returned with alive false.
+// Only files owned by this user or root are read: anyone can write in
+// /dev/shm, and a stranger's file truncated while mapped would be a SIGBUS.
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale = true);
 
 }  // namespace ringfire::telemetry

@@ -2,8 +2,10 @@
 // stat` and `top` read it: what a writer sets is what a reader gets (role,
 // ring, detail, pid, values), a sweep takes away labels not set since the
 // last one, a full file drops new labels, the file goes with its writer, a
-// dead process's file is reported dead or removed, and junk in the
-// directory (short, wrong magic, an absurd capacity) is skipped.
+// dead process's file is reported dead or removed, junk in the
+// directory (short, wrong magic, an absurd capacity) is skipped, a file
+// another user owns is not read, and a writer under a dead one's name
+// never truncates the file a reader may have mapped.
 #include "telemetry/counters_file.h"
 
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -175,6 +178,52 @@ TEST(CountersFile, JunkInTheDirectoryIsSkipped) {
   const auto all = read_counters(dir.path());
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].path, f->path());
+}
+
+// Anyone can write in /dev/shm: a file under a counters name that another
+// user (not root) owns could be truncated while a reader maps it. Skipped.
+TEST(CountersFile, AFileAnotherUserOwnsIsNotRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file away";
+  testing::TempDir dir;
+  auto f = CountersFile::create(dir.path(), "serve", "/dev/shm/md", "", 16, "a");
+  ASSERT_TRUE(f.ok()) << f.status();
+  f->set("serve.records", 7);
+  f->sweep();
+  ASSERT_EQ(read_counters(dir.path(), false).size(), 1u);
+  ASSERT_EQ(chown(f->path().c_str(), 65534, 65534), 0);
+  EXPECT_TRUE(read_counters(dir.path(), false).empty()) << "a stranger's file was read";
+  ASSERT_EQ(chown(f->path().c_str(), 0, 0), 0);
+  EXPECT_EQ(read_counters(dir.path(), false).size(), 1u);
+}
+
+// A reused pid: the new writer of the same name makes a new file and
+// renames it over the old one. The old file (which a reader may have
+// mapped) keeps its size; the old writer's end leaves the new file alone.
+TEST(CountersFile, AWriterUnderADeadOnesNameNeverTruncatesItsFile) {
+  testing::TempDir dir;
+  auto old = std::make_unique<CountersFile>(*CountersFile::create(dir.path(), "serve", "r", "", 16, "same"));
+  old->set("serve.records", 1);
+  old->sweep();
+  const int held = ::open(old->path().c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  struct stat before {};
+  ASSERT_EQ(fstat(held, &before), 0);
+  auto next = CountersFile::create(dir.path(), "serve", "r", "", 16, "same");
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->path(), old->path());
+  next->set("serve.records", 2);
+  next->sweep();
+  struct stat after {};
+  ASSERT_EQ(fstat(held, &after), 0);
+  EXPECT_EQ(after.st_size, before.st_size) << "the old file was truncated under its readers";
+  struct stat named {};
+  ASSERT_EQ(stat(next->path().c_str(), &named), 0);
+  EXPECT_NE(named.st_ino, before.st_ino);
+  ::close(held);
+  old.reset();  // the old writer ends: the name is the new one's now
+  const auto all = read_counters(dir.path(), false);
+  ASSERT_EQ(all.size(), 1u) << "the old writer removed the new one's file";
+  EXPECT_EQ(values_of(all[0]).at("serve.records"), 2u);
 }
 
 }  // namespace
