@@ -213,6 +213,13 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const Serve& s) { return s.link->stats.dup_auto_doubled.get(); });
   serve_metric("ringfire_serve_dup_auto_copies_total", "counter", "Second copies sent under dup = auto.",
                [](const Serve& s) { return s.link->stats.dup_auto_copies.get(); });
+  serve_metric("ringfire_serve_punches_probed_total", "counter",
+               "PUNCHes with a known token from another address than its connection's: not served, probed "
+               "(a bypass port's own address does this once at a mirror's start; a stolen token, every time).",
+               [](const Serve& s) { return s.link->stats.punch_probed.get(); });
+  serve_metric("ringfire_serve_paths_validated_total", "counter",
+               "Addresses that echoed their PROBE over TCP (then served).",
+               [](const Serve& s) { return s.link->stats.paths_validated.get(); });
   serve_metric("ringfire_serve_refused_tcp_total", "counter", "TCP connections and frames refused.",
                [](const Serve& s) { return s.control->stats().refused(); });
   serve_metric("ringfire_serve_archive_records_total", "counter",
@@ -239,8 +246,8 @@ std::string engine_metrics(const engine::Engine& eng) {
     const dataplane::ServeStats& w = s->link->stats;
     const std::pair<const char*, uint64_t> reasons[] = {
         {"malformed", w.punch_malformed.get()},       {"wrong_kind", w.punch_wrong_kind.get()},
-        {"unknown_token", w.punch_unknown_token.get()}, {"wrong_sender", w.punch_wrong_sender.get()},
-        {"bad_mac", w.punch_bad_mac.get()},           {"replayed", w.punch_replayed.get()}};
+        {"unknown_token", w.punch_unknown_token.get()}, {"bad_mac", w.punch_bad_mac.get()},
+        {"replayed", w.punch_replayed.get()}};
     for (const auto& [reason, n] : reasons) {
       x.sample("ringfire_serve_refused_punches_total", L{{"session", s->spec.name}, {"reason", reason}},
                static_cast<double>(n));

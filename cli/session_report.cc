@@ -57,9 +57,10 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("refused.punch.malformed", w.punch_malformed.get());
   f.set("refused.punch.wrong_kind", w.punch_wrong_kind.get());
   f.set("refused.punch.unknown_token", w.punch_unknown_token.get());
-  f.set("refused.punch.wrong_sender", w.punch_wrong_sender.get());
   f.set("refused.punch.bad_mac", w.punch_bad_mac.get());
   f.set("refused.punch.replayed", w.punch_replayed.get());
+  f.set("serve.punch_probed", w.punch_probed.get());
+  f.set("serve.paths_validated", w.paths_validated.get());
   for (const control::MirrorView& m : ctl.mirrors()) {
     const std::string k = absl::StrCat("mirror.", net::to_string(m.peer), ".");
     f.set(k + "lag", m.lag);
@@ -86,8 +87,9 @@ std::string refusals(const control::ServeControlStats& c, const dataplane::Serve
       c.bad_hello, ", unauthenticated ", c.unauthenticated, ", bad-auth ", c.bad_auth, ", bad-frame-mac ", c.bad_frame_mac, ", slow ", c.slow_cut,
       ", silent ", c.peer_timeouts, "), NAK ranges dropped ", c.nak_dropped, ", PUNCH ", w.punches_refused(),
       " (malformed ", w.punch_malformed.get(), ", wrong-kind ", w.punch_wrong_kind.get(),
-      ", unknown-token ", w.punch_unknown_token.get(), ", wrong-sender ", w.punch_wrong_sender.get(),
-      ", bad-mac ", w.punch_bad_mac.get(), ", replayed ", w.punch_replayed.get(), ")");
+      ", unknown-token ", w.punch_unknown_token.get(), ", bad-mac ", w.punch_bad_mac.get(), ", replayed ",
+      w.punch_replayed.get(), "); PUNCH from another address than its token's connection, probed ",
+      w.punch_probed.get());
 }
 
 // publish_counters writes a mirror's counters into its counters file.

@@ -114,14 +114,14 @@ struct alignas(64) ServeStats {  // its own cache lines: the worker writes (Coun
   Counter punch_malformed;
   Counter punch_wrong_kind;
   Counter punch_unknown_token;
-  Counter punch_wrong_sender;  // a known token from another address: probed, not served
+  Counter punch_probed;         // a known token from another address: not refused, not served, probed
   Counter probes;               // PROBEs sent (path validation)
   Counter paths_validated;      // addresses that echoed their PROBE over TCP
   Counter punch_bad_mac;
   Counter punch_replayed;      // a counter not above the last accepted
   uint64_t punches_refused() const {
     return punch_malformed.get() + punch_wrong_kind.get() + punch_unknown_token.get() +
-           punch_wrong_sender.get() + punch_bad_mac.get() + punch_replayed.get();
+           punch_bad_mac.get() + punch_replayed.get();
   }
   Counter unicast_mirrors;
   // next_to_send: one past the last sequence sent; stored with release by

@@ -214,7 +214,7 @@ void ServeSession<Port>::on_datagram(const RxDatagram& d, uint64_t now_ns) {
   // a PROBE goes there, until the mirror echoes it over TCP.
   if (d.from.ip != it->peer_ip) {
     if (!(it->to && *it->to == d.from)) {
-      st.punch_wrong_sender += 1;
+      st.punch_probed += 1;
       probe(*it, d.from, now_ns);
     }
     return;

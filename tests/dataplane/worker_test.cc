@@ -573,7 +573,7 @@ TEST_F(ServeWorkerTest, ATokenPunchedFromAnotherAddressGetsOnlyAProbeUntilTheMir
   const proto::Frame probe = decode(sent()[0]);
   ASSERT_EQ(probe.header.kind, proto::FrameKind::kProbe);
   EXPECT_EQ(probe.header.flags, 9);
-  EXPECT_EQ(w->link().stats.punch_wrong_sender.get(), 1u);
+  EXPECT_EQ(w->link().stats.punch_probed.get(), 1u);
   // More punches from there within 100 ms: no more PROBEs (no reflection).
   for (int i = 0; i < 5; ++i) port_.state->inbox.push_back({punch(77), other});
   w->step(1010 * kMs);

@@ -172,7 +172,7 @@ PY
       fail "[plain] spoofed datagrams from the source's address were not refused by their tag"
     (( $(counter "$m2" wrong-kind) + $(counter "$m2" malformed) + $(counter "$m2" implausible) + $(counter "$m2" wrong-session) == 0 )) ||
       fail "[plain] a spoofed datagram got past the tag check"
-    (( $(stat_counter "$src" refused.punch.wrong_sender) >= 1 )) || fail "[plain] the stolen token's punch was not counted"
+    (( $(stat_counter "$src" serve.punch_probed) >= 1 )) || fail "[plain] the stolen token's punch was not counted as probed"
     (( $(stat_counter "$src" refused.tcp.slow) >= 1 )) || fail "[plain] the NAK flooder was never cut"
     (( $(stat_counter "$src" refused.punch.unknown_token) >= 1 )) || fail "[plain] a punch with an unknown token was not counted"
   else

@@ -90,7 +90,7 @@ run_phase() {
   refused=$(grep '^serve: refused' "$logs/serve-$phase" | tail -n 1)
   echo "   $refused"
   if [[ $phase == plain ]]; then
-    [[ $refused == *"wrong-sender "[1-9]* ]] || fail "[plain] the replay from h2 was not counted as the wrong sender"
+    [[ $refused == *"probed "[1-9]* ]] || fail "[plain] the replay from h2 was not counted as probed"
   else
     # Both replays are old PUNCHes under the key: refused as replays, from anywhere.
     [[ $refused == *"replayed "[2-9][0-9]* ]] || fail "[psk] the replays were not refused as replays"
