@@ -636,6 +636,17 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
+// record_until_stalled publishes `step` records at a time and records
+// them until the disk refuses a write (at most 40 steps); true if it did.
+bool record_until_stalled(Recorder& rec, ring::Producer& p, uint64_t step, uint64_t* now) {
+  for (int i = 0; i < 40 && !rec.snapshot().stalled; ++i) {
+    publish(p, step);
+    for (int k = 0; k < 20; ++k) rec.poll(*now += 2'000'000);
+    rec.settle();
+  }
+  return rec.snapshot().stalled;
+}
+
 // A full disk stops the recording (counted, said) while the ring goes on;
 // recording resumes when space returns, with the lap it took as a gap.
 TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
@@ -654,12 +665,7 @@ TEST(Recorder, AFullDiskStallsRecordingAndItResumesWhenSpaceReturns) {
   ASSERT_TRUE(rec.ok()) << rec.status();
   uint64_t now = 0;
   // 256 KiB segments: the third does not fit beside the ballast.
-  for (int i = 0; i < 40 && !(*rec)->snapshot().stalled; ++i) {
-    publish(*p, 1000);
-    for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
-    (*rec)->settle();
-  }
-  ASSERT_TRUE((*rec)->snapshot().stalled);
+  ASSERT_TRUE(record_until_stalled(**rec, *p, 1000, &now));
   EXPECT_GT((*rec)->snapshot().disk_errors, 0u);
   EXPECT_THAT((*rec)->last_error(), HasSubstr("disk is full"));
   const uint64_t stalled_at = (*rec)->snapshot().recorded_end;
@@ -704,12 +710,7 @@ TEST(Recorder, AStallIsTakenUpByMoreBuffersUpToTheirBoundThenTheRingLaps) {
   EXPECT_EQ((*rec)->snapshot().buffer_bytes, 4 * batch);
   uint64_t now = 0;
   // Fill the disk: the third 256 KiB segment does not fit beside the ballast.
-  for (int i = 0; i < 40 && !(*rec)->snapshot().stalled; ++i) {
-    publish(*p, 500);
-    for (int k = 0; k < 20; ++k) (*rec)->poll(now += 2'000'000);
-    (*rec)->settle();
-  }
-  ASSERT_TRUE((*rec)->snapshot().stalled);
+  ASSERT_TRUE(record_until_stalled(**rec, *p, 500, &now));
   // Stalled: 6,000 records (six laps of the ring), each lap read before
   // the next comes: all in buffers made for them.
   for (int i = 0; i < 12; ++i) {
