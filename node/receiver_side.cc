@@ -350,6 +350,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       p.stream->window = mux.initial_credit;
       settle(p);  // an attached stream: useful
       a->attached_once = true;
+      a->ticket.session = 0;  // an ATTACH answered ok spends the ticket (PROTOCOL.md §5.2.1): it never lapses
       AnchorStream* s = add_stream(*a, req.session_id);
       s->tcp = p.stream;
       p.stream->owner = s;
@@ -383,6 +384,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       remove_stream(as);
     } else {
       a->attached_once = true;
+      a->ticket.session = 0;  // spent by the ATTACH (§5.2.1): no lapse, no second end at its deadline
       as->peer = p.shared_from_this();
       as->stream = s;
       if (resume) {

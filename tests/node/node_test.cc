@@ -28,6 +28,7 @@
 #include "net/frame_mac.h"
 #include "proto/attach.h"
 #include "proto/frame.h"
+#include "ring/monotonic.h"
 #include "tests/temp_dir.h"
 
 namespace ringfire::node {
@@ -575,11 +576,16 @@ TEST(Node, AManualPassLeavesInOneTxBurstManyTokensToADatagram) {
     }
   }
   // The worker counts a burst's datagrams once its send returned: the
-  // consumer may hold the last pass before the count moves.
+  // consumer may hold the last pass before the count moves. Read once it
+  // stands still (the same over 50 ms), so the bound below sees all five.
   NodeStats after = producer->stats();
-  for (int i = 0; i < 1000 && after.channel_datagrams_out - before.channel_datagrams_out < uint64_t{2} * kPasses; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    after = producer->stats();
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const NodeStats again = producer->stats();
+    const bool still = again.channel_datagrams_out == after.channel_datagrams_out &&
+                       again.channel_tx_bursts - before.channel_tx_bursts >= uint64_t{kPasses};
+    after = again;
+    if (still) break;
   }
   const uint64_t bursts = after.channel_tx_bursts - before.channel_tx_bursts;
   const uint64_t datagrams = after.channel_datagrams_out - before.channel_datagrams_out;
@@ -1011,6 +1017,38 @@ TEST(Node, AnUnclaimedTicketLapsesAndItsAnchorReadsNeverOpened) {
   EXPECT_EQ(c.tickets_expired, 1u);
   EXPECT_EQ(c.tickets_claimed, 1u);
   EXPECT_EQ(c.attaches_answered, 1u);
+}
+
+// An ATTACH answered ok spends the anchor's ticket (PROTOCOL.md 5.2.1):
+// that ticket never lapses, so its deadline neither counts it expired nor
+// ends the anchor a second time.
+TEST(Node, ATicketSpentByAnAttachNeverLapses) {
+  NodeOptions o = options("c");
+  o.mux.accept_timeout_ns = 2 * kSecond;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Node& consumer = **made;
+  auto producer = make("p");
+  auto anchor = consumer.create_anchor(AnchorKind::kSingleSender);
+  const mux::AnchorHandle h = anchor->handle();
+  ASSERT_NE(h.ticket.session, 0u);
+  const uint64_t t0 = monotonic_ns();
+  auto asked = producer->attach(plain(h), consumer.control_address());
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_TRUE(send_all(**asked, tokens("a", 0, 3)));
+  EXPECT_TRUE((*asked)->finish());
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*anchor, "a", 0, 3, (*asked)->session()));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  // Past the ticket's deadline, with room for the conductor's turn.
+  const uint64_t past = t0 + o.mux.accept_timeout_ns + kSecond;
+  while (monotonic_ns() < past) usleep(50'000);
+  EXPECT_FALSE(anchor->recv(&it, 300'000'000)) << "the spent ticket's deadline ended the anchor again";
+  const NodeStats c = consumer.stats();
+  EXPECT_EQ(c.attaches_answered, 1u);
+  EXPECT_EQ(c.tickets_expired, 0u) << "a ticket the ATTACH spent was counted as lapsed";
+  EXPECT_EQ(c.tickets_claimed, 0u);
 }
 
 // The ticket's terms are the consumer's: a producer that claims more
@@ -1655,7 +1693,9 @@ TEST(Node, AnAttachAnsweredButNeverClaimedEndsOnceAndFreesItsAnchor) {
   EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a second end";
   EXPECT_EQ(anchor->live_streams(), 0u);
   close(fd);
-  auto s = producer->attach(anchor->handle(), consumer->control_address());
+  // Free again for an ATTACH (the stranger's, answered ok, spent the
+  // anchor's ticket: PROTOCOL.md 5.2.1).
+  auto s = producer->attach(plain(anchor->handle()), consumer->control_address());
   ASSERT_TRUE(s.ok()) << s.status();
   expect_through(**s, *anchor, "honest");
   EXPECT_GE(consumer->stats().in.never_opened, 1u);
