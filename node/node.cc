@@ -197,12 +197,24 @@ uint64_t NodeImpl::conduct(uint64_t now) {
   if (engine->ready(listen_fd)) accept_all(now);
   before_step(now);
   uint64_t deadline;
+  bool owed = false;  // a close or a position the applies below made due: the next pass at once
   {
     std::lock_guard l(mu);
     ++counters.conductor_passes;
     step(now);
     expire_resumes(now);
-    expire_tickets(now);  // within a pass of its deadline: the conductor turns at least every 100 ms
+    // Within a pass of its deadline (the conductor turns at least every
+    // 100 ms). What the channels hold is applied first, as the watchdog
+    // does before it judges: an OpenSlot already in an ingress ring claims
+    // its ticket before the ticket is judged lapsed.
+    if (!tickets_due.empty() && tickets_due.front().second <= now) {
+      size_t applied = 0;
+      for (auto& p : in) {
+        if (!p->dead) applied += apply_ingress(*p, SIZE_MAX, false, &owed);
+      }
+      if (applied != 0) items_ready();
+    }
+    expire_tickets(now);
     for (auto& p : in) {
       if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
     }
@@ -218,6 +230,7 @@ uint64_t NodeImpl::conduct(uint64_t now) {
     const uint64_t t = monotonic_ns();
     deadline = t + next_wait(t);
   }
+  if (owed) wake();  // outside mu: a system call
   return after_step(now, deadline);
 }
 
@@ -604,7 +617,10 @@ std::shared_ptr<PendingAttach> pending_attach(const mux::AnchorHandle& h, uint64
 
 std::unique_ptr<Anchor> Node::create_anchor(AnchorKind kind) {
   NodeImpl& m = *impl_;
-  auto st = std::make_shared<AnchorState>();
+  // Not make_shared: tickets_due holds a weak_ptr for the accept timeout
+  // (60 s), and with make_shared that would keep the whole AnchorState's
+  // memory of a closed anchor that long; apart, only the control block.
+  std::shared_ptr<AnchorState> st(new AnchorState());
   st->id = random_u64();  // getrandom: before the lock
   st->kind = kind;
   st->spare_stream = std::make_unique<AnchorStream>();  // its first stream's state, made here, not on its first token
