@@ -396,7 +396,11 @@ void DpdkPort::joined_changed() {
   // The XDP program steers IGMP to the port while any queue has a group.
   const auto mine = static_cast<uint32_t>(l2_.groups().size());
   uint32_t groups = mine;
-  if (share_) groups = share_->groups.fetch_add(mine - groups_, std::memory_order_relaxed) + (mine - groups_);
+  std::unique_lock<std::mutex> steer;  // held to the map's write below (QueueShare::steer_mu)
+  if (share_) {
+    steer = std::unique_lock<std::mutex>(share_->steer_mu);
+    groups = share_->groups.fetch_add(mine - groups_, std::memory_order_relaxed) + (mine - groups_);
+  }
   groups_ = mine;
 #if RINGFIRE_HAVE_XDP_STEER
   if (!steer_iface_.empty()) (void)steer_to_port(steer_iface_, o_.ip, groups);

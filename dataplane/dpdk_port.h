@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include <array>
@@ -95,6 +96,11 @@ struct QueueShare {
   std::unique_ptr<std::atomic<uint8_t>[]> owner;  // 65536 entries, by UDP port
   std::vector<rte_ring*> inbox;                   // by queue
   std::atomic<uint32_t> groups{0};                // joined, over every queue (relaxed: a count)
+  // steer_mu: a queue's change of `groups` and its write of the count to
+  // the XDP map, as one (else a queue's stale count, written last, could
+  // turn IGMP steering off while another queue holds a group). Joins and
+  // leaves only: never on the datapath.
+  std::mutex steer_mu;
 };
 
 // DpdkPortStats: written by the worker, readable by any thread meanwhile.

@@ -136,14 +136,19 @@ size_t DpdkPort::rx_burst(RxDatagram* out, size_t n) {
   if (const uint64_t now = rte_get_tsc_cycles(); now >= next_l2_tsc_) l2_tick(now);
   rte_mbuf* mbufs[kBurst];
   n = std::min<size_t>(n, kBurst);
-  // First what the other queues received for this one's sessions (QueueShare).
+  // First what the other queues received for this one's sessions
+  // (QueueShare); while the wire may have frames, at most half the burst:
+  // under a steady hand-off this queue's own RX ring is still read every
+  // call, never left to overflow.
+  const bool wire_may = rx_may_have_frames();
+  const size_t inbox_max = wire_may ? std::max<size_t>(n / 2, 1) : n;
   const uint16_t handed = share_ ? static_cast<uint16_t>(rte_ring_sc_dequeue_burst(
                                        share_->inbox[o_.queue], reinterpret_cast<void**>(mbufs),
-                                       static_cast<unsigned>(n), nullptr))
+                                       static_cast<unsigned>(inbox_max), nullptr))
                                  : 0;
   stats_.rx_from_queues += handed;
   uint16_t got = handed;
-  if (handed < n && rx_may_have_frames()) {
+  if (handed < n && wire_may) {
     const uint16_t wire = rte_eth_rx_burst(o_.port_id, o_.queue, mbufs + handed, static_cast<uint16_t>(n - handed));
     last_rx_full_ = wire == n - handed;
     stats_.rx_frames += wire;
