@@ -386,6 +386,11 @@ class Node {
   size_t poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, size_t max);
   // wait: until fd() is readable or timeout_ns passed; true if readable.
   bool wait(uint64_t timeout_ns) const;
+  // idle: the caller is done with what poll() returned and goes back to
+  // waiting on fd() by itself (epoll, asyncio): the node thread's wake
+  // that poll() put off (a position report due after a quiet spell) goes
+  // now, not at the next poll. poll(), wait() and recv() do this themselves.
+  void idle();
 
   // drain waits (at most timeout_ns) until everything sent has been applied
   // by its peers: staged records sent, terminals written, channels caught

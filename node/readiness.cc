@@ -164,6 +164,8 @@ bool Node::wait(uint64_t timeout_ns) const {
   return ::poll(&pfd, 1, ms) == 1;
 }
 
+void Node::idle() { impl_->wake_if_owed(); }
+
 size_t Node::poll(std::vector<Polled>* items, std::vector<std::byte>* bytes, size_t max) {
   NodeImpl& m = *impl_;
   m.wake_if_owed();  // what the last poll put off: its caller is done with those items

@@ -450,6 +450,9 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("max") = 65536,
           "every ready item of every anchor (at most max): a list of (anchor_id, kind, session, payload), kind "
           "'data' (payload: the bytes) or 'finished' / 'dropped' (payload: the reason). Never waits.")
+      .def("idle", &Node::idle,
+           "done with what poll() returned, back to waiting on fd(): the node thread's wake that poll() put off "
+           "goes now (asyncio's reader does this once the woken tasks ran)")
       .def(
           "wait",
           [](const Node& n, double timeout) {

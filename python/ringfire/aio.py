@@ -156,7 +156,8 @@ class AsyncNode:
         # Every ready item of every anchor in one call, handed to its anchor
         # (inline: this loop runs once per token).
         get = self._anchors.get
-        for item in self.node.poll():
+        polled = self.node.poll()
+        for item in polled:
             a = get(item[0])
             if a is None:
                 continue
@@ -169,6 +170,12 @@ class AsyncNode:
                     w.set_result(None)
             elif not a._paused and len(items) >= a._buffer:
                 a._pause()
+        if polled:
+            # After the tasks these items woke (their wake-ups are scheduled
+            # already): the node thread's wake that poll() put off goes then,
+            # not at the next readiness (a quiet stream's position report
+            # would wait for that, or for the node's own turn).
+            self.loop.call_soon(self.node.idle)
 
     def close(self):
         """stop reading (the anchors stay; call again from a loop to read them)."""
