@@ -181,8 +181,11 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);
       }
+      struct stat now_named {};
       if (!p.alive && remove_stale) {
-        unlink(path.c_str());  // a killed ringfire process's file
+        // A killed ringfire process's file, while the name is still that
+        // file (a new process of the same pid renames its own over it).
+        if (stat(path.c_str(), &now_named) == 0 && now_named.st_ino == st.st_ino) unlink(path.c_str());
       } else {
         out.push_back(std::move(p));
       }
