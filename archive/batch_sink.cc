@@ -25,7 +25,7 @@ BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t 
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());
   }
-  counters_.buffer_bytes.store(buffers_.size() * buffers_.front()->capacity(), std::memory_order_relaxed);
+  count_buffers();
   counters_.recorded_end.store(writer_.end_seq(), std::memory_order_relaxed);
   counters_.durable_end.store(writer_.durable_end(), std::memory_order_relaxed);
   counters_.segments.store(writer_.segments(), std::memory_order_relaxed);
@@ -44,6 +44,10 @@ BatchSink::~BatchSink() {
   thread_.join();
 }
 
+void BatchSink::count_buffers() {
+  counters_.buffer_bytes.store(buffers_.size() * buffers_.front()->capacity(), std::memory_order_relaxed);
+}
+
 BatchBuilder* BatchSink::acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -58,7 +62,7 @@ BatchBuilder* BatchSink::acquire() {
   // Kept once made: a disk that stalled once stalls again.
   if ((buffers_.size() + 1) * buffers_.front()->capacity() > options_.max_buffer_bytes) return nullptr;
   buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes_, max_record_));
-  counters_.buffer_bytes.store(buffers_.size() * buffers_.front()->capacity(), std::memory_order_relaxed);
+  count_buffers();
   return buffers_.back().get();
 }
 

@@ -101,6 +101,7 @@ class BatchSink {
     bool sync = false;
   };
   void run();
+  void count_buffers();  // buffer_bytes from buffers_ (reader thread)
   void retain();
   void housekeep(uint64_t now_ns, bool force_sync);
   void note_error(const absl::Status& st);

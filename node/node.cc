@@ -207,12 +207,8 @@ uint64_t NodeImpl::conduct(uint64_t now) {
     // 100 ms). What the channels hold is applied first, as the watchdog
     // does before it judges: an OpenSlot already in an ingress ring claims
     // its ticket before the ticket is judged lapsed.
-    if (!tickets_due.empty() && tickets_due.front().second <= now) {
-      size_t applied = 0;
-      for (auto& p : in) {
-        if (!p->dead) applied += apply_ingress(*p, SIZE_MAX, false, &owed);
-      }
-      if (applied != 0) items_ready();
+    if (!tickets_due.empty() && tickets_due.front().second <= now && apply_all(false, &owed, SIZE_MAX) != 0) {
+      items_ready();
     }
     expire_tickets(now);
     for (auto& p : in) {

@@ -443,8 +443,9 @@ struct NodeImpl : engine::ConductorAgent {
   // to report, closes owed) — the caller wakes it once it let go of mu. A
   // lost record fails the channel.
   size_t apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake_node);
-  // apply_all: apply_ingress on every live channel (a reader's turn).
-  size_t apply_all(bool by_reader, bool* wake_node);
+  // apply_all: apply_ingress on every live channel, at most `max` records
+  // each (a reader's turn: kApplyBudget).
+  size_t apply_all(bool by_reader, bool* wake_node, size_t max = kApplyBudget);
   // channels_pending: some ingress ring holds records nobody applied yet.
   bool channels_pending() const;
   // The readiness lists (under mu). stream_readable: the stream has an

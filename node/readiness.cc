@@ -140,9 +140,9 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
   return false;
 }
 
-size_t NodeImpl::apply_all(bool by_reader, bool* wake_node) {
+size_t NodeImpl::apply_all(bool by_reader, bool* wake_node, size_t max) {
   size_t n = 0;
-  for (const auto& p : in) n += apply_ingress(*p, kApplyBudget, by_reader, wake_node);
+  for (const auto& p : in) n += apply_ingress(*p, max, by_reader, wake_node);
   return n;
 }
 

@@ -53,6 +53,7 @@ while (($#)); do
     *) echo "usage: $0 [--build DIR] [--dir DIR] [--rate N] [--seconds S] [--blob-share F] [--no-replay] [--no-lookup] [--against BUILD] [--replay-only] [--json FILE]" >&2; exit 2 ;;
   esac
 done
+source "$top/perf/lib.sh"
 rf=$build/cli/ringfire
 work=$(mktemp -d "$base/rf-archive-bench.XXXXXX")
 fixed=rf-abench-fixed-$$
@@ -92,10 +93,8 @@ record_run() {
 "$rf" create "$fixed" --capacity 4Mi --slot-size 64 >/dev/null
 record_run "$fixed" "$rate"
 published=$(sed -n 's/.*published \([0-9]*\) records.*/\1/p' "$work/pub.out")
-last=$(tail -1 "$work/rec.out")
-f_records=$(sed -n 's/.*lag [0-9]*, \([0-9]*\) records.*/\1/p' <<<"$last")
-f_gaps=$(sed -n 's/.* \([0-9]*\) gaps (\([0-9]*\) lost).*/\1/p' <<<"$last")
-f_lost=$(sed -n 's/.* gaps (\([0-9]*\) lost).*/\1/p' <<<"$last")
+record_last "$work/rec.out"
+f_records=$rec_records f_gaps=$rec_gaps f_lost=$rec_lost
 echo "fixed 64 B at $rate/s for ${seconds}s: published $published, recorded $f_records, $f_gaps gaps ($f_lost lost)"
 "$rf" remove "$fixed" >/dev/null
 

@@ -29,8 +29,8 @@ while (($#)); do
     *) echo "usage: $0 [--build DIR] [--dir DIR] [--capacity N] [--rate N] [--count N] [--rounds N] [--buffers LIST]" >&2; exit 2 ;;
   esac
 done
-rf=$build/cli/ringfire
-[[ -x $rf ]] || { echo "$0: no $rf (build first, or --build DIR)" >&2; exit 2; }
+source "$top/perf/lib.sh"
+perf_ringfire "$0"
 work=$(mktemp -d "$base/rf-stall-bench.XXXXXX")
 ring=rf-stall-bench-$$
 rec=
@@ -53,11 +53,8 @@ for round in $(seq 1 "$rounds"); do
     sleep 1
     kill "$rec"; wait "$rec" 2>/dev/null; rec=
     lag=$(awk '{for (i = 1; i <= NF; i++) if ($i == "lag") {v = $(i + 1) + 0; if (v > m) m = v}} END {print m + 0}' "$work/rec.out")
-    last=$(tail -1 "$work/rec.out")
-    recorded=$(sed -n 's/.*lag [0-9]*, \([0-9]*\) records.*/\1/p' <<<"$last")
-    gaps=$(sed -n 's/.* \([0-9]*\) gaps (\([0-9]*\) lost).*/\1 \2/p' <<<"$last")
-    mib=$(sed -n 's/.* \([0-9]*\) MiB buffered.*/\1/p' <<<"$last")
-    echo "round $round, --buffer-bytes $bb: recorded ${recorded:-?} of $count, gaps (lost) ${gaps:-?}, most lag $lag, buffers made ${mib:-?} MiB"
+    record_last "$work/rec.out"
+    echo "round $round, --buffer-bytes $bb: recorded ${rec_records:-?} of $count, gaps (lost) ${rec_gaps:-?} ${rec_lost:-?}, most lag $lag, buffers made ${rec_mib:-?} MiB"
     "$rf" remove "$ring" >/dev/null
   done
 done

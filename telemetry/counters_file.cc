@@ -27,6 +27,13 @@ void copy_text(char* dst, size_t n, std::string_view src) {
 
 std::string text_of(const char* src, size_t n) { return std::string(src, strnlen(src, n)); }
 
+// unlink_if_names removes `path` only while it still names the file of
+// inode `ino` (a new process of the same pid renames its own over it).
+void unlink_if_names(const std::string& path, uint64_t ino) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) == 0 && st.st_ino == ino) unlink(path.c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::string_view role,
@@ -90,10 +97,7 @@ CountersFile::CountersFile(CountersFile&& o) noexcept
 CountersFile::~CountersFile() {
   if (header_ == nullptr) return;
   munmap(header_, bytes_);
-  // Only while the name is still this file's (a later writer of the same
-  // name, a reused pid, renamed its own over it).
-  struct stat st{};
-  if (stat(path_.c_str(), &st) == 0 && st.st_ino == inode_) unlink(path_.c_str());
+  unlink_if_names(path_, inode_);  // not a later writer's of the same name (a reused pid)
 }
 
 void CountersFile::set(std::string_view label, uint64_t value) {
@@ -181,11 +185,8 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);
       }
-      struct stat now_named {};
       if (!p.alive && remove_stale) {
-        // A killed ringfire process's file, while the name is still that
-        // file (a new process of the same pid renames its own over it).
-        if (stat(path.c_str(), &now_named) == 0 && now_named.st_ino == st.st_ino) unlink(path.c_str());
+        unlink_if_names(path, st.st_ino);  // a killed ringfire process's file
       } else {
         out.push_back(std::move(p));
       }
