@@ -6,11 +6,14 @@
 // One thread.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <span>
 
 #include "archive/format.h"
@@ -24,7 +27,7 @@ class BatchBuilder {
   BatchBuilder(uint64_t target, uint32_t max_record)
       : target_(pad8(target)),
         capacity_(capacity_for(target, max_record)),
-        buf_(static_cast<uint8_t*>(std::aligned_alloc(kBlock, pad_block(capacity_)))) {}
+        buf_(map_buffer(pad_block(capacity_)), Unmap{pad_block(capacity_)}) {}
 
   // capacity_for: the buffer a builder of this target gets: the largest
   // batch it can seal.
@@ -107,12 +110,21 @@ class BatchBuilder {
 
  private:
   static constexpr uint64_t kReserve = kEntryHeaderBytes + kGapPayloadBytes;  // one gap entry
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+  // The buffer is its own mapping (page-aligned, as O_DIRECT needs), so
+  // that a builder the sink lets go gives its memory back to the system
+  // (a heap's large chunks stay with the process).
+  struct Unmap {
+    size_t bytes;
+    void operator()(uint8_t* p) const { munmap(p, bytes); }
   };
+  static uint8_t* map_buffer(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<uint8_t*>(p);
+  }
   uint64_t target_;
   uint64_t capacity_;
-  std::unique_ptr<uint8_t, Free> buf_;
+  std::unique_ptr<uint8_t, Unmap> buf_;
   uint64_t first_seq_ = 0;
   uint64_t used_ = kBatchHeaderBytes;
   uint32_t entries_ = 0;

@@ -21,7 +21,8 @@ uint64_t unix_now_ns() {
 BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t batch_bytes, uint32_t max_record)
     : writer_(std::move(writer)), options_(options), batch_bytes_(batch_bytes), max_record_(max_record) {
   writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
-  for (size_t i = 0; i < std::max<size_t>(options.buffers, 2); ++i) {
+  base_buffers_ = std::max<size_t>(options.buffers, 2);
+  for (size_t i = 0; i < base_buffers_; ++i) {
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());
   }
@@ -54,12 +55,15 @@ BatchBuilder* BatchSink::acquire() {
     if (!free_.empty()) {
       BatchBuilder* b = free_.back();
       free_.pop_back();
+      // Out now: every buffer but the free ones.
+      if (buffers_.size() - free_.size() > base_buffers_) needed_extra_ = true;
       return b;
     }
   }
+  needed_extra_ = true;
   // Every buffer is queued: the disk is behind. Another buffer, while the
   // bound allows (made outside mu_: the writer frees buffers meanwhile).
-  // Kept once made: a disk that stalled once stalls again.
+  // Kept while stalls keep coming (trim).
   if ((buffers_.size() + 1) * buffers_.front()->capacity() > options_.max_buffer_bytes) return nullptr;
   buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes_, max_record_));
   count_buffers();
@@ -76,6 +80,7 @@ void BatchSink::submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uin
 }
 
 void BatchSink::tick(uint64_t now_ns) {
+  if (buffers_.size() > base_buffers_) trim(now_ns);
   // Relaxed: a hint; a tick missed now is taken at the next poll.
   if (now_ns < due_ns_.load(std::memory_order_relaxed)) return;
   {
@@ -85,6 +90,29 @@ void BatchSink::tick(uint64_t now_ns) {
     ++submitted_;
   }
   work_cv_.notify_one();
+}
+
+void BatchSink::trim(uint64_t now_ns) {
+  if (needed_extra_) {
+    needed_extra_ = false;
+    needed_extra_ns_ = now_ns;
+    return;
+  }
+  if (now_ns - needed_extra_ns_ < options_.trim_after_ns) return;
+  // The free ones go, down to the first count (a queued one is the
+  // writer's until it comes back free).
+  std::vector<BatchBuilder*> going;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (buffers_.size() - going.size() > base_buffers_ && !free_.empty()) {
+      going.push_back(free_.back());
+      free_.pop_back();
+    }
+  }
+  std::erase_if(buffers_, [&](const std::unique_ptr<BatchBuilder>& b) {
+    return std::find(going.begin(), going.end(), b.get()) != going.end();
+  });
+  count_buffers();
 }
 
 bool BatchSink::settle(uint64_t timeout_ns) {

@@ -8,7 +8,9 @@
 // took 130 ms here), the reader makes another, up to max_buffer_bytes, so
 // that a stall is taken up in memory before the ring's slack; past that
 // (a full disk) the reader stops reading, and the ring laps it: the gap
-// it takes is recorded, the ring's writer never waits.
+// it takes is recorded, the ring's writer never waits. The buffers made
+// beyond the first are returned once none has been needed for
+// trim_after_ns (a load that rolls segments more often keeps them).
 //
 // Time is passed in: each job carries the reader's `now`, and the writer
 // syncs and enforces retention by it; only the retry after a failed write
@@ -43,6 +45,7 @@ struct SinkOptions {
   uint64_t retry_ns = 1'000'000'000;    // after a failed write (real time)
   size_t buffers = 4;                   // made at the start
   uint64_t max_buffer_bytes = 64u << 20;  // more made while the disk stalls, up to this
+  uint64_t trim_after_ns = 30'000'000'000;  // those returned once unneeded this long
 };
 
 // SinkCounters are the writer's counters; written by its thread, read
@@ -77,7 +80,8 @@ class BatchSink {
   BatchBuilder* acquire();
   // submit queues a sealed buffer: the batch covers [first_seq, end_seq).
   void submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns);
-  // tick lets the writer sync and enforce retention by `now_ns` when due.
+  // tick lets the writer sync and enforce retention by `now_ns` when due,
+  // and returns the buffers made beyond the first once unneeded.
   void tick(uint64_t now_ns);
   // settle waits (at most timeout_ns) until everything submitted so far is
   // written, or the writer is stalled on an error. True when written.
@@ -102,6 +106,7 @@ class BatchSink {
   };
   void run();
   void count_buffers();  // buffer_bytes from buffers_ (reader thread)
+  void trim(uint64_t now_ns);  // the grown buffers returned when unneeded (reader thread)
   void retain();
   void housekeep(uint64_t now_ns, bool force_sync);
   void note_error(const absl::Status& st);
@@ -116,6 +121,9 @@ class BatchSink {
   const uint64_t batch_bytes_;
   const uint32_t max_record_;
   std::vector<std::unique_ptr<BatchBuilder>> buffers_;  // reader thread (and construction) only
+  size_t base_buffers_ = 0;      // made at the start; never returned
+  bool needed_extra_ = false;    // reader thread: more than base_buffers_ were out since the last tick
+  uint64_t needed_extra_ns_ = 0; // reader thread: the tick that last saw it
   SinkCounters counters_;
 
   // mu_ guards everything below; never held across I/O.

@@ -34,7 +34,7 @@ std::vector<OptionSpec> record_options() {
       {"batch-bytes", "BYTES", "records per write, in bytes (default 1Mi)"},
       {"buffer-bytes", "BYTES",
        "memory for batches waiting on the disk: a disk's stall is taken up here before the ring laps "
-       "the recorder (default 64Mi; 4 batches are made at the start, more only while the disk stalls)"},
+       "the recorder (default 64Mi; 4 batches are made at the start, more only while the disk stalls, given back after 30 s unneeded)"},
       {"gather", "TIME",
        "caught up while records flow, sleep up to this before reading on (default 1ms; less when a quarter "
        "of the ring passes meanwhile); 0: park on the ring, whose writer then wakes the recorder"},

@@ -733,6 +733,24 @@ TEST(Recorder, AStallIsTakenUpByMoreBuffersUpToTheirBoundThenTheRingLaps) {
   ASSERT_EQ(back.seqs.size(), p->next_seq());
   EXPECT_EQ(back.seqs.back(), p->next_seq() - 1);
 
+  // The grown buffers are kept while a stall may come again, then returned
+  // (each its own mapping, unmapped) once none has been needed for
+  // trim_after_ns; the first four stay.
+  for (int i = 0; i < 10; ++i) {
+    publish(*p, 100);
+    (*rec)->poll(now += o.sink.trim_after_ns / 20);
+  }
+  EXPECT_EQ((*rec)->snapshot().buffer_bytes, grown) << "kept for trim_after_ns";
+  for (int i = 0; i < 12; ++i) {
+    publish(*p, 100);
+    (*rec)->poll(now += o.sink.trim_after_ns / 20);
+    (*rec)->settle(10'000'000);
+  }
+  EXPECT_EQ((*rec)->snapshot().buffer_bytes, 4 * batch) << "returned once unneeded";
+  drain(**rec, &now);
+  EXPECT_EQ((*rec)->snapshot().recorded_end, p->next_seq());
+  EXPECT_EQ((*rec)->snapshot().gaps, 0u);
+
   // The bound holds: a longer stall (the disk full again) fills every
   // buffer, then the ring laps the recorder, and no buffer is made past it.
   ASSERT_FALSE(disk.fill_but("more", 64u << 10).empty());
