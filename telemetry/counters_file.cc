@@ -135,21 +135,6 @@ void CountersFile::sweep() {
   header_->updated_ns.store(monotonic_ns(), std::memory_order_release);
 }
 
-namespace {
-
-// The largest file of another user's that root copies to read: a
-// capacity of 65,536 entries (the default is 1,024).
-constexpr size_t kMaxCopiedBytes = sizeof(CountersHeader) + 65536 * sizeof(CounterEntry);
-
-// process_owner: the user that owns process `pid`, or -1 when none is seen.
-uid_t process_owner(uint32_t pid) {
-  struct stat st{};
-  if (stat(absl::StrCat("/proc/", pid).c_str(), &st) != 0) return static_cast<uid_t>(-1);
-  return st.st_uid;
-}
-
-}  // namespace
-
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale) {
   std::vector<ProcessCounters> out;
   DIR* d = opendir(dir.c_str());
@@ -163,25 +148,15 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) continue;
     struct stat st{};
-    const bool shaped = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                        static_cast<size_t>(st.st_size) >= sizeof(CountersHeader);
-    const size_t size = shaped ? static_cast<size_t>(st.st_size) : 0;
-    // Another user's file, read by root: copied, never mapped (its owner
-    // could truncate it under the mapping), and shown only while a live
-    // process of that owner holds the pid it names.
-    const bool vouched = shaped && st.st_uid != geteuid() && st.st_uid != 0 && geteuid() == 0 &&
-                         size <= kMaxCopiedBytes;
     void* base = MAP_FAILED;
-    std::vector<uint64_t> copy;
-    if (shaped && (st.st_uid == geteuid() || st.st_uid == 0)) {
-      base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    } else if (vouched) {
-      copy.resize((size + 7) / 8);
-      if (pread(fd, copy.data(), size, 0) == static_cast<ssize_t>(size)) base = copy.data();
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
+        static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
+      base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
     }
     close(fd);
     if (base == MAP_FAILED) continue;
     const auto* h = static_cast<const CountersHeader*>(base);
+    const size_t size = static_cast<size_t>(st.st_size);
     // The capacity and pid read once (a writer could change them between
     // reads); a pid that names no single process (0, or past INT_MAX: kill
     // would ask about a group) is not taken as alive.
@@ -210,15 +185,13 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);
       }
-      if (vouched && !(p.alive && process_owner(pid) == st.st_uid)) {
-        // another user's file naming no live process of theirs: not shown, not removed
-      } else if (!p.alive && remove_stale) {
+      if (!p.alive && remove_stale) {
         unlink_if_names(path, st.st_ino);  // a killed ringfire process's file
       } else {
         out.push_back(std::move(p));
       }
     }
-    if (copy.empty()) munmap(base, size);
+    munmap(base, size);
   }
   closedir(d);
   return out;

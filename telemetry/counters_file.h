@@ -99,11 +99,8 @@ struct ProcessCounters {
 
 // read_counters reads every counters file in `dir`. Files of processes that
 // no longer exist are removed (`remove_stale`) or returned with alive false.
-// Files owned by this user or root are mapped and read. Anyone can write
-// in /dev/shm, and a stranger's file truncated while mapped would be a
-// SIGBUS: another user's file is skipped, except by root, which copies it
-// and shows it only while a live process of that user has the pid it
-// names (never removes it).
+// Only files owned by this user or root are read: anyone can write in
+// /dev/shm, and a stranger's file truncated while mapped would be a SIGBUS.
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale = true);
 
 }  // namespace ringfire::telemetry
