@@ -65,7 +65,11 @@ BatchBuilder* BatchSink::acquire() {
   // bound allows (made outside mu_: the writer frees buffers meanwhile).
   // Kept while stalls keep coming (trim).
   if ((buffers_.size() + 1) * buffers_.front()->capacity() > options_.max_buffer_bytes) return nullptr;
-  buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes_, max_record_));
+  try {
+    buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes_, max_record_));
+  } catch (const std::bad_alloc&) {
+    return nullptr;  // no memory for another: as at the bound
+  }
   count_buffers();
   return buffers_.back().get();
 }

@@ -9,7 +9,7 @@
 // that a stall is taken up in memory before the ring's slack; past that
 // (a full disk) the reader stops reading, and the ring laps it: the gap
 // it takes is recorded, the ring's writer never waits. The buffers made
-// beyond the first are returned once none has been needed for
+// beyond the first `buffers` are returned once none has been needed for
 // trim_after_ns (a load that rolls segments more often keeps them).
 //
 // Time is passed in: each job carries the reader's `now`, and the writer
@@ -81,7 +81,7 @@ class BatchSink {
   // submit queues a sealed buffer: the batch covers [first_seq, end_seq).
   void submit(BatchBuilder* batch, std::span<const uint8_t> sealed, uint64_t end_seq, uint64_t now_ns);
   // tick lets the writer sync and enforce retention by `now_ns` when due,
-  // and returns the buffers made beyond the first once unneeded.
+  // and returns the buffers made beyond the first `buffers` once unneeded.
   void tick(uint64_t now_ns);
   // settle waits (at most timeout_ns) until everything submitted so far is
   // written, or the writer is stalled on an error. True when written.
@@ -122,7 +122,7 @@ class BatchSink {
   const uint32_t max_record_;
   std::vector<std::unique_ptr<BatchBuilder>> buffers_;  // reader thread (and construction) only
   size_t base_buffers_ = 0;      // made at the start; never returned
-  bool needed_extra_ = false;    // reader thread: more than base_buffers_ were out since the last tick
+  bool needed_extra_ = false;    // reader thread: more than base_buffers_ were out since the last trim()
   uint64_t needed_extra_ns_ = 0; // reader thread: the tick that last saw it
   SinkCounters counters_;
 
