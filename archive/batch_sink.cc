@@ -19,9 +19,12 @@ uint64_t unix_now_ns() {
 }  // namespace
 
 BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t batch_bytes, uint32_t max_record)
-    : writer_(std::move(writer)), options_(options), batch_bytes_(batch_bytes), max_record_(max_record) {
+    : writer_(std::move(writer)),
+      options_(options),
+      batch_bytes_(batch_bytes),
+      max_record_(max_record),
+      base_buffers_(std::max<size_t>(options.buffers, 2)) {
   writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
-  base_buffers_ = std::max<size_t>(options.buffers, 2);
   for (size_t i = 0; i < base_buffers_; ++i) {
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());

@@ -121,9 +121,9 @@ class BatchSink {
   const uint64_t batch_bytes_;
   const uint32_t max_record_;
   std::vector<std::unique_ptr<BatchBuilder>> buffers_;  // reader thread (and construction) only
-  size_t base_buffers_ = 0;      // made at the start; never returned
+  const size_t base_buffers_;    // made at the start; never returned
   bool needed_extra_ = false;    // reader thread: more than base_buffers_ were out since the last trim()
-  uint64_t needed_extra_ns_ = 0; // reader thread: the tick that last saw it
+  uint64_t needed_extra_ns_ = 0; // reader thread: the trim() that last saw it
   SinkCounters counters_;
 
   // mu_ guards everything below; never held across I/O.
