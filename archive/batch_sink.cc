@@ -10,6 +10,9 @@
 namespace ringfire::archive {
 namespace {
 
+// kFlushLookNs: how soon a write-behind sync is looked at again.
+constexpr uint64_t kFlushLookNs = 10'000'000;
+
 uint64_t unix_now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -25,6 +28,8 @@ BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t 
       max_record_(max_record),
       base_buffers_(std::max<size_t>(options.buffers, 2)) {
   writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
+  writer_.set_write_behind(options.fsync != FsyncPolicy::kNever ? options.write_behind_bytes : 0,
+                           options.write_behind_ns);
   for (size_t i = 0; i < base_buffers_; ++i) {
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());
@@ -170,6 +175,9 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
     std::lock_guard<std::mutex> lock(mu_);
     sync_result_ = st;
   }
+  if (writer_.flushing()) {
+    if (absl::Status st = writer_.reap(); !st.ok()) note_error(st);
+  }
   const bool retains = options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0;
   if (retains && now_ns >= next_retention_ns_ && !force_sync) {
     next_retention_ns_ = now_ns + options_.retention_every_ns;
@@ -181,6 +189,9 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   uint64_t due = UINT64_MAX;
   if (interval && writer_.dirty()) due = next_sync_ns_;
   if (retains) due = std::min(due, next_retention_ns_);
+  // A write-behind sync is looked at again soon (reap), so that what it
+  // made durable shows without waiting for the next batch.
+  if (writer_.flushing()) due = std::min(due, now_ns + kFlushLookNs);
   due_ns_.store(due, std::memory_order_relaxed);
 }
 

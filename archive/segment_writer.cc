@@ -7,11 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "archive/batch_io.h"
@@ -77,6 +80,12 @@ bool is_archive_file(const char* name, uint64_t* first_seq) {
   return true;
 }
 
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t unix_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -84,6 +93,19 @@ uint64_t unix_ns() {
 }
 
 }  // namespace
+
+// Flush is a write-behind sync of the open segment on a thread of its own
+// (start_flush), joined by finish_flush. The thread touches only this
+// object; the writer's thread reads err once done is set.
+struct SegmentWriter::Flush {
+  int fd = -1;             // a dup of the segment's (closed by finish_flush)
+  uint64_t first_seq = 0;  // the segment's
+  uint64_t end_seq = 0;    // durable up to here once done,
+  uint64_t offset = 0;     // and this far into the segment
+  int err = 0;             // the fdatasync's errno (0: done well)
+  std::atomic<bool> done{false};
+  std::thread thread;
+};
 
 absl::StatusOr<Catalog> load_catalog(const std::string& dir) {
   const std::string path = dir + "/catalog";
@@ -171,8 +193,13 @@ SegmentWriter::SegmentWriter(SegmentWriter&& o) noexcept { *this = std::move(o);
 
 SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
   if (this == &o) return *this;
+  (void)finish_flush(true);
   close_files();
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  flush_ = std::move(o.flush_);
+  write_behind_bytes_ = o.write_behind_bytes_;
+  write_behind_ns_ = o.write_behind_ns_;
+  flush_started_ns_ = o.flush_started_ns_;
   dir_ = std::move(o.dir_);
   catalog_ = std::move(o.catalog_);
   lock_fd_ = std::exchange(o.lock_fd_, -1);
@@ -193,6 +220,7 @@ SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
 }
 
 SegmentWriter::~SegmentWriter() {
+  (void)finish_flush(true);  // a failure is the next open's to find
   close_files();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
@@ -392,6 +420,7 @@ absl::Status SegmentWriter::create_open_segment() {
 // first_seq; the catalog is stored before the new file exists, so a reader
 // never finds a segment the catalog does not name.
 absl::Status SegmentWriter::roll(uint64_t first_seq) {
+  if (auto st = finish_flush(true); !st.ok()) return st;
   const Catalog before = catalog_;
   if (!catalog_.segments.empty() && !catalog_.segments.back().sealed) {
     if (sync_on_seal_ && seg_fd_ >= 0) {
@@ -411,6 +440,7 @@ absl::Status SegmentWriter::roll(uint64_t first_seq) {
 
 absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t first_seq, uint64_t end_seq,
                                    uint64_t records) {
+  if (auto st = finish_flush(false); !st.ok()) return st;
   if (catalog_dirty_) {
     if (auto st = store_catalog(); !st.ok()) return st;
   }
@@ -451,10 +481,60 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
   end_seq_ = end_seq;
   has_batches_ = true;
   dirty_ = true;
+  if (write_behind_bytes_ != 0 && flush_ == nullptr && write_offset_ - durable_offset_ >= write_behind_bytes_) {
+    const uint64_t now = monotonic_ns();
+    if (now - flush_started_ns_ >= write_behind_ns_) {
+      flush_started_ns_ = now;
+      start_flush();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// start_flush starts a sync of the open segment as it stands (joined by
+// finish_flush). Without a spare fd the next sync or seal does the work;
+// without a thread the sync runs here.
+void SegmentWriter::start_flush() {
+  const int fd = fcntl(seg_fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  auto f = std::make_unique<Flush>();
+  f->fd = fd;
+  f->first_seq = catalog_.segments.back().first_seq;
+  f->end_seq = end_seq_;
+  f->offset = write_offset_;
+  Flush* raw = f.get();
+  auto run = [raw] {
+    raw->err = fdatasync(raw->fd) == 0 ? 0 : errno;
+    raw->done.store(true, std::memory_order_release);  // pairs with the acquire in finish_flush
+  };
+  try {
+    f->thread = std::thread(run);
+  } catch (const std::system_error&) {
+    run();
+  }
+  flush_ = std::move(f);
+}
+
+// finish_flush takes a write-behind sync that is done (waiting for it when
+// `wait`): what it covered counts as durable. Every caller that syncs or
+// seals waits for it first, so it always covers the open segment.
+absl::Status SegmentWriter::finish_flush(bool wait) {
+  if (flush_ == nullptr) return absl::OkStatus();
+  // Acquire: pairs with the release in start_flush's thread (err is set).
+  if (!wait && !flush_->done.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (flush_->thread.joinable()) flush_->thread.join();  // pairs with start_flush's thread
+  const std::unique_ptr<Flush> f = std::move(flush_);
+  ::close(f->fd);
+  if (f->err != 0) return io_error(f->err, "fdatasync", dir_ + "/" + segment_name(f->first_seq));
+  ++fsyncs_;
+  durable_end_ = f->end_seq;
+  durable_offset_ = f->offset;
+  dirty_ = write_offset_ != f->offset;
   return absl::OkStatus();
 }
 
 absl::Status SegmentWriter::sync() {
+  if (auto st = finish_flush(true); !st.ok()) return st;
   if (seg_fd_ < 0 || !dirty_) return absl::OkStatus();
   if (fdatasync(seg_fd_) != 0) {
     return io_error(errno, "fdatasync", dir_ + "/" + segment_name(catalog_.segments.back().first_seq));

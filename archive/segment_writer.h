@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,22 @@ class SegmentWriter {
   // set_sync_on_seal: sync each segment as it is sealed (the "segment"
   // policy).
   void set_sync_on_seal(bool on) { sync_on_seal_ = on; }
+  // set_write_behind: once `bytes` were appended to the open segment
+  // since the last sync, and `every_ns` passed since the last such sync
+  // started, a sync of it starts on a thread of its own while appends go
+  // on (bytes 0: never). A sync waits for the device to take everything
+  // written before it (on this VM ~150 ms for a whole 256 MiB segment),
+  // so syncing in steps keeps each stall of the writing thread (a seal,
+  // the catalog's sync at a roll) short; the time bound keeps their
+  // number, and so their cost at a high rate, down.
+  void set_write_behind(uint64_t bytes, uint64_t every_ns) {
+    write_behind_bytes_ = bytes;
+    write_behind_ns_ = every_ns;
+  }
+  // reap takes a write-behind sync that is done (durable_end moves);
+  // append does too. flushing: one is running.
+  absl::Status reap() { return finish_flush(false); }
+  bool flushing() const { return flush_ != nullptr; }
 
   // enforce removes sealed segments, oldest first, while the archive is
   // over `r`'s size or they are older than its age, skipping none: it stops
@@ -96,7 +113,15 @@ class SegmentWriter {
   absl::Status store_catalog();
   absl::Status create_open_segment();
   absl::Status roll(uint64_t first_seq);
+  void start_flush();
+  absl::Status finish_flush(bool wait);
   void close_files();
+
+  struct Flush;  // a write-behind sync in flight (segment_writer.cc)
+  std::unique_ptr<Flush> flush_;
+  uint64_t write_behind_bytes_ = 0;
+  uint64_t write_behind_ns_ = 0;
+  uint64_t flush_started_ns_ = 0;  // CLOCK_MONOTONIC
 
   std::string dir_;
   Catalog catalog_;

@@ -39,6 +39,9 @@ std::vector<OptionSpec> record_options() {
        "caught up while records flow, sleep up to this before reading on (default 1ms; less when a quarter "
        "of the ring passes meanwhile); 0: park on the ring, whose writer then wakes the recorder"},
       {"linger", "TIME", "a partial batch is written this long after its first record (default 2ms)"},
+      {"write-behind", "BYTES",
+       "unless --fsync never: the open segment is synced on the side once this much was written since "
+       "its last sync, at most every 100ms, so that a seal waits only for the rest (default 8Mi; 0: off)"},
       {"retain-bytes", "BYTES", "remove the oldest sealed segments beyond this size"},
       {"retain-age", "TIME", "remove sealed segments older than this"},
       {"name", "NAME", "reader name in the ring's registry (default record)"},
@@ -56,11 +59,13 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
   auto batch = args.count("batch-bytes", o.batch_bytes);
   auto linger = args.duration_ns("linger", o.linger_ns);
   auto buffer_bytes = args.count("buffer-bytes", o.sink.max_buffer_bytes);
+  auto write_behind = args.count("write-behind", o.sink.write_behind_bytes);
   auto gather = args.duration_ns("gather", o.gather_ns);
   auto retain_bytes = args.count("retain-bytes", 0);
   auto retain_age = args.duration_ns("retain-age", 0);
   if (!start.ok()) return start.status();
-  for (const auto* s : {&segment, &interval, &batch, &linger, &retain_bytes, &retain_age, &buffer_bytes, &gather}) {
+  for (const auto* s : {&segment, &interval, &batch, &linger, &retain_bytes, &retain_age, &buffer_bytes, &gather,
+                        &write_behind}) {
     if (!s->ok()) return s->status();
   }
   if (*interval < 4096) return absl::InvalidArgumentError("--index-interval must be at least 4Ki");
@@ -79,6 +84,7 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
   o.batch_bytes = *batch;
   o.linger_ns = *linger;
   o.sink.max_buffer_bytes = *buffer_bytes;
+  o.sink.write_behind_bytes = *write_behind;
   o.gather_ns = *gather;
   o.sink.retention.max_bytes = *retain_bytes;
   o.sink.retention.max_age_ns = *retain_age;

@@ -298,6 +298,64 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
   EXPECT_EQ(back.seqs, iota(0, 5000));
 }
 
+// Write-behind: with fsync per segment, the open segment is synced on the
+// side in steps (so a seal, or the catalog's sync at a roll, never waits
+// for a whole segment to reach the device); what a step synced is durable,
+// and a power cut right after it loses nothing before it.
+TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.sink.fsync = FsyncPolicy::kSegment;
+  o.sink.write_behind_bytes = 32u << 10;  // two 16 KiB batches
+  o.sink.write_behind_ns = 0;
+  constexpr uint64_t kRecords = 2000;  // 160 KB: inside the first 256 KiB segment, no seal
+  constexpr uint64_t kOneBatch = (16u << 10) / 80;  // records of 64 B (80 on disk)
+  uint64_t now = 0;
+  uint64_t durable = 0;
+  uint64_t durable_offset = 0;
+  std::string open_segment;
+  {
+    auto rec = Recorder::open(ring.open(), o);
+    ASSERT_TRUE(rec.ok());
+    publish(*p, kRecords);
+    // Polled, never flushed: the sync is the write-behind's (real time).
+    for (int i = 0; i < 5000 && (*rec)->snapshot().durable_end <= kOneBatch; ++i) {
+      if ((*rec)->poll(now += 2'000'000) == 0) {
+        (*rec)->settle();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ASSERT_TRUE((*rec)->settle());
+    const RecorderSnapshot snap = (*rec)->snapshot();
+    EXPECT_EQ(snap.segments, 1u) << "nothing sealed: any sync is the write-behind's";
+    durable = snap.durable_end;
+    durable_offset = (*rec)->writer().durable_offset();
+    open_segment = tmp.archive() + "/" + segment_name((*rec)->writer().catalog().segments.back().first_seq);
+    EXPECT_GT(durable, kOneBatch) << "the open segment was synced in steps";
+    EXPECT_LE(durable, snap.recorded_end);
+    EXPECT_GT(snap.fsyncs, 0u);
+  }
+  // The cut: everything after what the last step synced is zeroes.
+  struct stat st {};
+  ASSERT_EQ(stat(open_segment.c_str(), &st), 0);
+  const int fd = ::open(open_segment.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(durable_offset)), 0);
+  ASSERT_EQ(ftruncate(fd, st.st_size), 0);
+  ::close(fd);
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ((*rec)->snapshot().recorded_end, durable);
+  drain(**rec, &now);
+  const ReadBack back = read_back(tmp.archive(), 0);
+  ASSERT_TRUE(back.error.ok()) << back.error;
+  EXPECT_EQ(back.seqs, iota(0, kRecords));
+  EXPECT_EQ(back.bad, 0u);
+}
+
 TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequence) {
   Recorded arc(1u << 16, 10'000);
   ASSERT_TRUE(arc.ok());
