@@ -178,6 +178,7 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   if (writer_.flushing()) {
     if (absl::Status st = writer_.reap(); !st.ok()) note_error(st);
   }
+  if (absl::Status st = writer_.take_step_error(); !st.ok()) note_error(st);
   const bool retains = options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0;
   if (retains && now_ns >= next_retention_ns_ && !force_sync) {
     next_retention_ns_ = now_ns + options_.retention_every_ns;

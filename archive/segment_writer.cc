@@ -199,6 +199,8 @@ SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
   flush_ = std::move(o.flush_);
   write_behind_bytes_ = o.write_behind_bytes_;
   write_behind_ns_ = o.write_behind_ns_;
+  step_error_ = std::move(o.step_error_);
+  sync_failed_ = o.sync_failed_;
   flush_started_ns_ = o.flush_started_ns_;
   dir_ = std::move(o.dir_);
   catalog_ = std::move(o.catalog_);
@@ -412,6 +414,7 @@ absl::Status SegmentWriter::create_open_segment() {
   write_offset_ = kSegmentHeaderBytes;
   next_index_offset_ = kSegmentHeaderBytes;
   index_entries_ = 0;
+  sync_failed_ = false;
   if (!dirty_) durable_offset_ = kSegmentHeaderBytes;
   return sync_dir(dir_);
 }
@@ -420,7 +423,7 @@ absl::Status SegmentWriter::create_open_segment() {
 // first_seq; the catalog is stored before the new file exists, so a reader
 // never finds a segment the catalog does not name.
 absl::Status SegmentWriter::roll(uint64_t first_seq) {
-  if (auto st = finish_flush(true); !st.ok()) return st;
+  take_step(true);
   const Catalog before = catalog_;
   if (!catalog_.segments.empty() && !catalog_.segments.back().sealed) {
     if (sync_on_seal_ && seg_fd_ >= 0) {
@@ -440,7 +443,7 @@ absl::Status SegmentWriter::roll(uint64_t first_seq) {
 
 absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t first_seq, uint64_t end_seq,
                                    uint64_t records) {
-  if (auto st = finish_flush(false); !st.ok()) return st;
+  take_step(false);
   if (catalog_dirty_) {
     if (auto st = store_catalog(); !st.ok()) return st;
   }
@@ -481,7 +484,10 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
   end_seq_ = end_seq;
   has_batches_ = true;
   dirty_ = true;
-  if (write_behind_bytes_ != 0 && flush_ == nullptr && write_offset_ - durable_offset_ >= write_behind_bytes_) {
+  // Only where every seal syncs (else dirty_ and durable_offset_ would
+  // carry over a roll, and a step claim the last segment's tail).
+  if (sync_on_seal_ && write_behind_bytes_ != 0 && flush_ == nullptr &&
+      write_offset_ - durable_offset_ >= write_behind_bytes_) {
     const uint64_t now = monotonic_ns();
     if (now - flush_started_ns_ >= write_behind_ns_) {
       flush_started_ns_ = now;
@@ -495,10 +501,14 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
 // finish_flush). Without a spare fd the next sync or seal does the work;
 // without a thread the sync runs here.
 void SegmentWriter::start_flush() {
-  const int fd = fcntl(seg_fd_, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return;
-  auto f = std::make_unique<Flush>();
-  f->fd = fd;
+  std::unique_ptr<Flush> f;
+  try {
+    f = std::make_unique<Flush>();
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  f->fd = fcntl(seg_fd_, F_DUPFD_CLOEXEC, 0);
+  if (f->fd < 0) return;
   f->first_seq = catalog_.segments.back().first_seq;
   f->end_seq = end_seq_;
   f->offset = write_offset_;
@@ -509,15 +519,25 @@ void SegmentWriter::start_flush() {
   };
   try {
     f->thread = std::thread(run);
-  } catch (const std::system_error&) {
+  } catch (...) {  // no thread (system_error, bad_alloc): synced here
     run();
   }
   flush_ = std::move(f);
 }
 
+// take_step finishes a write-behind step (waiting for it when `wait`); its
+// failure is kept for take_step_error, not returned: the append or roll
+// that found it goes on (its batch is not what failed).
+void SegmentWriter::take_step(bool wait) {
+  if (absl::Status st = finish_flush(wait); !st.ok()) step_error_ = st;
+}
+
 // finish_flush takes a write-behind sync that is done (waiting for it when
 // `wait`): what it covered counts as durable. Every caller that syncs or
-// seals waits for it first, so it always covers the open segment.
+// seals waits for it first, so it always covers the open segment. After a
+// failed sync of the open segment nothing more of it counts as durable
+// (Linux reports a lost write to one of the file's syncs, not to every
+// later one: a later success does not say the lost bytes landed).
 absl::Status SegmentWriter::finish_flush(bool wait) {
   if (flush_ == nullptr) return absl::OkStatus();
   // Acquire: pairs with the release in start_flush's thread (err is set).
@@ -525,8 +545,12 @@ absl::Status SegmentWriter::finish_flush(bool wait) {
   if (flush_->thread.joinable()) flush_->thread.join();  // pairs with start_flush's thread
   const std::unique_ptr<Flush> f = std::move(flush_);
   ::close(f->fd);
-  if (f->err != 0) return io_error(f->err, "fdatasync", dir_ + "/" + segment_name(f->first_seq));
+  if (f->err != 0) {
+    sync_failed_ = true;
+    return io_error(f->err, "fdatasync", dir_ + "/" + segment_name(f->first_seq));
+  }
   ++fsyncs_;
+  if (sync_failed_) return absl::OkStatus();
   durable_end_ = f->end_seq;
   durable_offset_ = f->offset;
   dirty_ = write_offset_ != f->offset;
@@ -537,10 +561,12 @@ absl::Status SegmentWriter::sync() {
   if (auto st = finish_flush(true); !st.ok()) return st;
   if (seg_fd_ < 0 || !dirty_) return absl::OkStatus();
   if (fdatasync(seg_fd_) != 0) {
+    sync_failed_ = true;
     return io_error(errno, "fdatasync", dir_ + "/" + segment_name(catalog_.segments.back().first_seq));
   }
   ++fsyncs_;
   dirty_ = false;
+  if (sync_failed_) return absl::OkStatus();  // see finish_flush
   durable_end_ = end_seq_;
   durable_offset_ = write_offset_;
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -92,9 +93,11 @@ class SegmentWriter {
     write_behind_ns_ = every_ns;
   }
   // reap takes a write-behind sync that is done (durable_end moves);
-  // append does too. flushing: one is running.
+  // append does too. flushing: one is running. take_step_error: a step's
+  // failure that an append or a roll found (once).
   absl::Status reap() { return finish_flush(false); }
   bool flushing() const { return flush_ != nullptr; }
+  absl::Status take_step_error() { return std::exchange(step_error_, absl::OkStatus()); }
 
   // enforce removes sealed segments, oldest first, while the archive is
   // over `r`'s size or they are older than its age, skipping none: it stops
@@ -115,6 +118,7 @@ class SegmentWriter {
   absl::Status roll(uint64_t first_seq);
   void start_flush();
   absl::Status finish_flush(bool wait);
+  void take_step(bool wait);
   void close_files();
 
   struct Flush;  // a write-behind sync in flight (segment_writer.cc)
@@ -122,6 +126,8 @@ class SegmentWriter {
   uint64_t write_behind_bytes_ = 0;
   uint64_t write_behind_ns_ = 0;
   uint64_t flush_started_ns_ = 0;  // CLOCK_MONOTONIC
+  absl::Status step_error_;
+  bool sync_failed_ = false;  // a sync of the open segment failed: no more of it counts as durable
 
   std::string dir_;
   Catalog catalog_;

@@ -5,11 +5,15 @@
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
 #                        [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout]
 #                        [--out DIR] [--quick] [--build DIR] [--ping-rate R] [--pace-us US]
+#                        [--record-cpu CPU]
 # --ping-rate: the round-trip harnesses' pings per second (default 10 k), or
 # `closed`: closed loop, the next ping when the last one's echo is in (as
 # raw's ping-pong and Aeron's cping measure);
 # --pace-us: the pacing interval of the engine, worker and rate harnesses'
 # serves (default: the port kind's, 50 us on the kernel backend, 5 on DPDK).
+# --record-cpu: the record harness's recorder pinned to this CPU (default
+# unpinned; 0 is the publisher's and the serve's: their slots are read
+# from the cache that wrote them).
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -59,7 +63,7 @@
 #           links get 2^14-slot rings (rsize=14; the PMD's default 1,024
 #           overflows while the mirror is descheduled at ~5 M records/s).
 # record    the rate harness twice, without and with a recorder (`ringfire
-#           record`, unpinned, fsync per segment, 1 GiB retained) on the
+#           record`, unpinned or --record-cpu, fsync per segment, 1 GiB retained) on the
 #           source ring: what archiving costs the live path. (Not in the
 #           default set.)
 # auth      the rate harness twice, without and with a pre-shared key (every
@@ -90,6 +94,7 @@ quick=0
 build_dir=""
 ping_rate=10000
 pace_us=
+record_cpu=
 while (($#)); do
   case $1 in
     --backend) backend=$2; shift 2 ;;
@@ -99,7 +104,8 @@ while (($#)); do
     --build) build_dir=$2; shift 2 ;;
     --ping-rate) ping_rate=$2; shift 2 ;;
     --pace-us) pace_us=$2; shift 2 ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--quick]" >&2; exit 2 ;;
+    --record-cpu) record_cpu=$2; shift 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--record-cpu CPU] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -466,7 +472,9 @@ run_rate() {
   local serve_pid=${LAB_PIDS[-1]}
   if [[ $tag == record ]]; then  # a recorder of the source ring beside it (h1, unpinned)
     rm -rf "$out/archive-$backend"
-    bg 1 "$logs/$backend-record" "$rf" record "$R" --dir "$out/archive-$backend" --from latest --retain-bytes 1Gi
+    local pin=()
+    [[ -n $record_cpu ]] && pin=(taskset -c "$record_cpu")
+    bg 1 "$logs/$backend-record" "${pin[@]}" "$rf" record "$R" --dir "$out/archive-$backend" --from latest --retain-bytes 1Gi
     wait_for 5 grep -qs "^record: " "$logs/$backend-record" || { echo "mirror_bench: the recorder did not start: $(tail -n 2 "$logs/$backend-record")" >&2; exit 1; }
   fi
   log=$logs/$backend-mirror-r$tag

@@ -10,11 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <chrono>
-#include <thread>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "archive/archive_reader.h"
@@ -354,6 +358,44 @@ TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem
   ASSERT_TRUE(back.error.ok()) << back.error;
   EXPECT_EQ(back.seqs, iota(0, kRecords));
   EXPECT_EQ(back.bad, 0u);
+}
+
+// A step claims what was written when it began, no more: a batch written
+// while it ran stays unsynced until the next sync.
+TEST(SegmentWriter, AWriteBehindStepMakesDurableWhatWasWrittenWhenItBeganNoMore) {
+  TempDir tmp;
+  ArchiveLayout layout;
+  layout.segment_bytes = 256u << 10;
+  layout.index_interval = 8u << 10;
+  layout.max_batch_bytes = 16u << 10;
+  RecoveryReport report;
+  auto w = SegmentWriter::open(tmp.archive(), RingShape{0, 64, 64, 0}, layout, &report);
+  ASSERT_TRUE(w.ok()) << w.status();
+  w->set_sync_on_seal(true);
+  w->set_write_behind(32u << 10, 0);
+  constexpr size_t kBatch = 16u << 10;  // whole blocks from an aligned buffer (direct I/O)
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kBatch)),
+                                                     &std::free);
+  ASSERT_NE(buf, nullptr);
+  std::memset(buf.get(), 0, kBatch);
+  const std::span<const uint8_t> batch(buf.get(), kBatch);
+  ASSERT_TRUE(w->append(batch, 0, 100, 100).ok());
+  EXPECT_FALSE(w->flushing()) << "16 KiB since the last sync: no step yet";
+  ASSERT_TRUE(w->append(batch, 100, 200, 100).ok());
+  EXPECT_TRUE(w->flushing()) << "32 KiB since the last sync: a step began";
+  ASSERT_TRUE(w->append(batch, 200, 300, 100).ok());  // while it may still run
+  for (int i = 0; i < 10'000 && w->flushing(); ++i) {
+    ASSERT_TRUE(w->reap().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_FALSE(w->flushing());
+  EXPECT_TRUE(w->take_step_error().ok());
+  EXPECT_EQ(w->durable_end(), 200u);
+  EXPECT_EQ(w->durable_offset(), kSegmentHeaderBytes + 2 * kBatch);
+  EXPECT_TRUE(w->dirty()) << "the third batch is not synced yet";
+  ASSERT_TRUE(w->sync().ok());
+  EXPECT_EQ(w->durable_end(), 300u);
+  EXPECT_FALSE(w->dirty());
 }
 
 TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequence) {
