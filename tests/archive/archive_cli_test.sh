@@ -126,6 +126,7 @@ check_err "--dir DIR is required" "$rf" record "$ring"
 check_err "use segment, never, or an interval" "$rf" record "$ring" --dir "$tmp/b" --fsync sometimes
 check_err "use a multiple of 4 KiB" "$rf" record "$ring" --dir "$tmp/b" --segment-size 100000
 check_err "holds fewer than 2 batches of --batch-bytes 1048576: make it at least 2097152" "$rf" record "$ring" --dir "$tmp/b" --buffer-bytes 1Mi
+check_err "write-behind lots: expected a whole number" "$rf" record "$ring" --dir "$tmp/b" --write-behind lots
 check_err "not an archive" "$rf" archive "$tmp/nothing"
 "$rf" record "$ring" --dir "$tmp/a2" --quiet >/dev/null 2>&1 &
 holder=$!
