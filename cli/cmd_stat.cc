@@ -78,9 +78,11 @@ int cmd_stat(int argc, char** argv, int first) {
       if (p.ring != file->path()) continue;
       nlohmann::json c = nlohmann::json::object();
       for (const auto& [label, value] : p.counters) c[label] = value;
-      j["processes"].push_back({{"pid", p.pid}, {"role", p.role}, {"detail", p.detail},
-                                {"age_s", now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0},
-                                {"counters", c}});
+      nlohmann::json proc = {{"pid", p.pid}, {"role", p.role}, {"detail", p.detail},
+                             {"age_s", now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0},
+                             {"counters", c}};
+      if (!p.user.empty()) proc["user"] = p.user;
+      j["processes"].push_back(std::move(proc));
     }
     std::printf("%s\n", json_text(j, 2).c_str());
     return 0;
@@ -109,7 +111,8 @@ int cmd_stat(int argc, char** argv, int first) {
   // Processes serving or mirroring this ring: their counters files.
   for (const telemetry::ProcessCounters& p : processes) {
     if (p.ring != file->path()) continue;
-    std::printf("process     pid %u %s (%s), counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
+    std::printf("process     pid %u %s (%s)%s%s, counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
+                p.user.empty() ? "" : ", user ", p.user.c_str(),
                 now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0);
     for (const auto& [label, value] : p.counters) {
       std::printf("  %-44s %llu\n", label.c_str(), static_cast<ull>(value));

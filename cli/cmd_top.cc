@@ -95,7 +95,8 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
     const uint64_t rejected = sum_prefix(p, "rejected.") + sum_prefix(p, "refused.");
     const double age = now_ns > p.updated_ns ? static_cast<double>(now_ns - p.updated_ns) / 1e9 : 0.0;
     std::snprintf(line, sizeof(line), "%-7u %-6s %-24s %-28s %10llu %9llu %8llu %8llu %8llu %8llu %5.1fs%s\n", p.pid,
-                  p.role.c_str(), shorten(p.ring, 24).c_str(), shorten(p.detail, 28).c_str(),
+                  p.role.c_str(), shorten(p.ring, 24).c_str(),
+                  shorten(p.user.empty() ? p.detail : p.detail + " [" + p.user + "]", 28).c_str(),  // the tail stays
                   static_cast<unsigned long long>(rate), static_cast<unsigned long long>(lag),
                   static_cast<unsigned long long>(naks), static_cast<unsigned long long>(gaps),
                   static_cast<unsigned long long>(drops), static_cast<unsigned long long>(rejected), age,

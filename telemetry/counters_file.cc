@@ -9,9 +9,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pwd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ring/monotonic.h"
@@ -135,10 +140,91 @@ void CountersFile::sweep() {
   header_->updated_ns.store(monotonic_ns(), std::memory_order_release);
 }
 
+namespace {
+
+// Another user's files, as root reads them: copied, never mapped (their
+// owner could truncate one under a mapping: a SIGBUS), each at most
+// kForeignBytes (4,096 entries; a session makes 1,024), and at most
+// kForeignPerOwner of one user's copied a read (beyond a header's 256
+// bytes each): no user makes root copy without bound.
+constexpr size_t kForeignBytes = sizeof(CountersHeader) + 4096 * sizeof(CounterEntry);
+constexpr size_t kForeignPerOwner = 64;
+
+// process_owner: the user that owns process `pid`, or -1 when none is seen.
+uid_t process_owner(uint32_t pid) {
+  struct stat st{};
+  if (stat(absl::StrCat("/proc/", pid).c_str(), &st) != 0) return static_cast<uid_t>(-1);
+  return st.st_uid;
+}
+
+// pid_of_name: the pid a counters file's name gives ("ringfire-PID.counters"
+// or "ringfire-PID-TAG.counters"); 0 if it gives none.
+uint32_t pid_of_name(const std::string& name) {
+  constexpr size_t kFrom = 9;  // after "ringfire-"
+  uint64_t v = 0;
+  size_t i = kFrom;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && v <= UINT32_MAX; ++i) {
+    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  if (i == kFrom || i == name.size() || v > UINT32_MAX || (name[i] != '.' && name[i] != '-')) return 0;
+  return static_cast<uint32_t>(v);
+}
+
+// printable: text for a terminal: anything but printable ASCII becomes
+// '?' (labels, rings and details are ASCII; a stranger's could carry
+// escape sequences to root's terminal).
+std::string printable(std::string s) {
+  for (char& c : s) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return s;
+}
+
+// user_name: the login name of `uid`, or its number.
+std::string user_name(uid_t uid) {
+  char buf[1024];
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) return printable(found->pw_name);
+  return std::to_string(uid);
+}
+
+// copy_foreign copies another user's counters file (`fd`, `st` its stat,
+// `name` its name) for root: its header first, then the rest only if the
+// header names the pid the file's name gives, that pid is a live process
+// of the file's owner, and the entries it declares fit the file and the
+// bound. *size: the bytes copied.
+bool copy_foreign(int fd, const struct stat& st, const std::string& name, std::vector<uint64_t>* copy,
+                  size_t* size) {
+  if (static_cast<uint64_t>(st.st_size) > kForeignBytes) return false;
+  copy->assign(sizeof(CountersHeader) / 8, 0);
+  if (pread(fd, copy->data(), sizeof(CountersHeader), 0) != static_cast<ssize_t>(sizeof(CountersHeader))) return false;
+  const auto* h = reinterpret_cast<const CountersHeader*>(copy->data());
+  const uint32_t pid = h->pid;
+  const uint32_t capacity = h->capacity;
+  const size_t need = sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry);
+  if (h->magic != kCountersMagic || h->version != kCountersVersion || need > static_cast<size_t>(st.st_size)) {
+    return false;
+  }
+  if (pid == 0 || pid > static_cast<uint32_t>(INT_MAX) || pid != pid_of_name(name) ||
+      process_owner(pid) != st.st_uid) {
+    return false;
+  }
+  copy->assign(need / 8, 0);
+  if (pread(fd, copy->data(), need, 0) != static_cast<ssize_t>(need)) return false;
+  h = reinterpret_cast<const CountersHeader*>(copy->data());
+  if (h->pid != pid || h->capacity != capacity) return false;  // rewritten between the reads
+  *size = need;
+  return true;
+}
+
+}  // namespace
+
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale) {
   std::vector<ProcessCounters> out;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return out;
+  std::map<uid_t, size_t> foreign_seen;  // copied, per owner, this read
   while (dirent* ent = readdir(d)) {
     const std::string name = ent->d_name;
     if (name.rfind("ringfire-", 0) != 0 || name.size() < 18 || name.substr(name.size() - 9) != ".counters") continue;
@@ -148,15 +234,25 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) continue;
     struct stat st{};
+    const bool shaped = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                        static_cast<size_t>(st.st_size) >= sizeof(CountersHeader);
+    size_t size = shaped ? static_cast<size_t>(st.st_size) : 0;
+    // This user's and root's files are mapped. Another user's only root
+    // reads: copied (copy_foreign), shown only while a live process of
+    // that user has the pid the file names, never removed.
+    const bool own = st.st_uid == geteuid() || st.st_uid == 0;
+    const bool foreign = shaped && !own && geteuid() == 0 && foreign_seen[st.st_uid] < kForeignPerOwner;
     void* base = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0) &&
-        static_cast<size_t>(st.st_size) >= sizeof(CountersHeader)) {
-      base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    std::vector<uint64_t> copy;
+    if (shaped && own) {
+      base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    } else if (foreign && copy_foreign(fd, st, name, &copy, &size)) {
+      base = copy.data();
+      ++foreign_seen[st.st_uid];
     }
     close(fd);
     if (base == MAP_FAILED) continue;
     const auto* h = static_cast<const CountersHeader*>(base);
-    const size_t size = static_cast<size_t>(st.st_size);
     // The capacity and pid read once (a writer could change them between
     // reads); a pid that names no single process (0, or past INT_MAX: kill
     // would ask about a group) is not taken as alive.
@@ -171,27 +267,30 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
       p.pid = pid;
       p.alive = pid > 0 && pid <= static_cast<uint32_t>(INT_MAX) &&
                 (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-      p.role = text_of(h->role, sizeof(h->role));
-      p.ring = text_of(h->ring, sizeof(h->ring));
-      p.detail = text_of(h->detail, sizeof(h->detail));
+      if (foreign) p.user = user_name(st.st_uid);
+      p.role = printable(text_of(h->role, sizeof(h->role)));
+      p.ring = printable(text_of(h->ring, sizeof(h->ring)));
+      p.detail = printable(text_of(h->detail, sizeof(h->detail)));
       p.updated_ns = h->updated_ns.load(std::memory_order_acquire);  // pairs with publish's release
       const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
       for (uint32_t i = 0; i < capacity; ++i) {
         const CounterEntry& e = entries[i];
         const uint32_t gen = e.generation.load(std::memory_order_acquire);  // pairs with set()'s release of state, after the bump
         if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release
-        std::string label = text_of(e.label, sizeof(e.label));
+        std::string label = printable(text_of(e.label, sizeof(e.label)));
         const uint64_t v = e.value.load(std::memory_order_relaxed);
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);
       }
-      if (!p.alive && remove_stale) {
+      if (foreign) {
+        out.push_back(std::move(p));  // its process lives (copy_foreign); never removed by root
+      } else if (!p.alive && remove_stale) {
         unlink_if_names(path, st.st_ino);  // a killed ringfire process's file
       } else {
         out.push_back(std::move(p));
       }
     }
-    munmap(base, size);
+    if (copy.empty()) munmap(base, size);
   }
   closedir(d);
   return out;

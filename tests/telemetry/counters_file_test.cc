@@ -4,7 +4,8 @@
 // last one, a full file drops new labels, the file goes with its writer, a
 // dead process's file is reported dead or removed, junk in the
 // directory (short, wrong magic, an absurd capacity) is skipped, a file
-// another user owns is not read, and a writer under a dead one's name
+// another user owns is not read (by root only while that user's process
+// lives), and a writer under a dead one's name
 // never truncates the file a reader may have mapped.
 #include "telemetry/counters_file.h"
 
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -181,7 +183,9 @@ TEST(CountersFile, JunkInTheDirectoryIsSkipped) {
 }
 
 // Anyone can write in /dev/shm: a file under a counters name that another
-// user (not root) owns could be truncated while a reader maps it. Skipped.
+// user (not root) owns could be truncated while a reader maps it. Skipped
+// (root reads one only for a live process of its owner, below: this one
+// names root's own process).
 TEST(CountersFile, AFileAnotherUserOwnsIsNotRead) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file away";
   testing::TempDir dir;
@@ -194,6 +198,79 @@ TEST(CountersFile, AFileAnotherUserOwnsIsNotRead) {
   EXPECT_TRUE(read_counters(dir.path(), false).empty()) << "a stranger's file was read";
   ASSERT_EQ(chown(f->path().c_str(), 0, 0), 0);
   EXPECT_EQ(read_counters(dir.path(), false).size(), 1u);
+}
+
+// An operator's `ringfire top` as root shows the sessions another user
+// runs: root copies that user's file (never maps it) while a live process
+// of theirs has the pid the file's name and header both give; its text
+// comes back printable, its owner named; what that user plants under
+// other pids is not shown, nor more than 64 of their files a read; once
+// the process is gone nothing of theirs is shown, and root removes none.
+TEST(CountersFile, RootReadsAnotherUsersFileWhileTheirProcessLives) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a process as another user";
+  testing::TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 01777), 0);
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    close(go[1]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    auto f = CountersFile::create(dir.path(), "mux", "198.18.0.1:7500", "user's\x1b[2J", 16);
+    if (!f.ok()) _exit(1);
+    f->set("mux.streams", 11);
+    f->sweep();
+    // Plants: its own file under another pid's name; one naming pid 1
+    // (root's) in name and header.
+    std::string bytes(sizeof(CountersHeader) + 16 * sizeof(CounterEntry), '\0');
+    const int own = ::open(f->path().c_str(), O_RDONLY);
+    if (own < 0 || pread(own, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) _exit(5);
+    close(own);
+    auto plant = [&](const std::string& name, const std::string& b) {
+      const int fd = ::open((dir.path() + "/" + name).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      if (fd < 0 || write(fd, b.data(), b.size()) != static_cast<ssize_t>(b.size())) _exit(6);
+      close(fd);
+    };
+    plant("ringfire-1.counters", bytes);
+    std::string as_init = bytes;
+    const uint32_t init = 1;
+    std::memcpy(as_init.data() + offsetof(CountersHeader, pid), &init, sizeof(init));
+    plant("ringfire-1-p.counters", as_init);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(3);
+    if (read(go[0], &c, 1) != 1) _exit(4);
+    // 80 more of its own, each a valid file of this process.
+    for (int i = 0; i < 80; ++i) plant("ringfire-" + std::to_string(getpid()) + "-t" + std::to_string(i) + ".counters", bytes);
+    if (write(ready[1], &c, 1) != 1) _exit(3);
+    if (read(go[0], &c, 1) < 0) _exit(4);  // until the parent closes it
+    _exit(0);                              // no destructor: the files stay
+  }
+  close(ready[1]);
+  close(go[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child made no counters file";
+  auto seen = read_counters(dir.path());
+  ASSERT_EQ(seen.size(), 1u) << "root did not show another user's live session, or showed a planted one";
+  EXPECT_EQ(seen[0].pid, static_cast<uint32_t>(child));
+  EXPECT_TRUE(seen[0].alive);
+  EXPECT_EQ(seen[0].role, "mux");
+  EXPECT_EQ(seen[0].user, "nobody");
+  EXPECT_EQ(seen[0].detail, "user's?[2J") << "an escape byte reached root's terminal";
+  EXPECT_EQ(values_of(seen[0])["mux.streams"], 11u);
+  const std::string path = seen[0].path;
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child did not plant its 80 files";
+  EXPECT_EQ(read_counters(dir.path()).size(), 64u) << "one user's files past the bound were copied";
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(read_counters(dir.path()).empty()) << "a dead process's file, another user's, was shown";
+  EXPECT_TRUE(std::filesystem::exists(path)) << "root removed another user's file";
+  close(ready[0]);
 }
 
 // A reused pid: the new writer of the same name makes a new file and
