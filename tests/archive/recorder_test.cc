@@ -252,6 +252,18 @@ TEST(Recorder, ATornTailIsClearedAndRecordingResumesWithNoLossAndNoDuplicate) {
   EXPECT_EQ(back.bad, 0u);
 }
 
+// cut_power: the power-cut model on one segment: everything from `offset`
+// on is zeroes (what the disk never got), the file's size kept.
+void cut_power(const std::string& segment, uint64_t offset) {
+  struct stat st {};
+  ASSERT_EQ(stat(segment.c_str(), &st), 0);
+  const int fd = ::open(segment.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(offset)), 0);
+  ASSERT_EQ(ftruncate(fd, st.st_size), 0);
+  ::close(fd);
+}
+
 // The power-cut model: everything after the last fsync is lost (the file
 // cut back to what was synced). The recorder resumes at what survived and
 // takes the rest from the ring again.
@@ -286,13 +298,7 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
   }
   EXPECT_EQ(durable, 4000u);
   // The cut: what the disk never got is zeroes.
-  struct stat st {};
-  ASSERT_EQ(stat(open_segment.c_str(), &st), 0);
-  const int fd = ::open(open_segment.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(durable_offset)), 0);
-  ASSERT_EQ(ftruncate(fd, st.st_size), 0);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(cut_power(open_segment, durable_offset));
   auto rec = Recorder::open(ring.open(), o);
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ((*rec)->snapshot().recorded_end, durable);
@@ -343,13 +349,7 @@ TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem
     EXPECT_GT(snap.fsyncs, 0u);
   }
   // The cut: everything after what the last step synced is zeroes.
-  struct stat st {};
-  ASSERT_EQ(stat(open_segment.c_str(), &st), 0);
-  const int fd = ::open(open_segment.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(durable_offset)), 0);
-  ASSERT_EQ(ftruncate(fd, st.st_size), 0);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(cut_power(open_segment, durable_offset));
   auto rec = Recorder::open(ring.open(), o);
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ((*rec)->snapshot().recorded_end, durable);
