@@ -78,7 +78,7 @@ int cmd_stat(int argc, char** argv, int first) {
       if (p.ring != file->path()) continue;
       nlohmann::json c = nlohmann::json::object();
       for (const auto& [label, value] : p.counters) c[label] = value;
-      nlohmann::json proc = {{"pid", p.pid}, {"role", p.role}, {"detail", p.detail},
+      nlohmann::json proc = {{"pid", p.pid}, {"uid", p.uid}, {"role", p.role}, {"detail", p.detail},
                              {"age_s", now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0},
                              {"counters", c}};
       if (!p.user.empty()) proc["user"] = p.user;

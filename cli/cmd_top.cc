@@ -151,6 +151,8 @@ int cmd_top(int argc, char** argv, int first) {
     const uint64_t t = now_ns();
     auto now = telemetry::read_counters(dir);
     std::sort(now.begin(), now.end(), [](const auto& a, const auto& b) {
+      // Other users' sessions (root's view) after this user's and root's.
+      if (a.user.empty() != b.user.empty()) return a.user.empty();
       return a.role != b.role ? a.role > b.role : a.ring != b.ring ? a.ring < b.ring : a.pid < b.pid;
     });
     const std::string screen = view(now, before, static_cast<double>(t - before_ns) / 1e9, t, rates);

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -47,9 +48,12 @@ absl::StatusOr<CountersFile> CountersFile::create(const std::string& dir, std::s
   CountersFile f;
   f.path_ = absl::StrCat(dir, "/ringfire-", getpid(), tag.empty() ? "" : "-", std::string(tag), ".counters");
   f.bytes_ = sizeof(CountersHeader) + size_t{capacity} * sizeof(CounterEntry);
-  // Made aside (a name readers skip), renamed into place when whole.
-  const std::string aside = f.path_ + ".new";
-  const int fd = ::open(aside.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // Made aside (a name readers skip), renamed into place when whole. A new
+  // file of a name no one could guess (O_EXCL): a file a stranger made
+  // ahead under a fixed name would be theirs to truncate under our mapping.
+  std::string aside = f.path_ + ".XXXXXX";
+  const int fd = mkostemp(aside.data(), O_CLOEXEC);
+  if (fd >= 0) (void)fchmod(fd, 0644);  // readable by other users' top
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot create the counters file ", f.path_, ": ",
                                                       std::strerror(errno), " (choose --counters-dir)"));
@@ -149,6 +153,7 @@ namespace {
 // bytes each): no user makes root copy without bound.
 constexpr size_t kForeignBytes = sizeof(CountersHeader) + 4096 * sizeof(CounterEntry);
 constexpr size_t kForeignPerOwner = 64;
+constexpr size_t kForeignBudget = 16u << 20;  // bytes copied of every other user's files together, a read
 
 // process_owner: the user that owns process `pid`, or -1 when none is seen.
 uid_t process_owner(uint32_t pid) {
@@ -166,7 +171,9 @@ uint32_t pid_of_name(const std::string& name) {
   for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && v <= UINT32_MAX; ++i) {
     v = v * 10 + static_cast<uint64_t>(name[i] - '0');
   }
-  if (i == kFrom || i == name.size() || v > UINT32_MAX || (name[i] != '.' && name[i] != '-')) return 0;
+  // Digits, no leading zero, then ".counters" or "-TAG.counters".
+  if (i == kFrom || name[kFrom] == '0' || i == name.size() || v > UINT32_MAX) return 0;
+  if (name[i] != '-' && name.compare(i, std::string::npos, ".counters") != 0) return 0;
   return static_cast<uint32_t>(v);
 }
 
@@ -189,13 +196,22 @@ std::string user_name(uid_t uid) {
   return std::to_string(uid);
 }
 
+// ForeignBudget is what root may still copy of other users' files in one
+// read: files per owner, bytes in all.
+struct ForeignBudget {
+  std::map<uid_t, size_t> files;
+  size_t bytes = kForeignBudget;
+};
+
 // copy_foreign copies another user's counters file (`fd`, `st` its stat,
 // `name` its name) for root: its header first, then the rest only if the
 // header names the pid the file's name gives, that pid is a live process
 // of the file's owner, and the entries it declares fit the file and the
-// bound. *size: the bytes copied.
-bool copy_foreign(int fd, const struct stat& st, const std::string& name, std::vector<uint64_t>* copy,
-                  size_t* size) {
+// bounds (charged to `budget` once the header passes, whatever follows).
+// *size: the bytes copied.
+bool copy_foreign(int fd, const struct stat& st, const std::string& name, ForeignBudget* budget,
+                  std::vector<uint64_t>* copy, size_t* size) {
+  if (budget->files[st.st_uid] >= kForeignPerOwner) return false;
   if (static_cast<uint64_t>(st.st_size) > kForeignBytes) return false;
   copy->assign(sizeof(CountersHeader) / 8, 0);
   if (pread(fd, copy->data(), sizeof(CountersHeader), 0) != static_cast<ssize_t>(sizeof(CountersHeader))) return false;
@@ -210,6 +226,9 @@ bool copy_foreign(int fd, const struct stat& st, const std::string& name, std::v
       process_owner(pid) != st.st_uid) {
     return false;
   }
+  if (need > budget->bytes) return false;
+  ++budget->files[st.st_uid];
+  budget->bytes -= need;
   copy->assign(need / 8, 0);
   if (pread(fd, copy->data(), need, 0) != static_cast<ssize_t>(need)) return false;
   h = reinterpret_cast<const CountersHeader*>(copy->data());
@@ -224,7 +243,7 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
   std::vector<ProcessCounters> out;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return out;
-  std::map<uid_t, size_t> foreign_seen;  // copied, per owner, this read
+  ForeignBudget budget;
   while (dirent* ent = readdir(d)) {
     const std::string name = ent->d_name;
     if (name.rfind("ringfire-", 0) != 0 || name.size() < 18 || name.substr(name.size() - 9) != ".counters") continue;
@@ -234,21 +253,21 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) continue;
     struct stat st{};
-    const bool shaped = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+    // One link: not another file (root's, say) linked in under this name.
+    const bool shaped = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
                         static_cast<size_t>(st.st_size) >= sizeof(CountersHeader);
     size_t size = shaped ? static_cast<size_t>(st.st_size) : 0;
     // This user's and root's files are mapped. Another user's only root
     // reads: copied (copy_foreign), shown only while a live process of
     // that user has the pid the file names, never removed.
     const bool own = st.st_uid == geteuid() || st.st_uid == 0;
-    const bool foreign = shaped && !own && geteuid() == 0 && foreign_seen[st.st_uid] < kForeignPerOwner;
+    const bool foreign = shaped && !own && geteuid() == 0;
     void* base = MAP_FAILED;
     std::vector<uint64_t> copy;
     if (shaped && own) {
       base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    } else if (foreign && copy_foreign(fd, st, name, &copy, &size)) {
+    } else if (foreign && copy_foreign(fd, st, name, &budget, &copy, &size)) {
       base = copy.data();
-      ++foreign_seen[st.st_uid];
     }
     close(fd);
     if (base == MAP_FAILED) continue;
@@ -267,17 +286,23 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
       p.pid = pid;
       p.alive = pid > 0 && pid <= static_cast<uint32_t>(INT_MAX) &&
                 (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+      // Another user's text made printable (this user's and root's as
+      // written: a ring's name is matched against them).
+      const auto text = [&](const char* src, size_t n) {
+        return foreign ? printable(text_of(src, n)) : text_of(src, n);
+      };
+      p.uid = st.st_uid;
       if (foreign) p.user = user_name(st.st_uid);
-      p.role = printable(text_of(h->role, sizeof(h->role)));
-      p.ring = printable(text_of(h->ring, sizeof(h->ring)));
-      p.detail = printable(text_of(h->detail, sizeof(h->detail)));
+      p.role = text(h->role, sizeof(h->role));
+      p.ring = text(h->ring, sizeof(h->ring));
+      p.detail = text(h->detail, sizeof(h->detail));
       p.updated_ns = h->updated_ns.load(std::memory_order_acquire);  // pairs with publish's release
       const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
       for (uint32_t i = 0; i < capacity; ++i) {
         const CounterEntry& e = entries[i];
         const uint32_t gen = e.generation.load(std::memory_order_acquire);  // pairs with set()'s release of state, after the bump
         if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release
-        std::string label = printable(text_of(e.label, sizeof(e.label)));
+        std::string label = text(e.label, sizeof(e.label));
         const uint64_t v = e.value.load(std::memory_order_relaxed);
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);

@@ -92,8 +92,9 @@ struct ProcessCounters {
   std::string path;
   uint32_t pid = 0;
   bool alive = false;
-  std::string user;  // another user's session, as root sees it: its owner (else empty)
-  std::string role, ring, detail;  // printable ASCII only (anything else read as '?')
+  uint32_t uid = 0;  // the file's owner
+  std::string user;  // another user's session, as root sees it: its owner's name (else empty)
+  std::string role, ring, detail;  // another user's: printable ASCII only (anything else read as '?')
   uint64_t updated_ns = 0;
   std::vector<std::pair<std::string, uint64_t>> counters;  // in file order
 };
@@ -103,10 +104,11 @@ struct ProcessCounters {
 // Files owned by this user or root are mapped and read. Anyone can write
 // in /dev/shm, and a stranger's file truncated while mapped would be a
 // SIGBUS: another user's file is skipped, except by root, which copies it
-// (its header first; at most 4,096 entries, and 64 files of one user a
-// read) and shows it, with `user` set, only while the pid its name and
-// header both give is a live process of its owner; never removes it.
-// Text (role, ring, detail, labels) comes back as printable ASCII.
+// (its header first; at most 4,096 entries, 64 files of one user and
+// 16 MiB in all a read) and shows it, with `user` set and its text made
+// printable ASCII, only while the pid its name and header both give is a
+// live process of its owner; never removes it. A file with more than one
+// link is skipped.
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale = true);
 
 }  // namespace ringfire::telemetry

@@ -14,8 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pwd.h>
+#include <signal.h>
+
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -222,7 +226,13 @@ TEST(CountersFile, RootReadsAnotherUsersFileWhileTheirProcessLives) {
     auto f = CountersFile::create(dir.path(), "mux", "198.18.0.1:7500", "user's\x1b[2J", 16);
     if (!f.ok()) _exit(1);
     f->set("mux.streams", 11);
+    f->set("mux.\x9b" "31m", 1);
     f->sweep();
+    // Past the 4,096-entry bound: a whole, valid file of this process.
+    auto big = CountersFile::create(dir.path(), "mux", "big", "", 5000, "big");
+    if (!big.ok()) _exit(7);
+    big->set("mux.streams", 1);
+    big->sweep();
     // Plants: its own file under another pid's name; one naming pid 1
     // (root's) in name and header.
     std::string bytes(sizeof(CountersHeader) + 16 * sizeof(CounterEntry), '\0');
@@ -250,23 +260,39 @@ TEST(CountersFile, RootReadsAnotherUsersFileWhileTheirProcessLives) {
   }
   close(ready[1]);
   close(go[0]);
+  // Whatever fails below, the child goes (never left blocked on the pipe).
+  struct Reap {
+    pid_t pid;
+    int go;
+    ~Reap() {
+      if (go >= 0) close(go);
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reap{child, go[1]};
   char c = 0;
   ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child made no counters file";
   auto seen = read_counters(dir.path());
-  ASSERT_EQ(seen.size(), 1u) << "root did not show another user's live session, or showed a planted one";
+  ASSERT_EQ(seen.size(), 1u) << "root did not show another user's live session, or showed a planted or oversized one";
   EXPECT_EQ(seen[0].pid, static_cast<uint32_t>(child));
   EXPECT_TRUE(seen[0].alive);
   EXPECT_EQ(seen[0].role, "mux");
-  EXPECT_EQ(seen[0].user, "nobody");
+  EXPECT_EQ(seen[0].uid, 65534u);
+  const passwd* pw = getpwuid(65534);
+  EXPECT_EQ(seen[0].user, pw != nullptr ? std::string(pw->pw_name) : std::string("65534"));
   EXPECT_EQ(seen[0].detail, "user's?[2J") << "an escape byte reached root's terminal";
   EXPECT_EQ(values_of(seen[0])["mux.streams"], 11u);
+  EXPECT_EQ(values_of(seen[0])["mux.?31m"], 1u) << "a label's escape byte reached root's terminal";
   const std::string path = seen[0].path;
   ASSERT_EQ(write(go[1], &c, 1), 1);
   ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child did not plant its 80 files";
   EXPECT_EQ(read_counters(dir.path()).size(), 64u) << "one user's files past the bound were copied";
-  close(go[1]);
+  close(std::exchange(reap.go, -1));
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  reap.pid = 0;
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(read_counters(dir.path()).empty()) << "a dead process's file, another user's, was shown";
   EXPECT_TRUE(std::filesystem::exists(path)) << "root removed another user's file";
