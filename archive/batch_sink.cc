@@ -28,8 +28,10 @@ BatchSink::BatchSink(SegmentWriter writer, const SinkOptions& options, uint64_t 
       max_record_(max_record),
       base_buffers_(std::max<size_t>(options.buffers, 2)) {
   writer_.set_sync_on_seal(options.fsync != FsyncPolicy::kNever);
+  // kInterval syncs by time already: no quiet steps.
   writer_.set_write_behind(options.fsync != FsyncPolicy::kNever ? options.write_behind_bytes : 0,
-                           options.write_behind_ns);
+                           options.write_behind_ns,
+                           options.fsync == FsyncPolicy::kSegment ? options.write_behind_quiet_ns : 0);
   for (size_t i = 0; i < base_buffers_; ++i) {
     buffers_.push_back(std::make_unique<BatchBuilder>(batch_bytes, max_record));
     free_.push_back(buffers_.back().get());
@@ -179,6 +181,7 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
     if (absl::Status st = writer_.reap(); !st.ok()) note_error(st);
   }
   if (absl::Status st = writer_.take_step_error(); !st.ok()) note_error(st);
+  writer_.step_if_quiet();
   const bool retains = options_.retention.max_bytes != 0 || options_.retention.max_age_ns != 0;
   if (retains && now_ns >= next_retention_ns_ && !force_sync) {
     next_retention_ns_ = now_ns + options_.retention_every_ns;
@@ -193,6 +196,11 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   // A write-behind sync is looked at again soon (reap), so that what it
   // made durable shows without waiting for the next batch.
   if (writer_.flushing()) due = std::min(due, now_ns + kFlushLookNs);
+  // An unsynced tail gets its quiet step without waiting for a batch.
+  if (options_.fsync == FsyncPolicy::kSegment && options_.write_behind_bytes != 0 && writer_.dirty() &&
+      !writer_.flushing()) {
+    due = std::min(due, now_ns + options_.write_behind_quiet_ns);
+  }
   due_ns_.store(due, std::memory_order_relaxed);
 }
 

@@ -42,9 +42,11 @@ struct SinkOptions {
   uint64_t fsync_interval_ns = 0;       // kInterval
   // Not kNever: the open segment synced on the side once this much was
   // written since the last sync and this long since the last such sync
-  // began (SegmentWriter::set_write_behind). Bytes 0: never.
+  // began, and (kSegment) what is unsynced once quiet_ns passed since
+  // then (SegmentWriter::set_write_behind). Bytes 0: never.
   uint64_t write_behind_bytes = 8u << 20;
   uint64_t write_behind_ns = 100'000'000;
+  uint64_t write_behind_quiet_ns = 1'000'000'000;
   Retention retention;
   uint64_t retention_every_ns = 1'000'000'000;
   uint64_t retry_ns = 1'000'000'000;    // after a failed write (real time)

@@ -199,6 +199,7 @@ SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
   flush_ = std::move(o.flush_);
   write_behind_bytes_ = o.write_behind_bytes_;
   write_behind_ns_ = o.write_behind_ns_;
+  write_behind_quiet_ns_ = o.write_behind_quiet_ns_;
   step_error_ = std::move(o.step_error_);
   sync_failed_ = o.sync_failed_;
   flush_started_ns_ = o.flush_started_ns_;
@@ -495,6 +496,18 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
     }
   }
   return absl::OkStatus();
+}
+
+void SegmentWriter::step_if_quiet() {
+  // As append's rule: only where every seal syncs, one step at a time.
+  if (!sync_on_seal_ || write_behind_bytes_ == 0 || write_behind_quiet_ns_ == 0 || flush_ != nullptr || !dirty_ ||
+      seg_fd_ < 0) {
+    return;
+  }
+  const uint64_t now = monotonic_ns();
+  if (now - flush_started_ns_ < write_behind_quiet_ns_) return;
+  flush_started_ns_ = now;
+  start_flush();
 }
 
 // start_flush starts a sync of the open segment as it stands (joined by

@@ -87,11 +87,18 @@ class SegmentWriter {
   // written before it (on this VM ~150 ms for a whole 256 MiB segment),
   // so syncing in steps keeps each stall of the writing thread (a seal,
   // the catalog's sync at a roll) short; the time bound keeps their
-  // number, and so their cost at a high rate, down.
-  void set_write_behind(uint64_t bytes, uint64_t every_ns) {
+  // number, and so their cost at a high rate, down. A tail under `bytes`
+  // gets a step too once `quiet_ns` passed since the last step began
+  // (step_if_quiet; 0: never): a quiet feed's last records do not wait
+  // for the seal.
+  void set_write_behind(uint64_t bytes, uint64_t every_ns, uint64_t quiet_ns) {
     write_behind_bytes_ = bytes;
     write_behind_ns_ = every_ns;
+    write_behind_quiet_ns_ = quiet_ns;
   }
+  // step_if_quiet starts a step for what is unsynced when quiet_ns passed
+  // since the last step began (the writer's housekeeping calls it).
+  void step_if_quiet();
   // reap takes a write-behind sync that is done (durable_end moves);
   // append does too. flushing: one is running. take_step_error: a step's
   // failure that an append or a roll found (once).
@@ -125,6 +132,7 @@ class SegmentWriter {
   std::unique_ptr<Flush> flush_;
   uint64_t write_behind_bytes_ = 0;
   uint64_t write_behind_ns_ = 0;
+  uint64_t write_behind_quiet_ns_ = 0;
   uint64_t flush_started_ns_ = 0;  // CLOCK_MONOTONIC
   absl::Status step_error_;
   bool sync_failed_ = false;  // a sync of the open segment failed: no more of it counts as durable

@@ -360,6 +360,34 @@ TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem
   EXPECT_EQ(back.bad, 0u);
 }
 
+// A quiet feed: far less than a step's bytes written, and nothing more
+// coming. With --fsync segment its records are made durable by a quiet
+// step (from the writer's housekeeping), not left for the seal.
+TEST(Recorder, AQuietTailIsSyncedWithoutWaitingForTheSeal) {
+  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
+  TempDir tmp;
+  auto p = ring::Producer::attach(ring.open());
+  ASSERT_TRUE(p.ok());
+  RecordOptions o = small_options(tmp.archive());
+  o.sink.fsync = FsyncPolicy::kSegment;
+  o.sink.write_behind_quiet_ns = 50'000'000;  // real time
+  constexpr uint64_t kRecords = 300;        // 24 KB: far under a step's 8 MiB and the 256 KiB segment
+  auto rec = Recorder::open(ring.open(), o);
+  ASSERT_TRUE(rec.ok());
+  publish(*p, kRecords);
+  uint64_t now = 0;
+  for (int i = 0; i < 5000 && (*rec)->snapshot().durable_end < kRecords; ++i) {
+    if ((*rec)->poll(now += 2'000'000) == 0) {
+      (*rec)->settle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const RecorderSnapshot snap = (*rec)->snapshot();
+  EXPECT_EQ(snap.recorded_end, kRecords);
+  EXPECT_EQ(snap.segments, 1u) << "nothing sealed";
+  EXPECT_EQ(snap.durable_end, kRecords) << "the tail waited for the seal";
+}
+
 // A step claims what was written when it began, no more: a batch written
 // while it ran stays unsynced until the next sync.
 TEST(SegmentWriter, AWriteBehindStepMakesDurableWhatWasWrittenWhenItBeganNoMore) {
@@ -372,7 +400,7 @@ TEST(SegmentWriter, AWriteBehindStepMakesDurableWhatWasWrittenWhenItBeganNoMore)
   auto w = SegmentWriter::open(tmp.archive(), RingShape{0, 64, 64, 0}, layout, &report);
   ASSERT_TRUE(w.ok()) << w.status();
   w->set_sync_on_seal(true);
-  w->set_write_behind(32u << 10, 0);
+  w->set_write_behind(32u << 10, 0, 0);
   constexpr size_t kBatch = 16u << 10;  // whole blocks from an aligned buffer (direct I/O)
   std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, kBatch)),
                                                      &std::free);
