@@ -75,7 +75,7 @@ int cmd_stat(int argc, char** argv, int first) {
     }
     j["processes"] = nlohmann::json::array();
     for (const telemetry::ProcessCounters& p : processes) {
-      if (p.ring != file->path()) continue;
+      if (!telemetry::names_ring(p, file->path())) continue;
       nlohmann::json c = nlohmann::json::object();
       for (const auto& [label, value] : p.counters) c[label] = value;
       nlohmann::json proc = {{"pid", p.pid}, {"uid", p.uid}, {"role", p.role}, {"detail", p.detail},
@@ -110,7 +110,7 @@ int cmd_stat(int argc, char** argv, int first) {
   }
   // Processes serving or mirroring this ring: their counters files.
   for (const telemetry::ProcessCounters& p : processes) {
-    if (p.ring != file->path()) continue;
+    if (!telemetry::names_ring(p, file->path())) continue;
     std::printf("process     pid %u %s (%s)%s%s, counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
                 p.user.empty() ? "" : ", user ", p.user.c_str(),
                 now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0);

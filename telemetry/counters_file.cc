@@ -177,16 +177,6 @@ uint32_t pid_of_name(const std::string& name) {
   return static_cast<uint32_t>(v);
 }
 
-// printable: text for a terminal: anything but printable ASCII becomes
-// '?' (labels, rings and details are ASCII; a stranger's could carry
-// escape sequences to root's terminal).
-std::string printable(std::string s) {
-  for (char& c : s) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return s;
-}
-
 // user_name: the login name of `uid`, or its number.
 std::string user_name(uid_t uid) {
   char buf[1024];
@@ -238,6 +228,17 @@ bool copy_foreign(int fd, const struct stat& st, const std::string& name, Foreig
 }
 
 }  // namespace
+
+std::string printable(std::string s) {
+  for (char& c : s) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return s;
+}
+
+bool names_ring(const ProcessCounters& p, const std::string& ring_path) {
+  return p.ring == ring_path || (!p.user.empty() && p.ring == printable(ring_path));
+}
 
 std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_stale) {
   std::vector<ProcessCounters> out;

@@ -99,6 +99,15 @@ struct ProcessCounters {
   std::vector<std::pair<std::string, uint64_t>> counters;  // in file order
 };
 
+// printable: text for a terminal: anything but printable ASCII becomes
+// '?' (labels, rings and details are ASCII; a stranger's could carry
+// escape sequences to root's terminal).
+std::string printable(std::string s);
+
+// ProcessCounters::ring matches `ring_path` (another user's ring text is
+// printable(): compared so).
+bool names_ring(const ProcessCounters& p, const std::string& ring_path);
+
 // read_counters reads every counters file in `dir`. Files of processes that
 // no longer exist are removed (`remove_stale`) or returned with alive false.
 // Files owned by this user or root are mapped and read. Anyone can write

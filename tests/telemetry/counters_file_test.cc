@@ -299,6 +299,23 @@ TEST(CountersFile, RootReadsAnotherUsersFileWhileTheirProcessLives) {
   close(ready[0]);
 }
 
+// `stat RING` finds a ring's sessions by name: another user's ring text
+// was made printable, so a non-ASCII name is compared so for theirs only.
+TEST(CountersFile, AnotherUsersSessionOnANonAsciiRingIsStillItsRings) {
+  const std::string ring = "/dev/shm/caf\xc3\xa9";
+  ProcessCounters own;
+  own.ring = ring;
+  EXPECT_TRUE(names_ring(own, ring));
+  ProcessCounters theirs;
+  theirs.user = "nobody";
+  theirs.ring = printable(ring);
+  EXPECT_EQ(theirs.ring, "/dev/shm/caf??");
+  EXPECT_TRUE(names_ring(theirs, ring));
+  EXPECT_FALSE(names_ring(theirs, "/dev/shm/cafe"));
+  own.ring = printable(ring);
+  EXPECT_FALSE(names_ring(own, ring)) << "this user's text is as written: no loose match";
+}
+
 // A reused pid: the new writer of the same name makes a new file and
 // renames it over the old one. The old file (which a reader may have
 // mapped) keeps its size; the old writer's end leaves the new file alone.
