@@ -13,8 +13,9 @@
 // trim_after_ns (a load that rolls segments more often keeps them).
 //
 // Time is passed in: each job carries the reader's `now`, and the writer
-// syncs and enforces retention by it; only the retry after a failed write
-// waits on the real clock (retry_ns).
+// syncs and enforces retention by it; the retry after a failed write
+// waits on the real clock (retry_ns), and the write-behind steps' spacing
+// is the real clock's (SegmentWriter::set_write_behind).
 #pragma once
 
 #include <atomic>

@@ -42,7 +42,7 @@ std::vector<OptionSpec> record_options() {
       {"write-behind", "BYTES",
        "unless --fsync never: the open segment is synced on the side once this much was written since "
        "its last sync, at most every 100ms, so that a seal waits only for the rest; with --fsync segment a "
-       "smaller tail 1s after the last such sync (default 8Mi; 0: off)"},
+       "smaller tail 1-2s after the last such sync (default 8Mi; 0: off)"},
       {"retain-bytes", "BYTES", "remove the oldest sealed segments beyond this size"},
       {"retain-age", "TIME", "remove sealed segments older than this"},
       {"name", "NAME", "reader name in the ring's registry (default record)"},
