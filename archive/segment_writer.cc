@@ -415,7 +415,6 @@ absl::Status SegmentWriter::create_open_segment() {
   write_offset_ = kSegmentHeaderBytes;
   next_index_offset_ = kSegmentHeaderBytes;
   index_entries_ = 0;
-  sync_failed_ = false;
   if (!dirty_) durable_offset_ = kSegmentHeaderBytes;
   return sync_dir(dir_);
 }
@@ -548,9 +547,10 @@ void SegmentWriter::take_step(bool wait) {
 // finish_flush takes a write-behind sync that is done (waiting for it when
 // `wait`): what it covered counts as durable. Every caller that syncs or
 // seals waits for it first, so it always covers the open segment. After a
-// failed sync of the open segment nothing more of it counts as durable
-// (Linux reports a lost write to one of the file's syncs, not to every
-// later one: a later success does not say the lost bytes landed).
+// failed sync nothing more counts as durable, in this segment or a later
+// one (Linux reports a lost write to one of the file's syncs, not to every
+// later one: a later success does not say the lost bytes landed, and
+// they come before everything written after them).
 absl::Status SegmentWriter::finish_flush(bool wait) {
   if (flush_ == nullptr) return absl::OkStatus();
   // Acquire: pairs with the release in start_flush's thread (err is set).
@@ -563,10 +563,10 @@ absl::Status SegmentWriter::finish_flush(bool wait) {
     return io_error(f->err, "fdatasync", dir_ + "/" + segment_name(f->first_seq));
   }
   ++fsyncs_;
+  dirty_ = write_offset_ != f->offset;
   if (sync_failed_) return absl::OkStatus();
   durable_end_ = f->end_seq;
   durable_offset_ = f->offset;
-  dirty_ = write_offset_ != f->offset;
   return absl::OkStatus();
 }
 

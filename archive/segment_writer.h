@@ -135,7 +135,7 @@ class SegmentWriter {
   uint64_t write_behind_quiet_ns_ = 0;
   uint64_t flush_started_ns_ = 0;  // CLOCK_MONOTONIC
   absl::Status step_error_;
-  bool sync_failed_ = false;  // a sync of the open segment failed: no more of it counts as durable
+  bool sync_failed_ = false;  // a sync failed: nothing more counts as durable (until the next open)
 
   std::string dir_;
   Catalog catalog_;
