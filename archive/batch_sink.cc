@@ -197,10 +197,7 @@ void BatchSink::housekeep(uint64_t now_ns, bool force_sync) {
   // made durable shows without waiting for the next batch.
   if (writer_.flushing()) due = std::min(due, now_ns + kFlushLookNs);
   // An unsynced tail gets its quiet step without waiting for a batch.
-  if (options_.fsync == FsyncPolicy::kSegment && options_.write_behind_bytes != 0 &&
-      options_.write_behind_quiet_ns != 0 && writer_.dirty() && !writer_.flushing()) {
-    due = std::min(due, now_ns + options_.write_behind_quiet_ns);
-  }
+  if (writer_.awaits_quiet_step()) due = std::min(due, now_ns + options_.write_behind_quiet_ns);
   due_ns_.store(due, std::memory_order_relaxed);
 }
 

@@ -484,27 +484,22 @@ absl::Status SegmentWriter::append(std::span<const uint8_t> batch, uint64_t firs
   end_seq_ = end_seq;
   has_batches_ = true;
   dirty_ = true;
-  // Only where every seal syncs (else dirty_ and durable_offset_ would
-  // carry over a roll, and a step claim the last segment's tail).
-  if (sync_on_seal_ && write_behind_bytes_ != 0 && flush_ == nullptr &&
-      write_offset_ - durable_offset_ >= write_behind_bytes_) {
-    const uint64_t now = monotonic_ns();
-    if (now - flush_started_ns_ >= write_behind_ns_) {
-      flush_started_ns_ = now;
-      start_flush();
-    }
-  }
+  if (write_offset_ - durable_offset_ >= write_behind_bytes_) step_after(write_behind_ns_);
   return absl::OkStatus();
 }
 
 void SegmentWriter::step_if_quiet() {
-  // As append's rule: only where every seal syncs, one step at a time.
-  if (!sync_on_seal_ || write_behind_bytes_ == 0 || write_behind_quiet_ns_ == 0 || flush_ != nullptr || !dirty_ ||
-      seg_fd_ < 0) {
-    return;
-  }
+  if (write_behind_quiet_ns_ != 0) step_after(write_behind_quiet_ns_);
+}
+
+// step_after starts a step when steps are on, none runs, something is
+// unsynced, and `gap_ns` passed since the last step began. Only where every
+// seal syncs (else dirty_ and durable_offset_ would carry over a roll, and
+// a step claim the last segment's tail).
+void SegmentWriter::step_after(uint64_t gap_ns) {
+  if (!steps_on() || flush_ != nullptr || !dirty_ || seg_fd_ < 0) return;
   const uint64_t now = monotonic_ns();
-  if (now - flush_started_ns_ < write_behind_quiet_ns_) return;
+  if (now - flush_started_ns_ < gap_ns) return;
   flush_started_ns_ = now;
   start_flush();
 }

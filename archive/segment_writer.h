@@ -97,8 +97,10 @@ class SegmentWriter {
     write_behind_quiet_ns_ = quiet_ns;
   }
   // step_if_quiet starts a step for what is unsynced when quiet_ns passed
-  // since the last step began (the writer's housekeeping calls it).
+  // since the last step began (the writer's housekeeping calls it);
+  // awaits_quiet_step: one will come (on, none running, something unsynced).
   void step_if_quiet();
+  bool awaits_quiet_step() const { return steps_on() && write_behind_quiet_ns_ != 0 && flush_ == nullptr && dirty_; }
   // reap takes a write-behind sync that is done (durable_end moves);
   // append does too. flushing: one is running. take_step_error: a step's
   // failure that an append or a roll found (once).
@@ -123,6 +125,8 @@ class SegmentWriter {
   absl::Status store_catalog();
   absl::Status create_open_segment();
   absl::Status roll(uint64_t first_seq);
+  bool steps_on() const { return sync_on_seal_ && write_behind_bytes_ != 0; }
+  void step_after(uint64_t gap_ns);
   void start_flush();
   absl::Status finish_flush(bool wait);
   void take_step(bool wait);

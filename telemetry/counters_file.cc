@@ -308,9 +308,8 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
         p.counters.emplace_back(std::move(label), v);
       }
-      if (foreign) {
-        out.push_back(std::move(p));  // its process lives (copy_foreign); never removed by root
-      } else if (!p.alive && remove_stale) {
+      // Another user's: its process lives (copy_foreign); never removed by root.
+      if (!foreign && !p.alive && remove_stale) {
         unlink_if_names(path, st.st_ino);  // a killed ringfire process's file
       } else {
         out.push_back(std::move(p));
