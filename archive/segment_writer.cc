@@ -202,6 +202,7 @@ SegmentWriter& SegmentWriter::operator=(SegmentWriter&& o) noexcept {
   write_behind_quiet_ns_ = o.write_behind_quiet_ns_;
   step_error_ = std::move(o.step_error_);
   sync_failed_ = o.sync_failed_;
+  datasync_ = o.datasync_;
   flush_started_ns_ = o.flush_started_ns_;
   dir_ = std::move(o.dir_);
   catalog_ = std::move(o.catalog_);
@@ -520,8 +521,8 @@ void SegmentWriter::start_flush() {
   f->end_seq = end_seq_;
   f->offset = write_offset_;
   Flush* raw = f.get();
-  auto run = [raw] {
-    raw->err = fdatasync(raw->fd) == 0 ? 0 : errno;
+  auto run = [raw, datasync = datasync_] {
+    raw->err = datasync(raw->fd) == 0 ? 0 : errno;
     raw->done.store(true, std::memory_order_release);  // pairs with the acquire in finish_flush
   };
   try {
@@ -568,7 +569,7 @@ absl::Status SegmentWriter::finish_flush(bool wait) {
 absl::Status SegmentWriter::sync() {
   if (auto st = finish_flush(true); !st.ok()) return st;
   if (seg_fd_ < 0 || !dirty_) return absl::OkStatus();
-  if (fdatasync(seg_fd_) != 0) {
+  if (datasync_(seg_fd_) != 0) {
     sync_failed_ = true;
     return io_error(errno, "fdatasync", dir_ + "/" + segment_name(catalog_.segments.back().first_seq));
   }

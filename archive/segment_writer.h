@@ -4,6 +4,8 @@
 // directory, held by an flock on the catalog's lock file).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -70,6 +72,11 @@ class SegmentWriter {
                       uint64_t records);
   // sync makes what was appended durable (fdatasync of the open segment).
   absl::Status sync();
+  // set_datasync: the call that syncs the open segment, on the writing
+  // thread and a step's (fdatasync unless a test gives one that fails as a
+  // device that lost a write does: -1, errno EIO).
+  using Datasync = int (*)(int fd);
+  void set_datasync(Datasync fn) { datasync_ = fn; }
   // dirty: appended since the last sync.
   bool dirty() const { return dirty_; }
   // durable_end: one past the last sequence a sync made durable (the
@@ -140,6 +147,7 @@ class SegmentWriter {
   uint64_t flush_started_ns_ = 0;  // CLOCK_MONOTONIC
   absl::Status step_error_;
   bool sync_failed_ = false;  // a sync failed: nothing more counts as durable (until the next open)
+  Datasync datasync_ = ::fdatasync;
 
   std::string dir_;
   Catalog catalog_;
