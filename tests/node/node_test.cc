@@ -1019,6 +1019,47 @@ TEST(Node, AnUnclaimedTicketLapsesAndItsAnchorReadsNeverOpened) {
   EXPECT_EQ(c.attaches_answered, 1u);
 }
 
+// A ticket whose OpenSlot arrived before its deadline is claimed, even when
+// no reader looked at the channel until after the deadline: the conductor
+// applies what the channels hold before it judges a ticket lapsed.
+TEST(Node, AnOpenSlotThatArrivedInTimeClaimsItsTicketThoughNoReaderLookedUntilLater) {
+  NodeOptions o = options("c");
+  o.mux.accept_timeout_ns = 2 * kSecond;
+  // The watchdog, which applies the channels too, looks every tenth of
+  // this: not again before the ticket's deadline.
+  o.mux.heartbeat_interval_ns = 60 * kSecond;
+  o.mux.stall_deadline_ns = 2 * o.mux.heartbeat_interval_ns;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Node& consumer = **made;
+  auto producer = make("p");
+  auto anchor = consumer.create_anchor(AnchorKind::kSingleSender);
+  const mux::AnchorHandle h = anchor->handle();
+  ASSERT_NE(h.ticket.session, 0u);
+  const uint64_t t0 = monotonic_ns();
+  auto s = producer->attach(h, consumer.control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, tokens("k", 0, 3)));
+  EXPECT_TRUE((*s)->finish());
+  // In the consumer's channel (its mirror took a datagram: the OpenSlot
+  // leads the first batch), not applied: nobody reads.
+  while (consumer.stats().channel_datagrams == 0 && monotonic_ns() < t0 + o.mux.accept_timeout_ns) usleep(10'000);
+  ASSERT_GT(consumer.stats().channel_datagrams, 0u) << "too slow to test before the deadline";
+  EXPECT_EQ(consumer.stats().tickets_claimed, 0u) << "applied before the deadline: the test shows nothing";
+  // Nobody reads until the ticket's deadline and a conductor turn passed.
+  const uint64_t past = t0 + o.mux.accept_timeout_ns + kSecond;
+  while (monotonic_ns() < past) usleep(50'000);
+  ASSERT_NO_FATAL_FAILURE(read_tokens(*anchor, "k", 0, 3, h.ticket.session));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  EXPECT_FALSE(anchor->recv(&it, 100'000'000)) << "a second end";
+  const NodeStats c = consumer.stats();
+  EXPECT_EQ(c.tickets_claimed, 1u);
+  EXPECT_EQ(c.tickets_expired, 0u) << "judged lapsed with its OpenSlot already in the channel";
+  EXPECT_EQ(c.in.unknown_anchor, 0u);
+}
+
 // An ATTACH answered ok spends the anchor's ticket (PROTOCOL.md 5.2.1):
 // that ticket never lapses, so its deadline neither counts it expired nor
 // ends the anchor a second time.
