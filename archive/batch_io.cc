@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ring/slot.h"
 
 namespace ringfire::archive {
 namespace {
@@ -56,7 +57,7 @@ BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::
     *why = absl::StrCat("batch declares ", bytes, " bytes");
     return BatchRead::kDamaged;
   }
-  if (header->end_seq <= header->first_seq) {
+  if (header->end_seq <= header->first_seq || header->end_seq > ring::kMaxSeq) {
     *why = absl::StrCat("batch covers [", header->first_seq, ", ", header->end_seq, ")");
     return BatchRead::kDamaged;
   }

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 
+#include "ring/slot.h"
+
 namespace ringfire::dataplane {
+
+static_assert(proto::kMaxSequence == ring::kMaxSeq, "the wire's sequences are the ring's");
 
 using proto::ConstBytes;
 using proto::DecodeError;

@@ -71,9 +71,9 @@ DecodeError decode_frame_header(ConstBytes in, size_t max_body, FrameHeader* out
 // `in` is left for the caller: several frames may share a TCP read).
 DecodeError decode_frame(ConstBytes in, size_t max_body, Frame* out);
 
-// kMaxSequence bounds every record sequence on the wire (and in a ring: the
-// slot word holds seq + 1 shifted by one): 2^62, 146 years at a billion
-// records a second. A frame reaching at or past it is malformed.
+// kMaxSequence bounds every record sequence on the wire (and in a ring:
+// ring::kMaxSeq, the same 2^62): 146 years at a billion records a second.
+// A frame reaching at or past it is malformed.
 inline constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
 
 // ---- HELLO: mirror -> source. seq = first wanted sequence.

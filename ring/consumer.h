@@ -73,6 +73,13 @@ class SlotCursor {
           if (!sparse_ || !skip_hole()) return r;
           break;
         case SlotState::kLapped:
+          // A lap the writer has not published past the cursor (write_seq
+          // at or below it) is looked at again at the next call: a writer
+          // between committing and publishing a later lap publishes it;
+          // slot words past anything published — a ring a hostile or
+          // broken writer damaged — are never stepped through one at a
+          // time. So a call steps over at most a capacity's worth.
+          if (!published_past_cursor()) return r;
           r.lost += catch_up();
           break;
       }
@@ -80,12 +87,19 @@ class SlotCursor {
   }
 
  private:
+  // published_end: write_seq, never past kMaxSeq (a damaged header's).
+  uint64_t published_end() const {
+    // Acquire: pairs with the release store in SequenceWriter::finish; every
+    // slot committed below write_seq is visible to the reads that follow.
+    const uint64_t ws = header_->write_seq.load(std::memory_order_acquire);
+    return ws < kMaxSeq ? ws : kMaxSeq;
+  }
+  bool published_past_cursor() const { return published_end() > cursor_; }
+
   // skip_hole advances past a sequence a sparse writer never wrote. Returns
   // false when the writer has not yet reached the cursor.
   bool skip_hole() {
-    // Acquire: pairs with the release store in SequenceWriter::finish; every
-    // slot committed below write_seq is visible to the re-check that follows.
-    const uint64_t ws = header_->write_seq.load(std::memory_order_acquire);
+    const uint64_t ws = published_end();
     if (ws <= cursor_) return false;
     // Acquire: pairs with slot_commit's release store of the word.
     const uint64_t word = slots_.slot(cursor_)->word.load(std::memory_order_acquire);
@@ -98,8 +112,7 @@ class SlotCursor {
   // catch_up jumps to the oldest sequence the ring may still hold and returns
   // how many records were lost.
   uint64_t catch_up() {
-    // Acquire: pairs with the release store in SequenceWriter::finish.
-    const uint64_t ws = header_->write_seq.load(std::memory_order_acquire);
+    const uint64_t ws = published_end();
     uint64_t oldest = ws > capacity_ ? ws - capacity_ : 0;
     if (oldest <= cursor_) oldest = cursor_ + 1;  // the slot already holds a later record
     uint64_t skipped = oldest - cursor_;

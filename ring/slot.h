@@ -12,6 +12,12 @@
 
 namespace ringfire::ring {
 
+// kMaxSeq bounds every sequence in a ring: a slot word holds seq + 1
+// shifted left by one, so this leaves room (146 years at a billion records
+// a second; proto::kMaxSequence is the same bound on the wire). A write_seq
+// at or past it is a damaged header: readers take it as kMaxSeq.
+inline constexpr uint64_t kMaxSeq = uint64_t{1} << 62;
+
 constexpr uint64_t committed_word(uint64_t seq) { return (seq + 1) << 1; }
 constexpr uint64_t busy_word(uint64_t seq) { return ((seq + 1) << 1) | 1; }
 

@@ -3,11 +3,15 @@
 // what a file declares.
 #include "archive/format.h"
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include <vector>
 
 #include "archive/batch_builder.h"
 #include "archive/batch_io.h"
 #include "gtest/gtest.h"
+#include "ring/slot.h"
 
 namespace ringfire::archive {
 namespace {
@@ -95,6 +99,35 @@ TEST(ArchiveFormat, ASegmentHeaderFromAnotherVersionSaysWhichVersion) {
   put_u32(out + 8, 9);
   EXPECT_FALSE(decode_segment_header(out, sizeof(out), &why));
   EXPECT_EQ(why, "segment format version 9, this build reads 1");
+}
+
+// No ring holds a sequence at or past 2^62 (ring::kMaxSeq): a batch that
+// reaches past it is damage, however well it checks out otherwise.
+TEST(ArchiveFormat, ABatchPastTheSequenceBoundIsDamage) {
+  auto sealed = [](uint64_t first, uint64_t end) {
+    BatchBuilder b(4096, 64);
+    b.start(first);
+    std::memset(b.record_slot(8), 1, 8);
+    b.commit_record(end - 1, 8);
+    auto span = b.seal(end);
+    return std::vector<uint8_t>(span.begin(), span.end());
+  };
+  FILE* f = tmpfile();
+  ASSERT_NE(f, nullptr);
+  const int fd = fileno(f);
+  const std::vector<uint8_t> last = sealed(ring::kMaxSeq - 2, ring::kMaxSeq);
+  const std::vector<uint8_t> past = sealed(ring::kMaxSeq - 2, ring::kMaxSeq + 1);
+  ASSERT_EQ(pwrite(fd, last.data(), last.size(), 0), static_cast<ssize_t>(last.size()));
+  ASSERT_EQ(pwrite(fd, past.data(), past.size(), static_cast<off_t>(last.size())), static_cast<ssize_t>(past.size()));
+  const SegmentLimits limits{1 << 20, 4096, 64, 0};
+  std::vector<uint8_t> buf;
+  BatchHeader h;
+  std::string why;
+  EXPECT_EQ(read_batch(fd, 0, limits, &buf, &h, &why), BatchRead::kOk) << why;
+  EXPECT_EQ(h.end_seq, ring::kMaxSeq);
+  EXPECT_EQ(read_batch(fd, last.size(), limits, &buf, &h, &why), BatchRead::kDamaged);
+  EXPECT_NE(why.find("batch covers"), std::string::npos) << why;
+  fclose(f);
 }
 
 // A built batch passes check_entries; entries out of order, running past

@@ -156,6 +156,59 @@ TEST(Consumer, ARestartedWriterAdoptsACommittedButUnannouncedRecord) {
   EXPECT_EQ(raw.header().write_seq.load(), 1u);
 }
 
+// A writer that damaged the ring (every slot word naming a sequence far
+// past write_seq) costs a reader one lap's worth of steps, counted as lost,
+// then nothing until write_seq moves: it never walks towards the forged
+// sequence one slot at a time (2^48 steps: a process that spins for good).
+TEST(Consumer, SlotWordsPastWhatWasPublishedAreNotWalkedThrough) {
+  ScopedRing r(testing::fixed_ring(16, sizeof(Record)));
+  RingFile raw = r.open();
+  auto p = Producer::attach(r.open());
+  ASSERT_TRUE(p.ok());
+  Consumer c = reader(r, StartPosition::latest());
+  publish_n(*p, 5);  // write_seq 5
+  for (uint64_t i = 0; i < 16; ++i) raw.slot(i)->word.store(committed_word(uint64_t{1} << 47), std::memory_order_relaxed);
+  Record out{};
+  ReadResult res = c.try_read(reinterpret_cast<std::byte*>(&out));
+  EXPECT_FALSE(res.ok);
+  EXPECT_EQ(res.lost, 5u) << "seqs 0..4, overwritten as far as the reader can tell";
+  EXPECT_EQ(c.cursor(), 5u) << "stopped at write_seq";
+  res = c.try_read(reinterpret_cast<std::byte*>(&out));
+  EXPECT_FALSE(res.ok);
+  EXPECT_EQ(res.lost, 0u);
+  EXPECT_EQ(c.cursor(), 5u);
+  // The writer goes on: what it writes is read again.
+  publish_n(*p, 1);
+  res = c.try_read(reinterpret_cast<std::byte*>(&out));
+  ASSERT_TRUE(res.ok);
+  EXPECT_EQ(res.seq, 5u);
+  EXPECT_EQ(out.seq, 5u);
+}
+
+// A write_seq at or past 2^62 is a damaged header: readers take it as
+// kMaxSeq, so no sequence they hand out (or count lost to) reaches it.
+TEST(Consumer, AWriteSeqPastTheSequenceBoundIsTakenAsTheBound) {
+  ScopedRing r(testing::fixed_ring(16, sizeof(Record)));
+  RingFile raw = r.open();
+  auto p = Producer::attach(r.open());
+  ASSERT_TRUE(p.ok());
+  Consumer c = reader(r, StartPosition::latest());
+  publish_n(*p, 3);
+  Record out{};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.try_read(reinterpret_cast<std::byte*>(&out)).ok);
+  // The header says the writer is at 2^64 - 1, and the next slot that it lapped us.
+  raw.header().write_seq.store(UINT64_MAX, std::memory_order_release);
+  raw.slot(3)->word.store(committed_word(UINT64_MAX >> 2), std::memory_order_release);
+  uint64_t lost = 0;
+  for (int i = 0; i < 3; ++i) {
+    const ReadResult res = c.try_read(reinterpret_cast<std::byte*>(&out));
+    EXPECT_FALSE(res.ok);
+    lost += res.lost;
+  }
+  EXPECT_EQ(c.cursor(), kMaxSeq - 16) << "caught up to the oldest the ring could hold below the bound";
+  EXPECT_EQ(lost, kMaxSeq - 16 - 3);
+}
+
 // ---- sparse rings (mirrors)
 
 TEST(SparseRing, ReadersSkipHolesToTheNextPresentRecord) {
