@@ -245,7 +245,7 @@ void NodeImpl::before_step(uint64_t now) {
     // (TCP's window is its credit): decided here, where its items are.
     for (auto& p : in) {
       p->want_read = !p->dead && p->conn != nullptr && !p->eof &&
-                     (p->stream == nullptr || p->stream->items.size() < p->stream->window);
+                     (p->stream == nullptr || !p->stream->full());
     }
   }
   // Warming (RingFile::warm): kWarmPerPass over every ring at most each

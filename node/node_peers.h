@@ -97,9 +97,15 @@ struct TcpStreamIn {
   AnchorStream* owner = nullptr;  // its anchor's entry (null once the anchor let it go)
   std::deque<Item> items;
   uint32_t window = 0;
+  uint64_t bytes = 0;                 // data bytes in items
+  uint64_t byte_budget = UINT64_MAX;  // the slot byte budget (mux.slot_byte_budget)
   uint32_t next_frame = 0;   // the STREAM seq expected next
   bool ended = false;        // its end is queued (finished or dropped)
   bool cancelled = false;    // the consumer went away: the node thread closes the connection
+  // full: the consumer is a window of items, or a budget of bytes, behind:
+  // the connection is not read (TCP's window holds the producer) until a
+  // reader takes an item. What it holds is under the budget plus a frame.
+  bool full() const { return items.size() >= window || bytes >= byte_budget; }
 };
 
 // TcpStreamOut: a stream on the per-stream path, producer side. Its

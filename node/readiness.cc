@@ -65,9 +65,10 @@ bool NodeImpl::take_item(AnchorState& a, Item* item, Polled* polled, std::vector
     if (s->tcp) {  // the per-stream path
       TcpStreamIn& t = *s->tcp;
       if (t.items.empty()) continue;
-      *wake_node |= t.items.size() >= t.window;  // the node thread stopped reading it
+      *wake_node |= t.full();  // the node thread stopped reading it
       tcp_item = std::move(t.items.front());
       t.items.pop_front();
+      t.bytes -= tcp_item.bytes.size();
       kind = tcp_item.kind;
       reason = tcp_item.reason;
       frames = tcp_item.frames;

@@ -53,7 +53,7 @@ void NodeImpl::step_in(InPeer& p, uint64_t now) {
   // The per-stream path's credit is TCP's window: it was read only while
   // the consumer kept up (before_step's want_read).
   using Taken = net::TcpConn::Taken;
-  auto window_full = [&] { return p.stream && p.stream->items.size() >= p.stream->window; };
+  auto window_full = [&] { return p.stream && p.stream->full(); };
   bool drained = false;  // no whole frame left in the input
   if (!window_full()) {
     const net::TcpConn::Next n = p.conn->read_frames(limits, [&](const proto::Frame& f, proto::ConstBytes) {
@@ -306,6 +306,7 @@ void NodeImpl::on_stream_frame(InPeer& p, const proto::Frame& f) {
 
 void NodeImpl::tcp_item(TcpStreamIn& t, Item item) {
   const bool was_empty = t.items.empty();
+  t.bytes += item.bytes.size();
   t.items.push_back(std::move(item));
   if (was_empty && t.owner != nullptr) stream_readable(t.owner);
   items_ready();
@@ -331,6 +332,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
   if (p.per_stream) {
     if (p.stream != nullptr) {  // one stream per connection
       ++counters.frames_rejected;
+      if (!p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProtocolError);
       retire(p.conn);
       return;
     }
@@ -348,6 +350,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
     } else {
       p.stream = std::make_shared<TcpStreamIn>();
       p.stream->window = mux.initial_credit;
+      p.stream->byte_budget = mux.slot_byte_budget;
       settle(p);  // an attached stream: useful
       a->attached_once = true;
       a->ticket.session = 0;  // an ATTACH answered ok spends the ticket (PROTOCOL.md §5.2.1): it never lapses
@@ -590,6 +593,9 @@ void NodeImpl::end_in(InPeer& p, const std::string& why) {
   if (apply_ingress(p, SIZE_MAX, false, &owed) != 0) items_ready();
   p.dead = true;
   settle(p);
+  // A per-stream connection cut before its terminal (a backlog, a failed
+  // write, a frame out of place): its stream ends, once.
+  if (p.stream && !p.stream->ended) tcp_end(*p.stream, mux::EndReason::kProducerGone);
   if (p.channel_counted) {
     p.channel_counted = false;
     if (auto it = channels_by_source.find(p.source); it != channels_by_source.end() && --it->second == 0) {

@@ -460,6 +460,49 @@ TEST(Node, PerStreamConnectionsWithAPreSharedKey) {
   EXPECT_NE(s.status().message().find("requires a pre-shared key"), std::string::npos) << s.status();
 }
 
+// The per-stream path holds what a producer sent, unread, to the slot
+// byte budget (plus a frame), not to its credit in frames: a producer that
+// chooses that path cannot make the consumer hold credit x 1 MiB (review:
+// helper-28). TCP's window holds the rest at the producer; all of it then
+// arrives in order.
+TEST(Node, APerStreamConnectionIsReadOnlyToTheSlotByteBudget) {
+  NodeOptions co = options("c");
+  co.mux.enabled = false;
+  co.mux.slot_byte_budget = 64u << 10;
+  co.mux.max_batch_bytes = 16u << 10;
+  co.mux.max_record_bytes = 16u << 10;
+  auto consumer = Node::create(co);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  auto producer = make("p");
+  auto anchor = (*consumer)->create_anchor(AnchorKind::kSingleSender);
+  auto s = producer->attach(anchor->handle(), (*consumer)->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->per_stream());
+  std::vector<std::string> records;
+  for (int k = 0; k < 20; ++k) {
+    records.push_back(absl::StrCat("b", k, "-"));
+    records.back().resize(16u << 10, 'x');  // four make the budget
+  }
+  std::thread sending([&] { EXPECT_TRUE(send_all(**s, records)); });
+  // Nobody reads: the consumer takes 64 KiB (four frames) off the socket, no more.
+  const uint64_t t0 = monotonic_ns();
+  while ((*consumer)->stats().tcp_records_in < 4 && monotonic_ns() < t0 + 10 * kSecond) usleep(10'000);
+  usleep(500'000);  // room to read more, were it going to
+  EXPECT_EQ((*consumer)->stats().tcp_records_in, 4u) << "read past the byte budget (the window is 256 frames)";
+  for (int k = 0; k < 20; ++k) {
+    Item it;
+    ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << k;
+    ASSERT_EQ(it.kind, Item::Kind::kData) << k << ": " << mux::end_reason_name(it.reason);
+    EXPECT_EQ(text(it.bytes), records[static_cast<size_t>(k)]) << k;
+  }
+  sending.join();
+  EXPECT_TRUE((*s)->finish());
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond));
+  EXPECT_EQ(it.kind, Item::Kind::kFinished);
+  EXPECT_EQ(it.frames, 20u);
+}
+
 TEST(Node, CancelReachesTheProducer) {
   auto consumer = make("c");
   auto producer = make("p");
@@ -1386,6 +1429,41 @@ TEST(Node, PerStreamStrangersAreAnsweredThenCut) {
   EXPECT_TRUE(closed) << "an idle per-stream connection is held";
   EXPECT_GE(short_deadline->stats().refused, 1u);
   EXPECT_GE(consumer->stats().attaches_refused, 1u);
+}
+
+// A per-stream connection carries one stream: a second ATTACH on it cuts
+// the connection, and the stream the first opened ends then, once (it
+// stayed live for good: review helper-28).
+TEST(Node, ASecondAttachOnAPerStreamConnectionEndsItsStreamOnce) {
+  auto consumer = make("c");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  std::byte buf[512];
+  proto::Node hello;  // flags 0: a per-stream connection
+  hello.worker_id = 42;
+  size_t n = proto::encode_node(hello, {buf, sizeof(buf)});
+  proto::AttachRequest req;
+  req.anchor_id = anchor->handle().anchor;
+  req.session_id = 7;
+  req.supported_keys = proto::kTransportTcp;
+  std::byte body[128];
+  const size_t bn = proto::encode_attach_request(req, {body, sizeof(body)});
+  for (int i = 0; i < 2; ++i) {
+    proto::encode_frame_header(proto::FrameHeader{proto::FrameKind::kAttach, 0, 0, static_cast<uint32_t>(bn), 0}, buf + n);
+    std::memcpy(buf + n + 16, body, bn);
+    n += 16 + bn;
+  }
+  const int fd = raw_connect(consumer->control_address());
+  ASSERT_EQ(write(fd, buf, n), static_cast<ssize_t>(n));
+  bool closed = false;
+  (void)read_until_closed(fd, &closed);
+  EXPECT_TRUE(closed) << "a second ATTACH on a per-stream connection";
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << "the stream never ended";
+  EXPECT_EQ(it.kind, Item::Kind::kDropped);
+  EXPECT_EQ(it.reason, mux::EndReason::kProtocolError) << mux::end_reason_name(it.reason);
+  EXPECT_EQ(it.session, 7u);
+  EXPECT_FALSE(anchor->recv(&it, 300'000'000)) << "a second end";
+  EXPECT_EQ(anchor->live_streams(), 0u);
 }
 
 TEST(Node, ChannelsAreCappedAndAFullNodeRefusesTheNextProducer) {
