@@ -111,12 +111,13 @@ absl::Status ArchiveReader::open_segment(size_t i) {
   seg_ = i;
   const CatalogSegment& s = catalog_.segments[i];
   const std::string path = dir_ + "/" + segment_name(s.first_seq);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_archive_file(path);
   const bool newest = i + 1 == catalog_.segments.size() && !s.sealed;
   if (fd < 0 && errno == ENOENT && newest) {
     // Listed as the recorder makes it, not there yet: nothing to read yet.
     return absl::NotFoundError(absl::StrCat(path, ": being created"));
   }
+  if (fd < 0 && errno == EINVAL) return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
   if (fd < 0) {
     return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
                                               " (removed by retention while it was looked up?)"));
@@ -181,7 +182,7 @@ absl::Status ArchiveReader::seek(uint64_t seq) {
 
   // The index, in one read: the last entry at or below seq.
   const std::string idx_path = dir_ + "/" + index_name(segs[i].first_seq);
-  const int fd = ::open(idx_path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_archive_file(idx_path);
   if (fd < 0) return absl::OkStatus();  // no index: scan from the start
   // Sized by the file (a segment's index is a few KiB), never by what the
   // catalog declares.
@@ -338,9 +339,9 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
   const CatalogSegment& s = catalog.segments[i];
   out.end_seq = s.first_seq;
   const std::string path = dir + "/" + segment_name(s.first_seq);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_archive_file(path);
   if (fd < 0) {
-    out.damage = absl::StrCat(path, ": ", std::strerror(errno));
+    out.damage = absl::StrCat(path, ": ", errno == EINVAL ? "not a regular file" : std::strerror(errno));
     return out;
   }
   flock(fd, LOCK_SH);  // pairs with the exclusive try-lock in SegmentWriter::enforce

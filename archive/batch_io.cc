@@ -1,6 +1,8 @@
 // batch_io.cc — reading and checking batches.
 #include "archive/batch_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,6 +34,20 @@ bool all_zero(const uint8_t* p, size_t n) {
 }
 
 }  // namespace
+
+int open_archive_file(const std::string& path) {
+  // O_NONBLOCK: a FIFO's open would wait for a writer (on the serve's
+  // conductor, for a HELLO asking for the oldest record).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
 
 BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::vector<uint8_t>* buf,
                      BatchHeader* header, std::string* why) {

@@ -12,6 +12,11 @@
 
 namespace ringfire::archive {
 
+// open_archive_file opens a file of an archive directory for reading,
+// never waiting on it: anything but a regular file (a FIFO or a device put
+// in a segment's or the catalog's place) is refused, -1 with errno EINVAL.
+int open_archive_file(const std::string& path);
+
 enum class BatchRead : uint8_t {
   kOk,       // a whole batch whose checksum and entries hold
   kEnd,      // zeroes (nothing written here yet) or the segment's end

@@ -183,6 +183,20 @@ std::optional<Catalog> decode_catalog(const uint8_t* in, size_t len, std::string
                           " bytes of a ", c.segment_bytes, "-byte segment");
       return std::nullopt;
     }
+    // As a recorder writes it: segments in sequence order, apart, every one
+    // sealed but the last (a roll seals one and lists the next in one store).
+    if (i != 0) {
+      const CatalogSegment& prev = c.segments[i - 1];
+      if (!prev.sealed) {
+        *why = absl::StrCat("catalog segment ", i - 1, " is open, but not the last");
+        return std::nullopt;
+      }
+      if (s.first_seq < prev.end_seq) {
+        *why = absl::StrCat("catalog segment ", i, " starts at ", s.first_seq, ", before segment ", i - 1,
+                            " ends (", prev.end_seq, ")");
+        return std::nullopt;
+      }
+    }
   }
   return c;
 }

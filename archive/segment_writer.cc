@@ -109,9 +109,10 @@ struct SegmentWriter::Flush {
 
 absl::StatusOr<Catalog> load_catalog(const std::string& dir) {
   const std::string path = dir + "/catalog";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_archive_file(path);
   if (fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(dir, " is not an archive (no catalog)"));
+    if (errno == EINVAL) return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
     return io_error(errno, "open", path);
   }
   struct stat st {};

@@ -186,6 +186,10 @@ TEST(ArchiveFormat, ACatalogDeclaringAGeometryNoRecorderWritesIsRefused) {
       {"an index entry per 1 TiB", [](Catalog* c) { c->index_interval = 1ull << 40; }, "index entry per"},
       {"a segment over its size", [](Catalog* c) { c->segments[0].bytes = c->segment_bytes + 1; }, "catalog segment 0"},
       {"a segment ending before it starts", [](Catalog* c) { c->segments[1].end_seq = 1; }, "catalog segment 1"},
+      // A reader takes an open segment for the archive's end: one in the
+      // middle would hide every later one (review: helper-29).
+      {"an open segment before the last", [](Catalog* c) { c->segments[0].sealed = false; }, "is open, but not the last"},
+      {"segments overlapping", [](Catalog* c) { c->segments[1].first_seq = 99; }, "before segment 0 ends"},
   };
   std::string why;
   const Catalog good = sample_catalog();

@@ -519,6 +519,31 @@ TEST(SegmentWriter, AFailedStepIsReportedOnceAndNothingAfterItCountsAsDurable) {
   EXPECT_EQ(w->durable_end(), 0u) << "the step's lost write comes before 200..300";
 }
 
+// Whoever can write into the archive's directory may put a FIFO where a
+// segment or the catalog was: a reader refuses it at once, as damage,
+// instead of waiting in open() for a writer that never comes (on a serve,
+// its conductor, for a HELLO asking for the oldest record: review helper-29).
+TEST(ArchiveReader, AFifoInPlaceOfASegmentOrTheCatalogIsRefusedNotWaitedOn) {
+  Recorded arc(1u << 16, 10'000);
+  ASSERT_TRUE(arc.ok());
+  const std::string dir = arc.tmp.archive();
+  const Catalog cat = (*arc.rec)->writer().catalog();
+  ASSERT_GE(cat.segments.size(), 2u);
+  const std::string segment = dir + "/" + segment_name(cat.segments[1].first_seq);
+  ASSERT_EQ(unlink(segment.c_str()), 0);
+  ASSERT_EQ(mkfifo(segment.c_str(), 0644), 0);
+  const ReadBack back = read_back(dir, 0);
+  EXPECT_TRUE(absl::IsDataLoss(back.error)) << back.error;
+  EXPECT_THAT(std::string(back.error.message()), HasSubstr("not a regular file"));
+  EXPECT_EQ(back.seqs, iota(0, cat.segments[1].first_seq)) << "the first segment reads whole";
+  const std::string catalog = dir + "/catalog";
+  ASSERT_EQ(unlink(catalog.c_str()), 0);
+  ASSERT_EQ(mkfifo(catalog.c_str(), 0644), 0);
+  auto r = ArchiveReader::open(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a regular file"));
+}
+
 TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequence) {
   Recorded arc(1u << 16, 10'000);
   ASSERT_TRUE(arc.ok());
