@@ -491,7 +491,7 @@ uint64_t NodeImpl::next_wait(uint64_t now) const {
     if (p->ingress_file) {  // its ring reserved, then warmed a piece at a time
       until = std::min(until, p->ingress_reserved ? std::max(now, next_warm_ns) : p->ingress_ns + kReserveAfterNs);
     }
-    if (!p->node_seen || (p->per_stream && p->stream == nullptr)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
+    if (unproven(*p)) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns);
     if (p->receiver) until = std::min(until, now + mux.heartbeat_interval_ns);
     if (p->receiver && !p->ingress) until = std::min(until, p->accepted_ns + opt.hello_timeout_ns + 1);
     if (p->receiver && p->mirror != nullptr && !p->ingress) until = std::min(until, now + 1'000'000);  // watch for its ring

@@ -434,6 +434,13 @@ struct NodeImpl : engine::ConductorAgent {
   // per-stream connection attached, its channel is up): it no longer
   // counts against its source's pending cap. Idempotent.
   void settle(InPeer& p);
+  // unproven: a connection cut at the hello deadline unless it proves
+  // itself first — no NODE yet, a per-stream connection with no stream, or
+  // a control connection of a node without the mux that attached nothing.
+  // (A channel's own deadline is its channel coming up: step_in.)
+  static bool unproven(const InPeer& p) {
+    return !p.node_seen || (p.per_stream && p.stream == nullptr) || (p.pending && p.receiver == nullptr);
+  }
   // open_ingress: the conductor opens a channel's ingress ring once its
   // mirror created it (outside mu: it maps a file); true when open.
   bool open_ingress(InPeer& p);

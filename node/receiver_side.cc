@@ -27,9 +27,9 @@ namespace ringfire::node {
 
 void NodeImpl::step_in(InPeer& p, uint64_t now) {
   if (p.eof_read) p.eof = true;  // this pass's read found the end (before_step)
-  if ((!p.node_seen || (p.per_stream && p.stream == nullptr)) && now - p.accepted_ns > opt.hello_timeout_ns) {
+  if (unproven(p) && now - p.accepted_ns > opt.hello_timeout_ns) {
     ++counters.refused;
-    retire(p.conn);  // no NODE (or, per-stream, no attached stream) in time: a stranger
+    retire(p.conn);  // no NODE (or no attached stream) in time: a stranger
     return;
   }
   if (p.receiver && !p.ingress && now - p.accepted_ns > opt.hello_timeout_ns) {
@@ -197,7 +197,9 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     // One stream's own connection (the per-stream path), or a channel this
     // node does not take (its mux is off: every ATTACH is answered tcp).
     p.per_stream = (m.flags & proto::kNodeChannel) == 0;
-    if (!p.per_stream) settle(p);  // a control connection for per-stream attaches: useful now
+    // A control connection for per-stream attaches stays pending (under the
+    // per-source cap and the hello deadline) until an ATTACH on it is
+    // answered ok: a NODE alone costs a stranger nothing (review helper-28).
     if (!answered) queue_node(*p.conn, answer);
     return;
   }
@@ -397,6 +399,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       }
     }
   }
+  if (resp.status == proto::AttachStatus::kOk) settle(p);  // it attached something: useful (a channel's is already)
   ++(resp.status == proto::AttachStatus::kOk ? counters.attaches_answered : counters.attaches_refused);
   queue_attach(*p.conn, resp);
 }

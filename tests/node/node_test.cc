@@ -1431,6 +1431,38 @@ TEST(Node, PerStreamStrangersAreAnsweredThenCut) {
   EXPECT_GE(consumer->stats().attaches_refused, 1u);
 }
 
+// A node without the mux answers a channel's NODE (its producer attaches
+// per-stream through that connection), but a NODE alone does not make the
+// connection useful: one that attaches nothing is cut at the hello deadline,
+// within its source's pending cap (4,096 of them held the node: review
+// helper-28), and an honest producer still gets through.
+TEST(Node, ANodeWithoutTheMuxCutsAControlConnectionThatAttachesNothing) {
+  NodeOptions o = options("c");
+  o.mux.enabled = false;
+  o.hello_timeout_ns = 300'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  std::byte buf[512];
+  proto::Node hello;
+  hello.flags = proto::kNodeChannel;
+  hello.worker_id = 42;
+  hello.channel_epoch = 1;
+  hello.channel_port = 9;
+  const size_t n = proto::encode_node(hello, {buf, sizeof(buf)});
+  const int fd = raw_connect(consumer->control_address());
+  ASSERT_EQ(write(fd, buf, n), static_cast<ssize_t>(n));
+  bool closed = false;
+  const std::vector<std::byte> got = read_until_closed(fd, &closed);
+  EXPECT_TRUE(closed) << "held past the hello deadline with nothing attached";
+  proto::Frame f;
+  ASSERT_EQ(proto::decode_frame(got, 1024, &f), proto::DecodeError::kOk);
+  EXPECT_EQ(f.header.kind, proto::FrameKind::kNode) << "answered first";
+  EXPECT_GE(consumer->stats().refused, 1u);
+  auto producer = make("p");
+  stream_all(*consumer, *producer, 2, 5, true);
+}
+
 // A per-stream connection carries one stream: a second ATTACH on it cuts
 // the connection, and the stream the first opened ends then, once (it
 // stayed live for good: review helper-28).
