@@ -379,6 +379,7 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"malformed_batch", [](const S& s) { return s.in.malformed; }},
       {"out_of_fds", [](const S& s) { return s.out_of_fds; }},
       {"by_source", [](const S& s) { return s.refused_by_source; }},
+      {"channel_evicted_idle", [](const S& s) { return s.channels_evicted; }},
       {"over_budget", [](const S& s) { return s.in.over_budget; }},
       {"never_opened", [](const S& s) { return s.in.never_opened; }},
       {"channel_wrong_sender", [](const S& s) { return s.channel_wrong_sender; }},

@@ -162,6 +162,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   net::Nonce nonce{};           // keyed: our NODE answer's nonce (drawn at accept, outside mu)
   bool pending = true;              // counted in its source's pending connections (NodeImpl::settle)
   bool channel_counted = false;     // counted in its source's channels
+  bool carried_stream = false;      // a stream was registered on its channel (an ATTACH, a ticket's OpenSlot)
   bool node_seen = false;           // its NODE arrived (keyed: and its proof; before, nothing else is accepted)
   // The keyed exchange (§5.1): the peer's NODE and our answer as they went,
   // until its AUTH step 3 proves the key.

@@ -205,9 +205,25 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   }
   const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
   if (static_cast<uint64_t>(channels) >= opt.max_channels) {
-    ++counters.refused;  // a mirror session and a ring each: bounded
-    retire(p.conn);
-    return;
+    // Full (a mirror session and a ring each: bounded). The oldest channel
+    // that never carried a stream, given the hello deadline to, makes room:
+    // channels that attach nothing, from however many addresses, must not
+    // keep producers out (review helper-28). None such: refused.
+    InPeer* idle = nullptr;
+    const uint64_t now = monotonic_ns();
+    for (const auto& q : in) {
+      if (q->receiver && !q->dead && !q->carried_stream && now - q->accepted_ns > opt.hello_timeout_ns &&
+          (idle == nullptr || q->accepted_ns < idle->accepted_ns)) {
+        idle = q.get();
+      }
+    }
+    if (idle == nullptr) {
+      ++counters.refused;
+      retire(p.conn);
+      return;
+    }
+    ++counters.channels_evicted;
+    end_in(*idle, "it carried no stream, and a new channel wanted its place");
   }
   if (channels_by_source[p.source] >= opt.max_channels_per_source) {
     ++counters.refused;  // one address holds only so many of them
@@ -388,6 +404,7 @@ void NodeImpl::on_attach_request(InPeer& p, const proto::Frame& f) {
       resp.status = proto::AttachStatus::kRefused;  // max_streams_per_peer registered
       remove_stream(as);
     } else {
+      p.carried_stream = true;
       a->attached_once = true;
       a->ticket.session = 0;  // spent by the ATTACH (§5.2.1): no lapse, no second end at its deadline
       as->peer = p.shared_from_this();
@@ -425,6 +442,7 @@ mux::PeerReceiver::Stream* NodeImpl::claim_ticket(InPeer& p, uint64_t anchor, ui
   }
   a.attached_once = true;
   a.ticket.session = 0;  // spent: a second OpenSlot naming it is unknown
+  p.carried_stream = true;
   as->peer = p.shared_from_this();
   as->stream = s;
   ++counters.tickets_claimed;

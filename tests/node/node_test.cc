@@ -1552,6 +1552,36 @@ TEST(Node, ChannelsThatNeverComeUpAreCutAndFreeTheirPlaces) {
   expect_through(**s, *anchor, "in");
 }
 
+// A full node makes room for a new channel by ending the oldest one that
+// never carried a stream (given the hello deadline to): channels that came
+// up and attach nothing, from however many addresses, do not keep real
+// producers out (review helper-28). One that carries a stream stays.
+TEST(Node, AFullNodeEndsAChannelThatNeverCarriedAStreamToAdmitANewOne) {
+  NodeOptions o = options("c");
+  o.max_channels = 2;
+  o.hello_timeout_ns = 300'000'000;
+  auto made = Node::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  auto consumer = std::move(*made);
+  auto busy = make("busy");
+  auto kept = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s_kept = busy->attach(plain(kept->handle()), consumer->control_address());
+  ASSERT_TRUE(s_kept.ok()) << s_kept.status();
+  auto idle = make("idle");  // its channel comes up; its one attach names no anchor here
+  mux::AnchorHandle nowhere = plain(kept->handle());
+  nowhere.anchor ^= 1;
+  EXPECT_FALSE(idle->attach(nowhere, consumer->control_address()).ok());
+  ASSERT_EQ(consumer->stats().peers_in, 2u);
+  usleep(400'000);  // past the hello deadline
+  auto late = make("late");
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  auto s = late->attach(plain(anchor->handle()), consumer->control_address());
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "in");
+  expect_through(**s_kept, *kept, "still");  // the channel carrying a stream stayed
+  EXPECT_EQ(consumer->stats().channels_evicted, 1u);
+}
+
 // A stranger without the key that plays the exchange by hand: a keyed NODE
 // (any nonce) gets the node's keyed answer, and whatever it sends instead
 // of a valid proof — an ATTACH, a forged AUTH — is counted and cut, and no
