@@ -287,7 +287,8 @@ class Daemon {
                                {"refused_punches", w.punches_refused()}, {"pace_us", s->pace_ns / 1000},
                                {"dup_auto_doubled", w.dup_auto_doubled.get()}, {"dup_auto_copies", w.dup_auto_copies.get()},
                                {"archive_records", c.archive_records}, {"archive_replays", c.archive_replays},
-                               {"archive_waits", c.archive_waits}, {"archive_errors", c.archive_errors}});
+                               {"archive_waits", c.archive_waits}, {"archive_preempted", c.archive_preempted},
+                               {"archive_errors", c.archive_errors}});
     }
     for (const SessionSpec& p : pending_) {
       j["sessions"].push_back({{"name", p.serve->name}, {"kind", "serve"}, {"port", p.serve->port},

@@ -228,6 +228,9 @@ std::string engine_metrics(const engine::Engine& eng) {
   serve_metric("ringfire_serve_archive_waits_total", "counter",
                "Turns a mirror's replay waited for the replay or bandwidth cap.",
                [](const Serve& s) { return s.control->stats().archive_waits + s.control->stats().archive_throttled; });
+  serve_metric("ringfire_serve_archive_preempted_total", "counter",
+               "Replay places a mirror gave up after 1 s for another in line.",
+               [](const Serve& s) { return s.control->stats().archive_preempted; });
   serve_metric("ringfire_serve_archive_errors_total", "counter", "Archive reads that failed (damage).",
                [](const Serve& s) { return s.control->stats().archive_errors; });
   x.family("ringfire_session_unkeyed", "gauge",

@@ -37,6 +37,7 @@ void publish_serve_counters(telemetry::CountersFile& f, const control::ServeCont
   f.set("serve.archive_bytes", c.archive_bytes);
   f.set("serve.archive_replays", c.archive_replays);
   f.set("serve.archive_waits", c.archive_waits);
+  f.set("serve.archive_preempted", c.archive_preempted);
   f.set("serve.archive_throttled", c.archive_throttled);
   f.set("serve.archive_errors", c.archive_errors);
   f.set("serve.slow_warnings", c.slow_warnings);

@@ -89,6 +89,11 @@ struct ServeControl::Mirror {
   uint64_t replay_next = UINT64_MAX;
   uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
   bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
+  uint64_t replay_since_ns = 0;  // when it took its replay slot
+  // Its place in line for a replay slot (0: not in line), and when it last
+  // asked for one: slots go in the order mirrors first asked.
+  uint64_t archive_place = 0;
+  uint64_t archive_asked_ns = 0;
   bool room_wanted = false;   // serve_one had more to send and no room under the watermark
 };
 
@@ -451,6 +456,26 @@ class TcpDataOut {
   uint64_t& gaps_;
 };
 
+uint32_t ServeControl::ahead_in_line(const Mirror& m, uint64_t now_ns) const {
+  uint32_t ahead = 0;
+  for (const auto& p : mirrors_) {
+    const Mirror& o = *p;
+    if (&o != &m && !o.dead && o.archive_place != 0 && o.archive_place < m.archive_place &&
+        o.archive_asked_ns + kArchiveLineFreshNs >= now_ns) {
+      ++ahead;
+    }
+  }
+  return ahead;
+}
+
+bool ServeControl::someone_in_line(uint64_t now_ns) const {
+  for (const auto& p : mirrors_) {
+    // (asked may be after now_ns: a turn later in the same pass)
+    if (!p->dead && p->archive_place != 0 && p->archive_asked_ns + kArchiveLineFreshNs >= now_ns) return true;
+  }
+  return false;
+}
+
 uint64_t ServeControl::archive_first() {
   if (config_.archive_dir.empty()) return UINT64_MAX;
   auto r = archive::ArchiveReader::open(config_.archive_dir);
@@ -464,10 +489,15 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
   *records = 0;
   *blocked = false;
   if (!m.replay) {
-    if (replays_open_ >= config_.archive_replays) {
+    // Slots go in the order mirrors asked (a free one is not raced for:
+    // review helper-29), counting only those asking still.
+    const uint64_t asked = monotonic_ns();
+    if (m.archive_place == 0) m.archive_place = ++archive_line_;
+    m.archive_asked_ns = asked;
+    if (replays_open_ >= config_.archive_replays || ahead_in_line(m, asked) >= config_.archive_replays - replays_open_) {
       ++stats_.archive_waits;  // another mirror's replay finishes first
       *blocked = true;
-      retry_archive_at(monotonic_ns() + kArchiveSlotRetryNs);
+      retry_archive_at(asked + kArchiveSlotRetryNs);
       return first;
     }
     // Its catalog is read here (a small file); the segments, on the feed's thread.
@@ -480,16 +510,20 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     }
     if (!r.ok()) {
       ++stats_.archive_errors;
+      m.archive_place = 0;
       note("archive", absl::StrCat("the archive cannot be read: ", r.status().message()));
       return first;  // the ring's answer (a GAP) stands
     }
     if (const std::string why = archive::shape_mismatch((*r)->catalog().shape, archive::shape_of(info_)); !why.empty()) {
       ++stats_.archive_errors;
+      m.archive_place = 0;
       note("archive", absl::StrCat("the archive is of another kind of ring (", why, " ): not served from"));
       return first;
     }
     m.replay = std::move(*r);
     m.replay_next = UINT64_MAX;
+    m.replay_since_ns = asked;
+    m.archive_place = 0;  // out of line
     ++replays_open_;
     ++stats_.archive_replays;
   }
@@ -950,6 +984,14 @@ void ServeControl::check_deadlines(uint64_t now_ns) {
     if (m.state == Mirror::State::kClosing && now_ns - m.closing_ns > 1'000'000'000) {
       m.dead = true;
       continue;
+    }
+    // A replay slot held past its slice while a mirror waits in line goes
+    // back: the holder asks again at the line's back (a mirror that reads
+    // a trickle, or keeps asking below the ring, cannot hold one for good).
+    if (m.replay && now_ns - m.replay_since_ns > kReplaySliceNs && someone_in_line(now_ns)) {
+      m.replay.reset();
+      --replays_open_;
+      ++stats_.archive_preempted;
     }
     // A connection with output waiting that took nothing for stall_timeout
     // has stopped reading.

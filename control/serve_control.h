@@ -96,6 +96,7 @@ struct ServeControlStats {
   uint64_t archive_bytes = 0;
   uint64_t archive_replays = 0;   // replays started (a mirror reading the archive)
   uint64_t archive_waits = 0;     // turns a mirror waited: archive_replays were busy
+  uint64_t archive_preempted = 0; // replay slots taken back after kReplaySliceNs for a mirror in line
   uint64_t archive_throttled = 0; // turns a mirror waited: archive_bytes_per_s spent
   uint64_t archive_errors = 0;    // archive reads that failed (damage: a GAP past it)
   uint64_t tcp_records = 0;     // records streamed to TCP-mode mirrors
@@ -169,6 +170,11 @@ class ServeControl {
   // again after kArchiveSlotRetryNs.
   static constexpr uint64_t kArchiveQuantumBytes = 64u << 10;
   static constexpr uint64_t kArchiveSlotRetryNs = 10'000'000;
+  // A mirror holds a replay slot this long at most while another waits in
+  // line: then it goes to the line's back (slow readers cannot hold them).
+  static constexpr uint64_t kReplaySliceNs = 1'000'000'000;
+  // A place in line counts while its mirror asked within this long.
+  static constexpr uint64_t kArchiveLineFreshNs = 5 * kArchiveSlotRetryNs;
   static constexpr uint64_t kTcpBehindPollNs = 50'000;
   static constexpr uint64_t kTcpQuietNs = 1'000'000;  // caught up this long: ask the worker, sleep
   static constexpr uint64_t kTcpCaughtUpPollNs = 20'000'000;
@@ -215,6 +221,10 @@ class ServeControl {
   bool send_big_records();
   static constexpr uint32_t kBigRecordsPerPass = 256;
   void check_deadlines(uint64_t now_ns);
+  // ahead_in_line: mirrors asking for a replay slot that asked before m;
+  // someone_in_line: any mirror asking for one.
+  uint32_t ahead_in_line(const Mirror& m, uint64_t now_ns) const;
+  bool someone_in_line(uint64_t now_ns) const;
   void drop(size_t index);
   uint64_t position(const Mirror& m) const;
   void note(const char* reason, const std::string& line);
@@ -240,6 +250,7 @@ class ServeControl {
   std::vector<std::pair<std::string, uint64_t>> last_log_ns_;
   ServeControlStats stats_;
   uint32_t replays_open_ = 0;        // mirrors holding an ArchiveReader
+  uint64_t archive_line_ = 0;        // the last place in line given (Mirror::archive_place)
   void retry_archive_at(uint64_t t) { archive_retry_at_ns_ = std::min(archive_retry_at_ns_, t); }
   uint64_t archive_retry_at_ns_ = UINT64_MAX;  // when a held-back replay may go on
   bool archive_spent_ = false;        // the byte budget ran out: wait for a quantum

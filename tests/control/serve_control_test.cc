@@ -724,6 +724,39 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
   EXPECT_EQ(ctl->stats().archive_replays, 1u) << "the archive's reader was opened again for each turn";
 }
 
+// A mirror that asks for the archive and then reads a trickle holds its
+// replay place only for a slice while another waits: the place goes to the
+// mirror in line, which gets the archive from its first record (four such
+// strangers kept honest mirrors from the archive for good: review helper-29).
+TEST_F(ServeControlTest, AMirrorThatReadsATrickleGivesUpItsReplayPlaceToOneInLine) {
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
+  ServeControlConfig c;
+  c.archive_dir = dir + "/a";
+  c.archive_replays = 1;
+  c.stall_timeout_ns = 600'000'000'000;  // it is not cut: it reads
+  // The archive's ~3 MB part would fit in loopback's socket buffers at
+  // once; at 512 KiB/s it takes the slow mirror seconds, past its slice.
+  c.archive_bytes_per_s = 512u << 10;
+  auto ctl = start(c);
+  Client slow(ctl->listening(), 4096);
+  slow.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));  // from the oldest
+  for (int i = 0; i < 2000 && ctl->stats().archive_replays == 0; ++i) ctl->poll(1000);
+  ASSERT_EQ(ctl->stats().archive_replays, 1u) << "the slow mirror never took the place";
+  Client honest(ctl->listening());
+  honest.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
+  Frame f;
+  uint64_t first_data = UINT64_MAX;
+  for (int i = 0; i < 2000 && first_data == UINT64_MAX && honest.next(*ctl, &f, 5000); ++i) {
+    if (f.header.kind == FrameKind::kData) first_data = f.header.seq;
+    if (f.header.kind == FrameKind::kGap) break;
+  }
+  EXPECT_EQ(first_data, 0u) << "the mirror in line never got the archive";
+  EXPECT_GE(ctl->stats().archive_preempted, 1u);
+  EXPECT_GE(ctl->stats().archive_waits, 1u);
+}
+
 // Retention removing the oldest segment holds its lock while the catalog
 // still lists it: a replay from there waits (no GAP over the segments
 // behind it, never the conductor blocked), and goes on from record 0 once
