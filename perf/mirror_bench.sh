@@ -5,7 +5,7 @@
 #   perf/mirror_bench.sh [--backend kernel,af_packet,af_xdp,memif]
 #                        [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout]
 #                        [--out DIR] [--quick] [--build DIR] [--ping-rate R] [--pace-us US]
-#                        [--record-cpu CPU]
+#                        [--record-cpu CPU] [--record-nice N]
 # --ping-rate: the round-trip harnesses' pings per second (default 10 k), or
 # `closed`: closed loop, the next ping when the last one's echo is in (as
 # raw's ping-pong and Aeron's cping measure);
@@ -14,6 +14,8 @@
 # --record-cpu: the record harness's recorder pinned to this CPU (default
 # unpinned; 0 is the publisher's and the serve's: their slots are read
 # from the cache that wrote them).
+# --record-nice N: the recorder at this nice value (default 0; 19: it runs
+# on what the live path leaves, catching up from the ring's depth).
 #
 # With several backends, each runs in turn in the same lab and the same
 # invocation (one backend's processes stopped before the next starts), so
@@ -95,6 +97,7 @@ build_dir=""
 ping_rate=10000
 pace_us=
 record_cpu=
+record_nice=
 while (($#)); do
   case $1 in
     --backend) backend=$2; shift 2 ;;
@@ -105,7 +108,8 @@ while (($#)); do
     --ping-rate) ping_rate=$2; shift 2 ;;
     --pace-us) pace_us=$2; shift 2 ;;
     --record-cpu) record_cpu=$2; shift 2 ;;
-    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--record-cpu CPU] [--quick]" >&2; exit 2 ;;
+    --record-nice) record_nice=$2; shift 2 ;;
+    *) echo "usage: $0 [--backend kernel,af_packet,af_xdp,memif] [--harness raw,stages,loop,engine,worker,rate,auth,record,repair,fanout] [--out DIR] [--build DIR] [--ping-rate R] [--pace-us US] [--record-cpu CPU] [--record-nice N] [--quick]" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a backends <<<"${backend//dpdk/af_packet}"
@@ -474,6 +478,7 @@ run_rate() {
     rm -rf "$out/archive-$backend"
     local pin=()
     [[ -n $record_cpu ]] && pin=(taskset -c "$record_cpu")
+    [[ -n $record_nice ]] && pin+=(nice -n "$record_nice")
     bg 1 "$logs/$backend-record" "${pin[@]}" "$rf" record "$R" --dir "$out/archive-$backend" --from latest --retain-bytes 1Gi
     wait_for 5 grep -qs "^record: " "$logs/$backend-record" || { echo "mirror_bench: the recorder did not start: $(tail -n 2 "$logs/$backend-record")" >&2; exit 1; }
   fi
