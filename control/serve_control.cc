@@ -90,6 +90,7 @@ struct ServeControl::Mirror {
   uint64_t archive_dry = UINT64_MAX;  // a sequence the archive had nothing for (the ring GAPs past it)
   bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
   uint64_t replay_since_ns = 0;  // when it took its replay slot
+  uint64_t replay_sent = 0;      // records the archive answered it since then
   // Its place in line for a replay slot (0: not in line), and when it last
   // asked for one: slots go in the order mirrors first asked.
   uint64_t archive_place = 0;
@@ -456,24 +457,40 @@ class TcpDataOut {
   uint64_t& gaps_;
 };
 
+// in_line: m waits for a replay place and asked within kArchiveLineFreshNs
+// of now_ns (it may have asked after now_ns: a turn later in the same pass).
+bool ServeControl::in_line(const Mirror& m, uint64_t now_ns) {
+  return !m.dead && m.archive_place != 0 && m.archive_asked_ns + kArchiveLineFreshNs >= now_ns;
+}
+
 uint32_t ServeControl::ahead_in_line(const Mirror& m, uint64_t now_ns) const {
   uint32_t ahead = 0;
   for (const auto& p : mirrors_) {
-    const Mirror& o = *p;
-    if (&o != &m && !o.dead && o.archive_place != 0 && o.archive_place < m.archive_place &&
-        o.archive_asked_ns + kArchiveLineFreshNs >= now_ns) {
-      ++ahead;
-    }
+    if (p.get() != &m && in_line(*p, now_ns) && p->archive_place < m.archive_place) ++ahead;
   }
   return ahead;
 }
 
-bool ServeControl::someone_in_line(uint64_t now_ns) const {
+// preempt_replays: while more mirrors wait in line than places are free,
+// the holders longest past their slice give theirs back (as many as the
+// line needs, no more), each once it was answered something (a feed still
+// reading its first records is not judged). Each asks again at the back.
+void ServeControl::preempt_replays(uint64_t now_ns) {
+  uint32_t waiting = 0;
+  for (const auto& p : mirrors_) waiting += in_line(*p, now_ns) ? 1 : 0;
+  const uint32_t free = config_.archive_replays > replays_open_ ? config_.archive_replays - replays_open_ : 0;
+  if (waiting <= free) return;
+  std::vector<Mirror*> past;
   for (const auto& p : mirrors_) {
-    // (asked may be after now_ns: a turn later in the same pass)
-    if (!p->dead && p->archive_place != 0 && p->archive_asked_ns + kArchiveLineFreshNs >= now_ns) return true;
+    Mirror& m = *p;
+    if (!m.dead && m.replay && m.replay_sent != 0 && now_ns > m.replay_since_ns + kReplaySliceNs) past.push_back(&m);
   }
-  return false;
+  std::sort(past.begin(), past.end(), [](const Mirror* a, const Mirror* b) { return a->replay_since_ns < b->replay_since_ns; });
+  for (size_t i = 0; i < past.size() && i < waiting - free; ++i) {
+    past[i]->replay.reset();
+    --replays_open_;
+    ++stats_.archive_preempted;
+  }
 }
 
 uint64_t ServeControl::archive_first() {
@@ -492,6 +509,8 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     // Slots go in the order mirrors asked (a free one is not raced for:
     // review helper-29), counting only those asking still.
     const uint64_t asked = monotonic_ns();
+    // A place it stopped asking for is stale: it joins at the back.
+    if (m.archive_place != 0 && m.archive_asked_ns + kArchiveLineFreshNs < asked) m.archive_place = 0;
     if (m.archive_place == 0) m.archive_place = ++archive_line_;
     m.archive_asked_ns = asked;
     if (replays_open_ >= config_.archive_replays || ahead_in_line(m, asked) >= config_.archive_replays - replays_open_) {
@@ -523,6 +542,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     m.replay = std::move(*r);
     m.replay_next = UINT64_MAX;
     m.replay_since_ns = asked;
+    m.replay_sent = 0;
     m.archive_place = 0;  // out of line
     ++replays_open_;
     ++stats_.archive_replays;
@@ -566,6 +586,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
   auto held = [&] {
     out.flush();
     stats_.archive_records += sent;
+    m.replay_sent += sent;
     *records = sent;
     *blocked = true;
     m.replay_next = UINT64_MAX;
@@ -634,6 +655,7 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
   out.flush();
   if (archive_tokens_ == 0) archive_spent_ = true;  // the next turn waits for a quantum
   stats_.archive_records += sent;
+  m.replay_sent += sent;
   *records = sent;
   return want;
 }
@@ -985,14 +1007,6 @@ void ServeControl::check_deadlines(uint64_t now_ns) {
       m.dead = true;
       continue;
     }
-    // A replay slot held past its slice while a mirror waits in line goes
-    // back: the holder asks again at the line's back (a mirror that reads
-    // a trickle, or keeps asking below the ring, cannot hold one for good).
-    if (m.replay && now_ns - m.replay_since_ns > kReplaySliceNs && someone_in_line(now_ns)) {
-      m.replay.reset();
-      --replays_open_;
-      ++stats_.archive_preempted;
-    }
     // A connection with output waiting that took nothing for stall_timeout
     // has stopped reading.
     if (m.conn.pending() == 0 || m.conn.written() != m.stall_written) {
@@ -1048,6 +1062,7 @@ bool ServeControl::poll(uint64_t timeout_us) {
   if (count != 0) rr_next_ = (rr_next_ + 1) % count;
   if (now >= next_deadline_check_ns_) {
     check_deadlines(now);
+    preempt_replays(now);
     next_deadline_check_ns_ = now + 100'000'000;
   }
   for (size_t i = 0; i < mirrors_.size();) {

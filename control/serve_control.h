@@ -221,10 +221,10 @@ class ServeControl {
   bool send_big_records();
   static constexpr uint32_t kBigRecordsPerPass = 256;
   void check_deadlines(uint64_t now_ns);
-  // ahead_in_line: mirrors asking for a replay slot that asked before m;
-  // someone_in_line: any mirror asking for one.
+  // ahead_in_line: mirrors asking for a replay slot that asked before m.
+  static bool in_line(const Mirror& m, uint64_t now_ns);
   uint32_t ahead_in_line(const Mirror& m, uint64_t now_ns) const;
-  bool someone_in_line(uint64_t now_ns) const;
+  void preempt_replays(uint64_t now_ns);
   void drop(size_t index);
   uint64_t position(const Mirror& m) const;
   void note(const char* reason, const std::string& line);

@@ -434,6 +434,7 @@ struct NodeImpl : engine::ConductorAgent {
   // per-stream connection attached, its channel is up): it no longer
   // counts against its source's pending cap. Idempotent.
   void settle(InPeer& p);
+  bool evict_idle_channel();
   // unproven: a connection cut at the hello deadline unless it proves
   // itself first — no NODE yet, a per-stream connection with no stream, or
   // a control connection of a node without the mux that attached nothing.

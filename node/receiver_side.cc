@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -203,28 +204,6 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
     if (!answered) queue_node(*p.conn, answer);
     return;
   }
-  const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
-  if (static_cast<uint64_t>(channels) >= opt.max_channels) {
-    // Full (a mirror session and a ring each: bounded). The oldest channel
-    // that never carried a stream, given the hello deadline to, makes room:
-    // channels that attach nothing, from however many addresses, must not
-    // keep producers out (review helper-28). None such: refused.
-    InPeer* idle = nullptr;
-    const uint64_t now = monotonic_ns();
-    for (const auto& q : in) {
-      if (q->receiver && !q->dead && !q->carried_stream && now - q->accepted_ns > opt.hello_timeout_ns &&
-          (idle == nullptr || q->accepted_ns < idle->accepted_ns)) {
-        idle = q.get();
-      }
-    }
-    if (idle == nullptr) {
-      ++counters.refused;
-      retire(p.conn);
-      return;
-    }
-    ++counters.channels_evicted;
-    end_in(*idle, "it carried no stream, and a new channel wanted its place");
-  }
   if (channels_by_source[p.source] >= opt.max_channels_per_source) {
     ++counters.refused;  // one address holds only so many of them
     ++counters.refused_by_source;
@@ -239,6 +218,12 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
       retire(p.conn);
       return;
     }
+  }
+  const auto channels = std::count_if(in.begin(), in.end(), [](const auto& q) { return q->receiver && !q->dead; });
+  if (static_cast<uint64_t>(channels) >= opt.max_channels && !evict_idle_channel()) {
+    ++counters.refused;  // full (a mirror session and a ring each: bounded), none idle
+    retire(p.conn);
+    return;
   }
   ++channels_by_source[p.source];
   p.channel_counted = true;
@@ -522,6 +507,30 @@ bool NodeImpl::open_ingress(InPeer& p) {
   p.ingress_file.emplace(std::move(lazy));
   p.ingress_ns = monotonic_ns();
   return true;
+}
+
+// evict_idle_channel: a full node makes room by ending the oldest channel
+// that never carried a stream though the hello deadline passed: channels
+// that attach nothing, from however many addresses, must not keep
+// producers out (review helper-28). What its ring holds is applied first,
+// as before a ticket is judged lapsed: an OpenSlot there claims its
+// ticket, and that channel carries a stream after all. False: none such.
+bool NodeImpl::evict_idle_channel() {
+  const uint64_t now = monotonic_ns();
+  std::vector<InPeer*> idle;
+  for (const auto& q : in) {
+    if (q->receiver && !q->dead && !q->carried_stream && now - q->accepted_ns > opt.hello_timeout_ns) idle.push_back(q.get());
+  }
+  std::sort(idle.begin(), idle.end(), [](const InPeer* a, const InPeer* b) { return a->accepted_ns < b->accepted_ns; });
+  for (InPeer* q : idle) {
+    bool owed = false;
+    if (apply_ingress(*q, SIZE_MAX, false, &owed) != 0) items_ready();
+    if (q->carried_stream) continue;
+    ++counters.channels_evicted;
+    end_in(*q, "it carried no stream, and a new channel wanted its place");
+    return true;
+  }
+  return false;
 }
 
 void NodeImpl::settle(InPeer& p) {

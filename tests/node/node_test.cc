@@ -1559,7 +1559,7 @@ TEST(Node, ChannelsThatNeverComeUpAreCutAndFreeTheirPlaces) {
 TEST(Node, AFullNodeEndsAChannelThatNeverCarriedAStreamToAdmitANewOne) {
   NodeOptions o = options("c");
   o.max_channels = 2;
-  o.hello_timeout_ns = 300'000'000;
+  o.hello_timeout_ns = 1'000'000'000;  // both channels come up well within it, on a loaded runner too
   auto made = Node::create(o);
   ASSERT_TRUE(made.ok()) << made.status();
   auto consumer = std::move(*made);
@@ -1572,7 +1572,7 @@ TEST(Node, AFullNodeEndsAChannelThatNeverCarriedAStreamToAdmitANewOne) {
   nowhere.anchor ^= 1;
   EXPECT_FALSE(idle->attach(nowhere, consumer->control_address()).ok());
   ASSERT_EQ(consumer->stats().peers_in, 2u);
-  usleep(400'000);  // past the hello deadline
+  usleep(1'200'000);  // past the hello deadline
   auto late = make("late");
   auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
   auto s = late->attach(plain(anchor->handle()), consumer->control_address());
