@@ -46,6 +46,14 @@ using ::testing::HasSubstr;
 
 using ringfire::testing::TempDir;
 
+// Feed: a 64 Ki-slot ring of 64-byte records, its producer, and a
+// temporary directory for a recorder's archive of it.
+struct Feed {
+  ScopedRing ring{ring::testing::fixed_ring(1u << 16, 64)};
+  TempDir tmp;
+  absl::StatusOr<ring::Producer> p = ring::Producer::attach(ring.open());
+};
+
 struct ReadBack {
   std::vector<uint64_t> seqs;
   std::vector<ArchiveEntry> gaps;
@@ -215,10 +223,9 @@ TEST(Recorder, ASeekReadsTheCatalogOneIndexAndFewBatches) {
 // the last whole batch ended: nothing lost (the ring still holds it),
 // nothing twice.
 TEST(Recorder, ATornTailIsClearedAndRecordingResumesWithNoLossAndNoDuplicate) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   publish(*p, 3000);
   uint64_t now = 0;
   uint64_t tail_offset = 0;
@@ -268,10 +275,9 @@ void cut_power(const std::string& segment, uint64_t offset) {
 // cut back to what was synced). The recorder resumes at what survived and
 // takes the rest from the ring again.
 TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   RecordOptions o = small_options(tmp.archive());
   o.sink.fsync = FsyncPolicy::kInterval;
   o.sink.fsync_interval_ns = 10'000'000'000;  // no interval passes in this test
@@ -313,10 +319,9 @@ TEST(Recorder, APowerCutLosesOnlyWhatTheFsyncPolicyAllowsAndTheRingRefillsIt) {
 // for a whole segment to reach the device); what a step synced is durable,
 // and a power cut right after it loses nothing before it.
 TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   RecordOptions o = small_options(tmp.archive());
   o.sink.fsync = FsyncPolicy::kSegment;
   o.sink.write_behind_bytes = 32u << 10;  // two 16 KiB batches
@@ -364,10 +369,9 @@ TEST(Recorder, WriteBehindMakesTheOpenSegmentDurableInStepsAndAPowerCutKeepsThem
 // coming. With --fsync segment its records are made durable by a quiet
 // step (from the writer's housekeeping), not left for the seal.
 TEST(Recorder, AQuietTailIsSyncedWithoutWaitingForTheSeal) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   RecordOptions o = small_options(tmp.archive());
   o.sink.fsync = FsyncPolicy::kSegment;
   o.sink.write_behind_quiet_ns = 50'000'000;  // real time
@@ -585,10 +589,9 @@ TEST(Recorder, AFlippedByteStopsReplayAtTheDamageNamingFileOffsetAndLastGoodSequ
 // ends the read for now (said, not an error). Restarting the recorder
 // clears it as a torn tail and records it again from the ring.
 TEST(Recorder, ABadLastBatchOfTheOpenSegmentIsUnsettledUntilTheRecorderWritesPastIt) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   publish(*p, 1000);
   uint64_t now = 0;
   uint64_t last_batch = 0;
@@ -713,10 +716,9 @@ TEST(Recorder, TheNewestSegmentBeingCreatedIsNothingYetNotDamage) {
 // instead of parking on the ring, and parks when the ring goes quiet —
 // and takes every record, no gap, on a ring a burst fills a quarter of.
 TEST(Recorder, GathersWhileRecordsFlowParksWhenQuietAndTakesEveryRecord) {
-  ScopedRing ring(ring::testing::fixed_ring(1u << 16, 64));
-  TempDir tmp;
-  auto p = ring::Producer::attach(ring.open());
-  ASSERT_TRUE(p.ok());
+  Feed feed;
+  ASSERT_TRUE(feed.p.ok());
+  auto& [ring, tmp, p] = feed;
   RecordOptions o = small_options(tmp.archive());
   o.layout.segment_bytes = 16u << 20;
   o.batch_bytes = 1u << 20;  // batches the size a recording uses: the disk keeps up with a burst

@@ -79,6 +79,15 @@ TEST(Consumer, StartPositionsLatestOldestAndSequence) {
   EXPECT_EQ(res.seq, 15u);
 }
 
+// Damageable: a 16-slot ring, its writer, a reader from the start, and
+// the ring's raw file (to damage it as a broken or hostile writer would).
+struct Damageable {
+  ScopedRing r{testing::fixed_ring(16, sizeof(Record))};
+  RingFile raw = r.open();
+  absl::StatusOr<Producer> p = Producer::attach(r.open());
+  Consumer c = reader(r, StartPosition::latest());
+};
+
 TEST(Consumer, ALappedReaderReportsExactlyWhatItLost) {
   ScopedRing r(testing::fixed_ring(8, sizeof(Record)));
   auto p = Producer::attach(r.open());
@@ -161,11 +170,9 @@ TEST(Consumer, ARestartedWriterAdoptsACommittedButUnannouncedRecord) {
 // then nothing until write_seq moves: it never walks towards the forged
 // sequence one slot at a time (2^48 steps: a process that spins for good).
 TEST(Consumer, SlotWordsPastWhatWasPublishedAreNotWalkedThrough) {
-  ScopedRing r(testing::fixed_ring(16, sizeof(Record)));
-  RingFile raw = r.open();
-  auto p = Producer::attach(r.open());
-  ASSERT_TRUE(p.ok());
-  Consumer c = reader(r, StartPosition::latest());
+  Damageable d;
+  ASSERT_TRUE(d.p.ok());
+  auto& [r, raw, p, c] = d;
   publish_n(*p, 5);  // write_seq 5
   for (uint64_t i = 0; i < 16; ++i) raw.slot(i)->word.store(committed_word(uint64_t{1} << 47), std::memory_order_relaxed);
   Record out{};
@@ -188,11 +195,9 @@ TEST(Consumer, SlotWordsPastWhatWasPublishedAreNotWalkedThrough) {
 // A write_seq at or past 2^62 is a damaged header: readers take it as
 // kMaxSeq, so no sequence they hand out (or count lost to) reaches it.
 TEST(Consumer, AWriteSeqPastTheSequenceBoundIsTakenAsTheBound) {
-  ScopedRing r(testing::fixed_ring(16, sizeof(Record)));
-  RingFile raw = r.open();
-  auto p = Producer::attach(r.open());
-  ASSERT_TRUE(p.ok());
-  Consumer c = reader(r, StartPosition::latest());
+  Damageable d;
+  ASSERT_TRUE(d.p.ok());
+  auto& [r, raw, p, c] = d;
   publish_n(*p, 3);
   Record out{};
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.try_read(reinterpret_cast<std::byte*>(&out)).ok);
