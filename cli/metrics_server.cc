@@ -382,6 +382,8 @@ std::string node_metrics(const std::vector<NodeSample>& nodes) {
       {"malformed_batch", [](const S& s) { return s.in.malformed; }},
       {"out_of_fds", [](const S& s) { return s.out_of_fds; }},
       {"by_source", [](const S& s) { return s.refused_by_source; }},
+      {"channel_taken", [](const S& s) { return s.refused_channel_taken; }},
+      {"foreign_epoch", [](const S& s) { return s.in.foreign_epoch; }},
       {"channel_evicted_idle", [](const S& s) { return s.channels_evicted; }},
       {"over_budget", [](const S& s) { return s.in.over_budget; }},
       {"never_opened", [](const S& s) { return s.in.never_opened; }},

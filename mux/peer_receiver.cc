@@ -270,6 +270,10 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
     return;
   }
   const proto::BatchHeader& h = r.header();
+  if (pinned_epoch_ != 0 && h.peer_epoch != pinned_epoch_) {
+    ++stats_.foreign_epoch;  // another node's batches, in a channel its NODE did not announce
+    return;
+  }
   if (h.peer_epoch != epoch_) {
     if (epoch_ != 0 && h.peer_epoch < epoch_) {
       ++stats_.stale_epoch;  // a batch from before the peer came back: discarded whole
@@ -313,7 +317,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         Bound& b = slots_[id.index];
         if (b.stream != nullptr) {  // the index is still live here: the peer reused it early
           ++stats_.protocol_errors;
-          end(b.stream, StreamItem::Kind::kDropped, EndReason::kProtocolError);
+          fail_slot(b.stream, b.stream->slot, EndReason::kProtocolError);  // its owner is told too
         }
         const std::pair key{rec.open.anchor_id, rec.open.session_id};
         auto it = awaiting_.find(key);

@@ -67,6 +67,7 @@ struct PeerReceiverStats {
   uint64_t batches = 0;
   uint64_t records = 0;               // data records delivered
   uint64_t stale_epoch = 0;           // batches of an epoch that already died
+  uint64_t foreign_epoch = 0;         // batches of an epoch other than the one pinned (pin_epoch): discarded
   uint64_t batch_gaps = 0;            // batch_seq jumps (the channel is reliable: a bug or a forgery)
   uint64_t malformed = 0;             // batches that did not decode (applied up to the bad record)
   uint64_t generation_mismatch = 0;   // records for a recycled slot
@@ -135,6 +136,12 @@ class PeerReceiver {
   // `spare` (or a null one): its state is taken when the stream registers.
   Stream* expect(uint64_t anchor_id, uint64_t session_id, uint32_t credit, uint64_t now_ns = 0, void* user = nullptr,
                  Spare* spare = nullptr);
+  // pin_epoch: every batch must carry this peer_epoch (the channel_epoch
+  // its control connection announced); one that does not is discarded
+  // whole and counted (foreign_epoch): it came through a channel that is
+  // not this peer's. 0 (the default): any epoch, a later one replacing
+  // the earlier (a peer that came back).
+  void pin_epoch(uint64_t epoch) { pinned_epoch_ = epoch; }
   // has_room: another stream may be registered (max_streams_per_peer not reached).
   bool has_room() const { return streams_.size() < config_.max_streams_per_peer; }
 
@@ -242,6 +249,7 @@ class PeerReceiver {
   };
   std::vector<Close> closes_owed_;
   uint64_t epoch_ = 0;      // the peer's current epoch (0: none yet)
+  uint64_t pinned_epoch_ = 0;  // pin_epoch's (0: none)
   uint32_t next_batch_seq_ = 0;
   uint32_t control_seq_ = 0;  // the batches build_control wrote
   uint64_t peer_bytes_ = 0;  // buffered in every stream

@@ -212,7 +212,7 @@ uint64_t NodeImpl::conduct(uint64_t now) {
     }
     expire_tickets(now);
     for (auto& p : in) {
-      if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? "its channel lost a record" : kClosedByPeer);
+      if (!p->dead && (p->failed || p->conn == nullptr)) end_in(*p, p->failed ? p->failed_why : kClosedByPeer);
     }
     std::erase_if(in, [](const std::shared_ptr<InPeer>& p) { return p->dead; });
     for (auto it = out.begin(); it != out.end();) {

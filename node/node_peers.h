@@ -171,6 +171,7 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   std::vector<std::byte> hello_bytes, answer_bytes;
   uint64_t worker = 0;
   uint64_t epoch = 0;
+  uint16_t channel_port = 0;        // its NODE's: the serve its channel mirrors, on `source`
   std::unique_ptr<mux::PeerReceiver> receiver;
   std::string ring_path;
   std::string mirror_name;          // conductor: the engine session mirroring its channel ("" until placed)
@@ -190,7 +191,8 @@ struct InPeer : std::enable_shared_from_this<InPeer> {  // held by shared_ptr (s
   uint64_t reported = 0;            // the last position sent back
   uint64_t reported_ns = 0;         // ... and when
   uint64_t watchdog_next_ns = 0;    // when the receiver's watchdog runs next
-  bool failed = false;              // a reader found the channel broken (a lost record)
+  bool failed = false;              // a reader found the channel broken (a lost record, or a foreign epoch)
+  const char* failed_why = "";      // ... which (end_in's reason)
   bool dead = false;                // ended: its streams got their Dropped
 };
 

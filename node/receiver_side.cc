@@ -212,9 +212,18 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   }
   // One channel per epoch: the epoch names its ring and session (a second
   // NODE with a live channel's epoch is a stranger's, or a broken peer's).
+  // And none on a serve whose owner is known: a NODE naming the serve a
+  // live channel mirrors, once that channel carried a batch of its own
+  // NODE's epoch, is another process on the owner's address naming a port
+  // it does not own (it would take the serve's connection places: review
+  // helper-31). Before that, which of them owns the serve shows at its
+  // first batch: the others' channels end on it (apply_ingress).
   for (const auto& q : in) {
-    if (q.get() != &p && q->receiver && !q->dead && q->epoch == m.channel_epoch) {
+    if (q.get() != &p && q->receiver && !q->dead &&
+        (q->epoch == m.channel_epoch ||
+         (q->source == p.source && q->channel_port == m.channel_port && q->receiver->stats().batches != 0))) {
       ++counters.refused;
+      ++counters.refused_channel_taken;
       retire(p.conn);
       return;
     }
@@ -228,7 +237,11 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   ++channels_by_source[p.source];
   p.channel_counted = true;
   p.epoch = m.channel_epoch;
+  p.channel_port = m.channel_port;
   p.receiver = std::make_unique<mux::PeerReceiver>(mux);
+  // Its batches carry this epoch: any other came through a serve this
+  // connection's NODE named but its peer does not own (apply_ingress ends it).
+  p.receiver->pin_epoch(m.channel_epoch);
   // Mirror its channel: the serve on the connection's own address (never
   // one a stranger names elsewhere), into a ring of our own. The session is
   // placed once mu is released (place_mirror), and our NODE answers then.
@@ -438,12 +451,14 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
   if (p.dead || p.failed || !p.ingress) return 0;  // dead first: the conductor unmaps a dead peer's ring outside mu
   const uint64_t before = p.applied;
   const uint64_t now = monotonic_ns();  // one clock read for the turn
+  const uint64_t foreign = p.receiver->stats().foreign_epoch;
   size_t n = 0;
   for (; n < max; ++n) {
     uint32_t len = 0;
     const ring::ReadResult r = p.ingress->try_read(p.record.data(), &len);
     if (r.lost != 0 || p.ingress->holes_skipped() != 0) {  // a record the channel never delivered: it is broken
       p.failed = true;
+      p.failed_why = "its channel lost a record";
       ++counters.channel_failures;
       *wake_node = true;
       return n;
@@ -451,6 +466,13 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
     if (!r.ok) break;
     p.receiver->apply({p.record.data(), len}, now, nullptr);
     p.applied = r.seq + 1;
+    if (p.receiver->stats().foreign_epoch != foreign) {  // not its NODE's owner's channel: nothing more of it counts
+      p.failed = true;
+      p.failed_why = "its batches carry another epoch than its NODE's";
+      ++counters.channel_failures;
+      *wake_node = true;
+      return n + 1;
+    }
   }
   (by_reader ? counters.applied_by_readers : counters.applied_by_node) += n;
   // The position becomes owed: the node thread reports it at once past

@@ -366,6 +366,58 @@ TEST(PeerMux, ARecordForARecycledSlotIsNeverDeliveredToItsNewOccupant) {
   EXPECT_FALSE(p.rx.pop(b, &i));
 }
 
+// A channel a stranger named as its own (review helper-31): its batches
+// carry the honest owner's epoch, not the one the stranger's NODE gave.
+TEST(PeerMux, APinnedEpochDiscardsAnotherEpochsBatchWholeAndClaimsNothing) {
+  Pair p(small(4));
+  p.rx.pin_epoch(p.tx.epoch());
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 4);
+  PeerSender other(p.config, p.tx.epoch() + 1);
+  auto stolen = other.open(1, 1, 4, 0);  // the same anchor and session, another epoch
+  ASSERT_EQ(other.send(*stolen, bytes_of("not yours"), 0), SendStatus::kSent);
+  other.kick();
+  while (size_t n = other.build(0, p.buf)) p.rx.apply({p.buf.data(), n}, 0);
+  EXPECT_EQ(p.rx.stats().foreign_epoch, 1u);
+  EXPECT_EQ(p.rx.stats().batches, 0u);
+  StreamItem i;
+  EXPECT_FALSE(p.rx.pop(s, &i));
+  // The pinned epoch's own OpenSlot still claims the stream.
+  auto mine = p.tx.open(1, 1, 4, 1);
+  p.pump(1);
+  p.expect_through(*mine, s, "mine", 2);
+  EXPECT_EQ(p.rx.stats().foreign_epoch, 1u);
+}
+
+// An OpenSlot on an index still bound here (the owner reused it early)
+// ends the old stream, and the owner hears of it: a closed sender, not a
+// sender that goes on sending into a slot nobody reads (review helper-31).
+TEST(PeerMux, AnOpenSlotOnALiveIndexEndsTheOldStreamAndClosesItAtItsOwner) {
+  Pair p(small(4));
+  PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);
+  auto ida = p.tx.open(1, 1, 4, 0);
+  p.expect_through(*ida, a, "a0", 0);
+  PeerReceiver::Stream* b = p.rx.expect(2, 1, 4);
+  std::vector<std::byte> raw(256);
+  proto::BatchWriter w(raw, p.tx.epoch(), 1000);
+  proto::OpenSlotBody open;
+  open.anchor_id = 2;
+  open.session_id = 1;
+  const proto::SlotId reused{ida->index, static_cast<uint8_t>(ida->generation + 1)};
+  ASSERT_TRUE(w.add_open_slot(reused.pack(), 0, open));
+  const size_t n = w.finish();
+  p.rx.apply({raw.data(), n}, 1);
+  EXPECT_EQ(p.rx.stats().protocol_errors, 1u);
+  auto items = p.drain(a);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].kind, Kind::kDropped);
+  EXPECT_EQ(items[0].reason, EndReason::kProtocolError);
+  EXPECT_FALSE(p.tx.closed(*ida));
+  p.pump(2);  // the close goes back
+  EXPECT_TRUE(p.tx.closed(*ida)) << "the old stream's owner was not told";
+  StreamItem i;
+  EXPECT_FALSE(p.rx.pop(b, &i));  // claimed by the reused index, nothing sent on it yet
+}
+
 TEST(PeerMux, ACancelledStreamReachesTheProducerAsAClosedSender) {
   Pair p(small(4));
   PeerReceiver::Stream* s = p.rx.expect(1, 1, 4);

@@ -1635,7 +1635,8 @@ TEST(Node, AKeyedNodeCutsAStrangerThatCannotProveTheKey) {
 // (an on-path attacker without the key).
 class Relay {
  public:
-  explicit Relay(const net::Endpoint& upstream) : upstream_(upstream) {
+  // hold: what the connector sends is kept (held()), not passed on, until release().
+  explicit Relay(const net::Endpoint& upstream, bool hold = false) : upstream_(upstream), holding_(hold) {
     listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -1661,6 +1662,19 @@ class Relay {
     ASSERT_GE(up_, 0);
     ASSERT_EQ(write(up_, b.data(), b.size()), static_cast<ssize_t>(b.size()));
   }
+  // held: what the connector sent while holding (see the constructor).
+  std::vector<std::byte> held() {
+    std::lock_guard l(mu_);
+    return held_;
+  }
+  // release: what was held goes on, and so does everything after it.
+  void release() {
+    std::lock_guard l(mu_);
+    holding_ = false;
+    if (!held_.empty()) {
+      ASSERT_EQ(write(up_, held_.data(), held_.size()), static_cast<ssize_t>(held_.size()));
+    }
+  }
 
  private:
   void run() {
@@ -1680,6 +1694,10 @@ class Relay {
           continue;
         }
         std::lock_guard l(mu_);
+        if (i == 0 && holding_) {
+          held_.insert(held_.end(), buf, buf + n);
+          continue;
+        }
         for (ssize_t done = 0; done < n;) {
           const ssize_t w = write(to, buf + done, static_cast<size_t>(n - done));
           if (w > 0) done += w;
@@ -1692,8 +1710,96 @@ class Relay {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
+  bool holding_;                 // under mu_
+  std::vector<std::byte> held_;  // under mu_
   std::thread thread_;
 };
+
+// node_of: the NODE frame at the front of what a connector sent.
+proto::Node node_of(const std::vector<std::byte>& sent) {
+  proto::Frame f;
+  proto::Node m;
+  EXPECT_EQ(proto::decode_frame({sent.data(), sent.size()}, proto::kNodeMaxBody, &f), proto::DecodeError::kOk);
+  EXPECT_EQ(proto::decode_node(f, &m), proto::DecodeError::kOk);
+  return m;
+}
+
+// colocated_node: a NODE from the producer's own address (another process
+// on its host) that names the producer's channel serve as its own, under an
+// epoch of its own; returns the socket.
+int colocated_node(const net::Endpoint& consumer, uint16_t channel_port) {
+  const int fd = raw_connect(consumer);
+  proto::Node m;
+  m.flags = proto::kNodeChannel;
+  m.worker_id = 0xBAD;
+  m.channel_epoch = 0xBAD0BAD0;
+  m.channel_port = channel_port;
+  std::byte b[proto::kFrameHeaderBytes + proto::kNodeMaxBody];
+  const size_t n = proto::encode_node(m, {b, sizeof(b)});
+  EXPECT_EQ(write(fd, b, n), static_cast<ssize_t>(n));
+  return fd;
+}
+
+// A process beside the producer (review helper-31) names the producer's
+// live channel serve in a NODE of its own: refused and counted; it takes
+// none of that serve's connections, and the honest stream goes on.
+TEST(Node, ANodeNamingTheServeALiveChannelMirrorsIsRefused) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  Relay relay(consumer->control_address(), /*hold=*/true);  // only to read the producer's NODE: released at once
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  absl::StatusOr<std::unique_ptr<Sender>> s = absl::UnavailableError("not yet");
+  std::thread attaching([&] { s = producer->attach(anchor->handle(), relay.address()); });  // waits for the NODE answer
+  ASSERT_TRUE(wait_until([&] { return relay.held().size() >= proto::kFrameHeaderBytes + proto::kNodeBody; }));
+  const proto::Node honest = node_of(relay.held());
+  relay.release();
+  attaching.join();
+  ASSERT_TRUE(s.ok()) << s.status();
+  expect_through(**s, *anchor, "t0");
+  const int fd = colocated_node(consumer->control_address(), honest.channel_port);
+  bool closed = false;
+  EXPECT_TRUE(read_until_closed(fd, &closed).empty() && closed) << "a NODE naming a live channel's serve was answered";
+  close(fd);
+  EXPECT_EQ(consumer->stats().refused_channel_taken, 1u);
+  EXPECT_EQ(consumer->stats().peers_in, 1u) << "the serve was mirrored twice";
+  expect_through(**s, *anchor, "t1");
+}
+
+// The same, the stranger's NODE first (it reached the consumer before the
+// producer's): both are mirrors of the producer's serve until its first
+// batch, which carries the producer's epoch. That batch ends the
+// stranger's channel and claims nothing there; the producer's ticket
+// opens its stream on its own channel, whole.
+TEST(Node, AChannelWhoseBatchesCarryAnotherEpochThanItsNodeEndsAndClaimsNothing) {
+  auto consumer = make("c");
+  auto producer = make("p");
+  ASSERT_TRUE(consumer && producer);
+  Relay relay(consumer->control_address(), /*hold=*/true);
+  auto anchor = consumer->create_anchor(AnchorKind::kSingleSender);
+  absl::StatusOr<std::unique_ptr<Sender>> s = absl::UnavailableError("not yet");
+  std::thread attaching([&] { s = producer->attach(anchor->handle(), relay.address()); });  // waits for the NODE answer
+  ASSERT_TRUE(wait_until([&] { return relay.held().size() >= proto::kFrameHeaderBytes + proto::kNodeBody; }));
+  const proto::Node honest = node_of(relay.held());
+  const int fd = colocated_node(consumer->control_address(), honest.channel_port);
+  std::byte answer[256];
+  ASSERT_GT(read(fd, answer, sizeof(answer)), 0) << "the first NODE naming the serve was not answered";
+  relay.release();
+  attaching.join();
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(send_all(**s, {"first"}));
+  Item it;
+  ASSERT_TRUE(anchor->recv(&it, 10 * kSecond)) << "the honest stream never opened";
+  ASSERT_EQ(it.kind, Item::Kind::kData) << mux::end_reason_name(it.reason);
+  EXPECT_EQ(text(it.bytes), "first");
+  ASSERT_TRUE(wait_until([&] { return consumer->stats().in.foreign_epoch >= 1; })) << "the foreign batch was not seen";
+  bool closed = false;
+  read_until_closed(fd, &closed);
+  EXPECT_TRUE(closed) << "the channel with another epoch's batches was not ended";
+  close(fd);
+  EXPECT_EQ(consumer->stats().tickets_claimed, 1u);
+  expect_through(**s, *anchor, "second");
+}
 
 // Keyed nodes MAC every control frame after the keyed exchange (§1.8.2): a
 // stream runs through a relay; then an ATTACH injected into the live
