@@ -285,7 +285,11 @@ bool MirrorControl::on_writable(uint64_t now_ns) {
     hello_.flags |= proto::kHelloAuth | proto::kHelloFrameMac;
     hello_.nonce = net::random_nonce();
   }
-  hello_bytes_.resize(proto::kFrameHeaderBytes + proto::kHelloAuthBody);
+  if (o_.channel_token != 0) {
+    hello_.flags |= proto::kHelloChannel;
+    hello_.channel_token = o_.channel_token;
+  }
+  hello_bytes_.resize(proto::kFrameHeaderBytes + proto::kHelloMaxBody);
   hello_bytes_.resize(proto::encode_hello(hello_, hello_bytes_));
   awaiting_auth_ = o_.psk.has_value();
   geometry_.reset();

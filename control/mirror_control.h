@@ -38,6 +38,10 @@ struct MirrorOptions {
   uint32_t local_ip = 0;         // the data plane's address for unicast (0: the TCP connection's)
   uint32_t tcp_from_ip = 0;      // the control connection leaves from this address (0: the kernel's choice)
   uint64_t expected_schema = 0;  // 0: any
+  // channel_token: sent in the HELLO (a stream mux channel: the NODE's
+  // channel_epoch that named the serve); a serve that is another node's
+  // channel refuses it (PROTOCOL.md 5.1). 0: none.
+  uint64_t channel_token = 0;
   // max_ring_bytes: a source whose ring (slots and arena) is larger is
   // refused before anything is created (0: any size; a node's channel
   // bounds what a stranger's GEOMETRY can make it allocate).

@@ -274,6 +274,14 @@ bool ServeControl::on_hello(Mirror& m, const Frame& f, proto::ConstBytes bytes) 
                         ", the mirror expects 0x", absl::Hex(m.hello.expected_schema)));
     return true;
   }
+  if (config_.channel_token != 0 && (m.hello.flags & proto::kHelloChannel) != 0 &&
+      m.hello.channel_token != config_.channel_token) {
+    ++stats_.bad_hello;
+    note("hello", absl::StrCat("refused ", net::to_string(m.peer), ": another channel's token"));
+    refuse(m, RefuseReason::kWrongChannel,
+           "this serve is another node's channel: the NODE that named it was not its owner's");
+    return true;
+  }
   m.hello_bytes.assign(bytes.begin(), bytes.end());
   if (!config_.psk) return start_streaming(m);
   if ((m.hello.flags & proto::kHelloAuth) == 0) {

@@ -58,6 +58,11 @@ struct ServeControlConfig {
   // only_from: set, a connection from any other IPv4 address is refused
   // at accept (a stream-mux channel is served to its one consumer only).
   uint32_t only_from = 0;
+  // channel_token: a stream mux channel's serve (the channel_epoch of the
+  // NODE that announced it): a HELLO carrying another token is refused
+  // (REFUSE 10): the mirror of a channel another node's NODE named. A
+  // HELLO with none is served (a consumer that predates the token). 0: no check.
+  uint64_t channel_token = 0;
   uint64_t handshake_timeout_ns = 5'000'000'000;
   uint64_t peer_timeout_ns = 5'000'000'000;   // a HEALTH-sending mirror silent this long is gone
   uint64_t stall_timeout_ns = 10'000'000'000; // a connection that takes nothing this long is cut
@@ -111,7 +116,7 @@ struct ServeControlStats {
   uint64_t malformed = 0;           // a frame that does not decode
   uint64_t oversized = 0;           // a declared length over its kind's bound
   uint64_t wrong_kind = 0;          // a frame a mirror never sends, or out of turn
-  uint64_t bad_hello = 0;           // malformed HELLO, version, schema
+  uint64_t bad_hello = 0;           // malformed HELLO, version, schema, another channel's token
   uint64_t unauthenticated = 0;     // no authentication where the source requires it
   uint64_t bad_auth = 0;            // a wrong proof
   uint64_t bad_frame_mac = 0;       // keyed: a control frame whose MAC failed (forged, replayed): closed

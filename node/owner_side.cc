@@ -86,6 +86,10 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // node's control connection reached (a stranger that finds the port
   // cannot read the channel, nor hold one of its connections).
   spec.control.only_from = p.addr.ip;
+  // ... and to the mirror of the channel this NODE announces: a NODE from
+  // another process on this host naming this serve gets its consumer's
+  // mirror refused (the token is that NODE's epoch, not ours).
+  spec.control.channel_token = p.epoch;
   spec.control.max_connections = 4;  // the peer's mirror, and its reconnects while the old one times out
   if (opt.psk) {  // one salt per channel: its datagrams are MACed under the key derived from it
     spec.control.salt = net::random_nonce();

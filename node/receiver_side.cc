@@ -257,6 +257,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   spec.options.from = control::MirrorOptions::From::kOldest;
   spec.options.unicast = true;
   spec.options.expected_schema = kChannelSchema;
+  spec.options.channel_token = m.channel_epoch;  // a serve whose owner's NODE announced another epoch refuses it
   spec.options.local_ip = opt.port.ip;
   // From the address the peer knows us by (its channel's serve takes only
   // that one), not the route's source on a host of several addresses.

@@ -56,6 +56,7 @@ const char* refuse_reason_name(RefuseReason r) {
     case RefuseReason::kHandshakeTimeout: return "handshake timeout";
     case RefuseReason::kProtocol: return "protocol violation";
     case RefuseReason::kSlow: return "too slow to read";
+    case RefuseReason::kWrongChannel: return "another node's channel";
   }
   return "unknown reason";
 }
@@ -147,13 +148,15 @@ DecodeError BlobRecords::check(const Frame& f, uint32_t max_blob) {
 
 size_t encode_hello(const Hello& m, MutableBytes out) {
   const bool auth = (m.flags & kHelloAuth) != 0;
+  const bool channel = (m.flags & kHelloChannel) != 0;
   ByteWriter w = begin_frame(out, FrameKind::kHello, 0, m.first_wanted,
-                             auth ? kHelloAuthBody : kHelloBody);
+                             (auth ? kHelloAuthBody : kHelloBody) + (channel ? kHelloTokenBytes : 0));
   w.le32(kHelloMagic);
   w.le16(m.version);
   w.le16(m.flags);
   w.le64(m.expected_schema);
   if (auth) w.bytes(m.nonce);
+  if (channel) w.le64(m.channel_token);
   return finish(w);
 }
 
@@ -171,6 +174,11 @@ DecodeError decode_hello(const Frame& f, Hello* out) {
   if ((out->flags & kHelloAuth) != 0) {
     if (f.body.size() < kHelloAuthBody) return DecodeError::kBadLength;
     std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
+  }
+  if ((out->flags & kHelloChannel) != 0) {
+    const size_t at = (out->flags & kHelloAuth) != 0 ? kHelloAuthBody : kHelloBody;
+    if (f.body.size() < at + kHelloTokenBytes) return DecodeError::kBadLength;
+    out->channel_token = r.le64();
   }
   return DecodeError::kOk;
 }

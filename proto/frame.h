@@ -90,6 +90,7 @@ enum HelloFlags : uint16_t {
   kHelloAuth = 1u << 5,            // a 32-byte challenge follows: authenticate
   kHelloTag = 1u << 6,             // the mirror checks a datagram tag (TAG frame) when unkeyed
   kHelloFrameMac = 1u << 7,        // with kHelloAuth: MAC every control frame after the handshake (§1.8.2)
+  kHelloChannel = 1u << 8,         // a channel token follows: the NODE's channel_epoch that named this serve (§5.1)
 };
 inline constexpr size_t kNonceBytes = 32;
 struct Hello {
@@ -98,9 +99,12 @@ struct Hello {
   uint16_t flags = 0;
   uint64_t expected_schema = 0;  // 0: accept any schema
   std::array<std::byte, kNonceBytes> nonce{};  // with kHelloAuth: the mirror's challenge
+  uint64_t channel_token = 0;  // with kHelloChannel (after the challenge, if any)
 };
 inline constexpr size_t kHelloBody = 16;
 inline constexpr size_t kHelloAuthBody = kHelloBody + kNonceBytes;
+inline constexpr size_t kHelloTokenBytes = 8;
+inline constexpr size_t kHelloMaxBody = kHelloAuthBody + kHelloTokenBytes;  // what ringfire's mirror sends at most
 
 // ---- GEOMETRY: source -> mirror. seq = first sequence that will be sent.
 struct Geometry {
@@ -267,6 +271,7 @@ enum class RefuseReason : uint16_t {
   kHandshakeTimeout = 7,
   kProtocol = 8,          // a frame that breaks the protocol
   kSlow = 9,              // the mirror did not read what it asked for
+  kWrongChannel = 10,     // a channel token that is not this serve's (§5.1): another node's channel
 };
 inline constexpr size_t kMaxRefuseText = 200;
 struct Refuse {

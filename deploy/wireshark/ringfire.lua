@@ -23,6 +23,7 @@ local refusals = {
   [1] = "malformed HELLO", [2] = "unsupported version", [3] = "schema mismatch",
   [4] = "authentication required", [5] = "authentication failed", [6] = "busy",
   [7] = "handshake timeout", [8] = "protocol violation", [9] = "too slow to read",
+  [10] = "another node's channel",
 }
 local record_types = { [0] = "Data", [1] = "OpenSlot", [2] = "CloseSlot", [3] = "CreditUpdate", [4] = "SlotHeartbeat" }
 local close_reasons = { [0] = "terminal-sent", [1] = "peer-gone", [2] = "unknown-slot", [3] = "protocol-error", [4] = "cancelled" }
@@ -44,6 +45,8 @@ f.hf_health = ProtoField.bool("ringfire.hello.health", "HEALTH", 16, nil, 0x0008
 f.hf_multi = ProtoField.bool("ringfire.hello.multi_range", "Multi-range NAKs", 16, nil, 0x0010)
 f.hf_auth = ProtoField.bool("ringfire.hello.auth", "Authenticate", 16, nil, 0x0020)
 f.hf_frame_mac = ProtoField.bool("ringfire.hello.frame_mac", "MAC control frames", 16, nil, 0x0080)
+f.hf_channel = ProtoField.bool("ringfire.hello.channel", "Channel token", 16, nil, 0x0100)
+f.channel_token = ProtoField.uint64("ringfire.hello.channel_token", "Channel token (the NODE's epoch)", base.HEX)
 f.frame_tag = ProtoField.bytes("ringfire.frame_tag", "Frame MAC tag (ChaCha20-Poly1305)")
 f.schema = ProtoField.uint64("ringfire.schema", "Schema", base.HEX)
 f.challenge = ProtoField.bytes("ringfire.challenge", "Challenge")
@@ -234,12 +237,18 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.magic, body(0, 4))
     t:add_le(f.version, body(4, 2))
     local fl = t:add_le(f.hello_flags, body(6, 2))
-    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth, f.hf_frame_mac }) do
+    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth, f.hf_frame_mac, f.hf_channel }) do
       fl:add_le(bit, body(6, 2))
     end
     if not udp and bit32.band(body(6, 2):le_uint(), 0xa0) == 0xa0 then st.asked = true end
     t:add_le(f.schema, body(8, 8))
-    if len >= 48 then t:add(f.challenge, body(16, 32)) end
+    local hello_flags = body(6, 2):le_uint()
+    local at = 16
+    if bit32.band(hello_flags, 0x20) ~= 0 and len >= 48 then
+      t:add(f.challenge, body(16, 32))
+      at = 48
+    end
+    if bit32.band(hello_flags, 0x100) ~= 0 and need(at + 8) then t:add_le(f.channel_token, body(at, 8)) end
   elseif kind == 2 and need(56) then
     t:add_le(f.capacity, body(0, 8))
     t:add_le(f.slot_size, body(8, 4))

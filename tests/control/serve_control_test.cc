@@ -333,6 +333,41 @@ TEST_F(ServeControlTest, AMalformedHelloAndASchemaMismatchAreRefusedWithTheirRea
   EXPECT_EQ(ctl->stats().bad_hello, 2u);
 }
 
+// A stream mux channel's serve (PROTOCOL.md 5.1): a HELLO whose channel
+// token is not the epoch its owner announced is refused (another node's
+// NODE named this serve); its own token, or none (an older consumer), is served.
+TEST_F(ServeControlTest, AChannelsServeRefusesAnotherChannelsTokenAndServesItsOwnOrNone) {
+  ServeControlConfig cfg;
+  cfg.channel_token = 0x1234;
+  auto ctl = start(cfg);
+  Client stranger(ctl->listening());
+  proto::Hello h;
+  h.first_wanted = proto::kHelloOldest;
+  h.flags = proto::kHelloHealth | proto::kHelloChannel;
+  h.channel_token = 0xBAD;
+  std::vector<std::byte> hb(128);
+  hb.resize(proto::encode_hello(h, hb));
+  stranger.send(hb);
+  Frame f;
+  ASSERT_TRUE(stranger.next(*ctl, &f));
+  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
+  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kWrongChannel);
+  EXPECT_TRUE(stranger.closed_by(*ctl));
+  EXPECT_EQ(ctl->stats().bad_hello, 1u);
+  EXPECT_EQ(ctl->stats().mirrors, 0u);
+  Client owner(ctl->listening());
+  h.channel_token = 0x1234;
+  hb.assign(128, std::byte{});
+  hb.resize(proto::encode_hello(h, hb));
+  owner.send(hb);
+  ASSERT_TRUE(owner.next(*ctl, &f));
+  EXPECT_EQ(f.header.kind, FrameKind::kGeometry);
+  Client older(ctl->listening());
+  handshake(older, *ctl);
+  EXPECT_EQ(ctl->stats().mirrors, 2u);
+  EXPECT_EQ(ctl->stats().bad_hello, 1u);
+}
+
 TEST_F(ServeControlTest, FramesAMirrorNeverSendsAreCountedAndSkippedAndTheSessionGoesOn) {
   auto ctl = start();
   Client c(ctl->listening());

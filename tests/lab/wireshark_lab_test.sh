@@ -144,6 +144,11 @@ want=$'0x2a\t40\t5\t77\t3\t1,0,0,3,2\t5,5,5,7,5\t2,2,2,1,2\t0,0,1,0,2\t0x0000000
 decode 'ringfire.kind == 15 && tcp.dstport == 7600' ringfire.node.flags ringfire.node.channel_port | grep -Eq "^0x0001"$'\t'"[1-9][0-9]*$" ||
   fail "NODE with a channel: $(decode 'ringfire.kind == 15' ringfire.node.flags ringfire.node.channel_port)"
 decode 'ringfire.kind == 15 && tcp.srcport == 7600' ringfire.node.worker_id | grep -q "^0x" || fail "no NODE answer decoded"
+# The channel's mirror presents its NODE's epoch as the HELLO's channel token (§1.2 bit 8, §5.1).
+epochs=$(decode 'ringfire.kind == 15 && tcp.dstport == 7600 && ringfire.node.channel_epoch' ringfire.node.channel_epoch | sort -u)
+tokens=$(decode 'ringfire.kind == 1 && ringfire.hello.channel' ringfire.hello.channel_token | sort -u)
+[[ -n $tokens ]] || fail "no HELLO with a channel token: $(decode 'ringfire.kind == 1' ringfire.hello.flags | sort -u)"
+[[ -z $(comm -13 <(echo "$epochs") <(echo "$tokens")) ]] || fail "a HELLO's channel token ($tokens) that no NODE announced ($epochs)"
 # Keyed: the producer's NODE (channel + keyed) with its nonce, the answer
 # (keyed + proof) with nonce and proof, then the producer's AUTH step 3.
 # Both ask for the control frame MAC (bit 3, §1.8.2).

@@ -194,12 +194,39 @@ TEST(FrameGolden, HelloWithAChallengeCarriesTheNonceAfterTheFixedBody) {
   store_le32(buf.data() + 4, 16);
   EXPECT_EQ(decode_hello(decode(buf), &back), DecodeError::kBadLength);
   Hello high;
-  high.flags = 1u << 8;
+  high.flags = 1u << 9;  // unknown: kept, and nothing follows for it
   buf.assign(64, std::byte{});
   buf.resize(encode_hello(high, buf));
+  ASSERT_EQ(buf.size(), 16u + kHelloBody);
   ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
-  EXPECT_EQ(back.flags, 1u << 8);
-  EXPECT_EQ(std::to_integer<int>(buf[16 + 7]), 1);  // the high byte of flags, at body offset 7
+  EXPECT_EQ(back.flags, 1u << 9);
+  EXPECT_EQ(std::to_integer<int>(buf[16 + 7]), 2);  // the high byte of flags, at body offset 7
+}
+
+TEST(FrameGolden, HelloWithAChannelTokenCarriesItAfterTheChallengeOrTheFixedBody) {
+  Hello m;
+  m.flags = kHelloChannel;
+  m.channel_token = 0x0807060504030201;
+  std::vector<std::byte> buf(128);
+  buf.resize(encode_hello(m, buf));
+  EXPECT_EQ(to_hex(buf), to_hex(hex("01 00 0000 18000000 0000000000000000 |"
+                                    "52464d52 0100 0001 0000000000000000 | 0102030405060708")));
+  Hello back;
+  ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.channel_token, m.channel_token);
+  m.flags |= kHelloAuth;
+  for (size_t i = 0; i < m.nonce.size(); ++i) m.nonce[i] = std::byte(0xA0 + i);
+  buf.assign(128, std::byte{});
+  buf.resize(encode_hello(m, buf));
+  ASSERT_EQ(buf.size(), 16u + kHelloMaxBody);
+  ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.nonce, m.nonce);
+  EXPECT_EQ(back.channel_token, m.channel_token);
+  EXPECT_EQ(std::to_integer<int>(buf[16 + 48]), 0x01);  // the token's first byte, after the challenge
+  // The flag without room for the token is malformed.
+  buf.resize(16 + kHelloAuthBody + 4);
+  store_le32(buf.data() + 4, kHelloAuthBody + 4);
+  EXPECT_EQ(decode_hello(decode(buf), &back), DecodeError::kBadLength);
 }
 
 TEST(FrameGolden, MulticastFeaturesLiveInTheFormerReservedField) {
