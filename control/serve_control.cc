@@ -471,12 +471,23 @@ bool ServeControl::in_line(const Mirror& m, uint64_t now_ns) {
   return !m.dead && m.archive_place != 0 && m.archive_asked_ns + kArchiveLineFreshNs >= now_ns;
 }
 
-uint32_t ServeControl::ahead_in_line(const Mirror& m, uint64_t now_ns) const {
-  uint32_t ahead = 0;
-  for (const auto& p : mirrors_) {
-    if (p.get() != &m && in_line(*p, now_ns) && p->archive_place < m.archive_place) ++ahead;
+bool ServeControl::next_in_line(const Mirror& m, uint64_t now_ns, uint32_t free) {
+  if (free == 0) return false;
+  if (free != line_cutoff_free_ || archive_line_ != line_cutoff_line_ || now_ns >= line_cutoff_ns_ + kLineCutoffNs) {
+    line_places_.clear();
+    for (const auto& p : mirrors_) {
+      if (in_line(*p, now_ns)) line_places_.push_back(p->archive_place);
+    }
+    line_cutoff_ = UINT64_MAX;
+    if (line_places_.size() >= free) {
+      std::nth_element(line_places_.begin(), line_places_.begin() + (free - 1), line_places_.end());
+      line_cutoff_ = line_places_[free - 1];
+    }
+    line_cutoff_free_ = free;
+    line_cutoff_line_ = archive_line_;
+    line_cutoff_ns_ = now_ns;
   }
-  return ahead;
+  return m.archive_place <= line_cutoff_;
 }
 
 // preempt_replays: while more mirrors wait in line than places are free,
@@ -521,7 +532,8 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     if (m.archive_place != 0 && m.archive_asked_ns + kArchiveLineFreshNs < asked) m.archive_place = 0;
     if (m.archive_place == 0) m.archive_place = ++archive_line_;
     m.archive_asked_ns = asked;
-    if (replays_open_ >= config_.archive_replays || ahead_in_line(m, asked) >= config_.archive_replays - replays_open_) {
+    const uint32_t free = config_.archive_replays > replays_open_ ? config_.archive_replays - replays_open_ : 0;
+    if (!next_in_line(m, asked, free)) {
       ++stats_.archive_waits;  // another mirror's replay finishes first
       *blocked = true;
       retry_archive_at(asked + kArchiveSlotRetryNs);

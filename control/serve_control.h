@@ -226,9 +226,16 @@ class ServeControl {
   bool send_big_records();
   static constexpr uint32_t kBigRecordsPerPass = 256;
   void check_deadlines(uint64_t now_ns);
-  // ahead_in_line: mirrors asking for a replay slot that asked before m.
+  // in_line: m asks for a replay place (and asked lately).
   static bool in_line(const Mirror& m, uint64_t now_ns);
-  uint32_t ahead_in_line(const Mirror& m, uint64_t now_ns) const;
+  // next_in_line: fewer than `free` mirrors in line asked before m. O(1)
+  // a call: the line's cutoff (line_cutoff_) is worked out again only when
+  // someone joined the line, the free places changed, or kLineCutoffNs
+  // passed (a place gone stale or a mirror gone moves it sooner, never
+  // later) — with a thousand mirrors waiting, each asking every
+  // kArchiveSlotRetryNs, a scan of the line per ask was a million looks a round.
+  bool next_in_line(const Mirror& m, uint64_t now_ns, uint32_t free);
+  static constexpr uint64_t kLineCutoffNs = 1'000'000;
   void preempt_replays(uint64_t now_ns);
   void drop(size_t index);
   uint64_t position(const Mirror& m) const;
@@ -256,6 +263,13 @@ class ServeControl {
   ServeControlStats stats_;
   uint32_t replays_open_ = 0;        // mirrors holding an ArchiveReader
   uint64_t archive_line_ = 0;        // the last place in line given (Mirror::archive_place)
+  // next_in_line's cutoff: the free-th earliest place in line when it was
+  // worked out (UINT64_MAX: fewer were waiting), for that line and free count.
+  uint64_t line_cutoff_ = UINT64_MAX;
+  uint64_t line_cutoff_ns_ = 0;
+  uint64_t line_cutoff_line_ = UINT64_MAX;
+  uint32_t line_cutoff_free_ = 0;
+  std::vector<uint64_t> line_places_;  // next_in_line's scratch
   void retry_archive_at(uint64_t t) { archive_retry_at_ns_ = std::min(archive_retry_at_ns_, t); }
   uint64_t archive_retry_at_ns_ = UINT64_MAX;  // when a held-back replay may go on
   bool archive_spent_ = false;        // the byte budget ran out: wait for a quantum

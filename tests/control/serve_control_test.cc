@@ -792,6 +792,56 @@ TEST_F(ServeControlTest, AMirrorThatReadsATrickleGivesUpItsReplayPlaceToOneInLin
   EXPECT_GE(ctl->stats().archive_waits, 1u);
 }
 
+// Replay places go in the order mirrors asked, not the order they
+// connected in (nor the conductor's round-robin): four mirrors connect in
+// one order and ask in the reverse one while a fifth holds the only
+// place; each gets the archive's first record in the order it asked.
+TEST_F(ServeControlTest, ReplayPlacesGoInTheOrderMirrorsAskedForThem) {
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
+  ServeControlConfig c;
+  c.archive_dir = dir + "/a";
+  c.archive_replays = 1;
+  c.stall_timeout_ns = 600'000'000'000;
+  c.archive_bytes_per_s = 512u << 10;  // each holds the place past its slice
+  auto ctl = start(c);
+  Client first(ctl->listening(), 4096);
+  first.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
+  for (int i = 0; i < 2000 && ctl->stats().archive_replays == 0; ++i) ctl->poll(1000);
+  ASSERT_EQ(ctl->stats().archive_replays, 1u);
+  std::vector<std::unique_ptr<Client>> waiting;
+  for (int i = 0; i < 4; ++i) {
+    waiting.push_back(std::make_unique<Client>(ctl->listening(), 4096));
+    for (int k = 0; k < 20; ++k) ctl->poll(1000);  // accepted in this order
+  }
+  for (int i = 3; i >= 0; --i) {  // they ask in the reverse order
+    const uint64_t waits = ctl->stats().archive_waits;
+    waiting[i]->send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
+    for (int k = 0; k < 2000 && ctl->stats().archive_waits == waits; ++k) ctl->poll(1000);
+    ASSERT_GT(ctl->stats().archive_waits, waits) << "mirror " << i << " did not join the line";
+  }
+  std::vector<int> order;
+  std::vector<bool> seen(4, false);
+  for (int round = 0; round < 20000 && order.size() < 4; ++round) {
+    ctl->poll(1000);
+    for (int i = 0; i < 4; ++i) {
+      Frame f;
+      size_t n;
+      while (waiting[i]->conn().next_frame(&f, &n) == net::TcpConn::Next::kFrame) {
+        if (f.header.kind == FrameKind::kData && !seen[i]) {
+          seen[i] = true;
+          order.push_back(i);
+        }
+        waiting[i]->conn().consume(n);
+      }
+      (void)waiting[i]->conn().read_available();
+    }
+  }
+  EXPECT_EQ(order, (std::vector<int>{3, 2, 1, 0})) << "places were not given in the order asked";
+  EXPECT_GE(ctl->stats().archive_preempted, 4u);
+}
+
 // Retention removing the oldest segment holds its lock while the catalog
 // still lists it: a replay from there waits (no GAP over the segments
 // behind it, never the conductor blocked), and goes on from record 0 once
