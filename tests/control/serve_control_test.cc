@@ -126,6 +126,16 @@ proto::Refuse refusal(const Frame& f) {
   return r;
 }
 
+// expect_refused: the next frame `c` reads is a REFUSE for `why`, and the
+// source closes the connection after it.
+void expect_refused(Client& c, ServeControl& ctl, proto::RefuseReason why) {
+  Frame f;
+  ASSERT_TRUE(c.next(ctl, &f));
+  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
+  EXPECT_EQ(refusal(f).reason, why);
+  EXPECT_TRUE(c.closed_by(ctl));
+}
+
 class ServeControlTest : public ::testing::Test {
  protected:
   ServeControlTest() : ring_(ring::testing::fixed_ring(65536, 64)), producer_(*ring::Producer::attach(ring_.open())) {}
@@ -200,11 +210,7 @@ TEST_F(ServeControlTest, AHeaderDeclaringAHugeBodyIsRefusedBeforeAnyBodyByteArri
   std::byte h[16];
   proto::encode_frame_header(proto::FrameHeader{FrameKind::kHello, 0, 0, 64u << 20, 0}, h);
   c.send_raw(h);
-  Frame f;
-  ASSERT_TRUE(c.next(*ctl, &f));
-  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
-  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kProtocol);
-  EXPECT_TRUE(c.closed_by(*ctl));
+  ASSERT_NO_FATAL_FAILURE(expect_refused(c, *ctl, proto::RefuseReason::kProtocol));
   EXPECT_EQ(ctl->stats().oversized, 1u);
   EXPECT_EQ(ctl->stats().mirrors, 0u);
 }
@@ -348,14 +354,11 @@ TEST_F(ServeControlTest, AChannelsServeRefusesAnotherChannelsTokenAndServesItsOw
   std::vector<std::byte> hb(128);
   hb.resize(proto::encode_hello(h, hb));
   stranger.send(hb);
-  Frame f;
-  ASSERT_TRUE(stranger.next(*ctl, &f));
-  ASSERT_EQ(f.header.kind, FrameKind::kRefuse);
-  EXPECT_EQ(refusal(f).reason, proto::RefuseReason::kWrongChannel);
-  EXPECT_TRUE(stranger.closed_by(*ctl));
+  ASSERT_NO_FATAL_FAILURE(expect_refused(stranger, *ctl, proto::RefuseReason::kWrongChannel));
   EXPECT_EQ(ctl->stats().bad_hello, 1u);
   EXPECT_EQ(ctl->stats().mirrors, 0u);
   Client owner(ctl->listening());
+  Frame f;
   h.channel_token = 0x1234;
   hb.assign(128, std::byte{});
   hb.resize(proto::encode_hello(h, hb));
