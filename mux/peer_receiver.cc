@@ -317,7 +317,11 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
         Bound& b = slots_[id.index];
         if (b.stream != nullptr) {  // the index is still live here: the peer reused it early
           ++stats_.protocol_errors;
+          const bool same_id = b.stream->slot == raw;
           fail_slot(b.stream, b.stream->slot, EndReason::kProtocolError);  // its owner is told too
+          // The same id again: the close just owed names this OpenSlot's
+          // slot too, so nothing may be bound to it (no feed would come).
+          if (same_id) continue;
         }
         const std::pair key{rec.open.anchor_id, rec.open.session_id};
         auto it = awaiting_.find(key);

@@ -188,7 +188,7 @@ struct NodeStats {
   uint64_t peers_lost = 0;     // control connections that ended
   uint64_t refused = 0;        // connections refused (cap, no NODE in time, bad NODE, junk)
   uint64_t refused_by_source = 0;  // ... of them: past a source's (or every source's) pending or channel cap
-  uint64_t refused_channel_taken = 0;  // ... of them: a NODE naming the serve a live channel mirrors
+  uint64_t refused_channel_taken = 0;  // ... of them: a NODE naming a live channel's epoch, or the serve it mirrors
   uint64_t channels_evicted = 0;   // channels that never carried a stream, ended to make room for a new one
   uint64_t unauthenticated = 0;  // keyed nodes: a peer without the key, or with another one (refused or left)
   uint64_t frames_rejected = 0;  // frames that did not decode or had no business here

@@ -219,6 +219,10 @@ struct NodeImpl : engine::ConductorAgent {
   NodeOptions opt;
   uint64_t worker = 0;
   int pid = 0;              // this process's (ring names): read once, not under mu
+  // egress_made: the egress channels set up so far (conductor): their ring
+  // and session names. Not the epoch — that is the channel token (PROTOCOL.md
+  // 5.1), and /dev/shm and session names are readable by every local user.
+  uint64_t egress_made = 0;
   uint32_t record_cap = 0;  // the largest batch: one datagram's blob record
   mux::MuxConfig mux;       // opt.mux with max_batch_bytes clamped to record_cap
   // engine: the conductor's — the node's own (own_engine, conducted by

@@ -29,8 +29,9 @@ bool NodeImpl::setup_out(OutPeer& p) {
   // needs (the admission check in pump_out keeps it so). Made here, on the
   // conductor outside mu (a file, a mapping, a session: system calls), and
   // installed under mu at the end.
+  const uint64_t id = ++egress_made;
   ring::RingOptions ro;
-  ro.name = absl::StrFormat("rf%d-mux-out-%016x", pid, p.epoch);
+  ro.name = absl::StrFormat("rf%d-mux-out-%016x-%d", pid, worker, id);
   ro.dir = opt.ring_dir;
   ro.capacity = opt.channel_records;
   ro.slot_size = sizeof(ring::BlobDescriptor);
@@ -51,7 +52,7 @@ bool NodeImpl::setup_out(OutPeer& p) {
   }
   prod->defer_wakes();  // it is published under mu: its reader is woken after (run_egress)
   engine::ServeSpec spec;
-  spec.name = absl::StrFormat("mux-out-%016x", p.epoch);
+  spec.name = absl::StrFormat("mux-out-%016x-%d", worker, id);
   spec.owner = opt.instance_id;
   spec.port = opt.port.name;
   spec.ring = p.ring_path;

@@ -219,7 +219,7 @@ void NodeImpl::accept_node(InPeer& p, const proto::Node& m, bool answered) {
   // helper-31). Before that, which of them owns the serve shows at its
   // first batch: the others' channels end on it (apply_ingress).
   for (const auto& q : in) {
-    if (q.get() != &p && q->receiver && !q->dead &&
+    if (q.get() != &p && q->receiver && !q->dead && !q->failed && q->conn != nullptr &&
         (q->epoch == m.channel_epoch ||
          (q->source == p.source && q->channel_port == m.channel_port && q->receiver->stats().batches != 0))) {
       ++counters.refused;

@@ -175,10 +175,17 @@ DecodeError decode_hello(const Frame& f, Hello* out) {
     if (f.body.size() < kHelloAuthBody) return DecodeError::kBadLength;
     std::memcpy(out->nonce.data(), r.bytes(kNonceBytes).data(), kNonceBytes);
   }
+  out->channel_token = 0;
   if ((out->flags & kHelloChannel) != 0) {
+    // A body too short for the token: the flag is taken as unset (a mirror
+    // from before bit 8 had a meaning may have set it; only a stream mux
+    // channel's serve looks at the token).
     const size_t at = (out->flags & kHelloAuth) != 0 ? kHelloAuthBody : kHelloBody;
-    if (f.body.size() < at + kHelloTokenBytes) return DecodeError::kBadLength;
-    out->channel_token = r.le64();
+    if (f.body.size() >= at + kHelloTokenBytes) {
+      out->channel_token = r.le64();
+    } else {
+      out->flags &= static_cast<uint16_t>(~kHelloChannel);
+    }
   }
   return DecodeError::kOk;
 }

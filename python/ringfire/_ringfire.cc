@@ -150,6 +150,8 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   d["buffered_bytes"] = s.buffered_bytes;
   d["anchors"] = s.anchors;
   d["refused_by_source"] = s.refused_by_source;
+  d["refused_channel_taken"] = s.refused_channel_taken;
+  d["foreign_epoch"] = s.in.foreign_epoch;
   d["channels_evicted"] = s.channels_evicted;
   d["channel_wrong_sender"] = s.channel_wrong_sender;
   d["never_opened"] = s.in.never_opened;

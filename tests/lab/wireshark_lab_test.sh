@@ -146,7 +146,7 @@ decode 'ringfire.kind == 15 && tcp.dstport == 7600' ringfire.node.flags ringfire
 decode 'ringfire.kind == 15 && tcp.srcport == 7600' ringfire.node.worker_id | grep -q "^0x" || fail "no NODE answer decoded"
 # The channel's mirror presents its NODE's epoch as the HELLO's channel token (§1.2 bit 8, §5.1).
 epochs=$(decode 'ringfire.kind == 15 && tcp.dstport == 7600 && ringfire.node.channel_epoch' ringfire.node.channel_epoch | sort -u)
-tokens=$(decode 'ringfire.kind == 1 && ringfire.hello.channel' ringfire.hello.channel_token | sort -u)
+tokens=$(decode 'ringfire.kind == 1 && ringfire.hello.channel == 1' ringfire.hello.channel_token | sort -u)
 [[ -n $tokens ]] || fail "no HELLO with a channel token: $(decode 'ringfire.kind == 1' ringfire.hello.flags | sort -u)"
 [[ -z $(comm -13 <(echo "$epochs") <(echo "$tokens")) ]] || fail "a HELLO's channel token ($tokens) that no NODE announced ($epochs)"
 # Keyed: the producer's NODE (channel + keyed) with its nonce, the answer

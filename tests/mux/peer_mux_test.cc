@@ -418,6 +418,42 @@ TEST(PeerMux, AnOpenSlotOnALiveIndexEndsTheOldStreamAndClosesItAtItsOwner) {
   EXPECT_FALSE(p.rx.pop(b, &i));  // claimed by the reused index, nothing sent on it yet
 }
 
+// ... and an OpenSlot under the very id already bound (its generation too):
+// the close owed names that id, so the OpenSlot claims nothing (a stream
+// bound there would never be fed: its owner closes that id).
+TEST(PeerMux, AnOpenSlotUnderTheBoundIdItselfEndsTheOldStreamAndClaimsNothing) {
+  Pair p(small(4));
+  PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);
+  auto ida = p.tx.open(1, 1, 4, 0);
+  p.expect_through(*ida, a, "a0", 0);
+  PeerReceiver::Stream* b = p.rx.expect(2, 1, 4);
+  std::vector<std::byte> raw(256);
+  proto::BatchWriter w(raw, p.tx.epoch(), 1000);
+  proto::OpenSlotBody open;
+  open.anchor_id = 2;
+  open.session_id = 1;
+  ASSERT_TRUE(w.add_open_slot(ida->pack(), 0, open));
+  ASSERT_TRUE(w.add_data(ida->pack(), 0, bytes_of("for b?")));
+  const size_t n = w.finish();
+  p.rx.apply({raw.data(), n}, 1);
+  auto items = p.drain(a);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].reason, EndReason::kProtocolError);
+  StreamItem i;
+  EXPECT_FALSE(p.rx.pop(b, &i)) << "b was claimed under a closed id";
+  p.pump(2);
+  EXPECT_TRUE(p.tx.closed(*ida));
+  // b is still registered: its own owner's OpenSlot claims it.
+  PeerSender other(p.config, p.tx.epoch());
+  auto idb = other.open(2, 1, 4, 3);
+  ASSERT_EQ(other.send(*idb, bytes_of("b0"), 3), SendStatus::kSent);
+  other.kick();
+  while (size_t len = other.build(3, p.buf)) p.rx.apply({p.buf.data(), len}, 3);
+  auto got = p.drain(b);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(text(got[0]), "b0");
+}
+
 TEST(PeerMux, ACancelledStreamReachesTheProducerAsAClosedSender) {
   Pair p(small(4));
   PeerReceiver::Stream* s = p.rx.expect(1, 1, 4);

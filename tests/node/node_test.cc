@@ -1760,7 +1760,6 @@ TEST(Node, ANodeNamingTheServeALiveChannelMirrorsIsRefused) {
   const int fd = colocated_node(consumer->control_address(), honest.channel_port);
   bool closed = false;
   EXPECT_TRUE(read_until_closed(fd, &closed).empty() && closed) << "a NODE naming a live channel's serve was answered";
-  close(fd);
   EXPECT_EQ(consumer->stats().refused_channel_taken, 1u);
   EXPECT_EQ(consumer->stats().peers_in, 1u) << "the serve was mirrored twice";
   expect_through(**s, *anchor, "t1");
@@ -1800,7 +1799,6 @@ TEST(Node, AStrangersNodeNamingAnotherNodesServeGetsNoChannel) {
   bool closed = false;
   read_until_closed(fd, &closed);
   EXPECT_TRUE(closed) << "the stranger's channel was not cut";
-  close(fd);
   EXPECT_EQ(consumer->stats().in.foreign_epoch, 0u) << "the stranger's channel mirrored the producer's serve";
   EXPECT_EQ(consumer->stats().tickets_claimed, 1u);
   expect_through(**s, *anchor, "second");

@@ -223,10 +223,13 @@ TEST(FrameGolden, HelloWithAChannelTokenCarriesItAfterTheChallengeOrTheFixedBody
   EXPECT_EQ(back.nonce, m.nonce);
   EXPECT_EQ(back.channel_token, m.channel_token);
   EXPECT_EQ(std::to_integer<int>(buf[16 + 48]), 0x01);  // the token's first byte, after the challenge
-  // The flag without room for the token is malformed.
+  // The flag without room for the token is taken as unset.
   buf.resize(16 + kHelloAuthBody + 4);
   store_le32(buf.data() + 4, kHelloAuthBody + 4);
-  EXPECT_EQ(decode_hello(decode(buf), &back), DecodeError::kBadLength);
+  ASSERT_EQ(decode_hello(decode(buf), &back), DecodeError::kOk);
+  EXPECT_EQ(back.flags & kHelloChannel, 0u);
+  EXPECT_EQ(back.channel_token, 0u);
+  EXPECT_EQ(back.nonce, m.nonce);
 }
 
 TEST(FrameGolden, MulticastFeaturesLiveInTheFormerReservedField) {
