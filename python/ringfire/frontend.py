@@ -11,12 +11,23 @@ anchor pauses, its credit stops), never the others.
   python3 -m ringfire.frontend --control 198.18.0.1:7600 --http 198.18.0.1:8000 --engine http://198.18.0.2:8100
 
 Without "stream": true the answer is one JSON object with the whole text.
-GET /stats: the frontend's counters and its node's.
+GET /stats: the frontend's counters and its node's (?cancel_ns=1: with each
+disconnected request's cancel time).
+
+Bounded against clients (review helper-32): at most --max-requests in
+flight (503 past it), a bounded pool of engine connections, a request
+whose client left stops (streamed or not), and a client that reads
+nothing for --write-timeout seconds with its socket's buffer (64 KiB)
+full is cut, its decode slot freed. Idle connections that never send a
+request are the job of the reverse proxy in front (aiohttp 3.8 has no
+header deadline).
 """
 import argparse
 import asyncio
 import json
 import os
+import resource
+import socket
 import sys
 import time
 
@@ -34,28 +45,45 @@ class Frontend:
                                   accept_timeout=args.accept_timeout)
         self.engine = args.engine.rstrip("/")
         self.buffer = args.buffer
+        self.max_requests = args.max_requests
+        self.write_timeout = args.write_timeout
+        self.in_flight = 0
         self.anode = None
         self.session = None
         # cancel_ns: when each disconnected request's stream was cancelled
         # (the first 10,000, by the engine's request id): with the engine's
         # cancelled_ns, how long a cancel takes to free its decode slot.
         self.stats = {"requests": 0, "completed": 0, "disconnected": 0, "dropped": 0, "engine_errors": 0, "tokens": 0,
-                      "cancel_ns": {}}
+                      "busy": 0, "cut_slow": 0, "cancel_ns": {}}
 
     async def start(self, app):
         self.anode = ringfire.aio.AsyncNode(self.node, buffer=self.buffer)
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # Bounded: one connection a request in flight was a descriptor each on
+        # both sides, 15,000 of them in a burst of requests closed at once.
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
 
     async def stop(self, app):
         await self.session.close()
         self.anode.close()
 
     async def completions(self, request):
+        if self.in_flight >= self.max_requests:
+            self.stats["busy"] += 1
+            return web.json_response({"error": {"message": "busy: too many requests in flight, retry"}}, status=503)
+        self.in_flight += 1
+        try:
+            return await self.complete(request)
+        finally:
+            self.in_flight -= 1
+
+    async def complete(self, request):
         try:
             body = await request.json()
             max_tokens = int(body.get("max_tokens", 16))
-            stream = bool(body.get("stream", False))
-        except (ValueError, TypeError, AttributeError) as e:
+            stream = body.get("stream", False)
+            if not isinstance(stream, bool):
+                raise TypeError("stream must be true or false")
+        except (ValueError, TypeError, AttributeError, OverflowError, RecursionError) as e:
             return web.json_response({"error": {"message": f"bad request: {e}"}}, status=400)
         if not 1 <= max_tokens <= 100_000:
             return web.json_response({"error": {"message": "max_tokens must be between 1 and 100000"}}, status=400)
@@ -78,6 +106,9 @@ class Frontend:
                 text = []
                 try:
                     async for tok in anchor:
+                        if request.transport is None or request.transport.is_closing():
+                            self.stats["disconnected"] += 1  # it left: the finally below cancels the stream
+                            return web.Response(status=499)
                         text.append(json.loads(tok)["text"])
                 except ringfire.aio.StreamDropped as e:
                     self.stats["dropped"] += 1
@@ -87,13 +118,28 @@ class Frontend:
                 return web.json_response({"id": f"cmpl-{rid}", "object": "text_completion",
                                           "choices": [{"index": 0, "text": "".join(text), "finish_reason": "length"}]})
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-            await resp.prepare(request)
             head = ('data: {"id":"cmpl-' + str(rid) + '","object":"text_completion","choices":[{"index":0,').encode()
             try:
+                await resp.prepare(request)
+                transport = request.transport
+                # A client that stops reading holds its stream back within 64 KiB
+                # (its anchor pauses), not the kernel's autotuned MiBs.
+                sock = transport.get_extra_info("socket") if transport is not None else None
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
                 async for tok in anchor:
                     # The engine's token is a JSON object ({"text": ..., "i": ..., "t": ...}): its
                     # fields become the choice's (OpenAI's "text" among them), with no re-encoding.
-                    await resp.write(head + tok[1:] + b"]}\n\n")
+                    data = head + tok[1:] + b"]}\n\n"
+                    if transport is not None and transport.get_write_buffer_size() > (64 << 10):
+                        try:  # this write waits for the client: at most write_timeout
+                            await asyncio.wait_for(resp.write(data), self.write_timeout)
+                        except asyncio.TimeoutError:
+                            self.stats["cut_slow"] += 1
+                            transport.close()
+                            return resp
+                    else:
+                        await resp.write(data)
                     self.stats["tokens"] += 1
                 await resp.write(b"data: [DONE]\n\n")
                 self.stats["completed"] += 1
@@ -114,7 +160,10 @@ class Frontend:
             anchor.close()  # a live stream is cancelled: its producer learns it on its next send
 
     async def get_stats(self, request):
-        return web.json_response({**self.stats, "node": self.node.stats()})
+        stats = dict(self.stats)
+        if request.query.get("cancel_ns") != "1":
+            del stats["cancel_ns"]  # up to 10,000 entries: only when asked
+        return web.json_response({**stats, "in_flight": self.in_flight, "node": self.node.stats()})
 
 
 def make_app(args):
@@ -138,7 +187,14 @@ def main(argv=None):
     p.add_argument("--accept-timeout", type=float, default=60.0,
                    help="seconds a request's stream may take to open at the engine before the request fails (0.1 to 3600)")
     p.add_argument("--psk-file", help="a pre-shared key file: channels authenticated both ways")
+    p.add_argument("--max-requests", type=int, default=4096, help="requests in flight at most; past it 503 (1 to 1000000)")
+    p.add_argument("--write-timeout", type=float, default=30.0,
+                   help="seconds a client may leave a full socket buffer unread before it is cut (0.1 to 3600)")
     args = p.parse_args(argv)
+    if not 1 <= args.max_requests <= 1_000_000:
+        p.error(f"--max-requests {args.max_requests}: give 1 to 1000000")
+    if not 0.1 <= args.write_timeout <= 3600:
+        p.error(f"--write-timeout {args.write_timeout}: give 0.1 to 3600 seconds")
     host, _, port = args.http.rpartition(":")
     if not host or not port.isdigit():
         p.error(f"--http {args.http}: give IP:PORT")
@@ -147,7 +203,12 @@ def main(argv=None):
     app, fe = make_app(args)
     print(f"frontend: http://{args.http}/v1/completions, node {fe.node.control_address} "
           f"({'per-stream' if args.no_mux else 'mux'}), engine {args.engine}", flush=True)
-    web.run_app(app, host=host, port=int(port), access_log=None, print=None, backlog=4096)
+    # Descriptors up to the hard limit: out of them, asyncio's accept loop
+    # spins and logs at every wake-up (review helper-32).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+    web.run_app(app, host=host, port=int(port), access_log=None, print=None, backlog=1024)
     return 0
 
 

@@ -32,7 +32,7 @@ serve() {
 # stats NAME: both sides' /stats into $logs/NAME.{engine,frontend}.json
 stats() {
   on 3 curl -s http://198.18.0.2:8100/stats >"$logs/$1.engine.json"
-  on 3 curl -s http://198.18.0.1:8000/stats >"$logs/$1.frontend.json"
+  on 3 curl -s "http://198.18.0.1:8000/stats?cancel_ns=1" >"$logs/$1.frontend.json"
 }
 
 log "mux: one completion streamed to curl -N"
@@ -86,6 +86,14 @@ if f["node"]["reader_stall"] != 0 or f["node"]["channel_failures"] != 0: errs.ap
 if errs: print("\n".join(errs))
 sys.exit(1 if errs else 0)
 PY
+log "mux: a client that leaves a whole-text request (no stream) frees its decode slot; bad input is 400"
+on 3 curl -s -o /dev/null --max-time 1 -X POST http://198.18.0.1:8000/v1/completions -d '{"prompt":"x","max_tokens":100000}'
+gone() { on 3 curl -s http://198.18.0.2:8100/stats | $py -c 'import json,sys; e=json.load(sys.stdin); sys.exit(0 if e["cancelled"] == 51 and e["running"] == 0 else 1)'; }
+wait_for 10 gone || fail "a client that left a whole-text request: its stream ran on at the engine: $(on 3 curl -s http://198.18.0.2:8100/stats | head -c 300)"
+for bad in '{"max_tokens":1e999}' '{"max_tokens":4,"stream":"no"}' "$(printf '%.0s[' {1..5000})"; do
+  code=$(on 3 curl -s -o /dev/null -w '%{http_code}' -X POST http://198.18.0.1:8000/v1/completions -d "$bad")
+  [[ $code == 400 ]] || fail "bad request ${bad:0:30}: HTTP $code, want 400"
+done
 stop_since "$n0"
 
 log "per-stream: 200 concurrent clients, 10 disconnecting"
