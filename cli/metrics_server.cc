@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@ namespace ringfire::cli {
 namespace {
 
 constexpr size_t kMaxClients = 16;
+constexpr size_t kMaxPerSource = 4;
 constexpr size_t kMaxRequest = 8 * 1024;
 constexpr uint64_t kDeadlineNs = 2'000'000'000;
 
@@ -66,14 +68,30 @@ MetricsServer::~MetricsServer() {
 
 void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& body) {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t len = sizeof(from);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
-    if (clients_.size() == kMaxClients) {
+    const uint32_t source = ntohl(from.sin_addr.s_addr);
+    const auto same = std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.source == source; });
+    if (static_cast<size_t>(same) >= kMaxPerSource) {
       ++stats_.refused;
       close(fd);
       continue;
     }
-    clients_.push_back(Client{fd, {}, {}, 0, now_ns + kDeadlineNs});
+    if (clients_.size() == kMaxClients) {
+      // Full: the oldest client still sending its request gives its place
+      // (those being answered keep theirs); with none such, the newcomer goes.
+      const auto oldest = std::find_if(clients_.begin(), clients_.end(), [](const Client& c) { return c.out.empty(); });
+      ++stats_.refused;
+      if (oldest == clients_.end()) {
+        close(fd);
+        continue;
+      }
+      close(oldest->fd);
+      clients_.erase(oldest);
+    }
+    clients_.push_back(Client{fd, {}, {}, 0, now_ns + kDeadlineNs, source});
   }
   for (size_t i = 0; i < clients_.size();) {
     Client& c = clients_[i];
@@ -95,7 +113,7 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
         ++stats_.refused;
       } else if (c.in.find("\r\n\r\n") != std::string::npos) {
         const std::string line = c.in.substr(0, c.in.find("\r\n"));
-        if (line.rfind("GET /metrics ", 0) == 0 || line == "GET /metrics") {
+        if (line.rfind("GET /metrics ", 0) == 0 || line.rfind("GET /metrics?", 0) == 0 || line == "GET /metrics") {
           c.out = response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body());
           ++stats_.scrapes;
         } else if (line.rfind("GET ", 0) == 0) {

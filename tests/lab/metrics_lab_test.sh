@@ -83,6 +83,16 @@ slow.settimeout(4)
 t = time.time(); cut = slow.recv(100) == b''; waited = time.time() - t
 print(big_code, closed >= 4, ok, cut and waited < 3.5)" 2>&1)
 [[ $stranger == "413 True True True" ]] || fail "strangers at /metrics (413, cap, served meanwhile, slow cut): $stranger"
+# One address holding 20 connections that never send a request takes 4
+# places of the 16: a scrape from elsewhere is answered while it holds them.
+bg 2 "$logs/holder" python3 -c "
+import socket, time
+held = [socket.create_connection(('198.18.0.1', 9464), 5) for _ in range(20)]
+time.sleep(1.5)"
+sleep 0.5
+code=$(on 3 curl -s -o /dev/null -w '%{http_code}' --max-time 1.5 http://198.18.0.1:9464/metrics)
+[[ $code == 200 ]] || fail "a scrape while one address held 20 idle connections: HTTP $code, want 200"
+wait "${LAB_PIDS[-1]}"
 
 # A real Prometheus, in h1, scraping the three every second.
 cat >"$logs/prometheus.yml" <<YML
