@@ -18,15 +18,16 @@ Bounded against clients (review helper-32): at most --max-requests in
 flight (503 past it), a bounded pool of engine connections, a request
 whose client left stops (streamed or not), and a client that reads
 nothing for --write-timeout seconds with its socket's buffer (64 KiB)
-full is cut, its decode slot freed. Idle connections that never send a
-request are the job of the reverse proxy in front (aiohttp 3.8 has no
-header deadline).
+full is cut, its decode slot freed. A connection that has sent no whole
+request head within --header-timeout seconds is closed (aiohttp 3.8 has
+no such deadline), and past --max-connections the newest such are.
 """
 import argparse
 import asyncio
 import json
 import os
 import resource
+import signal
 import socket
 import sys
 import time
@@ -166,6 +167,32 @@ class Frontend:
         return web.json_response({**stats, "in_flight": self.in_flight, "node": self.node.stats()})
 
 
+async def sweep_idle(server, header_timeout, max_connections):
+    """Close connections that sent no whole request head in time, and the
+    newest of those past max_connections (slowloris: review helper-32).
+    `_request_count` is aiohttp's count of a connection's request heads
+    (RequestHandler, 3.8); without it nothing is closed."""
+    first_seen = {}
+    while True:
+        await asyncio.sleep(1)
+        now = time.monotonic()
+        conns = server.connections
+        live = set(conns)
+        for h in list(first_seen):
+            if h not in live:
+                del first_seen[h]
+        silent = []
+        for h in conns:
+            seen = first_seen.setdefault(h, now)
+            if getattr(h, "_request_count", 1) == 0:
+                silent.append((seen, h))
+        silent.sort(key=lambda x: x[0])
+        excess = max(0, len(conns) - max_connections)
+        for i, (seen, h) in enumerate(silent):
+            if now - seen >= header_timeout or i >= len(silent) - excess:
+                h.force_close()
+
+
 def make_app(args):
     fe = Frontend(args)
     app = web.Application()
@@ -190,7 +217,15 @@ def main(argv=None):
     p.add_argument("--max-requests", type=int, default=4096, help="requests in flight at most; past it 503 (1 to 1000000)")
     p.add_argument("--write-timeout", type=float, default=30.0,
                    help="seconds a client may leave a full socket buffer unread before it is cut (0.1 to 3600)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds a connection may take to send a whole request head (1 to 3600)")
+    p.add_argument("--max-connections", type=int, default=8192,
+                   help="connections at most; past it the newest that sent no request are closed (16 to 1000000)")
     args = p.parse_args(argv)
+    if not 1 <= args.header_timeout <= 3600:
+        p.error(f"--header-timeout {args.header_timeout}: give 1 to 3600 seconds")
+    if not 16 <= args.max_connections <= 1_000_000:
+        p.error(f"--max-connections {args.max_connections}: give 16 to 1000000")
     if not 1 <= args.max_requests <= 1_000_000:
         p.error(f"--max-requests {args.max_requests}: give 1 to 1000000")
     if not 0.1 <= args.write_timeout <= 3600:
@@ -208,8 +243,25 @@ def main(argv=None):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
-    web.run_app(app, host=host, port=int(port), access_log=None, print=None, backlog=1024)
+    asyncio.run(serve(app, host, int(port), args))
     return 0
+
+
+async def serve(app, host, port, args):
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sweeper = asyncio.create_task(sweep_idle(runner.server, args.header_timeout, args.max_connections))
+    try:
+        await stop.wait()
+    finally:
+        sweeper.cancel()
+        await runner.cleanup()  # the node closes: its rings are removed
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ val() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
 serve() {
   bg 2 "$logs/engine$1.log" $py -m ringfire.engine_sim --control 198.18.0.2:7600 --http 198.18.0.2:8100 --rate 20 $1
   bg 1 "$logs/frontend$1.log" $py -m ringfire.frontend --control 198.18.0.1:7600 --http 198.18.0.1:8000 \
-    --engine http://198.18.0.2:8100 $1
+    --engine http://198.18.0.2:8100 --header-timeout 2 $1
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.2:8100/stats || fail "no engine: $(cat "$logs/engine$1.log")"
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.1:8000/stats || fail "no frontend: $(cat "$logs/frontend$1.log")"
 }
@@ -86,6 +86,24 @@ if f["node"]["reader_stall"] != 0 or f["node"]["channel_failures"] != 0: errs.ap
 if errs: print("\n".join(errs))
 sys.exit(1 if errs else 0)
 PY
+log "mux: connections that send no whole request head are closed at the header timeout (2 s)"
+held=$(on 3 $py -c "
+import socket, time
+idle = [socket.create_connection(('198.18.0.1', 8000), 5) for _ in range(40)]
+drip = socket.create_connection(('198.18.0.1', 8000), 5)
+drip.sendall(b'POST /v1/completions HTTP/1.1\\r\\nHost: x\\r\\n')  # never ends its head
+time.sleep(4.5)
+closed = 0
+for c in idle + [drip]:
+    c.settimeout(0.5)
+    try:
+        closed += c.recv(100) == b''
+    except ConnectionResetError:
+        closed += 1
+    except socket.timeout:
+        pass
+print(closed)")
+[[ $held == 41 ]] || fail "connections without a request: $held of 41 closed by the frontend, want 41"
 log "mux: a client that leaves a whole-text request (no stream) frees its decode slot; bad input is 400"
 on 3 curl -s -o /dev/null --max-time 1 -X POST http://198.18.0.1:8000/v1/completions -d '{"prompt":"x","max_tokens":100000}'
 gone() { on 3 curl -s http://198.18.0.2:8100/stats | $py -c 'import json,sys; e=json.load(sys.stdin); sys.exit(0 if e["cancelled"] == 51 and e["running"] == 0 else 1)'; }
