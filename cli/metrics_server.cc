@@ -80,9 +80,20 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
       continue;
     }
     if (clients_.size() == kMaxClients) {
-      // Full: the oldest client still sending its request gives its place
-      // (those being answered keep theirs); with none such, the newcomer goes.
-      const auto oldest = std::find_if(clients_.begin(), clients_.end(), [](const Client& c) { return c.out.empty(); });
+      // Full: a client still sending its request gives its place (those
+      // being answered keep theirs), from the address holding the most, the
+      // oldest of them: one address's churn evicts its own first, never a
+      // lone scraper's; with none such, the newcomer goes.
+      auto holds = [&](uint32_t a) { return std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.source == a; }); };
+      auto oldest = clients_.end();
+      std::ptrdiff_t most = 0;
+      for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+        if (!it->out.empty()) continue;
+        if (const std::ptrdiff_t n = holds(it->source); n > most) {
+          most = n;
+          oldest = it;
+        }
+      }
       ++stats_.refused;
       if (oldest == clients_.end()) {
         close(fd);

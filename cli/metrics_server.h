@@ -5,9 +5,10 @@
 // Every client is a stranger: a request is at most 8 KiB and must arrive
 // within 2 s, the answer is written as the socket drains (a client that
 // does not read stalls only itself, and is cut at its deadline), at most 16
-// at once and 4 from one address (a newcomer past 16 takes the place of the
-// oldest still sending its request: 16 idle connections of one stranger
-// kept every scrape out, review helper-32); anything but GET /metrics
+// at once and 4 from one address (a newcomer past 16 takes the place of a
+// client still sending its request, from the address holding the most: 16
+// idle connections of one stranger kept every scrape out, review
+// helper-32); anything but GET /metrics
 // (a query string allowed) is answered 404 or 400. Conductor thread.
 #pragma once
 

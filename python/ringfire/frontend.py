@@ -48,6 +48,7 @@ class Frontend:
         self.buffer = args.buffer
         self.max_requests = args.max_requests
         self.write_timeout = args.write_timeout
+        self.header_timeout = args.header_timeout
         self.in_flight = 0
         self.anode = None
         self.session = None
@@ -71,15 +72,21 @@ class Frontend:
         if self.in_flight >= self.max_requests:
             self.stats["busy"] += 1
             return web.json_response({"error": {"message": "busy: too many requests in flight, retry"}}, status=503)
+        try:  # the body within the header timeout too (aiohttp 3.8 waits for it without end)
+            async with asyncio.timeout(self.header_timeout):
+                body = await request.json()
+        except TimeoutError:
+            return web.json_response({"error": {"message": "the request body did not arrive in time"}}, status=408)
+        except (ValueError, TypeError, RecursionError) as e:
+            return web.json_response({"error": {"message": f"bad request: {e}"}}, status=400)
         self.in_flight += 1
         try:
-            return await self.complete(request)
+            return await self.complete(request, body)
         finally:
             self.in_flight -= 1
 
-    async def complete(self, request):
+    async def complete(self, request, body):
         try:
-            body = await request.json()
             max_tokens = int(body.get("max_tokens", 16))
             stream = body.get("stream", False)
             if not isinstance(stream, bool):
@@ -120,6 +127,14 @@ class Frontend:
                                           "choices": [{"index": 0, "text": "".join(text), "finish_reason": "length"}]})
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             head = ('data: {"id":"cmpl-' + str(rid) + '","object":"text_completion","choices":[{"index":0,').encode()
+            transport = None
+
+            async def send(data=None):
+                # Every write (and the end) at most write_timeout: a client that
+                # reads nothing holds its decode slot no longer than that.
+                async with asyncio.timeout(self.write_timeout):
+                    await (resp.write(data) if data is not None else resp.write_eof())
+
             try:
                 await resp.prepare(request)
                 transport = request.transport
@@ -128,32 +143,27 @@ class Frontend:
                 sock = transport.get_extra_info("socket") if transport is not None else None
                 if sock is not None:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
-                async for tok in anchor:
-                    # The engine's token is a JSON object ({"text": ..., "i": ..., "t": ...}): its
-                    # fields become the choice's (OpenAI's "text" among them), with no re-encoding.
-                    data = head + tok[1:] + b"]}\n\n"
-                    if transport is not None and transport.get_write_buffer_size() > (64 << 10):
-                        try:  # this write waits for the client: at most write_timeout
-                            await asyncio.wait_for(resp.write(data), self.write_timeout)
-                        except asyncio.TimeoutError:
-                            self.stats["cut_slow"] += 1
-                            transport.close()
-                            return resp
-                    else:
-                        await resp.write(data)
-                    self.stats["tokens"] += 1
-                await resp.write(b"data: [DONE]\n\n")
-                self.stats["completed"] += 1
-            except ringfire.aio.StreamDropped as e:
-                self.stats["dropped"] += 1
-                await resp.write(f'data: {{"error":{{"message":"stream dropped: {e.reason}"}}}}\n\n'.encode())
+                try:
+                    async for tok in anchor:
+                        # The engine's token is a JSON object ({"text": ..., "i": ..., "t": ...}): its
+                        # fields become the choice's (OpenAI's "text" among them), with no re-encoding.
+                        await send(head + tok[1:] + b"]}\n\n")
+                        self.stats["tokens"] += 1
+                    await send(b"data: [DONE]\n\n")
+                    self.stats["completed"] += 1
+                except ringfire.aio.StreamDropped as e:
+                    self.stats["dropped"] += 1
+                    await send(f'data: {{"error":{{"message":"stream dropped: {e.reason}"}}}}\n\n'.encode())
+                await send()
+            except TimeoutError:
+                self.stats["cut_slow"] += 1
+                if transport is not None:
+                    transport.abort()  # close() would keep the socket until its buffer drained: never
             except (ConnectionResetError, aiohttp.ClientConnectionError):
                 self.stats["disconnected"] += 1  # the client went away: the finally below cancels the stream
-                return resp
-            await resp.write_eof()
             return resp
         except asyncio.CancelledError:
-            self.stats["disconnected"] += 1  # aiohttp cancels the handler when its client goes
+            self.stats["disconnected"] += 1  # the server stops (aiohttp 3.8 does not cancel on a client's leaving)
             raise
         finally:
             if anchor.anchor.live_streams and rid is not None and len(self.stats["cancel_ns"]) < 10_000:
@@ -248,20 +258,23 @@ def main(argv=None):
 
 
 async def serve(app, host, port, args):
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
-    await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    sweeper = asyncio.create_task(sweep_idle(runner.server, args.header_timeout, args.max_connections))
+    # An idle keep-alive connection is closed at the header timeout too (not aiohttp's 75 s).
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=args.header_timeout)
+    sweeper = None
     try:
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        sweeper = asyncio.create_task(sweep_idle(runner.server, args.header_timeout, args.max_connections))
         await stop.wait()
     finally:
-        sweeper.cancel()
-        await runner.cleanup()  # the node closes: its rings are removed
+        if sweeper is not None:
+            sweeper.cancel()
+        await runner.cleanup()  # on_cleanup: the engine session closes, the node's reader is removed
 
 
 if __name__ == "__main__":

@@ -104,6 +104,14 @@ for c in idle + [drip]:
         pass
 print(closed)")
 [[ $held == 41 ]] || fail "connections without a request: $held of 41 closed by the frontend, want 41"
+# ... and a request whose body never comes holds no place in flight: 408 at the same timeout.
+code=$(on 3 $py -c "
+import socket
+s = socket.create_connection(('198.18.0.1', 8000), 5)
+s.sendall(b'POST /v1/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n{')
+s.settimeout(6)
+print(s.recv(100).split(b' ')[1].decode())" 2>&1)
+[[ $code == 408 ]] || fail "a request whose body never came: '$code', want 408"
 log "mux: a client that leaves a whole-text request (no stream) frees its decode slot; bad input is 400"
 on 3 curl -s -o /dev/null --max-time 1 -X POST http://198.18.0.1:8000/v1/completions -d '{"prompt":"x","max_tokens":100000}'
 gone() { on 3 curl -s http://198.18.0.2:8100/stats | $py -c 'import json,sys; e=json.load(sys.stdin); sys.exit(0 if e["cancelled"] == 51 and e["running"] == 0 else 1)'; }
