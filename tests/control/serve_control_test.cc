@@ -198,6 +198,27 @@ class ServeControlTest : public ::testing::Test {
     ASSERT_EQ((*rec)->snapshot().recorded_end, 100000u);
   }
 
+  // one_replay_place_taken: a serve of an archive past the ring (in `dir`)
+  // with one replay place, and archive bytes at 512 KiB/s: the archive's
+  // ~3 MB part would fit in loopback's socket buffers at once, at this
+  // rate a mirror holding the place holds it past its slice. No mirror is
+  // cut for reading slowly. `holder` (a small receive window) asked first
+  // and holds the place.
+  void one_replay_place_taken(const std::string& dir, std::unique_ptr<ServeControl>* ctl,
+                              std::unique_ptr<Client>* holder) {
+    ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
+    ServeControlConfig c;
+    c.archive_dir = dir + "/a";
+    c.archive_replays = 1;
+    c.stall_timeout_ns = 600'000'000'000;
+    c.archive_bytes_per_s = 512u << 10;
+    *ctl = start(c);
+    *holder = std::make_unique<Client>((*ctl)->listening(), 4096);
+    (*holder)->send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));  // from the oldest
+    for (int i = 0; i < 2000 && (*ctl)->stats().archive_replays == 0; ++i) (*ctl)->poll(1000);
+    ASSERT_EQ((*ctl)->stats().archive_replays, 1u) << "the first mirror never took the place";
+  }
+
   ScopedRing ring_;
   ring::Producer producer_;
   dataplane::ServeLink link_;
@@ -768,20 +789,9 @@ TEST_F(ServeControlTest, AReplayHeldByTheArchivesByteCapLetsTheConductorSleepUnt
 // strangers kept honest mirrors from the archive for good: review helper-29).
 TEST_F(ServeControlTest, AMirrorThatReadsATrickleGivesUpItsReplayPlaceToOneInLine) {
   const TempDir tmp;
-  const std::string& dir = tmp.path();
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
-  ServeControlConfig c;
-  c.archive_dir = dir + "/a";
-  c.archive_replays = 1;
-  c.stall_timeout_ns = 600'000'000'000;  // it is not cut: it reads
-  // The archive's ~3 MB part would fit in loopback's socket buffers at
-  // once; at 512 KiB/s it takes the slow mirror seconds, past its slice.
-  c.archive_bytes_per_s = 512u << 10;
-  auto ctl = start(c);
-  Client slow(ctl->listening(), 4096);
-  slow.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));  // from the oldest
-  for (int i = 0; i < 2000 && ctl->stats().archive_replays == 0; ++i) ctl->poll(1000);
-  ASSERT_EQ(ctl->stats().archive_replays, 1u) << "the slow mirror never took the place";
+  std::unique_ptr<ServeControl> ctl;
+  std::unique_ptr<Client> slow;
+  ASSERT_NO_FATAL_FAILURE(one_replay_place_taken(tmp.path(), &ctl, &slow));
   Client honest(ctl->listening());
   honest.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
   Frame f;
@@ -801,18 +811,9 @@ TEST_F(ServeControlTest, AMirrorThatReadsATrickleGivesUpItsReplayPlaceToOneInLin
 // place; each gets the archive's first record in the order it asked.
 TEST_F(ServeControlTest, ReplayPlacesGoInTheOrderMirrorsAskedForThem) {
   const TempDir tmp;
-  const std::string& dir = tmp.path();
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir + "/a", 1u << 20));
-  ServeControlConfig c;
-  c.archive_dir = dir + "/a";
-  c.archive_replays = 1;
-  c.stall_timeout_ns = 600'000'000'000;
-  c.archive_bytes_per_s = 512u << 10;  // each holds the place past its slice
-  auto ctl = start(c);
-  Client first(ctl->listening(), 4096);
-  first.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
-  for (int i = 0; i < 2000 && ctl->stats().archive_replays == 0; ++i) ctl->poll(1000);
-  ASSERT_EQ(ctl->stats().archive_replays, 1u);
+  std::unique_ptr<ServeControl> ctl;
+  std::unique_ptr<Client> first;
+  ASSERT_NO_FATAL_FAILURE(one_replay_place_taken(tmp.path(), &ctl, &first));
   std::vector<std::unique_ptr<Client>> waiting;
   for (int i = 0; i < 4; ++i) {
     waiting.push_back(std::make_unique<Client>(ctl->listening(), 4096));

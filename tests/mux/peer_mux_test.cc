@@ -11,6 +11,7 @@
 // epoch changes.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -388,22 +389,41 @@ TEST(PeerMux, APinnedEpochDiscardsAnotherEpochsBatchWholeAndClaimsNothing) {
   EXPECT_EQ(p.rx.stats().foreign_epoch, 1u);
 }
 
+// Rebound: stream a bound (one record through) under slot ida, stream b
+// registered, and a batch whose OpenSlot claims b under `slot` — what an
+// owner reusing a live index sends.
+struct Rebound {
+  PeerReceiver::Stream* a;
+  std::optional<proto::SlotId> ida;
+  PeerReceiver::Stream* b;
+  std::vector<std::byte> batch = std::vector<std::byte>(256);
+  proto::BatchWriter open_b(Pair& p, uint32_t slot) {
+    proto::BatchWriter w(batch, p.tx.epoch(), 1000);
+    proto::OpenSlotBody open;
+    open.anchor_id = 2;
+    open.session_id = 1;
+    EXPECT_TRUE(w.add_open_slot(slot, 0, open));
+    return w;
+  }
+};
+Rebound rebound(Pair& p) {
+  Rebound r;
+  r.a = p.rx.expect(1, 1, 4);
+  r.ida = p.tx.open(1, 1, 4, 0);
+  p.expect_through(*r.ida, r.a, "a0", 0);
+  r.b = p.rx.expect(2, 1, 4);
+  return r;
+}
+
 // An OpenSlot on an index still bound here (the owner reused it early)
 // ends the old stream, and the owner hears of it: a closed sender, not a
 // sender that goes on sending into a slot nobody reads (review helper-31).
 TEST(PeerMux, AnOpenSlotOnALiveIndexEndsTheOldStreamAndClosesItAtItsOwner) {
   Pair p(small(4));
-  PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);
-  auto ida = p.tx.open(1, 1, 4, 0);
-  p.expect_through(*ida, a, "a0", 0);
-  PeerReceiver::Stream* b = p.rx.expect(2, 1, 4);
-  std::vector<std::byte> raw(256);
-  proto::BatchWriter w(raw, p.tx.epoch(), 1000);
-  proto::OpenSlotBody open;
-  open.anchor_id = 2;
-  open.session_id = 1;
+  Rebound r = rebound(p);
+  auto& [a, ida, b, raw] = r;
   const proto::SlotId reused{ida->index, static_cast<uint8_t>(ida->generation + 1)};
-  ASSERT_TRUE(w.add_open_slot(reused.pack(), 0, open));
+  proto::BatchWriter w = r.open_b(p, reused.pack());
   const size_t n = w.finish();
   p.rx.apply({raw.data(), n}, 1);
   EXPECT_EQ(p.rx.stats().protocol_errors, 1u);
@@ -423,16 +443,9 @@ TEST(PeerMux, AnOpenSlotOnALiveIndexEndsTheOldStreamAndClosesItAtItsOwner) {
 // bound there would never be fed: its owner closes that id).
 TEST(PeerMux, AnOpenSlotUnderTheBoundIdItselfEndsTheOldStreamAndClaimsNothing) {
   Pair p(small(4));
-  PeerReceiver::Stream* a = p.rx.expect(1, 1, 4);
-  auto ida = p.tx.open(1, 1, 4, 0);
-  p.expect_through(*ida, a, "a0", 0);
-  PeerReceiver::Stream* b = p.rx.expect(2, 1, 4);
-  std::vector<std::byte> raw(256);
-  proto::BatchWriter w(raw, p.tx.epoch(), 1000);
-  proto::OpenSlotBody open;
-  open.anchor_id = 2;
-  open.session_id = 1;
-  ASSERT_TRUE(w.add_open_slot(ida->pack(), 0, open));
+  Rebound r = rebound(p);
+  auto& [a, ida, b, raw] = r;
+  proto::BatchWriter w = r.open_b(p, ida->pack());
   ASSERT_TRUE(w.add_data(ida->pack(), 0, bytes_of("for b?")));
   const size_t n = w.finish();
   p.rx.apply({raw.data(), n}, 1);
