@@ -25,6 +25,11 @@ constexpr size_t kMaxClients = 16;
 constexpr size_t kMaxPerSource = 4;
 constexpr size_t kMaxRequest = 8 * 1024;
 constexpr uint64_t kDeadlineNs = 2'000'000'000;
+// A body is built at most once per kBodyFreshNs and served to every scrape
+// in that window: a stranger churning connections costs the conductor a
+// copy, not a walk of every session (Prometheus scrapes every second or
+// more; 100 ms is far below that).
+constexpr uint64_t kBodyFreshNs = 100'000'000;
 
 std::string response(int code, const char* reason, const std::string& type, const std::string& body) {
   return absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", type, "\r\nContent-Length: ", body.size(),
@@ -42,6 +47,14 @@ std::string escape(const std::string& v) {
     out += c;
   }
   return out;
+}
+
+// head_end: where a request's head ends (CRLF CRLF, or bare LF LF from a
+// hand-typed client), npos while it has not.
+size_t head_end(const std::string& in) {
+  const size_t crlf = in.find("\r\n\r\n");
+  const size_t lf = in.find("\n\n");
+  return std::min(crlf, lf);
 }
 
 }  // namespace
@@ -73,8 +86,10 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     const uint32_t source = ntohl(from.sin_addr.s_addr);
-    const auto same = std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.source == source; });
-    if (static_cast<size_t>(same) >= kMaxPerSource) {
+    auto holds = [&](uint32_t a) {
+      return static_cast<size_t>(std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.source == a; }));
+    };
+    if (holds(source) >= kMaxPerSource) {
       ++stats_.refused;
       close(fd);
       continue;
@@ -84,12 +99,11 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
       // being answered keep theirs), from the address holding the most, the
       // oldest of them: one address's churn evicts its own first, never a
       // lone scraper's; with none such, the newcomer goes.
-      auto holds = [&](uint32_t a) { return std::count_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.source == a; }); };
       auto oldest = clients_.end();
-      std::ptrdiff_t most = 0;
+      size_t most = 0;
       for (auto it = clients_.begin(); it != clients_.end(); ++it) {
         if (!it->out.empty()) continue;
-        if (const std::ptrdiff_t n = holds(it->source); n > most) {
+        if (const size_t n = holds(it->source); n > most) {
           most = n;
           oldest = it;
         }
@@ -116,16 +130,21 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
           if (c.in.size() > kMaxRequest) break;
           continue;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) close_it = c.in.find("\r\n\r\n") == std::string::npos;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) close_it = head_end(c.in) == std::string::npos;
         break;
       }
       if (c.in.size() > kMaxRequest) {
         c.out = response(413, "Request Entity Too Large", "text/plain", "request too large\n");
         ++stats_.refused;
-      } else if (c.in.find("\r\n\r\n") != std::string::npos) {
-        const std::string line = c.in.substr(0, c.in.find("\r\n"));
+      } else if (head_end(c.in) != std::string::npos) {
+        std::string line = c.in.substr(0, c.in.find('\n'));
+        if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.rfind("GET /metrics ", 0) == 0 || line.rfind("GET /metrics?", 0) == 0 || line == "GET /metrics") {
-          c.out = response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body());
+          if (body_at_ns_ == 0 || now_ns - body_at_ns_ >= kBodyFreshNs) {
+            body_ = body();
+            body_at_ns_ = now_ns == 0 ? 1 : now_ns;
+          }
+          c.out = response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", body_);
           ++stats_.scrapes;
         } else if (line.rfind("GET ", 0) == 0) {
           c.out = response(404, "Not Found", "text/plain", "ringfire serves /metrics only\n");

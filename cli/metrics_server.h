@@ -8,7 +8,8 @@
 // at once and 4 from one address (a newcomer past 16 takes the place of a
 // client still sending its request, from the address holding the most: 16
 // idle connections of one stranger kept every scrape out, review
-// helper-32); anything but GET /metrics
+// helper-32); a body is built at most every 100 ms and shared by the
+// scrapes in that window; anything but GET /metrics
 // (a query string allowed) is answered 404 or 400. Conductor thread.
 #pragma once
 
@@ -54,6 +55,8 @@ class MetricsServer {
   net::Endpoint address_;
   int listen_fd_ = -1;
   std::vector<Client> clients_;
+  std::string body_;  // the last body built, and when (0: never)
+  uint64_t body_at_ns_ = 0;
   MetricsServerStats stats_;
 };
 

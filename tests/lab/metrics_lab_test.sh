@@ -52,6 +52,11 @@ except urllib.error.HTTPError as e: print(e.code)")
 junk=$(on 2 python3 -c "
 import socket; s = socket.create_connection(('198.18.0.1', 9464), 5); s.sendall(b'\x00\xffjunk\r\n\r\n'); print(s.recv(100).split(b' ')[1].decode())")
 [[ $junk == 400 ]] || fail "junk: $junk, want 400"
+# A hand-typed request (bare LF, as from nc) is answered, not cut at its deadline.
+bare=$(on 2 python3 -c "
+import socket; s = socket.create_connection(('198.18.0.1', 9464), 5); s.settimeout(4)
+s.sendall(b'GET /metrics HTTP/1.0\\n\\n'); print(s.recv(100).split(b' ')[1].decode())" 2>&1)
+[[ $bare == 200 ]] || fail "a bare-LF request: $bare, want 200 (cut at the deadline unanswered before)"
 # Strangers who never finish, send too much, or crowd in: each is cut by
 # its bound, and a scrape meanwhile is answered.
 stranger=$(on 2 python3 -c "
