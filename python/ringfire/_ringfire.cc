@@ -75,6 +75,13 @@ Sender* sender_of(PyObject* o) {
   return py::cast<Sender*>(py::handle(o));  // a subclass, or not a Sender at all (raises)
 }
 
+// wait_ns: a call's `seconds` to wait, or a ValueError naming the call
+// (negative, NaN or past a million seconds has no nanosecond count).
+uint64_t wait_ns(double seconds, const char* call) {
+  if (!(seconds >= 0) || seconds > 1e6) throw py::value_error(absl::StrCat(call, ": seconds between 0 and 1e6"));
+  return static_cast<uint64_t>(seconds * 1e9);
+}
+
 // handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex, and its ticket if it has one: PROTOCOL.md §5.2.1), or a ValueError.
 ringfire::mux::AnchorHandle handle_of(const std::string& text) {
   auto h = ringfire::mux::AnchorHandle::parse(text);
@@ -172,6 +179,28 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   return d;
 }
 
+// PyNode: what a Python Node holds. close() lets go of the Node at once
+// (its rings removed, its peers told); a call already running with the GIL
+// released holds its own reference, so the Node goes when the last such
+// call returns, never under one. Calls after close() raise ValueError.
+struct PyNode {
+  std::shared_ptr<Node> node;
+};
+
+// live: the node a call works on, held for the call (the GIL is held here).
+std::shared_ptr<Node> live(const PyNode& p) {
+  if (!p.node) throw py::value_error("the node is closed (Node.close() was called): make a new Node");
+  return p.node;
+}
+
+// let_go: close() and a `with` block's end; the Node's threads join with
+// the GIL released (they never take it).
+void let_go(PyNode& p) {
+  std::shared_ptr<Node> n = std::move(p.node);
+  py::gil_scoped_release nogil;
+  n.reset();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ringfire, m) {
@@ -209,9 +238,9 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "wait_closed",
           [](Sender& s, double seconds) {
-            if (!(seconds >= 0) || seconds > 1e6) throw py::value_error("wait_closed: seconds between 0 and 1e6");
+            const uint64_t ns = wait_ns(seconds, "wait_closed");
             py::gil_scoped_release unlocked;
-            return s.wait_closed(static_cast<uint64_t>(seconds * 1e9));
+            return s.wait_closed(ns);
           },
           py::arg("seconds"),
           "block (the GIL released) until the stream is closed — cancelled by the consumer, "
@@ -228,12 +257,12 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "recv",
           [](Anchor& a, double timeout) -> py::object {
-            if (timeout < 0) throw py::value_error("timeout must be >= 0 seconds");
+            const uint64_t ns = wait_ns(timeout, "recv");
             Item it;
             bool got;
             {
               py::gil_scoped_release nogil;
-              got = a.recv(&it, static_cast<uint64_t>(timeout * 1e9));
+              got = a.recv(&it, ns);
             }
             if (!got) return py::none();
             if (it.kind != Item::Kind::kData) {
@@ -254,7 +283,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def_property_readonly("live_streams",
                              py::cpp_function(&Anchor::live_streams, py::call_guard<py::gil_scoped_release>()));
 
-  py::class_<Node>(m, "Node", "one per process: an engine, a control listener and the mux")
+  py::class_<PyNode>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
                        const std::string& flush, uint32_t max_batch_bytes, const std::string& ring_dir,
                        const std::string& psk_file, const std::string& idle, int dpdk_port,
@@ -303,7 +332,7 @@ PYBIND11_MODULE(_ringfire, m) {
              }
              auto n = Node::create(o);
              if (!n.ok()) throw py::value_error(std::string(n.status().message()));
-             return std::move(*n);
+             return PyNode{std::shared_ptr<Node>(std::move(*n))};
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
@@ -313,13 +342,17 @@ PYBIND11_MODULE(_ringfire, m) {
            py::arg("accept_timeout") = 60.0)
       .def(
           "create_anchor",
-          [](Node& n, bool multi_sender) {
+          [](PyNode& self, bool multi_sender) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
             return n.create_anchor(multi_sender ? AnchorKind::kMultiSender : AnchorKind::kSingleSender);
           },
           py::arg("multi_sender") = false)
       .def(
           "attach",
-          [](Node& n, const std::string& handle, const std::string& peer, uint64_t resume) {
+          [](PyNode& self, const std::string& handle, const std::string& peer, uint64_t resume) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
             const auto h = handle_of(handle);
             const auto at = endpoint(peer);
             absl::StatusOr<std::unique_ptr<Sender>> s;
@@ -338,7 +371,9 @@ PYBIND11_MODULE(_ringfire, m) {
           "of the anchor's stream whose channel ended, to go on from its next frame (Sender.resume_at)")
       .def(
           "attach_many",
-          [](Node& n, const std::vector<std::string>& handles, const std::string& peer) {
+          [](PyNode& self, const std::vector<std::string>& handles, const std::string& peer) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
             std::vector<ringfire::mux::AnchorHandle> hs;
             hs.reserve(handles.size());
             for (const std::string& handle : handles) {
@@ -365,11 +400,19 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("handles"), py::arg("peer"),
           "attach to every handle on the node at peer at once (each request sent before any answer is awaited); "
           "a list of Senders in order, or ConnectionError naming the first handle that failed")
-      .def("flush_batch", &Node::flush_batch, py::call_guard<py::gil_scoped_release>(),
+      .def(
+          "flush_batch",
+          [](PyNode& self) {
+            const std::shared_ptr<Node> held = live(self);
+            py::gil_scoped_release nogil;
+            held->flush_batch();
+          },
            "whatever is staged goes now; never blocks, never fails")
       .def(
           "send_many",
-          [](Node& n, py::object items, py::object records, py::object flush_arg) -> py::object {
+          [](PyNode& self, py::object items, py::object records, py::object flush_arg) -> py::object {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
             // One decode step under one lock: (sender, bytes) pairs, or a
             // list of senders and a list of records side by side (the
             // decode batch's senders kept in a list, one token each: no
@@ -435,12 +478,14 @@ PYBIND11_MODULE(_ringfire, m) {
           "a decode step in one call: each (sender, bytes) of items in order, or each sender of items with the "
           "record at its place in records; then flush_batch() if flush. None when every record was taken, else a "
           "list of (index, status) for those that were not ('full', 'closed', 'too_large')")
-      .def("fd", &Node::fd,
+      .def("fd", [](PyNode& self) { return live(self)->fd(); },
            "a descriptor that is readable when some anchor has an item: for asyncio's add_reader or select; "
            "then call poll() (never read it yourself)")
       .def(
           "poll",
-          [](Node& n, size_t max) {
+          [](PyNode& self, size_t max) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
             static thread_local Poller p;  // per thread: its buffers grow once
             p.items.clear();
             p.bytes.clear();
@@ -453,26 +498,40 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("max") = 65536,
           "every ready item of every anchor (at most max): a list of (anchor_id, kind, session, payload), kind "
           "'data' (payload: the bytes) or 'finished' / 'dropped' (payload: the reason). Never waits.")
-      .def("idle", &Node::idle,
+      .def("idle", [](PyNode& self) { live(self)->idle(); },
            "done with what poll() returned, back to waiting on fd(): the node thread's wake that poll() put off "
            "goes now (asyncio's reader does this once the woken tasks ran)")
       .def(
           "wait",
-          [](const Node& n, double timeout) {
+          [](PyNode& self, double timeout) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
+            const uint64_t ns = wait_ns(timeout, "wait");
             py::gil_scoped_release nogil;
-            return n.wait(static_cast<uint64_t>(timeout * 1e9));
+            return n.wait(ns);
           },
           py::arg("timeout"), "block until fd() is readable or timeout seconds passed; True if readable")
       .def(
           "drain",
-          [](Node& n, double timeout) {
+          [](PyNode& self, double timeout) {
+            const std::shared_ptr<Node> held = live(self);
+            Node& n = *held;
+            const uint64_t ns = wait_ns(timeout, "drain");
             py::gil_scoped_release nogil;
-            return n.drain(static_cast<uint64_t>(timeout * 1e9));
+            return n.drain(ns);
           },
           py::arg("timeout") = 5.0, "wait until everything sent was applied by the peers (before exiting); True if so")
       .def_property_readonly("control_address",
-                             [](const Node& n) { return ringfire::net::to_string(n.control_address()); })
-      .def_property_readonly("worker_id", &Node::worker_id)
-      .def_property_readonly("data_path", &Node::data_path)
-      .def("stats", [](const Node& n) { return stats_dict(n.stats()); }, "every counter, summed over peers");
+                             [](PyNode& self) { return ringfire::net::to_string(live(self)->control_address()); })
+      .def_property_readonly("worker_id", [](PyNode& self) { return live(self)->worker_id(); })
+      .def_property_readonly("data_path", [](PyNode& self) { return live(self)->data_path(); })
+      .def("stats", [](PyNode& self) { return stats_dict(live(self)->stats()); }, "every counter, summed over peers")
+      .def_property_readonly("closed", [](const PyNode& self) { return self.node == nullptr; },
+                             "close() was called")
+      .def("close", &let_go,
+           "stop now: the control listener closes, peers are told, senders close and anchors' streams end dropped, "
+           "the node's rings are removed; anchors and senders stay safe to call. Idempotent; later calls on the "
+           "node raise ValueError. A `with Node(...) as node:` block closes it at its end")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyNode& self, const py::args&) { let_go(self); });
 }

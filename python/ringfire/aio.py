@@ -175,10 +175,15 @@ class AsyncNode:
             # already): the node thread's wake that poll() put off goes then,
             # not at the next readiness (a quiet stream's position report
             # would wait for that, or for the node's own turn).
-            self.loop.call_soon(self.node.idle)
+            self.loop.call_soon(self._idle)
+
+    def _idle(self):
+        if self._fd is not None:  # not closed since
+            self.node.idle()
 
     def close(self):
-        """stop reading (the anchors stay; call again from a loop to read them)."""
+        """stop reading (the anchors stay; call again from a loop to read them).
+        Close this before the Node (node.close()): its descriptor goes with it."""
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self._fd = None

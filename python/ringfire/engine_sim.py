@@ -149,7 +149,11 @@ def main(argv=None):
         await web.TCPSite(runner, host, int(port)).start()
         print(f"engine_sim: decoding at {args.rate:g} steps/s; requests at http://{args.http}/generate; "
               f"node {engine.node.control_address} ({'per-stream' if args.no_mux else 'mux'})", flush=True)
-        await engine.decode_loop()
+        try:
+            await engine.decode_loop()
+        finally:
+            await runner.cleanup()
+            engine.node.close()  # its rings go, its consumers see the streams end
 
     try:
         asyncio.run(run())

@@ -67,6 +67,7 @@ class Frontend:
     async def stop(self, app):
         await self.session.close()
         self.anode.close()
+        self.node.close()  # its rings go now, its producers see their streams closed
 
     async def completions(self, request):
         if self.in_flight >= self.max_requests:

@@ -224,6 +224,33 @@ class MuxFromPython(unittest.TestCase):
             with self.assertRaises(ValueError):  # readable by others: refused, saying so
                 node("bad", psk_file=os.path.join(d, "loose"))
 
+    def test_close_stops_the_node_at_once_and_removes_its_rings(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            consumer, producer = node("c", ring_dir=d), node("p", ring_dir=d, flush="manual")
+            a = consumer.create_anchor()
+            s = producer.attach(a.handle, consumer.control_address)
+            self.assertEqual(send(s, b"before"), "sent")
+            producer.flush_batch()
+            self.assertEqual(a.recv(10.0), ("data", s.session, b"before"))
+            rings = os.listdir(d)
+            self.assertTrue(any("mux-out" in r for r in rings), rings)  # the producer's egress ring
+            producer.close()
+            self.assertTrue(producer.closed)
+            self.assertFalse(any("mux-out" in r for r in os.listdir(d)), os.listdir(d))
+            self.assertTrue(s.closed)  # the sender outlives its node, closed
+            self.assertEqual(s.send(b"after"), "closed")
+            self.assertEqual(a.recv(10.0)[0], "dropped")  # the consumer saw the peer go
+            with self.assertRaisesRegex(ValueError, "the node is closed"):
+                producer.create_anchor()
+            with self.assertRaisesRegex(ValueError, "the node is closed"):
+                producer.poll()
+            producer.close()  # again: nothing
+            with consumer:  # a with block closes it at its end
+                consumer.create_anchor()
+            self.assertTrue(consumer.closed)
+            self.assertEqual(os.listdir(d), [])
+
     def test_errors_say_what_to_change(self):
         with self.assertRaisesRegex(ValueError, "initial_credit"):
             node("bad", initial_credit=0)
@@ -242,8 +269,12 @@ class MuxFromPython(unittest.TestCase):
             n.attach("junk", "127.0.0.1:1")
         with self.assertRaises(ConnectionError):
             n.attach("0123456789abcdef:0123456789abcdef", "127.0.0.1:1")  # nobody listens there
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "recv: seconds between 0 and 1e6"):
             n.create_anchor().recv(-1)
+        with self.assertRaisesRegex(ValueError, "wait: seconds between 0 and 1e6"):
+            n.wait(float("nan"))
+        with self.assertRaisesRegex(ValueError, "drain: seconds between 0 and 1e6"):
+            n.drain(1e30)
 
 
 if __name__ == "__main__":
