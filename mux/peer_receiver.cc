@@ -263,21 +263,21 @@ void PeerReceiver::fail_slot(Stream* s, uint32_t raw, EndReason reason) {
   end(s, StreamItem::Kind::kDropped, reason);
 }
 
-void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner) {
+PeerReceiver::Applied PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner) {
   proto::BatchReader r;
   if (r.open(batch) != proto::DecodeError::kOk) {
     ++stats_.malformed;
-    return;
+    return Applied::kDone;
   }
   const proto::BatchHeader& h = r.header();
   if (pinned_epoch_ != 0 && h.peer_epoch != pinned_epoch_) {
     ++stats_.foreign_epoch;  // another node's batches, in a channel its NODE did not announce
-    return;
+    return Applied::kForeign;
   }
   if (h.peer_epoch != epoch_) {
     if (epoch_ != 0 && h.peer_epoch < epoch_) {
       ++stats_.stale_epoch;  // a batch from before the peer came back: discarded whole
-      return;
+      return Applied::kDone;
     }
     if (epoch_ != 0) {  // a new epoch: the old one's streams are gone (the new one's attach anew)
       for (auto& s : streams_) {
@@ -398,6 +398,7 @@ void PeerReceiver::apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* o
     }
   }
   if (r.status() != proto::DecodeError::kOk) ++stats_.malformed;
+  return Applied::kDone;
 }
 
 PeerReceiver::Liveness PeerReceiver::liveness(const Stream* s, uint64_t now_ns) const {

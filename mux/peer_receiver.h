@@ -180,8 +180,11 @@ class PeerReceiver {
 
   // apply takes one batch from the peer, in channel order. Credit and
   // receiver-to-owner closes in it are for this node's own streams to the
-  // peer: they go to `owner` (may be null).
-  void apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner = nullptr);
+  // peer: they go to `owner` (may be null). kForeign: the batch carried
+  // another epoch than the pinned one (pin_epoch), discarded whole: its
+  // channel is not its NODE's owner's, and the caller ends it.
+  enum class Applied : uint8_t { kDone, kForeign };  // kDone: applied, or counted and dropped
+  Applied apply(proto::ConstBytes batch, uint64_t now_ns, PeerSender* owner = nullptr);
   // peer_lost: the channel's epoch died; every registered stream ends
   // dropped (claimed or not).
   void peer_lost();

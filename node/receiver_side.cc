@@ -452,7 +452,6 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
   if (p.dead || p.failed || !p.ingress) return 0;  // dead first: the conductor unmaps a dead peer's ring outside mu
   const uint64_t before = p.applied;
   const uint64_t now = monotonic_ns();  // one clock read for the turn
-  const uint64_t foreign = p.receiver->stats().foreign_epoch;
   size_t n = 0;
   for (; n < max; ++n) {
     uint32_t len = 0;
@@ -465,9 +464,9 @@ size_t NodeImpl::apply_ingress(InPeer& p, size_t max, bool by_reader, bool* wake
       return n;
     }
     if (!r.ok) break;
-    p.receiver->apply({p.record.data(), len}, now, nullptr);
+    const mux::PeerReceiver::Applied applied = p.receiver->apply({p.record.data(), len}, now, nullptr);
     p.applied = r.seq + 1;
-    if (p.receiver->stats().foreign_epoch != foreign) {  // not its NODE's owner's channel: nothing more of it counts
+    if (applied == mux::PeerReceiver::Applied::kForeign) {  // not its NODE's owner's channel: nothing more of it counts
       p.failed = true;
       p.failed_why = "its batches carry another epoch than its NODE's";
       ++counters.channel_failures;
