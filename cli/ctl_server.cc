@@ -19,6 +19,7 @@ namespace {
 constexpr size_t kMaxRequest = 64u << 10;
 constexpr size_t kMaxClients = 8;
 constexpr uint64_t kRequestTimeoutNs = 1'000'000'000;
+constexpr uint64_t kAnswerTimeoutNs = 2'000'000'000;
 
 sockaddr_un address_of(const std::string& path) {
   sockaddr_un a{};
@@ -78,46 +79,56 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     if (clients_.size() == kMaxClients) {
-      close(fd);  // busy: the client sees the connection closed, and may retry
-      continue;
+      // Full: the oldest client gives its place. An operator's request is
+      // answered within a pass; what is left holding a place is idle, or
+      // not reading its answer, and must not lock the operator out (review
+      // helper-35).
+      close(clients_.front().fd);
+      clients_.erase(clients_.begin());
     }
-    clients_.push_back(Client{fd, {}, now_ns + kRequestTimeoutNs});
+    clients_.push_back(Client{fd, {}, {}, 0, false, now_ns + kRequestTimeoutNs});
   }
   for (size_t i = 0; i < clients_.size();) {
     Client& c = clients_[i];
-    bool done = false, cut = false;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = read(c.fd, buf, sizeof(buf));
-      if (n > 0) {
-        c.in.append(buf, static_cast<size_t>(n));
-        if (c.in.size() > kMaxRequest) {
-          cut = true;
+    bool close_it = now_ns >= c.deadline_ns;
+    if (!close_it && !c.answered) {
+      char buf[4096];
+      for (;;) {
+        const ssize_t n = read(c.fd, buf, sizeof(buf));
+        if (n > 0) {
+          c.in.append(buf, static_cast<size_t>(n));
+          if (c.in.size() > kMaxRequest) {
+            close_it = true;
+            break;
+          }
+          continue;
+        }
+        if (n == 0) {  // the whole request: answered as the socket drains, never waited on
+          c.out = handle(c.in) + "\n";
+          c.answered = true;
+          c.deadline_ns = now_ns + kAnswerTimeoutNs;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          close_it = true;
+        }
+        break;
+      }
+    }
+    if (!close_it && c.answered) {
+      while (c.sent < c.out.size()) {
+        // MSG_NOSIGNAL: a client gone before its answer is an error here,
+        // not a SIGPIPE that ends the daemon (review helper-35).
+        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n <= 0) {
+          close_it = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
           break;
         }
-        continue;
+        c.sent += static_cast<size_t>(n);
       }
-      if (n == 0) done = true;
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) cut = true;
-      break;
+      close_it = close_it || c.sent == c.out.size();
     }
-    if (!done && !cut && now_ns < c.deadline_ns) {
+    if (!close_it) {
       ++i;
       continue;
-    }
-    if (done) {
-      const std::string answer = handle(c.in) + "\n";
-      // A short answer: the client is waiting for it; 1 s at most.
-      const int flags = fcntl(c.fd, F_GETFL);
-      fcntl(c.fd, F_SETFL, flags & ~O_NONBLOCK);
-      const timeval tv{1, 0};
-      setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      size_t off = 0;
-      while (off < answer.size()) {
-        const ssize_t n = write(c.fd, answer.data() + off, answer.size() - off);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
     }
     close(c.fd);
     clients_.erase(clients_.begin() + static_cast<ptrdiff_t>(i));
@@ -138,7 +149,7 @@ absl::StatusOr<std::string> ctl_request(const std::string& path, const std::stri
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   size_t off = 0;
   while (off < request.size()) {
-    const ssize_t n = write(fd, request.data() + off, request.size() - off);
+    const ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }

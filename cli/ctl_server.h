@@ -2,7 +2,10 @@
 // mode 0600: root's): one request per connection, its text up to EOF (at
 // most 64 KiB, within 1 s), one JSON answer, then close. The conductor
 // polls it between rounds; a client that stalls or floods is cut, and at
-// most 8 are served at once. `ringfire ctl` is the client. Conductor thread.
+// most 8 are served at once (a newcomer past 8 takes the place of the
+// oldest). The answer is written as the socket
+// drains, within 2 s: a client that does not read stalls only itself.
+// `ringfire ctl` is the client. Conductor thread.
 #pragma once
 
 #include <functional>
@@ -30,7 +33,10 @@ class CtlServer {
   struct Client {
     int fd;
     std::string in;
-    uint64_t deadline_ns;
+    std::string out;  // the answer, once the request is whole
+    size_t sent = 0;
+    bool answered = false;
+    uint64_t deadline_ns;  // for the request, then for the answer
   };
   CtlServer() = default;
   std::string path_;

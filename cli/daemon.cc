@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -530,6 +531,10 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
     return 0;
   }
   install_stop_handlers();
+  // Every socket the daemon writes sends with MSG_NOSIGNAL; this is for any
+  // it missed and for a journal gone from under its stdout: a daemon holding
+  // hundreds of sessions must not end on a write (review helper-35).
+  signal(SIGPIPE, SIG_IGN);
 
   if (dpdk) {
     const absl::Status st = engine::start_dpdk(d->eal, lcores, pci);

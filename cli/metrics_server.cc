@@ -157,7 +157,9 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
     }
     if (!close_it && !c.out.empty()) {
       while (c.sent < c.out.size()) {
-        const ssize_t n = write(c.fd, c.out.data() + c.sent, c.out.size() - c.sent);
+        // MSG_NOSIGNAL: a client that reset mid-answer is an error here,
+        // not a SIGPIPE that ends the daemon (review helper-35).
+        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
         if (n <= 0) break;  // full (it drains later) or gone (the deadline cuts it)
         c.sent += static_cast<size_t>(n);
       }

@@ -137,6 +137,30 @@ s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'\xff\xfe 
 print(s.recv(65536).decode())" "$conf/h1.sock" 2>&1)
 [[ "$ans" == *'"ok": false'* && "$ans" == *'unknown request'* ]] || fail "a request that is not UTF-8: $ans"
 [[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions'])") == 16 ]] || fail "h1's daemon did not survive a request that is not UTF-8"
+# Clients that leave before their answer (a ctl killed by Ctrl-C): the
+# daemon goes on (a SIGPIPE ended it). Eight that never read a large answer
+# (a 64 KiB name quoted back, escaped) and stay: the operator's `list` is
+# answered at once (the conductor waited 1 s on each, and every session
+# with it), taking the oldest one's place.
+rude=$(on 1 python3 -c "
+import socket, sys, time
+for _ in range(3):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'list'); s.shutdown(socket.SHUT_WR); s.close()
+time.sleep(0.3)
+held = []
+for _ in range(8):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'remove ' + b'\\x01' * 65000); s.shutdown(socket.SHUT_WR)
+    held.append(s)
+time.sleep(0.3)
+op = socket.socket(socket.AF_UNIX); op.settimeout(4); op.connect(sys.argv[1]); op.sendall(b'list'); op.shutdown(socket.SHUT_WR)
+got = b''
+try:
+    while (b := op.recv(65536)): got += b
+except OSError as e:
+    got += str(e).encode()
+print(got.count(b'\"name\"'))" "$conf/h1.sock" 2>&1)
+[[ $rude == 17 ]] || fail "ctl clients that leave or never read: the operator's list got '$rude' names, want 16 sessions and the port"
+[[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions'])") == 16 ]] || fail "h1's daemon did not survive ctl clients that leave early"
 printf '[[serve]]\nname = "s2"\nring = "%s"\nlisten = "198.18.0.1:7900"\n' "$(ring_name s2)" >"$conf/dup.toml"
 err=$(on 1 "$rf" ctl "$conf/h1.sock" add "$conf/dup.toml" 2>&1 >/dev/null); rc=$?
 [[ $rc -eq 1 && "$err" == *"a session named s2 exists"* ]] || fail "adding a second s2: rc $rc, $err"
