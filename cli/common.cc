@@ -56,10 +56,12 @@ absl::StatusOr<ring::IdleMode> parse_idle(const std::string& text) {
 absl::StatusOr<mux::FlushPolicy> parse_flush(const std::string& text) {
   if (text == "manual") return mux::FlushPolicy::manual();
   if (text == "auto") return mux::FlushPolicy{};
-  if (uint64_t us = 0; text.rfind("linger:", 0) == 0 && absl::SimpleAtoi(text.substr(7), &us) && us > 0) {
+  if (uint64_t us = 0;
+      text.rfind("linger:", 0) == 0 && absl::SimpleAtoi(text.substr(7), &us) && us > 0 && us <= 1'000'000) {
     return mux::FlushPolicy::linger(us * 1000);
   }
-  return absl::InvalidArgumentError(absl::StrCat("--flush ", text, ": use auto, manual or linger:MICROSECONDS"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--flush ", text, ": use auto, manual or linger:MICROSECONDS (1 to 1000000)"));
 }
 
 std::vector<OptionSpec> with_fault_options(std::vector<OptionSpec> options) {

@@ -37,10 +37,10 @@ ringfire::mux::FlushPolicy parse_flush(const std::string& f) {
   if (f == "auto") return {};
   if (f == "manual") return ringfire::mux::FlushPolicy::manual();
   uint64_t us = 0;
-  if (f.rfind("linger:", 0) == 0 && absl::SimpleAtoi(f.substr(7), &us) && us > 0) {
+  if (f.rfind("linger:", 0) == 0 && absl::SimpleAtoi(f.substr(7), &us) && us > 0 && us <= 1'000'000) {
     return ringfire::mux::FlushPolicy::linger(us * 1000);
   }
-  throw py::value_error(absl::StrCat("flush '", f, "': use 'auto', 'manual' or 'linger:MICROSECONDS'"));
+  throw py::value_error(absl::StrCat("flush '", f, "': use 'auto', 'manual' or 'linger:MICROSECONDS' (1 to 1000000)"));
 }
 
 ringfire::net::Endpoint endpoint(const std::string& s) {
@@ -72,7 +72,11 @@ Sender* sender_of(PyObject* o) {
     auto* inst = reinterpret_cast<py::detail::instance*>(o);
     return static_cast<Sender*>(inst->get_value_and_holder(info).value_ptr());
   }
-  return py::cast<Sender*>(py::handle(o));  // a subclass, or not a Sender at all (raises)
+  // A subclass, or not a Sender at all (raises); None casts to a null
+  // pointer, which the node would follow (review helper-36).
+  Sender* s = o == Py_None ? nullptr : py::cast<Sender*>(py::handle(o));
+  if (s == nullptr) throw py::type_error("send_many: a sender is None, not a Sender");
+  return s;
 }
 
 // wait_ns: a call's `seconds` to wait, or a ValueError naming the call
@@ -297,9 +301,11 @@ PYBIND11_MODULE(_ringfire, m) {
              o.mux.flush = parse_flush(flush);
              o.mux.max_batch_bytes = max_batch_bytes;
              o.ring_dir = ring_dir;
-             if (silent_peer < 0) throw py::value_error("silent_peer must be >= 0 seconds (0: the kernel's TCP defaults)");
+             if (!(silent_peer >= 0 && silent_peer <= 3600)) {  // NaN too
+               throw py::value_error("silent_peer must be 0 to 3600 seconds (0: the kernel's TCP defaults)");
+             }
              o.silent_peer_ms = static_cast<uint32_t>(silent_peer * 1000);
-             if (resume_window < 0 || resume_window > 3600) {
+             if (!(resume_window >= 0 && resume_window <= 3600)) {  // NaN too
                throw py::value_error("resume_window must be 0 to 3600 seconds (0: a stream's end is read at once)");
              }
              o.resume_window_ns = static_cast<uint64_t>(resume_window * 1e9);
@@ -425,7 +431,9 @@ PYBIND11_MODULE(_ringfire, m) {
               flush_arg = records;
               records = py::none();
             }
-            const bool flush = !flush_arg.is_none() && PyObject_IsTrue(flush_arg.ptr()) == 1;
+            const int truth = flush_arg.is_none() ? 0 : PyObject_IsTrue(flush_arg.ptr());
+            if (truth < 0) throw py::error_already_set();  // its __bool__ raised: that error, not a SystemError
+            const bool flush = truth == 1;
             const bool pairs = records.is_none();
             if (!PySequence_Check(items.ptr()) || (!pairs && !PySequence_Check(records.ptr()))) {
               throw py::value_error("send_many takes a list of (sender, bytes), or a list of senders and one of bytes");

@@ -258,8 +258,14 @@ class MuxFromPython(unittest.TestCase):
             node("bad", flush="sometimes")
         with self.assertRaisesRegex(ValueError, "idle warm: expected spin, yield, backoff or hot"):
             node("bad", idle="warm")
-        with self.assertRaisesRegex(ValueError, "silent_peer must be >= 0"):
+        with self.assertRaisesRegex(ValueError, "silent_peer must be 0 to 3600"):
             node("bad", silent_peer=-1)
+        with self.assertRaisesRegex(ValueError, "silent_peer must be 0 to 3600"):
+            node("bad", silent_peer=float("nan"))
+        with self.assertRaisesRegex(ValueError, "resume_window must be 0 to 3600"):
+            node("bad", resume_window=float("nan"))
+        with self.assertRaisesRegex(ValueError, "1 to 1000000"):
+            node("bad", flush="linger:99999999999999999")
         with self.assertRaisesRegex(ValueError, "mtu 100: the largest UDP payload, 256 to 65507"):
             node("bad", mtu=100)
         with self.assertRaises(ValueError):
@@ -275,6 +281,16 @@ class MuxFromPython(unittest.TestCase):
             n.wait(float("nan"))
         with self.assertRaisesRegex(ValueError, "drain: seconds between 0 and 1e6"):
             n.drain(1e30)
+        with self.assertRaisesRegex(TypeError, "a sender is None"):  # it crashed the process
+            n.send_many([None], [b"x"])
+        with self.assertRaisesRegex(TypeError, "a sender is None"):
+            n.send_many([(None, b"x")])
+
+        class Untruthful:
+            def __bool__(self):
+                raise RuntimeError("no truth here")
+        with self.assertRaisesRegex(RuntimeError, "no truth here"):
+            n.send_many([], flush=Untruthful())
 
 
 if __name__ == "__main__":
