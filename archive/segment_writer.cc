@@ -29,6 +29,9 @@ absl::Status io_error(int err, absl::string_view what, absl::string_view path) {
     case EDQUOT:
       return absl::ResourceExhaustedError(absl::StrCat(msg, " (the disk is full: free space or lower --retain-bytes)"));
     case ENOENT: return absl::NotFoundError(msg);
+    case ELOOP:  // open_file's refusal
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " ", path, ": not a regular file (a symlink, directory or device): the recorder writes only files of its own; move it away"));
     case EACCES:
     case EPERM: return absl::PermissionDeniedError(msg);
     default: return absl::InternalError(msg);
@@ -48,14 +51,32 @@ absl::Status write_all(int fd, const uint8_t* p, size_t len, uint64_t offset, co
   return absl::OkStatus();
 }
 
+// open_file: ::open for a file the recorder writes, refusing any that is
+// not a regular file of the archive directory itself (a symlink to a file
+// elsewhere, a FIFO, a device): recovery truncates, punches and rewrites
+// what it opens, and whoever could write the directory could point it at
+// another file (review helper-36). Refused as ELOOP (io_error says why).
+int open_file(const std::string& path, int flags, mode_t mode = 0644) {
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = ELOOP;
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 // open_segment_fd opens a segment for appending with direct I/O (whole
 // 4 KiB blocks from a block-aligned buffer: no page cache to write back,
 // so an fsync has only the file's metadata left to do), or buffered where
 // the filesystem has no direct I/O.
 int open_segment_fd(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
+  const int fd = open_file(path, flags | O_DIRECT);
   if (fd >= 0 || errno != EINVAL) return fd;
-  return ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  return open_file(path, flags);
 }
 
 absl::Status sync_dir(const std::string& dir) {
@@ -150,7 +171,7 @@ absl::StatusOr<SegmentWriter> SegmentWriter::open(const std::string& dir, const 
   SegmentWriter w;
   w.dir_ = dir;
   const std::string lock_path = dir + "/writer.lock";
-  w.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  w.lock_fd_ = open_file(lock_path, O_RDWR | O_CREAT);
   if (w.lock_fd_ < 0) return io_error(errno, "open", lock_path);
   if (flock(w.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     return absl::FailedPreconditionError(
@@ -240,7 +261,7 @@ absl::Status SegmentWriter::store_catalog() {
   const std::string tmp = dir_ + "/catalog.tmp";
   const std::string path = dir_ + "/catalog";
   const std::string bytes = encode_catalog(catalog_);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
   if (fd < 0) return io_error(errno, "create", tmp);
   absl::Status st = write_all(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0, tmp);
   if (st.ok() && fdatasync(fd) != 0) st = io_error(errno, "fdatasync", tmp);
@@ -286,7 +307,7 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
   if (last.sealed) return absl::OkStatus();
 
   const std::string seg_path = dir_ + "/" + segment_name(last.first_seq);
-  seg_fd_ = ::open(seg_path.c_str(), O_RDWR | O_CLOEXEC);
+  seg_fd_ = open_file(seg_path, O_RDWR);
   if (seg_fd_ < 0) {
     if (errno != ENOENT) return io_error(errno, "open", seg_path);
     return create_open_segment();  // listed, never created: it was empty
@@ -307,7 +328,7 @@ absl::Status SegmentWriter::recover(RecoveryReport* report) {
                                             "; move the file away to record past it"));
   }
   const std::string idx_path = dir_ + "/" + index_name(last.first_seq);
-  idx_fd_ = ::open(idx_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  idx_fd_ = open_file(idx_path, O_RDWR | O_CREAT);
   if (idx_fd_ < 0) return io_error(errno, "open", idx_path);
   if (ftruncate(idx_fd_, 0) != 0) return io_error(errno, "truncate", idx_path);
 
@@ -407,7 +428,7 @@ absl::Status SegmentWriter::create_open_segment() {
     unlink(seg_path.c_str());
     return st;
   }
-  idx_fd_ = ::open(idx_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  idx_fd_ = open_file(idx_path, O_RDWR | O_CREAT | O_TRUNC);
   if (idx_fd_ < 0) {
     const int err = errno;
     close_files();

@@ -259,6 +259,63 @@ TEST(Recorder, ATornTailIsClearedAndRecordingResumesWithNoLossAndNoDuplicate) {
   EXPECT_EQ(back.bad, 0u);
 }
 
+// slurp: a whole file's bytes ("" if it cannot be read).
+std::string slurp(const std::string& path) {
+  std::string out;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// Whoever can write the archive directory can put a symlink where the open
+// segment or its index was: recovery, which truncates the index, punches
+// the torn tail and rewrites both, must not follow it to another file
+// (it overwrote and zeroed such a victim: review helper-36).
+TEST(Recorder, RecoveryRefusesASymlinkInPlaceOfTheOpenSegmentOrItsIndexAndLeavesItsTargetAlone) {
+  for (const bool the_index : {true, false}) {
+    SCOPED_TRACE(the_index ? "the index" : "the segment");
+    Feed feed;
+    ASSERT_TRUE(feed.p.ok());
+    auto& [ring, tmp, p] = feed;
+    publish(*p, 3000);
+    uint64_t now = 0;
+    std::string victim_of;
+    uint64_t tail = 0;
+    {
+      auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+      ASSERT_TRUE(rec.ok());
+      drain(**rec, &now);
+      tail = the_index ? 0 : (*rec)->writer().open_segment_bytes();
+      const uint64_t first = (*rec)->writer().catalog().segments.back().first_seq;
+      victim_of = tmp.archive() + "/" + (the_index ? index_name(first) : segment_name(first));
+    }
+    // The victim: a copy of the real file with precious bytes past its
+    // records (what the torn-tail clearing would zero), then the link.
+    const std::string victim = tmp.path() + "/victim";
+    std::filesystem::copy_file(victim_of, victim);
+    {
+      const std::string precious(std::filesystem::file_size(victim) + 4096 - tail, '\xAB');
+      const int fd = ::open(victim.c_str(), O_WRONLY);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(pwrite(fd, precious.data(), precious.size(), static_cast<off_t>(tail)),
+                static_cast<ssize_t>(precious.size()));
+      ::close(fd);
+    }
+    const std::string before = slurp(victim);
+    ASSERT_EQ(::unlink(victim_of.c_str()), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), victim_of.c_str()), 0);
+    auto rec = Recorder::open(ring.open(), small_options(tmp.archive()));
+    ASSERT_FALSE(rec.ok());
+    EXPECT_THAT(std::string(rec.status().message()), ::testing::HasSubstr("not a regular file"));
+    const std::string after = slurp(victim);
+    EXPECT_EQ(after.size(), before.size());
+    EXPECT_TRUE(after == before) << "the link's target was written";
+  }
+}
+
 // cut_power: the power-cut model on one segment: everything from `offset`
 // on is zeroes (what the disk never got), the file's size kept.
 void cut_power(const std::string& segment, uint64_t offset) {
