@@ -77,6 +77,13 @@ BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::
     *why = absl::StrCat("batch covers [", header->first_seq, ", ", header->end_seq, ")");
     return BatchRead::kDamaged;
   }
+  // The file must hold what the header declares before anything is made
+  // for it: a forged header in a short file made readers allocate and zero
+  // up to the 1 GiB cap (review helper-36).
+  if (struct stat st {}; fstat(fd, &st) != 0 || offset + bytes > static_cast<uint64_t>(st.st_size)) {
+    *why = "the file ends inside a batch (truncated)";
+    return BatchRead::kDamaged;
+  }
   buf->resize(bytes);
   std::memcpy(buf->data(), head, sizeof(head));
   if (!pread_all(fd, buf->data() + kBatchHeaderBytes, bytes - kBatchHeaderBytes,

@@ -130,6 +130,34 @@ TEST(ArchiveFormat, ABatchPastTheSequenceBoundIsDamage) {
   fclose(f);
 }
 
+// A header declaring more than the file holds is damage found before
+// anything is made for it: a forged 1 GiB batch in a short file made every
+// reader allocate and zero 1 GiB (review helper-36).
+TEST(ArchiveFormat, ABatchDeclaringMoreThanTheFileHoldsIsDamageBeforeAnyAllocation) {
+  BatchBuilder b(4096, 64);
+  b.start(10);
+  std::memset(b.record_slot(8), 1, 8);
+  b.commit_record(10, 8);
+  auto span = b.seal(11);
+  std::vector<uint8_t> batch(span.begin(), span.end());
+  uint32_t magic = 0;
+  BatchHeader forged = decode_batch_header(batch.data(), &magic);
+  forged.bytes = 1u << 30;  // within a forged geometry's cap, far past the file
+  encode_batch_header(forged, batch.data());
+  FILE* f = tmpfile();
+  ASSERT_NE(f, nullptr);
+  const int fd = fileno(f);
+  ASSERT_EQ(pwrite(fd, batch.data(), batch.size(), 0), static_cast<ssize_t>(batch.size()));
+  const SegmentLimits limits{64ull << 30, 1u << 30, 64, 0};
+  std::vector<uint8_t> buf;
+  BatchHeader h;
+  std::string why;
+  EXPECT_EQ(read_batch(fd, 0, limits, &buf, &h, &why), BatchRead::kDamaged);
+  EXPECT_EQ(why, "the file ends inside a batch (truncated)");
+  EXPECT_LT(buf.capacity(), 1u << 20);
+  fclose(f);
+}
+
 // A built batch passes check_entries; entries out of order, running past
 // the batch, or of an unknown kind do not.
 TEST(ArchiveFormat, CheckEntriesRefusesWhatABuilderNeverWrites) {
