@@ -104,7 +104,7 @@ int cmd_stat(int argc, char** argv, int first) {
   std::printf("readers     %zu of %u registry entries\n", readers.size(), h.registry_size);
   for (const ring::ReaderInfo& r : readers) {
     std::printf("  #%-3u %-16s pid %-8llu %-5s cursor %-12llu lag %-10llu lost %llu\n", r.index,
-                r.name.c_str(), static_cast<ull>(r.pid), r.alive ? "alive" : "gone",
+                telemetry::printable(r.name).c_str(), static_cast<ull>(r.pid), r.alive ? "alive" : "gone",
                 static_cast<ull>(r.cursor), static_cast<ull>(ws > r.cursor ? ws - r.cursor : 0),
                 static_cast<ull>(r.lost));
   }

@@ -1,8 +1,12 @@
 // config_file.cc — see config_file.h.
 #include "cli/config_file.h"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <toml++/toml.h>
 
@@ -107,14 +111,28 @@ absl::StatusOr<ConfigFile> parse_config_text(const std::string& text, const std:
 }
 
 absl::StatusOr<ConfigFile> read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the config file ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().size() > (1u << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than 1 MiB; is it a config file?"));
+  // A regular file, read up to 1 MiB and a byte: /dev/zero grew the reader
+  // without end, a FIFO waited for a writer, and a directory read as empty
+  // (review helper-35).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot read the config file ", path, ": ", std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file; give the config file's path"));
   }
-  return parse_config_text(ss.str(), path);
+  constexpr size_t kMax = 1u << 20;
+  std::string text(kMax + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMax) return absl::InvalidArgumentError(absl::StrCat(path, ": larger than 1 MiB; is it a config file?"));
+  text.resize(got);
+  return parse_config_text(text, path);
 }
 
 }  // namespace ringfire::cli

@@ -161,6 +161,11 @@ if [[ -n $configs ]]; then
     "$ring" >/tmp/rf-cli-$$.toml
   expect_fail 2 "toml:6: \[\[serve\]\] a, key .ring.: cannot open ring" "$rf" run /tmp/rf-cli-$$.toml --check
 fi
+# A config that is no file: refused at once, not read without end (/dev/zero
+# grew the reader past 460 MB) or waited on (a FIFO).
+expect_fail 2 "/dev/zero: not a regular file" timeout 10 "$rf" run /dev/zero --check
+mkfifo /tmp/rf-cli-$$.fifo
+expect_fail 2 "fifo: not a regular file" timeout 10 "$rf" run /tmp/rf-cli-$$.fifo --check
 
 # A ring larger than its filesystem's room fails at create, saying so (not
 # with a SIGBUS in its writer on the first lap).
