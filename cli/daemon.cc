@@ -438,6 +438,47 @@ std::string records_said(size_t n) { return n == 0 ? "" : absl::StrCat(", ", n, 
 
 }  // namespace
 
+namespace {
+
+// clashes_with: what two sessions of one config cannot share, found at
+// --check with the file and line (it failed at start, after the sessions
+// before it were up, or ran wrong): a listen address, a multicast group and
+// port (mirrors would take one serve's datagrams for the other's), a ring
+// two mirrors write (review helper-35).
+absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const SessionSpec& s,
+                          const std::vector<SessionSpec>& before) {
+  auto same_listen = [](const net::Endpoint& a, const net::Endpoint& b) {
+    return a.port != 0 && a.port == b.port && (a.ip == b.ip || a.ip == 0 || b.ip == 0);
+  };
+  for (const SessionSpec& o : before) {
+    if (s.serve && o.serve) {
+      const net::Endpoint& a = s.serve->control.listen;
+      const net::Endpoint& b = o.serve->control.listen;
+      if (same_listen(a, b)) {
+        return absl::InvalidArgumentError(absl::StrCat(f.where(t, "listen"), ": serve ", o.serve->name, " listens on ",
+                                                       net::to_string(b), " already: give each its own port"));
+      }
+      const auto& ga = s.serve->worker.multicast;
+      const auto& gb = o.serve->worker.multicast;
+      if (ga && gb && ga->ip == gb->ip && ga->port == gb->port) {
+        return absl::InvalidArgumentError(absl::StrCat(f.where(t, "multicast"), ": serve ", o.serve->name, " sends to ",
+                                                       net::to_string(*gb),
+                                                       " already: give each serve its own group or port"));
+      }
+    }
+    if (s.mirror && o.mirror &&
+        ring::ring_path(s.mirror->options.ring, s.mirror->options.dir) ==
+            ring::ring_path(o.mirror->options.ring, o.mirror->options.dir)) {
+      return absl::InvalidArgumentError(absl::StrCat(f.where(t, "ring"), ": mirror ", o.mirror->name, " writes ",
+                                                     ring::ring_path(o.mirror->options.ring, o.mirror->options.dir),
+                                                     " already: one writer a ring, give this mirror its own"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int run_daemon(const std::string& config_path, bool check_only, const DaemonHooks& hooks) {
   auto file = read_config_file(config_path);
   if (!file.ok()) return fail("run", file.status());
@@ -485,6 +526,7 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
         return fail("run", absl::InvalidArgumentError(absl::StrCat(file->where(t, "name"), ": a second session named ",
                                                                    t.name, ": give each its own name")));
       }
+      if (absl::Status st = clashes_with(*file, t, *s, sessions); !st.ok()) return fail("run", st);
       sessions.push_back(std::move(*s));
     }
   }

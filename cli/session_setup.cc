@@ -109,6 +109,15 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
       return absl::InvalidArgumentError(absl::StrCat("--multicast ", args.str("multicast"),
                                                      " is not a multicast group (224.0.0.0/4; labs use 239.255.0.0/16)"));
     }
+    if ((g->ip >> 8) == 0xE00000) {  // all hosts, all routers, IGMP itself: every host on the link takes these
+      return absl::InvalidArgumentError(absl::StrCat("--multicast ", args.str("multicast"),
+                                                     " is link-local control (224.0.0.0/24): choose a group in "
+                                                     "239.0.0.0/8 (labs use 239.255.0.0/16)"));
+    }
+    if (g->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--multicast ", args.str("multicast"),
+                                                     ": give the group's port (mirrors join GROUP:PORT)"));
+    }
     group = *g;
   }
   auto iface = iface_address(args, listen->ip);
@@ -243,6 +252,11 @@ absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, co
   control::MirrorOptions o;
   auto source = net::parse_endpoint(source_text);
   if (!source.ok()) return source.status();
+  if (source->ip == 0 || (source->ip >> 28) == 0xE || source->port == 0) {  // it retried such a source for ever
+    return absl::InvalidArgumentError(absl::StrCat(
+        "source ", source_text, ": the serve's own address and listen port (a unicast IP:PORT, not 0.0.0.0, a "
+        "multicast group or port 0: the serve announces its group itself)"));
+  }
   o.source = *source;
   o.ring = ring;
   o.dir = args.str("dir", "/dev/shm");

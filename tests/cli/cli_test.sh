@@ -161,6 +161,30 @@ if [[ -n $configs ]]; then
     "$ring" >/tmp/rf-cli-$$.toml
   expect_fail 2 "toml:6: \[\[serve\]\] a, key .ring.: cannot open ring" "$rf" run /tmp/rf-cli-$$.toml --check
 fi
+# Two sessions of one config that cannot share a listen address, a group,
+# or a mirror's ring: refused at --check with the line (the first failed at
+# start after the sessions before it were up; the others ran wrong).
+"$rf" create "$ring-dup" --capacity 1024 >/dev/null
+dup() { printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n%s\n' "$1" >/tmp/rf-cli-$$.toml; }
+serve() { printf '[[serve]]\nname = "%s"\nring = "%s"\nlisten = "%s"\n%s\n' "$1" "$ring-dup" "$2" "$3"; }
+dup "$(serve a 198.18.0.1:7400 '')
+$(serve b 0.0.0.0:7400 '')"
+expect_fail 2 "toml:11: serve a listens on 198.18.0.1:7400 already" "$rf" run /tmp/rf-cli-$$.toml --check
+dup "$(serve a 198.18.0.1:7400 'multicast = "239.255.9.1:7401"')
+$(serve b 198.18.0.1:7402 'multicast = "239.255.9.1:7401"')"
+expect_fail 2 "serve a sends to 239.255.9.1:7401 already" "$rf" run /tmp/rf-cli-$$.toml --check
+dup "$(printf '[[mirror]]\nname = "m%s"\nsource = "198.18.0.9:7400"\nring = "%s-m"\n' 1 "$ring" 2 "$ring")"
+expect_fail 2 "mirror m1 writes /dev/shm/$ring-m already" "$rf" run /tmp/rf-cli-$$.toml --check
+for bad in 0.0.0.0:7400 198.18.0.9:0 239.255.9.1:7400; do  # a source that can never answer (it retried for ever)
+  dup "$(printf '[[mirror]]\nname = "m"\nsource = "%s"\nring = "%s-m"\n' "$bad" "$ring")"
+  expect_fail 2 "source $bad: the serve's own address and listen port" "$rf" run /tmp/rf-cli-$$.toml --check
+done
+dup "$(serve a 198.18.0.1:7400 'multicast = "224.0.0.1:7401"')"
+expect_fail 2 "is link-local control (224.0.0.0/24)" "$rf" run /tmp/rf-cli-$$.toml --check
+dup "$(serve a 198.18.0.1:7400 'multicast = "239.255.9.1:0"')"
+expect_fail 2 "give the group's port" "$rf" run /tmp/rf-cli-$$.toml --check
+"$rf" remove "$ring-dup" >/dev/null
+
 # A config that is no file: refused at once, not read without end (/dev/zero
 # grew the reader past 460 MB) or waited on (a FIFO).
 expect_fail 2 "/dev/zero: not a regular file" timeout 10 "$rf" run /dev/zero --check
