@@ -17,6 +17,11 @@ stops and its producer slows down — that stream alone.
 """
 import asyncio
 import collections
+import weakref
+
+# The nodes an AsyncNode reads: a second one would take the first's
+# add_reader, and its anchors would never hear again.
+_read_by = weakref.WeakKeyDictionary()
 
 
 class StreamDropped(Exception):
@@ -61,8 +66,17 @@ class AsyncAnchor:
         self._paused = True
         self.anchor.pause()
 
-    async def _wait(self):
+    def _new_waiter(self):
+        # One reader at a time (as asyncio's own streams): a second task's
+        # future took the first's place, and the first waited for ever with
+        # an item queued (review helper-36).
+        if self._waiter is not None:
+            raise RuntimeError("another task is already waiting on this anchor: read it from one task")
         w = self._waiter = self._loop.create_future()
+        return w
+
+    async def _wait(self):
+        w = self._new_waiter()
         try:
             await w
         finally:
@@ -101,7 +115,7 @@ class AsyncAnchor:
     async def _wait_next(self):
         items = self._items
         while not items:
-            w = self._waiter = self._loop.create_future()
+            w = self._new_waiter()
             try:
                 await w
             finally:
@@ -137,15 +151,21 @@ def _settle(f, item):
 
 
 class AsyncNode:
-    """A Node's consumer side in an asyncio loop (create it inside the loop)."""
+    """A Node's consumer side in an asyncio loop (create it inside the loop).
+    It reads every anchor of the node (one poll() for all): make them with
+    its create_anchor, not the node's; one AsyncNode per node at a time."""
 
     def __init__(self, node, buffer=64, loop=None):
         self.node = node
         self.loop = loop or asyncio.get_running_loop()
         self.buffer = max(2, buffer)
         self._anchors = {}
+        self.unclaimed = 0  # items of anchors not made here (Node.create_anchor beside this): poll() took them
+        if _read_by.get(node) is not None:
+            raise RuntimeError("this node is read by an AsyncNode already: make every anchor with that one")
         self._fd = node.fd()
         self.loop.add_reader(self._fd, self._on_ready)
+        _read_by[node] = self
 
     def create_anchor(self, multi_sender=False):
         a = AsyncAnchor(self, self.node.create_anchor(multi_sender), self.buffer)
@@ -159,7 +179,8 @@ class AsyncNode:
         polled = self.node.poll()
         for item in polled:
             a = get(item[0])
-            if a is None:
+            if a is None:  # not ours (made with node.create_anchor, or closed here): counted, not kept
+                self.unclaimed += 1
                 continue
             items = a._items
             items.append(item)
@@ -187,3 +208,5 @@ class AsyncNode:
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self._fd = None
+            if _read_by.get(self.node) is self:
+                del _read_by[self.node]

@@ -281,6 +281,34 @@ class Aio(unittest.TestCase):
 
         asyncio.run(main())
 
+    def test_misuse_is_refused_or_counted_never_silent(self):
+        # A second reader task on one anchor, a second AsyncNode on one
+        # node, an anchor made on the node beside its AsyncNode: a task
+        # hung for ever, an AsyncNode went deaf, items vanished (review
+        # helper-36). Refused, refused, counted.
+        consumer, producer = node("c"), node("p", flush="manual")
+
+        async def main():
+            anode, a, s, waiting = await one_waiting_reader(consumer, producer)
+            with self.assertRaisesRegex(RuntimeError, "another task is already waiting on this anchor"):
+                await a.recv()
+            with self.assertRaisesRegex(RuntimeError, "read by an AsyncNode already"):
+                ringfire.aio.AsyncNode(consumer)
+            plain = consumer.create_anchor()  # the node's own, beside the AsyncNode
+            loop = asyncio.get_running_loop()
+            ps = await loop.run_in_executor(None, producer.attach, plain.handle, consumer.control_address)
+            self.assertIsNone(producer.send_many([(s, b"t0"), (ps, b"lost")], flush=True))
+            self.assertEqual(await asyncio.wait_for(waiting, 10), b"t0")
+            deadline = loop.time() + 10
+            while anode.unclaimed < 1 and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            self.assertEqual(anode.unclaimed, 1)
+            anode.close()
+            again = ringfire.aio.AsyncNode(consumer)  # once closed, another may read the node
+            again.close()
+
+        asyncio.run(main())
+
 
 if __name__ == "__main__":
     unittest.main()
