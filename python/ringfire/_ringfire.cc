@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -84,6 +85,27 @@ Sender* sender_of(PyObject* o) {
 uint64_t wait_ns(double seconds, const char* call) {
   if (!(seconds >= 0) || seconds > 1e6) throw py::value_error(absl::StrCat(call, ": seconds between 0 and 1e6"));
   return static_cast<uint64_t>(seconds * 1e9);
+}
+
+// sliced: `wait(ns)` over `total_ns` in slices of at most 100 ms, the GIL
+// released in each; between them Python's signal handlers run (Ctrl-C
+// raises KeyboardInterrupt within a slice, not when a recv(3600) returns:
+// review helper-36). True as soon as a slice's wait is.
+template <typename Wait>
+bool sliced(uint64_t total_ns, Wait wait) {
+  constexpr uint64_t kSliceNs = 100'000'000;
+  for (uint64_t left = total_ns;;) {
+    const uint64_t slice = std::min(left, kSliceNs);
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      done = wait(slice);
+    }
+    if (done) return true;
+    left -= slice;
+    if (left == 0) return false;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
 }
 
 // handle_of: an anchor handle's text ("WORKER:ANCHOR" in hex, and its ticket if it has one: PROTOCOL.md §5.2.1), or a ValueError.
@@ -242,9 +264,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "wait_closed",
           [](Sender& s, double seconds) {
-            const uint64_t ns = wait_ns(seconds, "wait_closed");
-            py::gil_scoped_release unlocked;
-            return s.wait_closed(ns);
+            return sliced(wait_ns(seconds, "wait_closed"), [&](uint64_t ns) { return s.wait_closed(ns); });
           },
           py::arg("seconds"),
           "block (the GIL released) until the stream is closed — cancelled by the consumer, "
@@ -261,13 +281,8 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "recv",
           [](Anchor& a, double timeout) -> py::object {
-            const uint64_t ns = wait_ns(timeout, "recv");
             Item it;
-            bool got;
-            {
-              py::gil_scoped_release nogil;
-              got = a.recv(&it, ns);
-            }
+            const bool got = sliced(wait_ns(timeout, "recv"), [&](uint64_t ns) { return a.recv(&it, ns); });
             if (!got) return py::none();
             if (it.kind != Item::Kind::kData) {
               return py::make_tuple(kind_name(it.kind), it.session, py::str(ringfire::mux::end_reason_name(it.reason)));
@@ -514,9 +529,7 @@ PYBIND11_MODULE(_ringfire, m) {
           [](PyNode& self, double timeout) {
             const std::shared_ptr<Node> held = live(self);
             Node& n = *held;
-            const uint64_t ns = wait_ns(timeout, "wait");
-            py::gil_scoped_release nogil;
-            return n.wait(ns);
+            return sliced(wait_ns(timeout, "wait"), [&](uint64_t ns) { return n.wait(ns); });
           },
           py::arg("timeout"), "block until fd() is readable or timeout seconds passed; True if readable")
       .def(
@@ -524,9 +537,7 @@ PYBIND11_MODULE(_ringfire, m) {
           [](PyNode& self, double timeout) {
             const std::shared_ptr<Node> held = live(self);
             Node& n = *held;
-            const uint64_t ns = wait_ns(timeout, "drain");
-            py::gil_scoped_release nogil;
-            return n.drain(ns);
+            return sliced(wait_ns(timeout, "drain"), [&](uint64_t ns) { return n.drain(ns); });
           },
           py::arg("timeout") = 5.0, "wait until everything sent was applied by the peers (before exiting); True if so")
       .def_property_readonly("control_address",

@@ -251,6 +251,23 @@ class MuxFromPython(unittest.TestCase):
             self.assertTrue(consumer.closed)
             self.assertEqual(os.listdir(d), [])
 
+    def test_ctrl_c_interrupts_a_blocking_call(self):
+        # SIGINT while recv, wait_closed and wait block: KeyboardInterrupt
+        # at once (it came only when the call returned: review helper-36).
+        # Each waits up to 600 s: without it, the test's own timeout fails it.
+        import signal
+        consumer, producer = node("c"), node("p")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        for call in (lambda: a.recv(600), lambda: s.wait_closed(600), lambda: consumer.wait(600)):
+            timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with self.assertRaises(KeyboardInterrupt):
+                call()
+            timer.join()
+        self.assertEqual(send(s, b"after"), "sent")  # the node goes on
+        self.assertEqual(a.recv(10.0)[2], b"after")
+
     def test_errors_say_what_to_change(self):
         with self.assertRaisesRegex(ValueError, "initial_credit"):
             node("bad", initial_credit=0)
