@@ -10,7 +10,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -78,6 +81,35 @@ Sender* sender_of(PyObject* o) {
   Sender* s = o == Py_None ? nullptr : py::cast<Sender*>(py::handle(o));
   if (s == nullptr) throw py::type_error("send_many: a sender is None, not a Sender");
   return s;
+}
+
+// After fork() the child has the node's memory and none of its threads;
+// its locks may be held by a thread that is not there. Every call that
+// takes one refuses in the child, and the child never destroys a node,
+// anchor or sender (that joins threads it does not have, and removes the
+// parent's rings): it leaves them to exit. It crashed at exit, and read
+// its parent's streams (review helper-36).
+std::atomic<bool> g_forked{false};
+
+void not_forked() {
+  if (g_forked.load(std::memory_order_relaxed)) {
+    throw std::runtime_error(
+        "a ringfire Node, Anchor or Sender does not survive fork(): make a new Node in the child");
+  }
+}
+
+// ForkSafe: the holders' deleter (pybind's): nothing in a forked child.
+template <typename T>
+struct ForkSafe {
+  void operator()(T* p) const {
+    if (!g_forked.load(std::memory_order_relaxed)) delete p;
+  }
+};
+template <typename T>
+using Held = std::unique_ptr<T, ForkSafe<T>>;
+template <typename T>
+Held<T> fork_safe(std::unique_ptr<T> p) {
+  return Held<T>(p.release());
 }
 
 // wait_ns: a call's `seconds` to wait, or a ValueError naming the call
@@ -211,10 +243,16 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
 // call returns, never under one. Calls after close() raise ValueError.
 struct PyNode {
   std::shared_ptr<Node> node;
+  PyNode(std::shared_ptr<Node> n) : node(std::move(n)) {}
+  PyNode(PyNode&&) = default;
+  ~PyNode() {
+    if (g_forked.load(std::memory_order_relaxed) && node) new std::shared_ptr<Node>(std::move(node));  // left to exit
+  }
 };
 
 // live: the node a call works on, held for the call (the GIL is held here).
 std::shared_ptr<Node> live(const PyNode& p) {
+  not_forked();
   if (!p.node) throw py::value_error("the node is closed (Node.close() was called): make a new Node");
   return p.node;
 }
@@ -222,6 +260,7 @@ std::shared_ptr<Node> live(const PyNode& p) {
 // let_go: close() and a `with` block's end; the Node's threads join with
 // the GIL released (they never take it).
 void let_go(PyNode& p) {
+  if (g_forked.load(std::memory_order_relaxed)) return;  // the parent's, not the child's to stop
   std::shared_ptr<Node> n = std::move(p.node);
   py::gil_scoped_release nogil;
   n.reset();
@@ -243,10 +282,13 @@ PYBIND11_MODULE(_ringfire, m) {
       "start DPDK's EAL, once per process, with its arguments (e.g. '-l 0 --no-huge -m 256 --no-pci --vdev "
       "net_memif0,...'); a Node(dpdk_port=N, dpdk_ip='A.B.C.D') then carries its channels on that ethdev");
 
-  py::class_<Sender>(m, "Sender", "the producer's end of one stream")
+  pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
+
+  py::class_<Sender, Held<Sender>>(m, "Sender", "the producer's end of one stream")
       .def(
           "send",
           [](Sender& s, py::bytes b) {
+            not_forked();
             const std::string_view v = b;
             ringfire::mux::SendStatus st;
             {
@@ -257,13 +299,25 @@ PYBIND11_MODULE(_ringfire, m) {
           },
           py::arg("record"),
           "stage one record; never blocks. 'sent', or 'full' (retry after credit), 'closed', 'too_large'")
-      .def("finish", &Sender::finish, py::call_guard<py::gil_scoped_release>(),
+      .def(
+          "finish",
+          [](Sender& s) {
+            not_forked();
+            py::gil_scoped_release nogil;
+            return s.finish();
+          },
            "send the terminal; False if the stream was already closed")
-      .def_property_readonly("closed", py::cpp_function(&Sender::closed, py::call_guard<py::gil_scoped_release>()),
+      .def_property_readonly("closed",
+                             [](Sender& s) {
+                               not_forked();
+                               py::gil_scoped_release nogil;
+                               return s.closed();
+                             },
                              "finished, cancelled by the consumer, or its peer is gone")
       .def(
           "wait_closed",
           [](Sender& s, double seconds) {
+            not_forked();
             return sliced(wait_ns(seconds, "wait_closed"), [&](uint64_t ns) { return s.wait_closed(ns); });
           },
           py::arg("seconds"),
@@ -275,12 +329,13 @@ PYBIND11_MODULE(_ringfire, m) {
                              "a resume's answer: the frames the anchor already holds; this sender's first record is "
                              "the stream's frame resume_at (0 for a new stream)");
 
-  py::class_<Anchor>(m, "Anchor", "the consumer's end: one stream per attached producer")
+  py::class_<Anchor, Held<Anchor>>(m, "Anchor", "the consumer's end: one stream per attached producer")
       .def_property_readonly("handle", [](const Anchor& a) { return a.handle().to_string(); },
                              "the handle to give a producer (a string; a single-sender anchor's carries a ticket: its producer opens the stream with no round trip, once)")
       .def(
           "recv",
           [](Anchor& a, double timeout) -> py::object {
+            not_forked();
             Item it;
             const bool got = sliced(wait_ns(timeout, "recv"), [&](uint64_t ns) { return a.recv(&it, ns); });
             if (!got) return py::none();
@@ -293,14 +348,18 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("timeout") = 0.0,
           "the next item: (kind, session, payload) with kind 'data' (payload: its bytes), 'finished' or 'dropped' "
           "(payload: the reason, e.g. 'producer_gone', 'channel_lost', 'never_opened'); None if none came")
-      .def("cancel", &Anchor::cancel, py::call_guard<py::gil_scoped_release>(),
+      .def("cancel", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.cancel(); },
            "end every stream (producers see closed senders); refuse later attaches")
       .def_property_readonly("id", &Anchor::id, "what Node.poll's items name this anchor by")
-      .def("pause", &Anchor::pause, py::call_guard<py::gil_scoped_release>(),
+      .def("pause", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.pause(); },
            "Node.poll passes this anchor by until resume(): its items wait, and its producers slow down (credit)")
-      .def("resume", &Anchor::resume, py::call_guard<py::gil_scoped_release>())
+      .def("resume", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.resume(); })
       .def_property_readonly("live_streams",
-                             py::cpp_function(&Anchor::live_streams, py::call_guard<py::gil_scoped_release>()));
+                             [](Anchor& a) {
+                               not_forked();
+                               py::gil_scoped_release nogil;
+                               return a.live_streams();
+                             });
 
   py::class_<PyNode>(m, "Node", "one per process: an engine, a control listener and the mux")
       .def(py::init([](const std::string& instance_id, const std::string& control, bool mux, uint32_t initial_credit,
@@ -353,7 +412,7 @@ PYBIND11_MODULE(_ringfire, m) {
              }
              auto n = Node::create(o);
              if (!n.ok()) throw py::value_error(std::string(n.status().message()));
-             return PyNode{std::shared_ptr<Node>(std::move(*n))};
+             return PyNode(std::shared_ptr<Node>(std::move(*n)));
            }),
            py::arg("instance_id"), py::arg("control"), py::arg("mux") = true, py::arg("initial_credit") = 256,
            py::arg("flush") = "auto", py::arg("max_batch_bytes") = 60 * 1024, py::arg("ring_dir") = "/dev/shm",
@@ -366,7 +425,7 @@ PYBIND11_MODULE(_ringfire, m) {
           [](PyNode& self, bool multi_sender) {
             const std::shared_ptr<Node> held = live(self);
             Node& n = *held;
-            return n.create_anchor(multi_sender ? AnchorKind::kMultiSender : AnchorKind::kSingleSender);
+            return fork_safe(n.create_anchor(multi_sender ? AnchorKind::kMultiSender : AnchorKind::kSingleSender));
           },
           py::arg("multi_sender") = false)
       .def(
@@ -385,7 +444,7 @@ PYBIND11_MODULE(_ringfire, m) {
               PyErr_SetString(PyExc_ConnectionError, std::string(s.status().message()).c_str());
               throw py::error_already_set();
             }
-            return std::move(*s);
+            return fork_safe(std::move(*s));
           },
           py::arg("handle"), py::arg("peer"), py::arg("resume") = 0,
           "attach to a handle on the node at peer ('ip:port'); returns a Sender. resume: the session (Sender.session) "
@@ -406,7 +465,7 @@ PYBIND11_MODULE(_ringfire, m) {
               py::gil_scoped_release nogil;
               got = n.attach_many(hs, at);
             }
-            std::vector<std::unique_ptr<Sender>> senders;
+            std::vector<Held<Sender>> senders;
             senders.reserve(got.size());
             for (size_t i = 0; i < got.size(); ++i) {
               if (!got[i].ok()) {  // the others go (their streams end dropped at the consumer)
@@ -414,7 +473,7 @@ PYBIND11_MODULE(_ringfire, m) {
                                 absl::StrCat("attach_many: handle ", i, ": ", got[i].status().message()).c_str());
                 throw py::error_already_set();
               }
-              senders.push_back(std::move(*got[i]));
+              senders.push_back(fork_safe(std::move(*got[i])));
             }
             return senders;
           },

@@ -268,6 +268,41 @@ class MuxFromPython(unittest.TestCase):
         self.assertEqual(send(s, b"after"), "sent")  # the node goes on
         self.assertEqual(a.recv(10.0)[2], b"after")
 
+    def test_a_forked_child_neither_uses_nor_stops_its_parents_node(self):
+        # The child has the node's memory and none of its threads: its calls
+        # are refused, and dropping the objects leaves them be (it crashed at
+        # exit, and read its parent's stream: review helper-36).
+        import gc
+        consumer, producer = node("c"), node("p")
+        a = consumer.create_anchor()
+        s = producer.attach(a.handle, consumer.control_address)
+        self.assertEqual(send(s, b"before"), "sent")
+        self.assertEqual(a.recv(10.0)[2], b"before")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, drop everything, leave
+            said = []
+            for call in (lambda: s.send(b"child"), lambda: a.recv(0), lambda: consumer.create_anchor(),
+                         lambda: producer.stats()):
+                try:
+                    call()
+                    said.append("ran")
+                except RuntimeError as e:
+                    said.append("refused" if "does not survive fork()" in str(e) else str(e))
+            os.write(w, ",".join(said).encode())
+            del a, s, consumer, producer
+            gc.collect()
+            os._exit(0)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(r) as f:
+            said = f.read()
+        self.assertEqual(said, "refused,refused,refused,refused")
+        self.assertTrue(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status)
+        self.assertEqual(send(s, b"after"), "sent")  # the parent's node goes on, its stream whole
+        self.assertEqual(a.recv(10.0)[2], b"after")
+        self.assertEqual(a.recv(0), None)
+
     def test_errors_say_what_to_change(self):
         with self.assertRaisesRegex(ValueError, "initial_credit"):
             node("bad", initial_credit=0)
