@@ -120,7 +120,7 @@ absl::Status ArchiveReader::open_segment(size_t i) {
   if (fd < 0 && errno == EINVAL) return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
   if (fd < 0) {
     return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
-                                              " (removed by retention while it was looked up?)"));
+                                              " (removed by retention while it was looked up, or deleted: `ringfire archive DIR` tells which)"));
   }
   // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce
   // (held while retention removes the segment: the catalog may list it

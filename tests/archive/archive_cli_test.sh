@@ -113,6 +113,17 @@ rc=$?
 last_good=$(sed -n 's/.*last good sequence \([0-9]*\).*/\1/p' <<<"$out")
 grep -q "tail: $((last_good + 1)) records verified, .* 0 torn, 0 misplaced, last seq $last_good" <<<"$out" ||
   fail "tail --archive stops at the last good record: $out"
+# Damage where reading starts is damage too: exit 3, as found later (a
+# first segment cut short exited 2).
+cp -r "$tmp/a" "$tmp/cut"
+truncate -s 30 "$tmp/cut/$(basename "$seg")"
+"$rf" replay "$tmp/cut" --into "$ring-cut" --capacity 4096 >"$tmp/cut.out" 2>&1
+rc=$?
+"$rf" remove "$ring-cut" >/dev/null 2>&1
+[[ $rc == 3 ]] && grep -q "shorter than its header" "$tmp/cut.out" || fail "replay from a cut first segment exited $rc: $(cat "$tmp/cut.out")"
+"$rf" tail --archive "$tmp/cut" >"$tmp/cut.out" 2>&1
+rc=$?
+[[ $rc == 3 ]] || fail "tail --archive from a cut first segment exited $rc: $(cat "$tmp/cut.out")"
 
 # 4. Bad options say what to change.
 check_err() {
