@@ -35,6 +35,7 @@
 #include "cli/session_report.h"
 #include "engine/engine.h"
 #include "engine/ports.h"
+#include "ring/map_guard.h"
 
 namespace ringfire::cli {
 namespace {
@@ -642,10 +643,19 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       return fail("run", st);
     }
   }
+  uint64_t rings_cut = ring::mappings_cut();
   conductor_loop(eng, max_wait, metrics.get(), [&] { return daemon->metrics(); }, [&](uint64_t now) {
     if (hooks.tick && !hooks.tick(eng, now)) return false;
     (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
     daemon->tick(now);
+    if (const uint64_t cut = ring::mappings_cut(); cut != rings_cut) {
+      rings_cut = cut;
+      std::fprintf(stderr,
+                   "run: warning: a ring's file was cut shorter under its mapping (%llu so far): what was cut "
+                   "reads as zeros; `ringfire stat` each ring, and remove and add again the sessions of the one "
+                   "whose file is short\n",
+                   static_cast<unsigned long long>(cut));
+    }
     if (telemetry && now >= next_snapshot_ns) {
       telemetry_publish(daemon->snapshot());
       next_snapshot_ns = now + 100'000'000;

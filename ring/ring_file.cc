@@ -16,6 +16,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "ring/map_guard.h"
 
 namespace ringfire::ring {
 namespace {
@@ -180,7 +181,12 @@ absl::Status check_expectation(const RingHeader& h, const RingExpectation& want)
   return absl::FailedPreconditionError(absl::StrCat("ring does not match: ", problems));
 }
 
+RingFile::Mapping::Mapping(int f, std::byte* b, uint64_t n) : fd(f), base(b), size(n) {
+  if (base != nullptr) guard_mapping(base, size);  // a cut of the file is not a SIGBUS: its pair is below
+}
+
 RingFile::Mapping::~Mapping() {
+  if (base != nullptr) unguard_mapping(base);  // before the unmap: pairs with guard_mapping above
   if (base != nullptr) munmap(base, size);
   if (fd >= 0) close(fd);
 }

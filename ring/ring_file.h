@@ -143,10 +143,10 @@ class RingFile {
     int fd = -1;
     std::byte* base = nullptr;
     uint64_t size = 0;
-    Mapping(int f, std::byte* b, uint64_t n) : fd(f), base(b), size(n) {}
+    Mapping(int f, std::byte* b, uint64_t n);  // guards the mapping (map_guard.h)
     Mapping(const Mapping&) = delete;
     Mapping& operator=(const Mapping&) = delete;
-    ~Mapping();
+    ~Mapping();  // unguards, then unmaps
   };
   RingFile(std::string path, int fd, std::byte* base, uint64_t map_size);
   RingFile(std::string path, std::shared_ptr<Mapping> map);
