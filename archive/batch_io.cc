@@ -35,19 +35,23 @@ bool all_zero(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-int open_archive_file(const std::string& path) {
+int open_regular(const std::string& path, int flags, int refused_errno, mode_t mode) {
   // O_NONBLOCK: a FIFO's open would wait for a writer (on the serve's
-  // conductor, for a HELLO asking for the oldest record).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // conductor, for a HELLO asking for the oldest record); cleared once the
+  // file is known to be regular.
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, mode);
   if (fd < 0) return -1;
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    errno = EINVAL;
+    errno = refused_errno;
     return -1;
   }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
 }
+
+int open_archive_file(const std::string& path) { return open_regular(path, O_RDONLY, EINVAL); }
 
 BatchRead read_batch(int fd, uint64_t offset, const SegmentLimits& limits, std::vector<uint8_t>* buf,
                      BatchHeader* header, std::string* why) {

@@ -4,6 +4,8 @@
 // segment and kMaxBatchBytes before anything is allocated or read.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +18,11 @@ namespace ringfire::archive {
 // never waiting on it: anything but a regular file (a FIFO or a device put
 // in a segment's or the catalog's place) is refused, -1 with errno EINVAL.
 int open_archive_file(const std::string& path);
+// open_regular: ::open(path, flags, mode) of a regular file only, never
+// waiting (a FIFO's open would): anything else is refused, -1 with errno
+// `refused_errno`. The reader's open and the recorder's (which adds
+// O_NOFOLLOW) both.
+int open_regular(const std::string& path, int flags, int refused_errno, mode_t mode = 0644);
 
 enum class BatchRead : uint8_t {
   kOk,       // a whole batch whose checksum and entries hold

@@ -56,18 +56,7 @@ absl::Status write_all(int fd, const uint8_t* p, size_t len, uint64_t offset, co
 // elsewhere, a FIFO, a device): recovery truncates, punches and rewrites
 // what it opens, and whoever could write the directory could point it at
 // another file (review helper-36). Refused as ELOOP (io_error says why).
-int open_file(const std::string& path, int flags, mode_t mode = 0644) {
-  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
-  if (fd < 0) return -1;
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    errno = ELOOP;
-    return -1;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
-}
+int open_file(const std::string& path, int flags) { return open_regular(path, flags | O_NOFOLLOW, ELOOP); }
 
 // open_segment_fd opens a segment for appending with direct I/O (whole
 // 4 KiB blocks from a block-aligned buffer: no page cache to write back,
