@@ -29,13 +29,20 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     if (base == 0 || addr < base) continue;
     const size_t size = g.size.load(std::memory_order_relaxed);
     if (addr - base >= size) continue;
-    const uintptr_t page = addr & ~(static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)) - 1);
     // From the faulting page to the mapping's end: zeroed private memory in
-    // place of what the file no longer has. The touch then runs again.
-    if (mmap(reinterpret_cast<void*>(page), base + size - page, PROT_READ | PROT_WRITE,
-             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
-      g_cut.fetch_add(1, std::memory_order_relaxed);
-      return;
+    // place of what the file no longer has. The touch then runs again. A
+    // hugetlbfs ring's mapping splits only at its page size: 4 KiB, then
+    // 2 MiB, then 1 GiB (each start within the mapping, whose base is
+    // aligned to its pages).
+    const uintptr_t sizes[] = {static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)), uintptr_t{2} << 20, uintptr_t{1} << 30};
+    for (const uintptr_t align : sizes) {
+      const uintptr_t page = addr & ~(align - 1);
+      if (page < base) break;
+      if (mmap(reinterpret_cast<void*>(page), base + size - page, PROT_READ | PROT_WRITE,
+               MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+        g_cut.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
     }
     break;
   }

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -38,6 +39,27 @@ TEST(MapGuard, ARingCutUnderItsMappingReadsAsZerosPastTheCutAndTheProcessGoesOn)
   EXPECT_EQ(f.capacity(), 4096u);  // what the file still has is still the file's
   f.payload(last)[0] = std::byte{1};  // the patch is writable: a writer goes on too
   EXPECT_EQ(mappings_cut(), cut_before + 1);
+}
+
+// A hugetlbfs ring's mapping splits only at its huge pages: the patch
+// starts at the faulting huge page.
+TEST(MapGuard, AHugetlbfsRingCutUnderItsMappingReadsAsZerosPastTheCut) {
+  const char* dir = std::getenv("RINGFIRE_TEST_HUGETLBFS");
+  if (dir == nullptr) GTEST_SKIP() << "RINGFIRE_TEST_HUGETLBFS unset (tests/run.sh mounts one)";
+  RingOptions o = fixed_ring(65536, 64);  // 4 MiB of slots: three huge pages with the header
+  o.name = testing::unique_ring_name("huge-cut");
+  o.dir = dir;
+  auto made = RingFile::create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  RingFile f = std::move(*made);
+  const uint64_t last = 65535;
+  f.payload(last)[0] = std::byte{0x5A};
+  const uint64_t cut_before = mappings_cut();
+  ASSERT_EQ(truncate(f.path().c_str(), 2 << 20), 0);
+  EXPECT_EQ(std::to_integer<int>(f.payload(last)[0]), 0);
+  EXPECT_EQ(mappings_cut(), cut_before + 1);
+  EXPECT_EQ(f.capacity(), 65536u);
+  EXPECT_TRUE(RingFile::remove(f.path()).ok());
 }
 
 // The guard takes only faults in a ring's mapping: any other SIGBUS ends
