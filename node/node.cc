@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +36,17 @@
 namespace ringfire::node {
 namespace {
 
+// fork_count: the fork()s this process came out of since its first node
+// (a child handler counts them): what inherited() compares.
+std::atomic<uint64_t> g_forks{0};
+
+uint64_t fork_count() {
+  static const bool watching = [] {
+    return pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  }();
+  (void)watching;
+  return g_forks.load(std::memory_order_relaxed);
+}
 
 // sweep_dead_rings removes channel rings of ringfire processes that died
 // without their clean-up (rf<pid>-mux-*, the pid gone): a kill -9 leaves
@@ -69,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
   impl->opt = o;
   impl->worker = mux::worker_id(o.instance_id);
   impl->pid = getpid();
+  impl->forks = fork_count();
   if (impl->opt.port.ip == 0) impl->opt.port.ip = o.control.ip;
   if (impl->opt.port.name.empty()) impl->opt.port.name = "data";
   const uint16_t mtu = impl->opt.port.mtu;
@@ -136,6 +149,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::create(NodeOptions o) {
 }
 
 Node::Node(std::shared_ptr<NodeImpl> impl) : impl_(std::move(impl)) {}
+
+bool Node::inherited() const { return impl_->forks != fork_count(); }
+bool Anchor::inherited() const { return node_->forks != fork_count(); }
+bool Sender::inherited() const { return node_->forks != fork_count(); }
 
 Node::~Node() {
   NodeImpl& m = *impl_;

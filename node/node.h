@@ -287,6 +287,11 @@ class Sender {
   // a producer that has nothing to send waits on instead of polling
   // closed() (a decode loop that must stop for a cancelled request).
   bool wait_closed(uint64_t timeout_ns);
+  // inherited: made before a fork() this process came out of (a child's
+  // copy): none of its node's threads are here and its locks may be held
+  // by one that is not. Use nothing of it, and never destroy it (that joins
+  // threads and removes the parent's rings): leave it to the process's exit.
+  bool inherited() const;
   // per_stream: this stream took the per-stream TCP path.
   bool per_stream() const { return tcp_ != nullptr; }
   uint64_t session() const { return session_; }
@@ -322,6 +327,8 @@ class Anchor {
   const mux::AnchorHandle& handle() const { return handle_; }
   // id: what Node::poll's items name this anchor by (the handle's anchor id).
   uint64_t id() const { return handle_.anchor; }
+  // inherited: as Sender::inherited.
+  bool inherited() const;
   // recv: the next item of any of its streams, waiting up to timeout_ns;
   // false when none came.
   bool recv(Item* out, uint64_t timeout_ns);
@@ -352,6 +359,8 @@ class Node {
   ~Node();  // every peer lost: senders close, streams end dropped
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
+  // inherited: as Sender::inherited.
+  bool inherited() const;
 
   std::unique_ptr<Anchor> create_anchor(AnchorKind kind);
   // attach: a stream to the anchor behind `handle` on the node at

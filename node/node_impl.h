@@ -219,6 +219,7 @@ struct NodeImpl : engine::ConductorAgent {
   NodeOptions opt;
   uint64_t worker = 0;
   int pid = 0;              // this process's (ring names): read once, not under mu
+  uint64_t forks = 0;       // fork_count() when made: another count is a forked child's copy (inherited())
   // egress_made: the egress channels set up so far (conductor): their ring
   // and session names. Not the epoch — that is the channel token (PROTOCOL.md
   // 5.1), and /dev/shm and session names are readable by every local user.

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -83,26 +84,27 @@ Sender* sender_of(PyObject* o) {
   return s;
 }
 
-// After fork() the child has the node's memory and none of its threads;
-// its locks may be held by a thread that is not there. Every call that
-// takes one refuses in the child, and the child never destroys a node,
-// anchor or sender (that joins threads it does not have, and removes the
-// parent's rings): it leaves them to exit. It crashed at exit, and read
-// its parent's streams (review helper-36).
-std::atomic<bool> g_forked{false};
-
-void not_forked() {
-  if (g_forked.load(std::memory_order_relaxed)) {
+// After fork() the child has its parent's nodes' memory and none of their
+// threads; their locks may be held by a thread that is not there. A call on
+// an object the parent made refuses in the child (inherited()), and the
+// child never destroys one (that joins threads it does not have, and
+// removes the parent's rings): it leaves them to exit. It crashed at exit,
+// and read its parent's streams (review helper-36). Nodes the child makes
+// are its own.
+template <typename T>
+void not_inherited(const T& o) {
+  if (o.inherited()) {
     throw std::runtime_error(
-        "a ringfire Node, Anchor or Sender does not survive fork(): make a new Node in the child");
+        "this ringfire Node, Anchor or Sender was made before fork(): the child cannot use it; make a new Node "
+        "in the child");
   }
 }
 
-// ForkSafe: the holders' deleter (pybind's): nothing in a forked child.
+// ForkSafe: the holders' deleter (pybind's): an inherited object is left.
 template <typename T>
 struct ForkSafe {
   void operator()(T* p) const {
-    if (!g_forked.load(std::memory_order_relaxed)) delete p;
+    if (!p->inherited()) delete p;
   }
 };
 template <typename T>
@@ -123,8 +125,10 @@ uint64_t wait_ns(double seconds, const char* call) {
 // released in each; between them Python's signal handlers run (Ctrl-C
 // raises KeyboardInterrupt within a slice, not when a recv(3600) returns:
 // review helper-36). True as soon as a slice's wait is.
+// `gone` (if given) is asked between slices too: a node closed meanwhile
+// ends the wait (false) within a slice.
 template <typename Wait>
-bool sliced(uint64_t total_ns, Wait wait) {
+bool sliced(uint64_t total_ns, Wait wait, const std::function<bool()>& gone = nullptr) {
   constexpr uint64_t kSliceNs = 100'000'000;
   for (uint64_t left = total_ns;;) {
     const uint64_t slice = std::min(left, kSliceNs);
@@ -135,7 +139,7 @@ bool sliced(uint64_t total_ns, Wait wait) {
     }
     if (done) return true;
     left -= slice;
-    if (left == 0) return false;
+    if (left == 0 || (gone && gone())) return false;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
 }
@@ -237,33 +241,53 @@ py::dict stats_dict(const ringfire::node::NodeStats& s) {
   return d;
 }
 
+// drop: lets go of a reference to a node; the last one stops it, and its
+// threads join with the GIL released (they never take it). An inherited
+// node is left to the process's exit.
+void drop(std::shared_ptr<Node>& n) {
+  if (!n) return;
+  if (n->inherited()) {
+    new std::shared_ptr<Node>(std::move(n));  // never destroyed: see not_inherited
+    return;
+  }
+  if (n.use_count() == 1) {
+    py::gil_scoped_release nogil;
+    n.reset();
+  }
+  n.reset();
+}
+
 // PyNode: what a Python Node holds. close() lets go of the Node at once
 // (its rings removed, its peers told); a call already running with the GIL
-// released holds its own reference, so the Node goes when the last such
-// call returns, never under one. Calls after close() raise ValueError.
+// released holds its own reference (Using), so the Node goes when the last
+// such call returns, never under one; a call waiting in slices sees the
+// close between two and returns. Calls after close() raise ValueError.
 struct PyNode {
   std::shared_ptr<Node> node;
-  PyNode(std::shared_ptr<Node> n) : node(std::move(n)) {}
+  explicit PyNode(std::shared_ptr<Node> n) : node(std::move(n)) {}
   PyNode(PyNode&&) = default;
-  ~PyNode() {
-    if (g_forked.load(std::memory_order_relaxed) && node) new std::shared_ptr<Node>(std::move(node));  // left to exit
-  }
+  ~PyNode() { drop(node); }
+};
+
+// Using: a call's reference to its node, let go as drop() does.
+struct Using {
+  std::shared_ptr<Node> node;
+  ~Using() { drop(node); }
+  Node* operator->() const { return node.get(); }
+  Node& operator*() const { return *node; }
 };
 
 // live: the node a call works on, held for the call (the GIL is held here).
-std::shared_ptr<Node> live(const PyNode& p) {
-  not_forked();
+Using live(const PyNode& p) {
   if (!p.node) throw py::value_error("the node is closed (Node.close() was called): make a new Node");
-  return p.node;
+  not_inherited(*p.node);
+  return Using{p.node};
 }
 
-// let_go: close() and a `with` block's end; the Node's threads join with
-// the GIL released (they never take it).
+// let_go: close() and a `with` block's end.
 void let_go(PyNode& p) {
-  if (g_forked.load(std::memory_order_relaxed)) return;  // the parent's, not the child's to stop
   std::shared_ptr<Node> n = std::move(p.node);
-  py::gil_scoped_release nogil;
-  n.reset();
+  drop(n);
 }
 
 }  // namespace
@@ -282,13 +306,11 @@ PYBIND11_MODULE(_ringfire, m) {
       "start DPDK's EAL, once per process, with its arguments (e.g. '-l 0 --no-huge -m 256 --no-pci --vdev "
       "net_memif0,...'); a Node(dpdk_port=N, dpdk_ip='A.B.C.D') then carries its channels on that ethdev");
 
-  pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
-
   py::class_<Sender, Held<Sender>>(m, "Sender", "the producer's end of one stream")
       .def(
           "send",
           [](Sender& s, py::bytes b) {
-            not_forked();
+            not_inherited(s);
             const std::string_view v = b;
             ringfire::mux::SendStatus st;
             {
@@ -302,14 +324,14 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "finish",
           [](Sender& s) {
-            not_forked();
+            not_inherited(s);
             py::gil_scoped_release nogil;
             return s.finish();
           },
            "send the terminal; False if the stream was already closed")
       .def_property_readonly("closed",
                              [](Sender& s) {
-                               not_forked();
+                               not_inherited(s);
                                py::gil_scoped_release nogil;
                                return s.closed();
                              },
@@ -317,7 +339,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "wait_closed",
           [](Sender& s, double seconds) {
-            not_forked();
+            not_inherited(s);
             return sliced(wait_ns(seconds, "wait_closed"), [&](uint64_t ns) { return s.wait_closed(ns); });
           },
           py::arg("seconds"),
@@ -335,7 +357,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "recv",
           [](Anchor& a, double timeout) -> py::object {
-            not_forked();
+            not_inherited(a);
             Item it;
             const bool got = sliced(wait_ns(timeout, "recv"), [&](uint64_t ns) { return a.recv(&it, ns); });
             if (!got) return py::none();
@@ -348,15 +370,15 @@ PYBIND11_MODULE(_ringfire, m) {
           py::arg("timeout") = 0.0,
           "the next item: (kind, session, payload) with kind 'data' (payload: its bytes), 'finished' or 'dropped' "
           "(payload: the reason, e.g. 'producer_gone', 'channel_lost', 'never_opened'); None if none came")
-      .def("cancel", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.cancel(); },
+      .def("cancel", [](Anchor& a) { not_inherited(a); py::gil_scoped_release nogil; a.cancel(); },
            "end every stream (producers see closed senders); refuse later attaches")
       .def_property_readonly("id", &Anchor::id, "what Node.poll's items name this anchor by")
-      .def("pause", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.pause(); },
+      .def("pause", [](Anchor& a) { not_inherited(a); py::gil_scoped_release nogil; a.pause(); },
            "Node.poll passes this anchor by until resume(): its items wait, and its producers slow down (credit)")
-      .def("resume", [](Anchor& a) { not_forked(); py::gil_scoped_release nogil; a.resume(); })
+      .def("resume", [](Anchor& a) { not_inherited(a); py::gil_scoped_release nogil; a.resume(); })
       .def_property_readonly("live_streams",
                              [](Anchor& a) {
-                               not_forked();
+                               not_inherited(a);
                                py::gil_scoped_release nogil;
                                return a.live_streams();
                              });
@@ -423,7 +445,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "create_anchor",
           [](PyNode& self, bool multi_sender) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
             return fork_safe(n.create_anchor(multi_sender ? AnchorKind::kMultiSender : AnchorKind::kSingleSender));
           },
@@ -431,7 +453,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "attach",
           [](PyNode& self, const std::string& handle, const std::string& peer, uint64_t resume) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
             const auto h = handle_of(handle);
             const auto at = endpoint(peer);
@@ -452,7 +474,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "attach_many",
           [](PyNode& self, const std::vector<std::string>& handles, const std::string& peer) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
             std::vector<ringfire::mux::AnchorHandle> hs;
             hs.reserve(handles.size());
@@ -483,7 +505,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "flush_batch",
           [](PyNode& self) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             py::gil_scoped_release nogil;
             held->flush_batch();
           },
@@ -491,7 +513,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "send_many",
           [](PyNode& self, py::object items, py::object records, py::object flush_arg) -> py::object {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
             // One decode step under one lock: (sender, bytes) pairs, or a
             // list of senders and a list of records side by side (the
@@ -538,6 +560,7 @@ PYBIND11_MODULE(_ringfire, m) {
               }
               if (!PyBytes_Check(rec)) throw py::value_error(absl::StrCat("send_many: item ", i, "'s record is not bytes"));
               sends[i].sender = sender_of(sender);
+              not_inherited(*sends[i].sender);
               sends[i].record = {reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(rec)),
                                  static_cast<size_t>(PyBytes_GET_SIZE(rec))};
             }
@@ -566,7 +589,7 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "poll",
           [](PyNode& self, size_t max) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
             static thread_local Poller p;  // per thread: its buffers grow once
             p.items.clear();
@@ -586,17 +609,19 @@ PYBIND11_MODULE(_ringfire, m) {
       .def(
           "wait",
           [](PyNode& self, double timeout) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
-            return sliced(wait_ns(timeout, "wait"), [&](uint64_t ns) { return n.wait(ns); });
+            return sliced(wait_ns(timeout, "wait"), [&](uint64_t ns) { return n.wait(ns); },
+                          [&] { return self.node == nullptr; });
           },
           py::arg("timeout"), "block until fd() is readable or timeout seconds passed; True if readable")
       .def(
           "drain",
           [](PyNode& self, double timeout) {
-            const std::shared_ptr<Node> held = live(self);
+            const Using held = live(self);
             Node& n = *held;
-            return sliced(wait_ns(timeout, "drain"), [&](uint64_t ns) { return n.drain(ns); });
+            return sliced(wait_ns(timeout, "drain"), [&](uint64_t ns) { return n.drain(ns); },
+                          [&] { return self.node == nullptr; });
           },
           py::arg("timeout") = 5.0, "wait until everything sent was applied by the peers (before exiting); True if so")
       .def_property_readonly("control_address",

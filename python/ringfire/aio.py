@@ -19,8 +19,10 @@ import asyncio
 import collections
 import weakref
 
-# The nodes an AsyncNode reads: a second one would take the first's
-# add_reader, and its anchors would never hear again.
+# The nodes an AsyncNode reads, each to a weak reference to it: a second
+# one would take the first's add_reader, and its anchors would never hear
+# again. Weak both ways (the AsyncNode holds its node): an entry holds
+# nothing alive.
 _read_by = weakref.WeakKeyDictionary()
 
 
@@ -161,11 +163,12 @@ class AsyncNode:
         self.buffer = max(2, buffer)
         self._anchors = {}
         self.unclaimed = 0  # items of anchors not made here (Node.create_anchor beside this): poll() took them
-        if _read_by.get(node) is not None:
+        reader = _read_by.get(node, lambda: None)()
+        if reader is not None and reader._fd is not None and not reader.loop.is_closed():
             raise RuntimeError("this node is read by an AsyncNode already: make every anchor with that one")
         self._fd = node.fd()
         self.loop.add_reader(self._fd, self._on_ready)
-        _read_by[node] = self
+        _read_by[node] = weakref.ref(self)
 
     def create_anchor(self, multi_sender=False):
         a = AsyncAnchor(self, self.node.create_anchor(multi_sender), self.buffer)
@@ -208,5 +211,5 @@ class AsyncNode:
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self._fd = None
-            if _read_by.get(self.node) is self:
+            if _read_by.get(self.node, lambda: None)() is self:
                 del _read_by[self.node]

@@ -309,6 +309,18 @@ class Aio(unittest.TestCase):
 
         asyncio.run(main())
 
+        async def another_run():  # a new loop's AsyncNode, the last one never closed: its loop is
+            ringfire.aio.AsyncNode(consumer)
+
+        asyncio.run(another_run())
+        asyncio.run(another_run())  # refused before (review helper-37)
+        import gc
+        import weakref
+        gone = weakref.ref(consumer)
+        del consumer
+        gc.collect()
+        self.assertIsNone(gone())  # no AsyncNode entry keeps the node alive
+
 
 if __name__ == "__main__":
     unittest.main()
