@@ -111,16 +111,18 @@ absl::StatusOr<ConfigFile> parse_config_text(const std::string& text, const std:
 }
 
 absl::StatusOr<ConfigFile> read_config_file(const std::string& path) {
-  // A regular file, read up to 1 MiB and a byte: /dev/zero grew the reader
-  // without end, a FIFO waited for a writer, and a directory read as empty
-  // (review helper-35).
+  // A regular file or a pipe (`run <(...)`), read up to 1 MiB and a byte:
+  // /dev/zero grew the reader without end and a directory read as empty
+  // (review helper-35). Opened without waiting for a FIFO's writer; a
+  // FIFO no one writes reads as empty.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot read the config file ", path, ": ", std::strerror(errno)));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file; give the config file's path"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a file; give the config file's path"));
   }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe's writer may be slower than this reader
   constexpr size_t kMax = 1u << 20;
   std::string text(kMax + 1, '\0');
   size_t got = 0;

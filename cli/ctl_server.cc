@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@ constexpr size_t kMaxRequest = 64u << 10;
 constexpr size_t kMaxClients = 8;
 constexpr uint64_t kRequestTimeoutNs = 1'000'000'000;
 constexpr uint64_t kAnswerTimeoutNs = 2'000'000'000;
+constexpr uint64_t kStalledNs = 100'000'000;  // an answer not read this long: its place may be taken
 
 sockaddr_un address_of(const std::string& path) {
   sockaddr_un a{};
@@ -79,14 +81,25 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     if (clients_.size() == kMaxClients) {
-      // Full: the oldest client gives its place. An operator's request is
-      // answered within a pass; what is left holding a place is idle, or
-      // not reading its answer, and must not lock the operator out (review
-      // helper-35).
-      close(clients_.front().fd);
-      clients_.erase(clients_.begin());
+      // Full: the oldest client that is idle gives its place: one still
+      // sending its request after a pass, or not reading an answer given
+      // kStalledNs ago. An operator's request is answered within a pass;
+      // idle clients must not lock the operator out (review helper-35).
+      // One accepted in this pass has had no turn yet, and an answer being
+      // read is not cut (its request may have added a session: review
+      // helper-37). With none idle, the newcomer sees its connection
+      // closed, and may retry.
+      const auto idle = std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) {
+        return c.accepted_ns != now_ns && (!c.answered || now_ns - c.answered_ns >= kStalledNs);
+      });
+      if (idle == clients_.end()) {
+        close(fd);
+        continue;
+      }
+      close(idle->fd);
+      clients_.erase(idle);
     }
-    clients_.push_back(Client{fd, {}, {}, 0, false, now_ns + kRequestTimeoutNs});
+    clients_.push_back(Client{fd, {}, {}, 0, false, now_ns + kRequestTimeoutNs, now_ns, 0});
   }
   for (size_t i = 0; i < clients_.size();) {
     Client& c = clients_[i];
@@ -106,6 +119,7 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
         if (n == 0) {  // the whole request: answered as the socket drains, never waited on
           c.out = handle(c.in) + "\n";
           c.answered = true;
+          c.answered_ns = now_ns;
           c.deadline_ns = now_ns + kAnswerTimeoutNs;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
           close_it = true;

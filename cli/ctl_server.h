@@ -3,7 +3,8 @@
 // most 64 KiB, within 1 s), one JSON answer, then close. The conductor
 // polls it between rounds; a client that stalls or floods is cut, and at
 // most 8 are served at once (a newcomer past 8 takes the place of the
-// oldest). The answer is written as the socket
+// oldest idle one: still sending its request, or not reading its answer).
+// The answer is written as the socket
 // drains, within 2 s: a client that does not read stalls only itself.
 // `ringfire ctl` is the client. Conductor thread.
 #pragma once
@@ -37,6 +38,8 @@ class CtlServer {
     size_t sent = 0;
     bool answered = false;
     uint64_t deadline_ns;  // for the request, then for the answer
+    uint64_t accepted_ns;
+    uint64_t answered_ns;
   };
   CtlServer() = default;
   std::string path_;

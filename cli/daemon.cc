@@ -13,6 +13,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -461,15 +462,18 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
       }
       const auto& ga = s.serve->worker.multicast;
       const auto& gb = o.serve->worker.multicast;
-      if (ga && gb && ga->ip == gb->ip && ga->port == gb->port) {
+      // The same group and port on the same interface (on two networks, two
+      // groups that happen to share a number are two: review helper-37).
+      if (ga && gb && ga->ip == gb->ip && ga->port == gb->port && s.serve->iface_ip == o.serve->iface_ip) {
         return absl::InvalidArgumentError(absl::StrCat(f.where(t, "multicast"), ": serve ", o.serve->name, " sends to ",
                                                        net::to_string(*gb),
                                                        " already: give each serve its own group or port"));
       }
     }
-    if (s.mirror && o.mirror &&
-        ring::ring_path(s.mirror->options.ring, s.mirror->options.dir) ==
-            ring::ring_path(o.mirror->options.ring, o.mirror->options.dir)) {
+    auto ring_of = [](const engine::MirrorSpec& m) {
+      return std::filesystem::path(ring::ring_path(m.options.ring, m.options.dir)).lexically_normal();
+    };
+    if (s.mirror && o.mirror && ring_of(*s.mirror) == ring_of(*o.mirror)) {
       return absl::InvalidArgumentError(absl::StrCat(f.where(t, "ring"), ": mirror ", o.mirror->name, " writes ",
                                                      ring::ring_path(o.mirror->options.ring, o.mirror->options.dir),
                                                      " already: one writer a ring, give this mirror its own"));

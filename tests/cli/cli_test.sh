@@ -186,10 +186,14 @@ expect_fail 2 "give the group's port" "$rf" run /tmp/rf-cli-$$.toml --check
 "$rf" remove "$ring-dup" >/dev/null
 
 # A config that is no file: refused at once, not read without end (/dev/zero
-# grew the reader past 460 MB) or waited on (a FIFO).
-expect_fail 2 "/dev/zero: not a regular file" timeout 10 "$rf" run /dev/zero --check
+# grew the reader past 460 MB); a directory is no config. A pipe is one
+# (`run <(...)`), and a FIFO no one writes reads as empty, not waited on.
+expect_fail 2 "/dev/zero: not a file" timeout 10 "$rf" run /dev/zero --check
+expect_fail 2 "/tmp: not a file" timeout 10 "$rf" run /tmp --check
 mkfifo /tmp/rf-cli-$$.fifo
-expect_fail 2 "fifo: not a regular file" timeout 10 "$rf" run /tmp/rf-cli-$$.fifo --check
+expect_fail 2 "no \[\[port\]\]" timeout 10 "$rf" run /tmp/rf-cli-$$.fifo --check
+printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n' >/tmp/rf-cli-$$.toml
+expect_ok timeout 10 "$rf" run <(cat /tmp/rf-cli-$$.toml) --check
 
 # A ring larger than its filesystem's room fails at create, saying so (not
 # with a SIGBUS in its writer on the first lap).
