@@ -128,7 +128,13 @@ absl::StatusOr<ConfigFile> read_config_file(const std::string& path) {
   size_t got = 0;
   while (got < text.size()) {
     const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n <= 0) break;
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;  // a signal is no end of the file (review helper-38)
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("cannot read the config file ", path, ": ", std::strerror(err)));
+    }
     got += static_cast<size_t>(n);
   }
   ::close(fd);

@@ -77,20 +77,24 @@ CtlServer::~CtlServer() {
 }
 
 void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std::string&)>& handle) {
+  // The clients first: a request that arrived whole since the last pass is
+  // answered before a newcomer could take its place (review helper-38).
+  serve(now_ns, handle);
+  bool accepted = false;
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
+    accepted = true;
     if (clients_.size() == kMaxClients) {
-      // Full: the oldest client that is idle gives its place: one still
-      // sending its request after a pass, or not reading an answer given
-      // kStalledNs ago. An operator's request is answered within a pass;
-      // idle clients must not lock the operator out (review helper-35).
-      // One accepted in this pass has had no turn yet, and an answer being
-      // read is not cut (its request may have added a session: review
-      // helper-37). With none idle, the newcomer sees its connection
-      // closed, and may retry.
+      // Full: the oldest idle client gives its place: one still sending its
+      // request after a pass, or one whose answer has not moved for
+      // kStalledNs. Idle clients must not lock the operator out (review
+      // helper-35); one accepted in this pass has had no turn yet, and one
+      // reading its answer keeps its place (its request may have added a
+      // session: review helper-37). With none idle, the newcomer sees its
+      // connection closed, and may retry.
       const auto idle = std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) {
-        return c.accepted_ns != now_ns && (!c.answered || now_ns - c.answered_ns >= kStalledNs);
+        return c.accepted_ns != now_ns && (!c.answered || now_ns - c.moved_ns >= kStalledNs);
       });
       if (idle == clients_.end()) {
         close(fd);
@@ -101,6 +105,10 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
     }
     clients_.push_back(Client{fd, {}, {}, 0, false, now_ns + kRequestTimeoutNs, now_ns, 0});
   }
+  if (accepted) serve(now_ns, handle);  // a newcomer's request may be whole already
+}
+
+void CtlServer::serve(uint64_t now_ns, const std::function<std::string(const std::string&)>& handle) {
   for (size_t i = 0; i < clients_.size();) {
     Client& c = clients_[i];
     bool close_it = now_ns >= c.deadline_ns;
@@ -119,7 +127,7 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
         if (n == 0) {  // the whole request: answered as the socket drains, never waited on
           c.out = handle(c.in) + "\n";
           c.answered = true;
-          c.answered_ns = now_ns;
+          c.moved_ns = now_ns;
           c.deadline_ns = now_ns + kAnswerTimeoutNs;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
           close_it = true;
@@ -137,6 +145,7 @@ void CtlServer::poll(uint64_t now_ns, const std::function<std::string(const std:
           break;
         }
         c.sent += static_cast<size_t>(n);
+        c.moved_ns = now_ns;
       }
       close_it = close_it || c.sent == c.out.size();
     }

@@ -39,8 +39,10 @@ class CtlServer {
     bool answered = false;
     uint64_t deadline_ns;  // for the request, then for the answer
     uint64_t accepted_ns;
-    uint64_t answered_ns;
+    uint64_t moved_ns;  // when its answer was made or last sent on
   };
+  // serve reads the clients' requests, answers whole ones, and sends on.
+  void serve(uint64_t now_ns, const std::function<std::string(const std::string&)>& handle);
   CtlServer() = default;
   std::string path_;
   int listen_fd_ = -1;

@@ -462,16 +462,16 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
       }
       const auto& ga = s.serve->worker.multicast;
       const auto& gb = o.serve->worker.multicast;
-      // The same group and port on the same interface (on two networks, two
-      // groups that happen to share a number are two: review helper-37).
-      if (ga && gb && ga->ip == gb->ip && ga->port == gb->port && s.serve->iface_ip == o.serve->iface_ip) {
+      // Whatever the interface: two addresses may be one card's (review
+      // helper-38), and a group's number is free to choose.
+      if (ga && gb && ga->ip == gb->ip && ga->port == gb->port) {
         return absl::InvalidArgumentError(absl::StrCat(f.where(t, "multicast"), ": serve ", o.serve->name, " sends to ",
                                                        net::to_string(*gb),
                                                        " already: give each serve its own group or port"));
       }
     }
     auto ring_of = [](const engine::MirrorSpec& m) {
-      return std::filesystem::path(ring::ring_path(m.options.ring, m.options.dir)).lexically_normal();
+      return std::filesystem::weakly_canonical(ring::ring_path(m.options.ring, m.options.dir));
     };
     if (s.mirror && o.mirror && ring_of(*s.mirror) == ring_of(*o.mirror)) {
       return absl::InvalidArgumentError(absl::StrCat(f.where(t, "ring"), ": mirror ", o.mirror->name, " writes ",

@@ -3,39 +3,60 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <mutex>
+#include <mutex>  // call_once
 
 namespace ringfire::ring {
 namespace {
 
 constexpr size_t kMaxGuarded = 4096;
 
-// Guarded: one mapping. Writers (guard, unguard) take g_writers; the
-// handler takes no lock: it reads an entry under its sequence (odd while a
-// writer changes it), so a base and a size it matches are one mapping's,
-// never one's base and a reused entry's size (review helper-37).
+// Guarded: one mapping and its file. No lock anywhere: a writer (guard,
+// unguard) claims an entry by making its sequence odd (a compare-exchange),
+// writes, and makes it even again; the handler reads an entry under its
+// sequence, so what it matches is one mapping's, never one's base and a
+// reused entry's size (review helper-37). No lock also means nothing a
+// fork() could copy held (review helper-38).
 struct Guarded {
   std::atomic<uint64_t> seq{0};
   std::atomic<uintptr_t> base{0};  // 0: free
   std::atomic<size_t> size{0};
+  std::atomic<int> fd{-1};  // the mapped file: the handler asks its size
 };
 Guarded g_table[kMaxGuarded];
-std::mutex g_writers;
 std::atomic<uint64_t> g_cut{0};
 struct sigaction g_before {};  // the handler before ours: signals not ours go there
 std::once_flag g_installed;
 
-// write: an entry's new base and size, under its sequence (g_writers held).
-void write(Guarded& g, uintptr_t base, size_t size) {
-  const uint64_t s = g.seq.load(std::memory_order_relaxed);
-  g.seq.store(s + 1, std::memory_order_relaxed);  // odd: the handler skips it
-  std::atomic_thread_fence(std::memory_order_release);
+// claim: the entry is this writer's (its sequence made odd from `s`, even).
+bool claim(Guarded& g, uint64_t s) {
+  if ((s & 1) != 0) return false;
+  if (!g.seq.compare_exchange_strong(s, s + 1, std::memory_order_relaxed)) return false;
+  std::atomic_thread_fence(std::memory_order_release);  // odd before the fields change
+  return true;
+}
+
+// write: a claimed entry's new fields, then its sequence even again.
+void write(Guarded& g, uint64_t s, uintptr_t base, size_t size, int fd) {
   g.base.store(base, std::memory_order_relaxed);
   g.size.store(size, std::memory_order_relaxed);
+  g.fd.store(fd, std::memory_order_relaxed);
   g.seq.store(s + 2, std::memory_order_release);  // pairs with the handler's first acquire load
+}
+
+// past_end: addr lies past the end of the file behind [base, ...), rounded
+// up to a page. A fault inside the file (a hole its filesystem cannot fill:
+// a full tmpfs, an empty huge page pool) is not a cut: patching it would
+// hide the writes that follow (review helper-38). fstat is signal-safe.
+bool past_end(uintptr_t addr, uintptr_t base, int fd) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return false;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t end = (static_cast<uintptr_t>(st.st_size) + page - 1) & ~(page - 1);
+  return addr - base >= end;
 }
 
 // patch: zeroed private memory from the faulting page to the end of the
@@ -65,10 +86,11 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
       if ((s & 1) != 0) continue;
       const uintptr_t base = g.base.load(std::memory_order_relaxed);
       const size_t size = g.size.load(std::memory_order_relaxed);
+      const int fd = g.fd.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (g.seq.load(std::memory_order_relaxed) != s || base == 0 || addr < base || addr - base >= size) continue;
       // The touch runs again on the patch.
-      if (patch(addr, base, size)) {
+      if (past_end(addr, base, fd) && patch(addr, base, size)) {
         g_cut.fetch_add(1, std::memory_order_relaxed);
         return;
       }
@@ -84,7 +106,7 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     g_before.sa_handler(sig);
     return;
   }
-  if (g_before.sa_handler == SIG_IGN && info->si_code != BUS_ADRERR) return;  // ignored, as before
+  if (g_before.sa_handler == SIG_IGN && info->si_code <= 0) return;  // sent (SI_USER, SI_TKILL, ...): ignored, as before
   signal(SIGBUS, SIG_DFL);
   raise(SIGBUS);  // blocked in this handler: it ends the process once the handler returns
 }
@@ -99,22 +121,32 @@ void install() {
 
 }  // namespace
 
-bool guard_mapping(void* base, size_t size) {
+bool guard_mapping(void* base, size_t size, int fd) {
   std::call_once(g_installed, install);
-  const std::lock_guard<std::mutex> lock(g_writers);
   for (Guarded& g : g_table) {
-    if (g.base.load(std::memory_order_relaxed) != 0) continue;
-    write(g, reinterpret_cast<uintptr_t>(base), size);
+    const uint64_t s = g.seq.load(std::memory_order_acquire);  // before base: pairs with write()'s release
+    if (g.base.load(std::memory_order_relaxed) != 0 || !claim(g, s)) continue;
+    if (g.base.load(std::memory_order_relaxed) != 0) {  // taken between the look and the claim
+      g.seq.store(s + 2, std::memory_order_release);
+      continue;
+    }
+    write(g, s, reinterpret_cast<uintptr_t>(base), size, fd);
     return true;
   }
   return false;
 }
 
 void unguard_mapping(void* base) {
-  const std::lock_guard<std::mutex> lock(g_writers);
   for (Guarded& g : g_table) {
     if (g.base.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(base)) continue;
-    write(g, 0, 0);
+    // Its guard's pair: only this mapping's owner frees it, and a claim
+    // skips an entry in use, so the claim cannot fail but by a spurious
+    // compare; retry it.
+    uint64_t s;
+    do {
+      s = g.seq.load(std::memory_order_acquire);
+    } while (!claim(g, s));
+    write(g, s, 0, 0, -1);
     return;
   }
 }

@@ -16,11 +16,13 @@
 
 namespace ringfire::ring {
 
-// guard_mapping: [base, base + size) is a ring's mapping (RingFile's);
+// guard_mapping: [base, base + size) is a ring's mapping (RingFile's) of
+// the file open as `fd` (a fault past that file's end is a cut; one inside
+// it, a hole its filesystem cannot fill, is not, and kills as before);
 // the first call installs the SIGBUS handler (a fault elsewhere goes to the
 // handler before it, or kills as it would have). False if the table of
 // guarded mappings is full (the mapping is then as unguarded as before).
-bool guard_mapping(void* base, size_t size);
+bool guard_mapping(void* base, size_t size, int fd);
 // unguard_mapping: before the mapping is unmapped (its pair).
 void unguard_mapping(void* base);
 // mappings_cut: how many times a guarded mapping's file was found cut.

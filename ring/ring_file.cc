@@ -182,7 +182,7 @@ absl::Status check_expectation(const RingHeader& h, const RingExpectation& want)
 }
 
 RingFile::Mapping::Mapping(int f, std::byte* b, uint64_t n) : fd(f), base(b), size(n) {
-  if (base != nullptr) guard_mapping(base, size);  // a cut of the file is not a SIGBUS: its pair is below
+  if (base != nullptr) guard_mapping(base, size, fd);  // a cut of the file is not a SIGBUS: its pair is below
 }
 
 RingFile::Mapping::~Mapping() {
