@@ -10,10 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <pthread.h>
-
 #include <algorithm>
-#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>

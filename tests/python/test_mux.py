@@ -37,6 +37,17 @@ def counted(read, want, deadline_s=10.0):
     return read()
 
 
+def one_stream(test, first):
+    """two nodes and one stream between them that carried `first`:
+    (consumer, producer, anchor, sender)."""
+    consumer, producer = node("c"), node("p")
+    a = consumer.create_anchor()
+    s = producer.attach(a.handle, consumer.control_address)
+    test.assertEqual(send(s, first), "sent")
+    test.assertEqual(a.recv(10.0)[2], first)
+    return consumer, producer, a, s
+
+
 def drain(anchor, timeout=10.0):
     """every item of a single-sender anchor until its end: (data list, end kind)."""
     got = []
@@ -125,11 +136,7 @@ class MuxFromPython(unittest.TestCase):
         self.assertGreater(consumer.stats()["applied_by_readers"], 0)
 
     def test_cancel_closes_the_sender(self):
-        consumer, producer = node("c"), node("p")
-        a = consumer.create_anchor()
-        s = producer.attach(a.handle, consumer.control_address)
-        self.assertEqual(send(s, b"x"), "sent")
-        self.assertEqual(a.recv(10.0)[2], b"x")
+        consumer, producer, a, s = one_stream(self, b"x")
         self.assertFalse(s.wait_closed(0))
         a.cancel()
         # An hour: a cancel that did not wake it hangs the test (its timeout fails it).
@@ -288,11 +295,7 @@ class MuxFromPython(unittest.TestCase):
         # are refused, and dropping the objects leaves them be (it crashed at
         # exit, and read its parent's stream: review helper-36).
         import gc
-        consumer, producer = node("c"), node("p")
-        a = consumer.create_anchor()
-        s = producer.attach(a.handle, consumer.control_address)
-        self.assertEqual(send(s, b"before"), "sent")
-        self.assertEqual(a.recv(10.0)[2], b"before")
+        consumer, producer, a, s = one_stream(self, b"before")
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report, drop everything, leave
