@@ -109,6 +109,7 @@ class Daemon {
     auto file = ring::RingFile::open(spec.ring);
     if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat("record ", spec.name, ": ", file.status().message()));
     const std::string ring_path = file->path();
+    ring::RingFile mapped = file->share();
     auto rec = archive::Recorder::open(std::move(*file), spec.options);
     if (!rec.ok()) return absl::Status(rec.status().code(), absl::StrCat("record ", spec.name, ": ", rec.status().message()));
     auto report = RecordReport::start(**rec, spec.name, d_.quiet, d_.counters_dir, spec.name, ring_path, spec.options.dir);
@@ -121,6 +122,7 @@ class Daemon {
     r->name = spec.name;
     r->ring = ring_path;
     r->recorder = std::move(*rec);
+    r->mapped.emplace(std::move(mapped));
     r->report = std::move(*report);
     Recording* raw = r.get();
     // The recording's thread owns the recorder's reading side; this thread
@@ -216,6 +218,40 @@ class Daemon {
     for (auto& [name, r] : serve_reports_) r->tick(now);
     for (auto& [name, r] : mirror_reports_) r->tick(now);
     for (auto& r : recordings_) r->report->tick(now);
+  }
+
+  // end_cut_sessions ends each session whose ring's file is now shorter
+  // than its mapping (cut under it: what was cut reads as zeros, so it
+  // streams, mirrors or records nothing true), saying which and what to do.
+  // A mux node's channels are its own: said, left to their node.
+  void end_cut_sessions() {
+    std::vector<std::pair<std::string, std::string>> cut;  // session, what was found
+    auto check = [&](const std::string& name, const ring::RingFile& f) {
+      uint64_t now_bytes = 0;
+      if (f.cut_short(&now_bytes)) {
+        cut.emplace_back(name, absl::StrCat("its ring ", f.path(), " was cut to ", now_bytes, " bytes under its ",
+                                            f.mapped_bytes(), "-byte mapping"));
+      }
+    };
+    for (const auto& s : engine_.serves()) check(s->spec.name, s->control->ring());
+    for (const auto& m : engine_.mirrors()) {
+      if (m->control->ring()) check(m->spec.name, *m->control->ring());
+    }
+    for (const auto& r : recordings_) {
+      if (r->mapped) check(r->name, *r->mapped);
+    }
+    for (const auto& [name, why] : cut) {
+      if (cut_said_.contains(name)) continue;
+      absl::Status st = remove(name);
+      if (st.ok()) {
+        std::printf("run: %s ended: %s; make the ring again and add the session back (ctl add)\n", name.c_str(),
+                    why.c_str());
+      } else {
+        cut_said_.insert(name);  // a channel: its node ends it with its peer
+        std::printf("run: %s: %s (%s)\n", name.c_str(), why.c_str(), std::string(st.message()).c_str());
+      }
+    }
+    std::fflush(stdout);
   }
 
   void stop() {
@@ -417,6 +453,7 @@ class Daemon {
   struct Recording {
     std::string name, ring;
     std::unique_ptr<archive::Recorder> recorder;
+    std::optional<ring::RingFile> mapped;  // a share of the recorder's mapping: the conductor's cut check
     std::unique_ptr<RecordReport> report;
     std::atomic<bool> stop{false};  // release by end_recording, acquire by the thread
     std::thread thread;
@@ -431,6 +468,7 @@ class Daemon {
   }
   std::vector<std::unique_ptr<Recording>> recordings_;  // stopped in stop() (or by ~Daemon, last)
   std::vector<RecordSpec> pending_records_;
+  std::set<std::string> cut_said_;  // channels found on a cut ring (said once; their node ends them)
 };
 
 // nodes_said: ", N nodes" for a config with stream mux nodes ("" without).
@@ -648,6 +686,7 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
     }
   }
   uint64_t rings_cut = ring::mappings_cut();
+  uint64_t next_cut_check_ns = 0;
   conductor_loop(eng, max_wait, metrics.get(), [&] { return daemon->metrics(); }, [&](uint64_t now) {
     if (hooks.tick && !hooks.tick(eng, now)) return false;
     (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
@@ -656,9 +695,15 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
       rings_cut = cut;
       std::fprintf(stderr,
                    "run: warning: a ring's file was cut shorter under its mapping (%llu so far): what was cut "
-                   "reads as zeros; `ringfire stat` each ring, and remove and add again the sessions of the one "
-                   "whose file is short\n",
+                   "reads as zeros; the sessions on it end (said below): make the ring again and add them back\n",
                    static_cast<unsigned long long>(cut));
+      next_cut_check_ns = 0;  // find whose, now
+    }
+    // A cut is looked for each second too: a ring cut where no one has
+    // touched it yet would fault only later (a writer's next lap).
+    if (now >= next_cut_check_ns) {
+      daemon->end_cut_sessions();
+      next_cut_check_ns = now + 1'000'000'000;
     }
     if (telemetry && now >= next_snapshot_ns) {
       telemetry_publish(daemon->snapshot());

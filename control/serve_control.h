@@ -156,6 +156,9 @@ class ServeControl {
                                                              ring::RingFile file);
   ~ServeControl();
 
+  // ring: the served ring, as this session maps it (the worker's share).
+  const ring::RingFile& ring() const { return info_; }
+
   // poll runs one round: waits up to timeout_us for sockets, handles what
   // is ready (bounded work per connection), answers NAKs and streams
   // TCP-mode DATA round-robin, and enforces deadlines. Returns whether

@@ -372,6 +372,15 @@ bool RingFile::still_at(const std::string& path) const {
          here.st_ino == there.st_ino;
 }
 
+bool RingFile::cut_short(uint64_t* now_bytes) const {
+  struct stat st {};
+  if (fstat(map_->fd, &st) != 0) return false;
+  const auto block = static_cast<uint64_t>(st.st_blksize > 0 ? st.st_blksize : kPage);  // hugetlbfs: its page size
+  const uint64_t size = (static_cast<uint64_t>(st.st_size) + block - 1) / block * block;
+  if (now_bytes != nullptr) *now_bytes = size;
+  return size < map_->size;
+}
+
 // Reads what another thread may be writing (the ring's writer): the value
 // is thrown away, so the race is harmless and the sanitizer is told so.
 __attribute__((no_sanitize("thread"))) uint64_t RingFile::warm(uint64_t from, uint64_t bytes) const {
