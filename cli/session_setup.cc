@@ -234,7 +234,7 @@ std::vector<OptionSpec> mirror_session_options() {
         {"dir", "DIR", "directory for the ring (default /dev/shm)"},
         {"hold", "N", "hold-back depth in frames (default 8192)"},
         {"nak-repeat-us", "US", "repeat an unanswered NAK after (default 20000; the first repeat comes "
-                                "sooner, at twice the measured repair time)"},
+                                "sooner: the measured repair time plus four times its variation)"},
         {"single-range-naks", nullptr, "one range per NAK, as a peer without multi-range NAKs (A/B)"},
         {"psk-file", "FILE", "authenticate with this pre-shared key (the source's), and believe only "
                              "datagrams that carry its MAC"},
