@@ -6,6 +6,7 @@
 #include <rte_ethdev.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <dirent.h>
 #include <signal.h>
@@ -53,7 +54,10 @@ namespace {
 // clear_stale_memif_sockets removes the socket file of a net_memif server
 // (socket-abstract=no) that nothing listens on any more, left by a process
 // that was killed: the PMD refuses to start over it ("Address already in
-// use"). A live server's socket is left alone.
+// use"). A live server's socket is left alone, and so is anything that is
+// not a socket of this user's (the path comes from a flag: a regular file
+// named there was unlinked, helper-40). The connect does not wait: a
+// listener that never accepts is a live one (it hung start-up before).
 void clear_stale_memif_sockets(const std::vector<std::string>& words) {
   for (size_t i = 0; i + 1 < words.size(); ++i) {
     if (words[i] != "--vdev" || words[i + 1].rfind("net_memif", 0) != 0) continue;
@@ -64,7 +68,9 @@ void clear_stale_memif_sockets(const std::vector<std::string>& words) {
       if (absl::ConsumePrefix(&kv, "socket-abstract=")) abstract_ = std::string(kv);
     }
     if (role != "server" || abstract_ != "no" || path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) continue;
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) continue;
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
     sockaddr_un a{};
     a.sun_family = AF_UNIX;

@@ -57,7 +57,7 @@ namespace ringfire::node {
 using net::TcpConn;
 using proto::FrameKind;
 
-constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // "RFMUX001": a channel ring's schema
+constexpr uint64_t kChannelSchema = 0x3130305855464D52;  // bytes "RMFUX001" (LE): a channel ring's schema
 constexpr size_t kMaxConnBacklog = 4u << 20;              // output a peer leaves unread: cut past it
 constexpr uint32_t kMaxControlBody = 64u << 10;
 // kPositionEveryNs: a moved channel position (MUXCTL with no body) is

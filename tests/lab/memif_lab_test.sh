@@ -64,6 +64,13 @@ port_line=$(grep "^serve: port: " "$logs/serve")
 [[ $port_line =~ ([0-9]+)\ of\ ([0-9]+)\ mbufs\ free ]] && (( BASH_REMATCH[1] == BASH_REMATCH[2] )) ||
   fail "mbufs were not given back when the serve stopped: $port_line"
 
+log "a memif socket path that names a file which is not a socket: the file is left alone"
+# (The start-up sweep of a killed server's stale socket unlinked whatever
+# the path named, a regular file too: helper-40.)
+echo precious >"$logs/not-a-socket"
+timeout 30 "$rf" serve "$src" --listen 198.18.0.1:7410 --backend dpdk \
+  --dpdk-ip 198.18.1.1 --eal "$(sock="$logs/not-a-socket" eal 0 server)" >"$logs/notsock" 2>&1
+[[ $(cat "$logs/not-a-socket" 2>/dev/null) == precious ]] || fail "a memif serve's start-up removed the regular file at its socket path"
 if (( fails )); then
   echo "memif_lab_test: $fails failed"
   for f in "$logs"/*; do [[ -S $f ]] || { echo "== $f"; grep -v TELEMETRY "$f" | tail -n 3; }; done
