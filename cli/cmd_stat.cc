@@ -111,11 +111,13 @@ int cmd_stat(int argc, char** argv, int first) {
   // Processes serving or mirroring this ring: their counters files.
   for (const telemetry::ProcessCounters& p : processes) {
     if (!telemetry::names_ring(p, file->path())) continue;
-    std::printf("process     pid %u %s (%s)%s%s, counters %.1f s old\n", p.pid, p.role.c_str(), p.detail.c_str(),
+    // A counters file's text is made printable on its way to the terminal.
+    std::printf("process     pid %u %s (%s)%s%s, counters %.1f s old\n", p.pid, telemetry::printable(p.role).c_str(),
+                telemetry::printable(p.detail).c_str(),
                 p.user.empty() ? "" : ", user ", p.user.c_str(),
                 now > p.updated_ns ? static_cast<double>(now - p.updated_ns) / 1e9 : 0.0);
     for (const auto& [label, value] : p.counters) {
-      std::printf("  %-44s %llu\n", label.c_str(), static_cast<ull>(value));
+      std::printf("  %-44s %llu\n", telemetry::printable(label).c_str(), static_cast<ull>(value));
     }
   }
   return 0;

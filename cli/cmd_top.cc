@@ -79,7 +79,9 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
     if (auto it = before.find(p.path); it != before.end() && p.updated_ns > it->second.updated_ns) {
       const uint64_t a = get(it->second, rec), b = get(p, rec);
       const double dt = static_cast<double>(p.updated_ns - it->second.updated_ns) / 1e9;
-      rate = b > a ? static_cast<uint64_t>(static_cast<double>(b - a) / dt) : 0;
+      // Clamped: a file's counters are anyone's bytes, and a double past
+      // 2^64 cast to u64 is undefined.
+      rate = b > a ? static_cast<uint64_t>(std::min(static_cast<double>(b - a) / dt, 1e18)) : 0;
     } else if (auto r = rates.find(p.path); r != rates.end()) {
       rate = r->second;  // not published since: the last rate stands
     }
@@ -95,8 +97,10 @@ std::string view(const std::vector<telemetry::ProcessCounters>& now,
     const uint64_t rejected = sum_prefix(p, "rejected.") + sum_prefix(p, "refused.");
     const double age = now_ns > p.updated_ns ? static_cast<double>(now_ns - p.updated_ns) / 1e9 : 0.0;
     std::snprintf(line, sizeof(line), "%-7u %-6s %-24s %-28s %10llu %9llu %8llu %8llu %8llu %8llu %5.1fs%s\n", p.pid,
-                  p.role.c_str(), shorten(p.ring, 24).c_str(),
-                  shorten(p.user.empty() ? p.detail : p.detail + " [" + p.user + "]", 28).c_str(),  // the tail stays
+                  // Text from the files is made printable here, on its way to
+                  // the terminal: a file's bytes could carry escape sequences.
+                  telemetry::printable(shorten(p.role, 6)).c_str(), telemetry::printable(shorten(p.ring, 24)).c_str(),
+                  telemetry::printable(shorten(p.user.empty() ? p.detail : p.detail + " [" + p.user + "]", 28)).c_str(),  // the tail stays
                   static_cast<unsigned long long>(rate), static_cast<unsigned long long>(lag),
                   static_cast<unsigned long long>(naks), static_cast<unsigned long long>(gaps),
                   static_cast<unsigned long long>(drops), static_cast<unsigned long long>(rejected), age,
@@ -117,7 +121,9 @@ int cmd_top(int argc, char** argv, int first) {
   }
   auto interval = args->duration_ns("interval", 1'000'000'000);
   if (!interval.ok()) return fail("top", interval.status());
-  if (*interval < 100'000'000) return fail("top", absl::InvalidArgumentError("--interval: at least 100ms"));
+  if (*interval < 100'000'000 || *interval > 3'600'000'000'000) {
+    return fail("top", absl::InvalidArgumentError("--interval: from 100ms to 1h"));
+  }
   const std::string dir = args->str("counters-dir", "/dev/shm");
   const bool once = args->has("once");
   install_stop_handlers();

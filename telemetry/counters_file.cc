@@ -152,6 +152,7 @@ namespace {
 // kForeignPerOwner of one user's copied a read (beyond a header's 256
 // bytes each): no user makes root copy without bound.
 constexpr size_t kForeignBytes = sizeof(CountersHeader) + 4096 * sizeof(CounterEntry);
+constexpr size_t kMaxFileBytes = kForeignBytes;  // this user's and root's too (a session makes 1,024 entries)
 constexpr size_t kForeignPerOwner = 64;
 constexpr size_t kForeignBudget = 16u << 20;  // bytes copied of every other user's files together, a read
 
@@ -258,20 +259,28 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
     const bool shaped = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
                         static_cast<size_t>(st.st_size) >= sizeof(CountersHeader);
     size_t size = shaped ? static_cast<size_t>(st.st_size) : 0;
-    // This user's and root's files are mapped. Another user's only root
-    // reads: copied (copy_foreign), shown only while a live process of
-    // that user has the pid the file names, never removed.
+    // Every file is copied (pread), never mapped: one cut while mapped was
+    // a SIGBUS, and a sparse one declaring a large capacity filled /dev/shm
+    // as its holes were read (helper-40). This user's and root's files up
+    // to kMaxFileBytes; another user's only root reads (copy_foreign), and
+    // shows only while a live process of that user has the pid the file
+    // names, never removes.
     const bool own = st.st_uid == geteuid() || st.st_uid == 0;
     const bool foreign = shaped && !own && geteuid() == 0;
-    void* base = MAP_FAILED;
-    std::vector<uint64_t> copy;
+    std::vector<uint64_t> copy, again;
+    bool copied = false;
     if (shaped && own) {
-      base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    } else if (foreign && copy_foreign(fd, st, name, &budget, &copy, &size)) {
-      base = copy.data();
+      copied = size <= kMaxFileBytes && (copy.assign((size + 7) / 8, 0),
+                                         pread(fd, copy.data(), size, 0) == static_cast<ssize_t>(size));
+    } else if (foreign) {
+      copied = copy_foreign(fd, st, name, &budget, &copy, &size);
     }
+    // A second copy: an entry counts only where both agree on its state,
+    // generation and label (the writer may have been mid-change).
+    copied = copied && (again.assign(copy.size(), 0), pread(fd, again.data(), size, 0) == static_cast<ssize_t>(size));
     close(fd);
-    if (base == MAP_FAILED) continue;
+    if (!copied) continue;
+    const void* base = copy.data();
     const auto* h = static_cast<const CountersHeader*>(base);
     // The capacity and pid read once (a writer could change them between
     // reads); a pid that names no single process (0, or past INT_MAX: kill
@@ -298,15 +307,21 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
       p.ring = text(h->ring, sizeof(h->ring));
       p.detail = text(h->detail, sizeof(h->detail));
       p.updated_ns = h->updated_ns.load(std::memory_order_acquire);  // pairs with publish's release
-      const auto* entries = reinterpret_cast<const CounterEntry*>(static_cast<const std::byte*>(base) + sizeof(CountersHeader));
+      const auto entries_of = [](const std::vector<uint64_t>& c) {
+        return reinterpret_cast<const CounterEntry*>(reinterpret_cast<const std::byte*>(c.data()) + sizeof(CountersHeader));
+      };
+      const CounterEntry* first = entries_of(copy);
+      const CounterEntry* second = entries_of(again);
       for (uint32_t i = 0; i < capacity; ++i) {
-        const CounterEntry& e = entries[i];
-        const uint32_t gen = e.generation.load(std::memory_order_acquire);  // pairs with set()'s release of state, after the bump
-        if (e.state.load(std::memory_order_acquire) != 1) continue;  // pairs with the writer's release
-        std::string label = text(e.label, sizeof(e.label));
-        const uint64_t v = e.value.load(std::memory_order_relaxed);
-        if (e.state.load(std::memory_order_acquire) != 1 || e.generation.load(std::memory_order_acquire) != gen) continue;
-        p.counters.emplace_back(std::move(label), v);
+        const CounterEntry& a = first[i];
+        const CounterEntry& b = second[i];
+        // Copies: nothing writes them; the loads are plain reads.
+        if (a.state.load(std::memory_order_relaxed) != 1 || b.state.load(std::memory_order_relaxed) != 1 ||
+            a.generation.load(std::memory_order_relaxed) != b.generation.load(std::memory_order_relaxed) ||
+            std::memcmp(a.label, b.label, sizeof(a.label)) != 0) {
+          continue;
+        }
+        p.counters.emplace_back(text(b.label, sizeof(b.label)), b.value.load(std::memory_order_relaxed));
       }
       // Another user's: its process lives (copy_foreign); never removed by root.
       if (!foreign && !p.alive && remove_stale) {
@@ -315,7 +330,6 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         out.push_back(std::move(p));
       }
     }
-    if (copy.empty()) munmap(base, size);
   }
   closedir(d);
   return out;

@@ -10,8 +10,9 @@
 //        updated_ns (CLOCK_MONOTONIC of the last publish), role, ring, detail
 //   256  capacity entries of 64 bytes: value u64, state u32 (0 free, 1 live;
 //        stored last, with release), generation u32, label (48 bytes, NUL-padded)
-// One writer (the process's control thread); readers copy an entry and
-// re-check its state and generation. Setup and control thread only.
+// One writer (the process's control thread); readers copy the file twice
+// (never map it) and keep the entries both copies agree on (state,
+// generation, label). Setup and control thread only.
 #pragma once
 
 #include <atomic>
@@ -110,9 +111,11 @@ bool names_ring(const ProcessCounters& p, const std::string& ring_path);
 
 // read_counters reads every counters file in `dir`. Files of processes that
 // no longer exist are removed (`remove_stale`) or returned with alive false.
-// Files owned by this user or root are mapped and read. Anyone can write
-// in /dev/shm, and a stranger's file truncated while mapped would be a
-// SIGBUS: another user's file is skipped, except by root, which copies it
+// Every file is copied, twice (an entry counts where both copies agree),
+// never mapped: a file cut while mapped would be a SIGBUS, and a sparse
+// one's holes would fill /dev/shm as they were read. Files owned by this
+// user or root are read up to 4,096 entries; another user's file is
+// skipped, except by root, which copies it
 // (its header first; at most 4,096 entries, 64 files of one user and
 // 16 MiB in all a read) and shows it, with `user` set and its text made
 // printable ASCII, only while the pid its name and header both give is a

@@ -111,6 +111,7 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$key"; chmod 644 "$key"
 expect_fail 2 "chmod 600" "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file "$key"
 expect_fail 2 "a number of copies (1 to 16) or auto" "$rf" serve "$ring" --listen 198.18.0.1:1 --udp 0 --dup sometimes
 expect_fail 2 "dup auto acts on unicast mirrors: give --udp PORT" "$rf" serve "$ring" --listen 198.18.0.1:1 --dup auto
+expect_fail 2 "interval: from 100ms to 1h" "$rf" top --interval 18446744073s --once  # wrapped to a busy loop (helper-40)
 expect_fail 2 "health-interval: between 1ms and 1s" "$rf" mirror 198.18.0.1:1 "$ring-m" --health-interval 2s
 expect_fail 2 "health-interval: at most half of --peer-timeout" "$rf" mirror 198.18.0.1:1 "$ring-m" --health-interval 1s --peer-timeout 1s
 # keygen: a key file the peers take (mode 600, 64 hex digits), never an

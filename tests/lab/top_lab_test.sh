@@ -49,6 +49,20 @@ last = lines[-1]
 assert last['kind'] == 'serve' and 5000 < last['rec_per_s'] < 15000, last
 assert last['counters']['serve.records'] > 20000 and 'refused.punch.bad_mac' in last['counters'], last['counters']
 " "$logs/serve" || fail "serve --json lines: $(grep '^{' "$logs/serve" | tail -n 1)"
+# A counters file's text is anyone's bytes: escape sequences in one (the
+# serve's file copied under another tag, its detail a screen clear and a
+# window title) reach the terminal as '?' (helper-40: they went raw).
+serve_file=$(ls "$counters"/ringfire-"${LAB_PIDS[0]}"*.counters | head -n 1)
+python3 -c "
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[216:256] = b'\x1b[2J\x1b]0;pwned\x07'.ljust(40, b'\0')
+open(sys.argv[2], 'wb').write(b)
+" "$serve_file" "$counters/ringfire-${LAB_PIDS[0]}-evil.counters"
+once=$("$rf" top --once --counters-dir "$counters")
+grep -q "?\[2J?\]0;pwned?" <<<"$once" || fail "top --once does not show the crafted detail as printable: $once"
+! grep -q $'\x1b' <<<"$once" || fail "an escape byte from a counters file reached the terminal"
+rm -f "$counters/ringfire-${LAB_PIDS[0]}-evil.counters"
 tmux send-keys -t "$session" q
 wait_for 3 bash -c "! tmux has-session -t $session 2>/dev/null" || fail "q did not quit"
 lab_finish top_lab_test "$logs/serve" "$logs/mirror"
