@@ -9,8 +9,12 @@
 -- 16-byte tag apart from the body (not checked: the key is not here).
 -- Install: copy to ~/.local/lib/wireshark/plugins/ (or run
 --   tshark -X lua_script:deploy/wireshark/ringfire.lua -r capture.pcapng).
--- Found by heuristics on UDP and TCP (a valid header: kind 1..14, a length
--- that fits); "Decode As... ringfire" forces it on a port.
+-- Found by heuristics on UDP and TCP: every frame of the datagram or
+-- segment valid (a kind 1..18 that travels there, a length within its
+-- kind's bound; on TCP, the flags and count its kind allows, and HELLO's
+-- and NODE's magic). A TCP connection whose first segment holds less than
+-- a header is not recognised: "Decode As... ringfire_tcp" (or
+-- ringfire_udp) forces the dissector on a port.
 
 local rf = Proto("ringfire", "ringfire")
 
@@ -44,6 +48,7 @@ f.hf_tcp = ProtoField.bool("ringfire.hello.tcp", "DATA on TCP", 16, nil, 0x0004)
 f.hf_health = ProtoField.bool("ringfire.hello.health", "HEALTH", 16, nil, 0x0008)
 f.hf_multi = ProtoField.bool("ringfire.hello.multi_range", "Multi-range NAKs", 16, nil, 0x0010)
 f.hf_auth = ProtoField.bool("ringfire.hello.auth", "Authenticate", 16, nil, 0x0020)
+f.hf_tag = ProtoField.bool("ringfire.hello.datagram_tag", "Checks a datagram tag", 16, nil, 0x0040)
 f.hf_frame_mac = ProtoField.bool("ringfire.hello.frame_mac", "MAC control frames", 16, nil, 0x0080)
 f.hf_channel = ProtoField.bool("ringfire.hello.channel", "Channel token", 16, nil, 0x0100)
 f.channel_token = ProtoField.uint64("ringfire.hello.channel_token", "Channel token (the NODE's epoch)", base.HEX)
@@ -146,6 +151,13 @@ local function stream_batch(buf, tree)
     r:add(f.r_frame_seq, buf(pos + 5, 4))
     r:add(f.r_len, buf(pos + 9, 4))
     local t = buf(pos, 1):uint()
+    local want = ({ [1] = 16, [2] = 1, [3] = 4, [4] = 0 })[t]
+    if want ~= nil and len ~= want then
+      r:add_proto_expert_info(e_malformed, "a " .. record_types[t] .. " body is " .. want .. " bytes (kBadLength)")
+    end
+    if t == 2 and len == 1 and buf(pos + 13, 1):uint() > 4 then
+      r:add_proto_expert_info(e_malformed, "a close reason above 4 (kBadValue)")
+    end
     if t == 1 and len == 16 then
       r:add(f.r_anchor, buf(pos + 13, 8))
       r:add(f.r_session, buf(pos + 21, 8))
@@ -164,7 +176,7 @@ end
 -- body is exactly that (the frame does not say which: the geometry does).
 local function data_records(body, count, seq, tree)
   local n = body:len()
-  if count == 0 or n == 0 then return end
+  if count == 0 or n == 0 then return true end
   local pos, blobs = 0, true
   for _ = 1, count do
     if pos + 4 > n then blobs = false break end
@@ -177,7 +189,7 @@ local function data_records(body, count, seq, tree)
     if blobs then
       len, off = body(pos, 4):le_uint(), 4
     else
-      if n % count ~= 0 then return end
+      if n % count ~= 0 then return false end
       len, off = math.floor(n / count), 0
     end
     local r = tree:add(rf, body(pos, off + len), string.format("Record %s (%d bytes)", tostring(seq + i), len))
@@ -189,38 +201,92 @@ local function data_records(body, count, seq, tree)
     end
     pos = pos + off + len
   end
+  return true
 end
 
 -- The control frame MAC (§1.8.2), per TCP connection: which side asked,
 -- whether the answer granted it, and from which frame on (packet number and
 -- offset in it: a step 3 and the ATTACH after it share a segment) every
 -- frame carries a tag. Kept across passes: it is where, not when, that counts.
+-- Keyed by Wireshark's TCP stream index and by where the connection began
+-- in it (its HELLO, or a keyed connector's NODE): a later connection on the
+-- same addresses and ports starts clean, even where Wireshark gives it
+-- the same stream index (the first one's close not captured whole).
 local mac_state = {}
+local starts = {}  -- conversation -> { {frame, offset}, ... }: where its connections began
+local tcp_stream = Field.new("tcp.stream")
+function rf.init()
+  mac_state = {}
+  starts = {}
+end
 local function conv_key(pinfo)
+  local s = tcp_stream()
+  if s then return "tcp " .. tostring(s.value) end
   local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
   local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
   if a < b then return a .. "-" .. b end
   return b .. "-" .. a
 end
-local function mac_of(pinfo)
+local function here(pinfo) return tostring(pinfo.src) .. ":" .. pinfo.src_port end
+local function before(frame, offset, at_frame, at_offset)
+  return frame < at_frame or (frame == at_frame and offset < at_offset)
+end
+local function mac_of(pinfo, offset, opens)
   local k = conv_key(pinfo)
+  local list = starts[k] or {}
+  starts[k] = list
+  if opens then
+    local known = false
+    for _, at in ipairs(list) do
+      if at[1] == pinfo.number and at[2] == offset then known = true end
+    end
+    if not known then list[#list + 1] = { pinfo.number, offset } end
+  end
+  -- The latest start at or before this frame.
+  local from = { 0, 0 }
+  for _, at in ipairs(list) do
+    if not before(pinfo.number, offset, at[1], at[2]) and not before(at[1], at[2], from[1], from[2]) then from = at end
+  end
+  k = k .. " @" .. from[1] .. ":" .. from[2]
   if not mac_state[k] then mac_state[k] = {} end
   return mac_state[k]
 end
 local function maced(st, pinfo, offset)
-  return st.from_frame ~= nil and (pinfo.number > st.from_frame or (pinfo.number == st.from_frame and offset >= st.from_offset))
+  return st.from_frame ~= nil and not before(pinfo.number, offset, st.from_frame, st.from_offset)
+end
+-- sealed_refuse: a REFUSE is sealed only once its sender has sealed an
+-- earlier frame: a source refusing the step 2 it could not check sends it
+-- unsealed (PROTOCOL.md §1.8.2).
+local function sealed_refuse(st, pinfo, offset)
+  local first = st.first_sealed and st.first_sealed[here(pinfo)]
+  return first ~= nil and before(first[1], first[2], pinfo.number, offset)
 end
 
 -- one_frame: the frame at buf(offset); returns its size.
 local function one_frame(buf, pinfo, tree, offset, udp)
   local kind = buf(offset, 1):uint()
   local len = buf(offset + 4, 4):le_uint()
-  local st = not udp and mac_of(pinfo) or {}
-  local sealed = not udp and maced(st, pinfo, offset) and len >= 16
+  -- A connection begins with a HELLO, or a keyed connector's NODE (bit 1, not 2).
+  local opens = kind == 1 or (kind == 15 and len >= 8 and bit32.band(buf(offset + 22, 2):le_uint(), 6) == 2)
+  local st = not udp and mac_of(pinfo, offset, opens) or {}
+  local sealed = not udp and maced(st, pinfo, offset)
+  if sealed and kind ~= 13 then  -- where this direction's first sealed frame is
+    st.first_sealed = st.first_sealed or {}
+    local first = st.first_sealed[here(pinfo)]
+    if first == nil or before(pinfo.number, offset, first[1], first[2]) then
+      st.first_sealed[here(pinfo)] = { pinfo.number, offset }
+    end
+  elseif sealed then
+    sealed = sealed_refuse(st, pinfo, offset)
+  end
+  local short_for_tag = sealed and len < 16
+  sealed = sealed and len >= 16
   local wire_len = len
   if sealed then len = len - 16 end
   local t = tree:add(rf, buf(offset, 16 + wire_len), "ringfire " .. (kinds[kind] or ("kind " .. kind)))
   if sealed then t:add(f.frame_tag, buf(offset + 16 + len, 16)) end
+  if short_for_tag then t:add_proto_expert_info(e_malformed, "too short to hold its frame MAC") end
+  local function bad(what) t:add_proto_expert_info(e_malformed, what) end
   t:add(f.kind, buf(offset, 1))
   if udp then t:add(f.session, buf(offset + 1, 1)) else t:add(f.flags, buf(offset + 1, 1)) end
   t:add_le(f.count, buf(offset + 2, 2))
@@ -228,6 +294,9 @@ local function one_frame(buf, pinfo, tree, offset, udp)
   t:add_le(f.seq, buf(offset + 8, 8))
   local seq = buf(offset + 8, 8):le_uint64()
   local count = buf(offset + 2, 2):le_uint()
+  if (kind == 3 or kind == 4 or kind == 5) and buf(offset + 12, 4):le_uint() >= 0x40000000 then
+    t:add_proto_expert_info(e_malformed, "a sequence at or past 2^62")
+  end
   local body = len > 0 and buf(offset + 16, len) or nil
   local function need(n)
     if len < n then t:add_proto_expert_info(e_malformed, "body shorter than " .. n) return false end
@@ -237,18 +306,19 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.magic, body(0, 4))
     t:add_le(f.version, body(4, 2))
     local fl = t:add_le(f.hello_flags, body(6, 2))
-    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth, f.hf_frame_mac, f.hf_channel }) do
+    for _, bit in ipairs({ f.hf_unicast, f.hf_prefer, f.hf_tcp, f.hf_health, f.hf_multi, f.hf_auth, f.hf_tag, f.hf_frame_mac, f.hf_channel }) do
       fl:add_le(bit, body(6, 2))
     end
     if not udp and bit32.band(body(6, 2):le_uint(), 0xa0) == 0xa0 then st.asked = true end
     t:add_le(f.schema, body(8, 8))
     local hello_flags = body(6, 2):le_uint()
     local at = 16
-    if bit32.band(hello_flags, 0x20) ~= 0 and len >= 48 then
-      t:add(f.challenge, body(16, 32))
+    if bit32.band(hello_flags, 0x20) ~= 0 then
+      if len >= 48 then t:add(f.challenge, body(16, 32)) else bad("no room for the challenge (flag bit 5)") end
       at = 48
     end
-    if bit32.band(hello_flags, 0x100) ~= 0 and need(at + 8) then t:add_le(f.channel_token, body(at, 8)) end
+    -- A body too short for the token is read as if bit 8 were clear (§1.2).
+    if bit32.band(hello_flags, 0x100) ~= 0 and len >= at + 8 then t:add_le(f.channel_token, body(at, 8)) end
   elseif kind == 2 and need(56) then
     t:add_le(f.capacity, body(0, 8))
     t:add_le(f.slot_size, body(8, 4))
@@ -258,8 +328,11 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.slots_offset, body(32, 8))
     t:add_le(f.arena_offset, body(40, 8))
     t:add_le(f.arena_size, body(48, 8))
-  elseif kind == 3 and body then
-    data_records(body, count, seq, t)
+  elseif kind == 3 then
+    if (count == 0) ~= (body == nil) then bad("a record count of " .. count .. " with " .. len .. " body bytes") end
+    if body and count > 0 and not data_records(body, count, seq, t) then
+      bad(count .. " records do not divide " .. len .. " bytes, nor are they blobs that fill them")
+    end
   elseif kind == 6 and need(8) then
     t:add(f.nak_repeat, buf(offset + 1, 1))
     t:add_le(f.nak_last, body(0, 8))
@@ -269,6 +342,7 @@ local function one_frame(buf, pinfo, tree, offset, udp)
       t:add_le(f.nak_range_last, body(pos + 8, 8))
       pos = pos + 16
     end
+    if pos ~= len then bad((len - pos) .. " bytes after the last whole range") end
   elseif kind == 7 and need(20) then
     t:add(f.group, body(0, 4))
     t:add_le(f.port, body(4, 2))
@@ -279,14 +353,16 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.token, body(12, 8))
     if len >= 24 then t:add(f.data_ip, body(20, 4)) end
     if len >= 32 then t:add_le(f.mc_tag, body(24, 8)) end
-  elseif kind == 8 and len >= 8 then
-    t:add_le(f.punch_counter, body(0, 8))
+  elseif kind == 8 and len > 0 then
+    if len >= 8 then t:add_le(f.punch_counter, body(0, 8)) else bad("a PUNCH body is 0 or 8 bytes") end
+  elseif (kind == 4 or kind == 5 or kind == 14) and len > 0 then
+    bad((kinds[kind] or kind) .. " has no body")
   elseif kind == 9 and need(1) then
     t:add(f.attach_msg, body(0, 1))
     local pos = 1
     while pos + 4 <= len do
       local vlen = body(pos + 2, 2):uint()
-      if pos + 4 + vlen > len then break end
+      if pos + 4 + vlen > len then bad("a field runs past the body") break end
       t:add(f.attach_tag, body(pos, 2))
       if vlen > 0 then t:add(f.attach_value, body(pos + 4, vlen)) end
       pos = pos + 4 + vlen
@@ -320,6 +396,7 @@ local function one_frame(buf, pinfo, tree, offset, udp)
     t:add_le(f.node_epoch, body(16, 8))
     t:add_le(f.node_port, body(24, 2))
     local flags = body(6, 2):le_uint()
+    if bit32.band(flags, 6) == 4 then bad("proof (bit 2) without keyed (bit 1)") end
     if not udp and bit32.band(flags, 0xa) == 0xa then  -- keyed, frame MAC: the connector asks, the answer (with its proof) grants
       if bit32.band(flags, 4) ~= 0 then st.granted = true else st.asked = true end
     end
@@ -337,27 +414,49 @@ local function one_frame(buf, pinfo, tree, offset, udp)
   return 16 + wire_len
 end
 
+-- The largest body of each kind on TCP (PROTOCOL.md §1.1's bounds; the
+-- mux's kinds, generously), plus 16 for a frame MAC; nil: not a TCP kind.
+local big = 64 * 1024 * 1024
+local tcp_bound = {
+  [1] = 256, [2] = 256, [3] = big, [4] = 0, [5] = 0, [6] = 1016, [7] = 256, [9] = 65536, [10] = 256,
+  [11] = 256, [13] = 256, [14] = 0, [15] = 4096, [16] = 65536, [17] = big,
+}
+-- TCP kinds whose flags may be non-zero (NAK: repeat; STREAM: terminal),
+-- and the one whose count may be (DATA).
+local tcp_flags_ok = { [6] = true, [17] = true }
+
 local function valid_header(buf, offset, remaining, udp)
   if remaining < 16 then return false end
   local kind = buf(offset, 1):uint()
   if kind < 1 or kind > 18 then return false end
   local len = buf(offset + 4, 4):le_uint()
   if udp then return 16 + len <= remaining end
-  return len <= 64 * 1024 * 1024 + 16
+  return tcp_bound[kind] ~= nil and len <= tcp_bound[kind] + 16
 end
 
 local function dissect(buf, pinfo, tree, udp)
   local n, offset, frames, names = buf:len(), 0, 0, {}
   while offset < n do
     local remaining = n - offset
+    -- A header that is there is checked before any reassembly is asked
+    -- for: a bad length would otherwise swallow the rest of the connection.
+    if remaining >= 16 and not valid_header(buf, offset, remaining, udp) then
+      if frames == 0 and udp then return 0 end
+      local t = tree:add(rf, buf(offset, remaining), "ringfire: " .. remaining .. " bytes that are not a frame")
+      t:add_proto_expert_info(e_malformed, "trailing bytes are not a frame")
+      offset = n
+      break
+    end
     if not udp and (remaining < 16 or remaining < 16 + buf(offset + 4, 4):le_uint()) then
       pinfo.desegment_offset = offset
       pinfo.desegment_len = remaining < 16 and DESEGMENT_ONE_MORE_SEGMENT or (16 + buf(offset + 4, 4):le_uint() - remaining)
+      offset = n  -- all of it taken: the rest comes back reassembled (0 would say "not ringfire")
       break
     end
-    if not valid_header(buf, offset, remaining, udp) then
+    if udp and not valid_header(buf, offset, remaining, udp) then
       if frames == 0 then return 0 end
-      tree:add_proto_expert_info(e_malformed, "trailing bytes are not a frame")
+      local t = tree:add(rf, buf(offset, remaining), "ringfire: " .. remaining .. " bytes that are not a frame")
+      t:add_proto_expert_info(e_malformed, "trailing bytes are not a frame")
       offset = n
       break
     end
@@ -384,9 +483,21 @@ local function heuristic(udp)
         offset = offset + 16 + buf(offset + 4, 4):le_uint()
       end
     end
-    if not udp and buf:len() >= 16 then
-      local kind = buf(0, 1):uint()
-      if kind == 1 and (buf:len() < 20 or buf(16, 4):le_uint() ~= 0x524D4652) then return false end
+    if not udp then
+      -- Every whole frame of the segment valid, with the flags and count
+      -- its kind allows, and HELLO's and NODE's magic: another protocol's
+      -- connection is not taken (it was, by one plausible header).
+      local offset, n = 0, buf:len()
+      while offset + 16 <= n do
+        local kind, len = buf(offset, 1):uint(), buf(offset + 4, 4):le_uint()
+        if not valid_header(buf, offset, n - offset, false) then return false end
+        if buf(offset + 1, 1):uint() ~= 0 and not tcp_flags_ok[kind] then return false end
+        if buf(offset + 2, 2):le_uint() ~= 0 and kind ~= 3 then return false end
+        local magic = ({ [1] = 0x524D4652, [15] = 0x584E4652 })[kind]
+        if magic and (n < offset + 20 or buf(offset + 16, 4):le_uint() ~= magic) then return false end
+        if offset + 16 + len > n then break end
+        offset = offset + 16 + len
+      end
     end
     pinfo.conversation = udp and rf_udp or rf_tcp
     dissect(buf, pinfo, tree, udp)

@@ -8,6 +8,9 @@
 # and STREAM frames (a mux channel and the per-stream path). Then field by field: what tshark decodes
 # must be what was sent (magic, version, geometry, record sequences in
 # order, the blob's length, the GAP's target), and any Lua error fails.
+# Then captures that once broke it (wireshark_hostile.py): a TCP stream cut
+# at random points, junk declaring 4 GiB, another protocol's connection,
+# MAC state across two connections on the same ports.
 # Usage: wireshark_lab_test.sh PATH/TO/ringfire LUA_FILE
 set -u
 rf=$1
@@ -166,6 +169,32 @@ decode 'ringfire.kind == 17' ringfire.stream.terminal | tr ',' '\n' >"$logs/stre
 records=$(grep -Ecx 'False|0' "$logs/stream-terminal")
 terminals=$(grep -Ecx 'True|1' "$logs/stream-terminal")
 [[ $records == 60 && $terminals == 3 ]] || fail "STREAM: $records records and $terminals terminals, want 60 and 3"
+
+# Captures that once broke the dissector (tests/lab/wireshark_hostile.py
+# says how): every frame of a cut-up TCP stream decoded once; junk with a
+# 4 GiB length marked and the connection after it decoded; another
+# protocol's connection left alone; a MACed connection's unsealed REFUSE
+# and the plain connection after it on the same ports read whole.
+mkdir -p "$logs/hostile"
+python3 "$(dirname "$0")/wireshark_hostile.py" "$logs/hostile" || fail "could not build the hostile captures"
+hostile() {  # NAME FIELD...: tshark's fields from one capture, errors to its own file
+  local name=$1; shift
+  local args=()
+  for e in "$@"; do args+=(-e "$e"); done
+  tshark -r "$logs/hostile/$name.pcap" -X lua_script:"$lua" -T fields -E occurrence=a -E aggregator=, "${args[@]}" \
+    2>>"$logs/hostile/errors" | sed '/^[[:space:]]*$/d'
+}
+n=$(hostile split ringfire.kind | tr ',' '\n' | grep -c .)
+[[ $n == 200 ]] || fail "a TCP stream cut at random points: $n of 200 frames decoded"
+[[ $(hostile trailing ringfire.kind | tr ',' '\n' | sort -n | uniq -c | awk '{print $2 "x" $1}' | paste -sd' ') == "1x1 5x22 13x1" ]] ||
+  fail "junk in a connection: $(hostile trailing ringfire.kind | tr '\n' ' ')"
+tshark -r "$logs/hostile/trailing.pcap" -X lua_script:"$lua" -V 2>/dev/null | grep -q "trailing bytes are not a frame" ||
+  fail "the junk in a connection is not marked"
+[[ $(hostile foreign frame.protocols data.len | grep -c ':tcp:data') == 11 ]] ||
+  fail "another protocol's connection was taken as ringfire: $(hostile foreign frame.protocols | sort | uniq -c)"
+[[ $(hostile reuse ringfire.refuse.text ringfire.frame_tag | paste -sd'|') == "authentication failed: wrong key	|busy: the connection cap	" ]] ||
+  fail "MAC state across connections: $(hostile reuse ringfire.kind ringfire.refuse.text ringfire.frame_tag | paste -sd'|')"
+! grep -qi "bug\|error" "$logs/hostile/errors" || fail "tshark on the hostile captures: $(grep -i -m 3 'bug\|error' "$logs/hostile/errors")"
 
 # No Lua error, no frame the dissector called malformed.
 grep -v 'Running as user "root"' "$logs/tshark-errors" >"$logs/tshark-errors.real"
