@@ -689,7 +689,11 @@ int run_daemon(const std::string& config_path, bool check_only, const DaemonHook
   uint64_t next_cut_check_ns = 0;
   conductor_loop(eng, max_wait, metrics.get(), [&] { return daemon->metrics(); }, [&](uint64_t now) {
     if (hooks.tick && !hooks.tick(eng, now)) return false;
-    (*ctl)->poll(now, [&](const std::string& request) { return daemon->handle(request); });
+    (*ctl)->poll(now, [&](const std::string& request) {
+      std::string answer = daemon->handle(request);
+      if (metrics) metrics->stale();  // a session added or removed shows at the next scrape
+      return answer;
+    });
     daemon->tick(now);
     if (const uint64_t cut = ring::mappings_cut(); cut != rings_cut) {
       rings_cut = cut;

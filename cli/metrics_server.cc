@@ -70,7 +70,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::listen(const net::
     return absl::FailedPreconditionError(absl::StrCat("metrics: cannot listen on ", net::to_string(at), ": ",
                                                       std::strerror(errno), " (choose another metrics address)"));
   }
-  s->address_ = at;
+  // Where it listens (port 0 in the address: the one the kernel chose).
+  sockaddr_in bound{};
+  socklen_t bound_len = sizeof(bound);
+  s->address_ = getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len) == 0
+                    ? net::from_sockaddr(bound)
+                    : at;
   return s;
 }
 

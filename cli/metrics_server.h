@@ -41,6 +41,9 @@ class MetricsServer {
   // poll accepts, reads, and answers; `body` makes the exposition text.
   void poll(uint64_t now_ns, const std::function<std::string()>& body);
   const MetricsServerStats& stats() const { return stats_; }
+  // stale: what the body shows changed (a ctl add or remove): the next
+  // scrape builds it again, not the one of up to 100 ms before.
+  void stale() { body_at_ns_ = 0; }
 
  private:
   struct Client {

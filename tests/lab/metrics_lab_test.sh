@@ -43,6 +43,19 @@ for h in 1 2; do
 done
 grep -q '^ringfire_serve_records_total{session="md",ring="/dev/shm/'"$src"'"} 20000$' "$logs/exposition-h1" ||
   fail "h1's serve records: $(grep serve_records "$logs/exposition-h1")"
+# A session added by ctl shows at the very next scrape (the body, shared
+# for 100 ms, is built again): a scrape, the add, and a scrape at once.
+"$rf" create "$(ring_name added)" --capacity 1024 >/dev/null
+printf '[[serve]]\nname = "added"\nring = "%s"\nlisten = "198.18.0.1:7410"\n' "$(ring_name added)" >"$logs/added.toml"
+added=$(on 1 python3 -c "
+import subprocess, sys, urllib.request
+scrape = lambda: urllib.request.urlopen('http://198.18.0.1:9464/metrics', timeout=5).read().decode()
+scrape()
+subprocess.run([sys.argv[1], 'ctl', sys.argv[2], 'add', sys.argv[3]], check=True, stdout=subprocess.DEVNULL)
+print(scrape())" "$rf" "$logs/h1.sock" "$logs/added.toml" |
+  grep -c '^ringfire_serve_records_total{session="added"')
+[[ $added == 1 ]] || fail "a session added by ctl is not in the next scrape"
+on 1 "$rf" ctl "$logs/h1.sock" remove added >/dev/null || fail "ctl remove added"
 # A stranger: another path, and not HTTP at all.
 code=$(on 2 python3 -c "
 import urllib.request, urllib.error
