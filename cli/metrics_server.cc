@@ -160,15 +160,20 @@ void MetricsServer::poll(uint64_t now_ns, const std::function<std::string()>& bo
         }
       }
     }
+    bool gone = false;
     if (!close_it && !c.out.empty()) {
       while (c.sent < c.out.size()) {
         // MSG_NOSIGNAL: a client that reset mid-answer is an error here,
         // not a SIGPIPE that ends the daemon (review helper-35).
         const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
-        if (n <= 0) break;  // full (it drains later) or gone (the deadline cuts it)
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          gone = !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));  // else full: it drains later
+          break;
+        }
         c.sent += static_cast<size_t>(n);
       }
-      close_it = c.sent == c.out.size();
+      close_it = gone || c.sent == c.out.size();  // gone: reset, or closed, mid-answer
     }
     if (close_it) {
       if (c.sent != c.out.size() || c.out.empty()) ++stats_.refused;
