@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -63,6 +64,11 @@ class Daemon {
     for (const SessionSpec& p : pending_) {
       if (p.serve->name == name) return absl::AlreadyExistsError(absl::StrCat("a session named ", name, " exists already"));
     }
+    // A record's name too: remove, and a cut ring's end, find sessions by
+    // name, a record's first (review helper-43).
+    const bool a_record = std::any_of(recordings_.begin(), recordings_.end(), [&](const auto& r) { return r->name == name; }) ||
+                          std::any_of(pending_records_.begin(), pending_records_.end(), [&](const RecordSpec& r) { return r.name == name; });
+    if (a_record) return absl::AlreadyExistsError(absl::StrCat("a record named ", name, " exists already"));
     if (s.serve && !s.follows.empty() && access(s.serve->ring.c_str(), F_OK) != 0) {
       std::printf("run: %s waits for ring %s (mirror %s creates it)\n", s.serve->name.c_str(),
                   s.serve->ring.c_str(), s.follows.c_str());
@@ -229,8 +235,8 @@ class Daemon {
     auto check = [&](const std::string& name, const ring::RingFile& f) {
       uint64_t now_bytes = 0;
       if (f.cut_short(&now_bytes)) {
-        cut.emplace_back(name, absl::StrCat("its ring ", f.path(), " was cut to ", now_bytes, " bytes under its ",
-                                            f.mapped_bytes(), "-byte mapping"));
+        cut.emplace_back(name, absl::StrCat("its ring ", f.path(), " was cut under its ", f.mapped_bytes(),
+                                            "-byte mapping (", now_bytes, " bytes now)"));
       }
     };
     for (const auto& s : engine_.serves()) check(s->spec.name, s->control->ring());

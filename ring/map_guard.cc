@@ -25,6 +25,7 @@ struct Guarded {
   std::atomic<uintptr_t> base{0};  // 0: free
   std::atomic<size_t> size{0};
   std::atomic<int> fd{-1};  // the mapped file: the handler asks its size
+  std::atomic<bool> patched{false};  // the handler patched this mapping: its owner ends what reads it
 };
 Guarded g_table[kMaxGuarded];
 std::atomic<uint64_t> g_cut{0};
@@ -44,6 +45,7 @@ void write(Guarded& g, uint64_t s, uintptr_t base, size_t size, int fd) {
   g.base.store(base, std::memory_order_relaxed);
   g.size.store(size, std::memory_order_relaxed);
   g.fd.store(fd, std::memory_order_relaxed);
+  g.patched.store(false, std::memory_order_relaxed);
   g.seq.store(s + 2, std::memory_order_release);  // pairs with the handler's first acquire load
 }
 
@@ -91,6 +93,7 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
       if (g.seq.load(std::memory_order_relaxed) != s || base == 0 || addr < base || addr - base >= size) continue;
       // The touch runs again on the patch.
       if (past_end(addr, base, fd) && patch(addr, base, size)) {
+        g.patched.store(true, std::memory_order_relaxed);
         g_cut.fetch_add(1, std::memory_order_relaxed);
         return;
       }
@@ -152,5 +155,15 @@ void unguard_mapping(void* base) {
 }
 
 uint64_t mappings_cut() { return g_cut.load(std::memory_order_relaxed); }
+
+bool mapping_patched(const void* base) {
+  for (const Guarded& g : g_table) {
+    // The mapping's owner asks: its entry cannot be freed or reused meanwhile.
+    if (g.base.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(base)) {
+      return g.patched.load(std::memory_order_relaxed);
+    }
+  }
+  return false;
+}
 
 }  // namespace ringfire::ring

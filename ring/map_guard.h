@@ -27,5 +27,9 @@ bool guard_mapping(void* base, size_t size, int fd);
 void unguard_mapping(void* base);
 // mappings_cut: how many times a guarded mapping's file was found cut.
 uint64_t mappings_cut();
+// mapping_patched: part of the guarded mapping at `base` is zeroed private
+// memory now (its file was cut under it, even if it has grown back since:
+// what the session writes there no other process sees). Its owner asks.
+bool mapping_patched(const void* base);
 
 }  // namespace ringfire::ring

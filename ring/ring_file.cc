@@ -378,7 +378,7 @@ bool RingFile::cut_short(uint64_t* now_bytes) const {
   const auto block = static_cast<uint64_t>(st.st_blksize > 0 ? st.st_blksize : kPage);  // hugetlbfs: its page size
   const uint64_t size = (static_cast<uint64_t>(st.st_size) + block - 1) / block * block;
   if (now_bytes != nullptr) *now_bytes = size;
-  return size < map_->size;
+  return size < map_->size || mapping_patched(map_->base);
 }
 
 // Reads what another thread may be writing (the ring's writer): the value

@@ -119,10 +119,11 @@ class RingFile {
   // still_at: the file at `path` is the one this handle maps (the same
   // device and inode: not removed and made again since).
   bool still_at(const std::string& path) const;
-  // cut_short: the file is now shorter than this mapping (someone cut it
-  // under us): what lies past its end reads as zeros (map_guard.h), so a
-  // session on it streams nothing true and is to be ended. Its new size,
-  // rounded up to the file's pages, in `now_bytes`. One fstat; any thread.
+  // cut_short: the file is now shorter than this mapping, or was cut under
+  // it and patched (map_guard.h: what lies past the cut reads as zeros
+  // here, and what is written there no other process sees), so a session
+  // on it streams nothing true and is to be ended. The file's size now,
+  // rounded up to its pages, in `now_bytes`. One fstat; any thread.
   bool cut_short(uint64_t* now_bytes = nullptr) const;
 
   RingHeader& header() const { return *header_; }

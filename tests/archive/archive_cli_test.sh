@@ -194,6 +194,11 @@ grep -q "^ringfire_record_records_total{record=\"arc\",ring=\"/dev/shm/$ring-lat
 if command -v promtool >/dev/null; then
   promtool check metrics <<<"$metrics" >/dev/null 2>&1 || fail "promtool: $(promtool check metrics <<<"$metrics" 2>&1 | head -3)"
 fi
+# A serve added by ctl under the record's name is refused (remove, and a
+# cut ring's end, find a session by name: the record's first).
+printf '[[serve]]\nname = "arc"\nring = "%s"\nlisten = "127.0.0.1:%s"\n' "$ring-late" $((mport + 1)) >"$tmp/clash.toml"
+out=$("$rf" ctl "$tmp/ctl.sock" add "$tmp/clash.toml" 2>&1) && fail "a serve named as the record was added: $out"
+grep -q "a record named arc exists already" <<<"$out" || fail "adding a serve named as the record: $out"
 kill -TERM "$daemon"
 wait "$daemon" || fail "the daemon exited $?: $(tail -3 "$tmp/run.out")"
 grep -q "arc: done: .*recorded to 50000, durable to 50000" "$tmp/run.out" || fail "the last line: $(tail -3 "$tmp/run.out")"

@@ -174,9 +174,9 @@ check_copy "$(ring_name s1)" "$(ring_name h2m1)" 65536  # the ring holds the las
 # session on it ends, saying so, and the daemon and its others go on (the
 # cut part reads as zeros: a mirror would have written into nothing).
 truncate -s 4096 "/dev/shm/$(ring_name s15)" "/dev/shm/$(ring_name h2m16)"
-wait_for 5 grep -q "^run: s15 ended: its ring .* was cut to 4096 bytes" "$logs/h1" ||
+wait_for 5 grep -q "^run: s15 ended: its ring .* was cut under its [0-9]*-byte mapping (4096 bytes now)" "$logs/h1" ||
   fail "h1 did not end the serve of a cut ring: $(grep '^run' "$logs/h1" | tail -n 3)"
-wait_for 5 grep -q "^run: m16 ended: its ring .* was cut to 4096 bytes" "$logs/h2" ||
+wait_for 5 grep -q "^run: m16 ended: its ring .* was cut under its [0-9]*-byte mapping (4096 bytes now)" "$logs/h2" ||
   fail "h2 did not end the mirror into a cut ring: $(grep '^run' "$logs/h2" | tail -n 3)"
 [[ $(ctl_json 1 "$conf/h1.sock" "len(j['sessions'])") == 15 && $(ctl_json 2 "$conf/h2.sock" "len(j['sessions'])") == 9 ]] ||
   fail "after the cuts: $(on 1 "$rf" ctl "$conf/h1.sock" list) $(on 2 "$rf" ctl "$conf/h2.sock" list)"

@@ -40,6 +40,16 @@ TEST(MapGuard, ARingCutUnderItsMappingReadsAsZerosPastTheCutAndTheProcessGoesOn)
   EXPECT_EQ(f.capacity(), 4096u);  // what the file still has is still the file's
   f.payload(last)[0] = std::byte{1};  // the patch is writable: a writer goes on too
   EXPECT_EQ(mappings_cut(), cut_before + 1);
+  uint64_t now_bytes = 0;
+  EXPECT_TRUE(f.cut_short(&now_bytes));
+  EXPECT_EQ(now_bytes, 4096u);
+  // Grown back to its size, the file is whole again, but this mapping
+  // still writes the cut part into its own zeroed memory: still cut
+  // (review helper-43: a session went on writing where no one read).
+  ASSERT_EQ(truncate(f.path().c_str(), static_cast<off_t>(f.mapped_bytes())), 0);
+  EXPECT_TRUE(f.cut_short(&now_bytes));
+  EXPECT_EQ(now_bytes, f.mapped_bytes());
+  EXPECT_FALSE(ring.open().cut_short()) << "a new mapping of the grown file is whole";
 }
 
 // A hugetlbfs ring's mapping splits only at its huge pages: the patch
