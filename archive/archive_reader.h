@@ -73,6 +73,9 @@ class ArchiveReader {
   // again shortly (a serve's conductor). Otherwise the reader waits the
   // moment it takes (a command-line reader).
   void never_wait() { never_wait_ = true; }
+  // release: closes the segment it stands in (its shared lock goes, so
+  // retention may remove it); a seek must come before the next read.
+  void release() { close_segment(); }
 
  private:
   ArchiveReader() = default;

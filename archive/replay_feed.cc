@@ -22,6 +22,9 @@ constexpr size_t kChunkRecords = 8192;      // ... or entries (gaps and empty re
 constexpr auto kRetry = std::chrono::milliseconds(1);    // a segment retention is removing: look again
 constexpr auto kEndLook = std::chrono::milliseconds(5);  // at the archive's end: look for what was added
 constexpr auto kEndFresh = std::chrono::milliseconds(1);  // an end said only this soon after the look that found it
+// A caller that has not taken what was read this long (its mirror reads
+// slowly, or not at all) no longer holds the segment: see fill().
+constexpr auto kParkAfter = std::chrono::milliseconds(100);
 // The feeds' threads alive in this process, a replay stopped or not (a
 // stopped one ends after the read in flight): a new feed past this is
 // refused (Unavailable: try again), so churn on a slow disk cannot pile
@@ -320,10 +323,51 @@ void ReplayFeed::Shared::fill(uint64_t g) {
     if (!st.ok()) return;  // the caller's next seek hears it
     break;
   }
+  // stand_again: the reader at `pos` again after it let its segment go (or
+  // found it being removed); false: this seek's reading is over (told
+  // otherwise, or the segment is gone: the caller hears that seek's answer
+  // when it seeks there; next() says Unavailable).
+  auto stand_again = [&](uint64_t pos) {
+    for (;;) {
+      l.unlock();
+      uint64_t first = UINT64_MAX;
+      st = seek_reader(pos, &first);
+      l.lock();
+      if (!current(g)) return false;
+      if (absl::IsUnavailable(st)) {  // being removed: once it is done
+        cv.wait_for(l, kRetry);
+        if (!current(g)) return false;
+        continue;
+      }
+      if (!st.ok()) {
+        target = pos;
+        seek_status = st;
+        first_seq = first;
+        return false;
+      }
+      return true;
+    }
+  };
   Chunk c;
+  // resume: the sequence after the last entry queued (the reader's
+  // position() is its batch's end, past entries a full chunk left unread).
+  uint64_t resume = at;
   for (;;) {
     // Room: at most ahead_bytes read ahead of the caller (and a chunk more).
-    cv.wait(l, [&] { return !current(g) || queued_bytes < ahead_bytes || (look_again && queue.empty()); });
+    const auto room = [&] { return !current(g) || queued_bytes < ahead_bytes || (look_again && queue.empty()); };
+    if (!cv.wait_for(l, kParkAfter, room)) {
+      // Parked: the segment's shared lock would hold retention back for as
+      // long as the caller does not read (one stranger's mirror reading a
+      // trickle grew an archive past its bound at the recorder's full rate,
+      // review helper-42). It goes, and the reader stands there again once
+      // there is room; if retention removed it meanwhile, that seek's
+      // answer (OutOfRange) is what the caller hears next.
+      l.unlock();
+      reader.release();
+      l.lock();
+      cv.wait(l, room);
+      if (!current(g) || !stand_again(resume)) return;
+    }
     if (!current(g)) return;
     if (!spare.empty()) {
       c = std::move(spare.back());
@@ -336,10 +380,10 @@ void ReplayFeed::Shared::fill(uint64_t g) {
     absl::StatusOr<bool> got = true;
     while (c.data.size() < kChunkBytes && c.recs.size() < kChunkRecords && read_one(reader, &c, &got)) {
     }
-    const uint64_t pos = reader.position();
     l.lock();
     if (!current(g)) return;
     if (!c.recs.empty()) {
+      resume = c.recs.back().end();
       queued_bytes += c.bytes();
       queue.push_back(std::move(c));
       c = Chunk{};
@@ -371,25 +415,8 @@ void ReplayFeed::Shared::fill(uint64_t g) {
     }
     // A segment retention is removing: stand there again once it is done.
     tail = Tail::kReading;
-    for (;;) {
-      cv.wait_for(l, kRetry);
-      if (!current(g)) return;
-      l.unlock();
-      uint64_t first = UINT64_MAX;
-      st = seek_reader(pos, &first);
-      l.lock();
-      if (!current(g)) return;
-      if (absl::IsUnavailable(st)) continue;
-      if (!st.ok()) {
-        // Gone: what follows the queued chunks is that seek's answer, which
-        // the caller hears when it seeks there (next() says Unavailable).
-        target = pos;
-        seek_status = st;
-        first_seq = first;
-        return;
-      }
-      break;
-    }
+    cv.wait_for(l, kRetry);
+    if (!current(g) || !stand_again(resume)) return;
   }
 }
 

@@ -7,9 +7,11 @@
 #include "archive/replay_feed.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -199,6 +201,20 @@ TEST(ReplayFeed, ReadsAheadNoFurtherThanItsBoundWhileNobodyReads) {
   const uint64_t ahead = (*feed)->counters().chunks;
   EXPECT_GE(ahead, 1u);
   EXPECT_LE(ahead, 6u) << "read ahead past its bound";
+  // Parked (nobody took anything for 100 ms), it holds no segment: each
+  // could be taken by retention's exclusive try-lock (a mirror that did
+  // not read held retention back for as long as it liked, helper-42).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int segments = 0;
+  for (const auto& f : std::filesystem::directory_iterator(tmp.archive())) {
+    if (f.path().extension() != ".seg") continue;
+    ++segments;
+    const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << f.path() << " is still held by the parked feed";
+    ::close(fd);
+  }
+  EXPECT_GT(segments, 1);
   // Reading lets it go on, in order; a seek while it reads goes there.
   ArchiveEntry e;
   uint64_t next = 0;
