@@ -91,6 +91,10 @@ struct ServeControl::Mirror {
   bool archive_held = false;  // its TCP stream waits for the archive's caps (not "behind": no polling for it)
   uint64_t replay_since_ns = 0;  // when it took its replay slot
   uint64_t replay_sent = 0;      // records the archive answered it since then
+  // A sequence whose segment the catalog lists but which is not there
+  // (being removed, or lost), and since when: held a while, then skipped.
+  uint64_t missing_at = UINT64_MAX;
+  uint64_t missing_since_ns = 0;
   // Its place in line for a replay slot (0: not in line), and when it last
   // asked for one: slots go in the order mirrors first asked.
   uint64_t archive_place = 0;
@@ -613,6 +617,22 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     retry_archive_at(now + 1'000'000);
     return want;
   };
+  // past_damage: what a damaged or missing segment holds after `want` is
+  // skipped by a GAP to the first record of the next segment the catalog
+  // lists, when the archive holds it below the ring's part; else nothing
+  // here, and the ring's answer (a GAP to what it holds) follows. (It was
+  // always the ring's: one damaged batch cost a mirror every intact
+  // archived record after it, helper-42.)
+  auto past_damage = [&] {
+    for (const archive::CatalogSegment& seg : m.replay->catalog().segments) {
+      if (seg.first_seq <= want) continue;
+      if (seg.first_seq < below) {
+        gap(std::min(seg.first_seq, last == UINT64_MAX ? last : last + 1));
+        m.replay_next = UINT64_MAX;  // seek there next
+      }
+      return;
+    }
+  };
   if (m.replay_next != want) {
     const absl::Status st = m.replay->seek(want);
     if (absl::IsUnavailable(st)) return held();
@@ -620,27 +640,54 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       // Older than the archive: what it never had (or retention removed)
       // is a GAP to its first record, if that is still below the ring's.
       auto oldest = m.replay->first_seq();
-      if (!oldest.ok() || *oldest >= below || *oldest > last) return want;
-      if (*oldest <= want) return held();  // listed, yet not there: being removed
+      if (!oldest.ok() || *oldest >= below) return want;
+      if (*oldest <= want) {
+        // Listed, yet not there: being removed (retention's window is
+        // milliseconds), or lost (deleted by hand): it held the replay's
+        // place, and this mirror's answer, for good (helper-42). Held for
+        // a while, then skipped, counted.
+        if (m.missing_at != want) {
+          m.missing_at = want;
+          m.missing_since_ns = now;
+        }
+        if (now - m.missing_since_ns < kMissingSegmentNs) return held();
+        m.missing_at = UINT64_MAX;
+        ++stats_.archive_errors;
+        note("archive", absl::StrCat("the segment holding ", want, " is listed but not there: skipped"));
+        past_damage();
+        out.flush();
+        return want;
+      }
+      // A range wholly older than the archive is answered by that GAP
+      // alone (it was answered by the ring's, past the whole archive).
       gap(*oldest);
+      if (*oldest > last) {
+        out.flush();
+        return want;
+      }
       const absl::Status again = m.replay->seek(want);
       if (absl::IsUnavailable(again)) return held();
       if (!again.ok()) return want;
     } else if (!st.ok()) {
       ++stats_.archive_errors;
+      note("archive", std::string(st.message()));
+      past_damage();
+      out.flush();
       return want;
     }
   }
+  m.missing_at = UINT64_MAX;
   m.replay_next = UINT64_MAX;  // where the archive's reader stands, once known
   archive::ArchiveEntry e;
   for (;;) {
     auto got = m.replay->next(&e);
     if (!got.ok() && absl::IsUnavailable(got.status())) return held();
     if (!got.ok()) {
-      // Damage: nothing past it is sent from the archive; the ring's answer
-      // (a GAP to what it holds) follows.
+      // Damage: nothing of the damaged batch is sent; past it, the next
+      // segment (past_damage), or the ring's answer.
       ++stats_.archive_errors;
       note("archive", std::string(got.status().message()));
+      past_damage();
       break;
     }
     if (!*got) break;  // the archive ends here (the recorder is behind the ring)

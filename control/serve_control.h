@@ -181,6 +181,10 @@ class ServeControl {
   // A mirror holds a replay slot this long at most while another waits in
   // line: then it goes to the line's back (slow readers cannot hold them).
   static constexpr uint64_t kReplaySliceNs = 1'000'000'000;
+  // kMissingSegmentNs: how long a segment the catalog lists but that is
+  // not there is waited for (retention removes one in milliseconds) before
+  // what it held is skipped, counted in archive_errors.
+  static constexpr uint64_t kMissingSegmentNs = 2'000'000'000;
   // A place in line counts while its mirror asked within this long.
   static constexpr uint64_t kArchiveLineFreshNs = 5 * kArchiveSlotRetryNs;
   static constexpr uint64_t kTcpBehindPollNs = 50'000;

@@ -15,11 +15,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "archive/archive_reader.h"
 #include "archive/format.h"
 #include "archive/recorder.h"
 #include "gtest/gtest.h"
@@ -27,6 +29,7 @@
 #include "ring/check_record.h"
 #include "ring/monotonic.h"
 #include "ring/producer.h"
+#include "tests/archive/recording.h"
 #include "tests/ring/scoped_ring.h"
 #include "tests/temp_dir.h"
 
@@ -177,10 +180,12 @@ class ServeControlTest : public ::testing::Test {
 
   // record_past_the_ring: an archive at `dir` of [0, 100000) while the
   // ring (65536 slots) laps: the ring keeps [34464, 100000).
-  void record_past_the_ring(const std::string& dir, uint64_t segment_bytes) {
+  void record_past_the_ring(const std::string& dir, uint64_t segment_bytes, uint64_t retain_bytes = 0) {
     archive::RecordOptions o;
     o.dir = dir;
     o.layout.segment_bytes = segment_bytes;
+    o.sink.retention.max_bytes = retain_bytes;
+    o.sink.retention_every_ns = 1'000'000;  // on this test's clock (2 ms a poll)
     o.batch_bytes = 64u << 10;
     auto rec = archive::Recorder::open(ring_.open(), o);
     ASSERT_TRUE(rec.ok()) << rec.status();
@@ -887,6 +892,114 @@ TEST_F(ServeControlTest, AReplayWaitsForASegmentRetentionHoldsAndSkipsNothing) {
   EXPECT_EQ(first_data, 0u) << "the replay did not go on from the oldest record";
   EXPECT_EQ(gaps, 0u);
   EXPECT_EQ(ctl->stats().archive_errors, 0u);
+}
+
+// What a mirror asking for the archive from its oldest record (TCP mode)
+// is sent: the first DATA's sequence, each GAP's target, and the first
+// DATA after the first GAP, until `until` (or 4 s of polls).
+struct Replayed {
+  uint64_t first_data = UINT64_MAX;
+  std::vector<uint64_t> gaps;
+  uint64_t data_after_gap = UINT64_MAX;
+};
+Replayed replay_from_oldest(ServeControl& ctl, const std::function<bool(const Replayed&)>& until) {
+  Client cl(ctl.listening());
+  cl.send(hello_frame(proto::kHelloHealth | proto::kHelloTcpOnly));
+  Replayed r;
+  for (int i = 0; i < 4000 && !until(r); ++i) {
+    ctl.poll(1000);
+    Frame f;
+    size_t n;
+    while (cl.conn().read_available() && cl.conn().next_frame(&f, &n) == net::TcpConn::Next::kFrame) {
+      if (f.header.kind == FrameKind::kData && r.first_data == UINT64_MAX) r.first_data = f.header.seq;
+      if (f.header.kind == FrameKind::kData && !r.gaps.empty() && r.data_after_gap == UINT64_MAX) {
+        r.data_after_gap = f.header.seq;
+      }
+      if (f.header.kind == FrameKind::kGap) r.gaps.push_back(f.header.seq);
+      cl.conn().consume(n);
+    }
+  }
+  return r;
+}
+
+// segments_of: the first sequence of each segment the archive at `dir` lists.
+std::vector<uint64_t> segments_of(const std::string& dir) {
+  std::vector<uint64_t> out;
+  auto r = archive::ArchiveReader::open(dir);
+  if (r.ok()) {
+    for (const auto& seg : r->catalog().segments) out.push_back(seg.first_seq);
+  }
+  return out;
+}
+
+// A damaged batch in the archive's first segment: what follows it there
+// is skipped by a GAP to the next segment, whose records are sent (it was
+// a GAP to the ring's oldest record: every intact archived record after
+// one damaged batch was lost to the mirror, review helper-42).
+TEST_F(ServeControlTest, DamageInTheArchiveSkipsToItsNextSegmentNotToTheRing) {
+  const TempDir tmp;
+  const std::string dir = tmp.path() + "/a";
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20));
+  const std::vector<uint64_t> segs = segments_of(dir);
+  ASSERT_GE(segs.size(), 3u);
+  ASSERT_LT(segs[1], 34464u) << "the second segment starts where the ring holds it: nothing to tell apart";
+  archive::testing::flip_byte(dir + "/" + archive::segment_name(0), 512u << 10);
+  ServeControlConfig c;
+  c.archive_dir = dir;
+  auto ctl = start(c);
+  const Replayed r = replay_from_oldest(*ctl, [](const Replayed& x) { return x.data_after_gap != UINT64_MAX; });
+  EXPECT_EQ(r.first_data, 0u);
+  ASSERT_FALSE(r.gaps.empty()) << "no GAP past the damage";
+  EXPECT_EQ(r.gaps[0], segs[1]) << "the GAP went past the archive's intact segments";
+  EXPECT_EQ(r.data_after_gap, segs[1]);
+  EXPECT_EQ(ctl->stats().archive_errors, 1u);
+}
+
+// A segment the catalog lists that is not there (deleted by hand): a
+// replay waits for it a while (retention removes one in milliseconds),
+// then skips it to the next segment, counted; it held the replay's place
+// and its mirror's answer for good (review helper-42).
+TEST_F(ServeControlTest, ASegmentListedButNotThereIsSkippedAfterAWhile) {
+  const TempDir tmp;
+  const std::string dir = tmp.path() + "/a";
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20));
+  const std::vector<uint64_t> segs = segments_of(dir);
+  ASSERT_GE(segs.size(), 3u);
+  ASSERT_EQ(::unlink((dir + "/" + archive::segment_name(0)).c_str()), 0);
+  ServeControlConfig c;
+  c.archive_dir = dir;
+  auto ctl = start(c);
+  const Replayed r = replay_from_oldest(*ctl, [](const Replayed& x) { return x.data_after_gap != UINT64_MAX; });
+  ASSERT_FALSE(r.gaps.empty()) << "the missing segment held the replay";
+  EXPECT_EQ(r.gaps[0], segs[1]);
+  EXPECT_EQ(r.first_data, segs[1]);
+  EXPECT_EQ(ctl->stats().archive_errors, 1u);
+}
+
+// A NAK for a range wholly older than the archive (retention removed it)
+// is answered by a GAP to the archive's first record, whose records follow
+// on the next NAK; it was a GAP to the ring's oldest, past the whole
+// archive (review helper-42).
+TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
+  const TempDir tmp;
+  const std::string dir = tmp.path() + "/a";
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20, 6u << 20));
+  const std::vector<uint64_t> segs = segments_of(dir);
+  ASSERT_FALSE(segs.empty());
+  ASSERT_GT(segs[0], 100u) << "retention removed nothing";
+  ASSERT_LT(segs[0], 34464u) << "the archive starts where the ring holds it: nothing to tell apart";
+  ServeControlConfig c;
+  c.archive_dir = dir;
+  auto ctl = start(c);
+  Client cl(ctl->listening());
+  handshake(cl, *ctl);
+  cl.send(nak_frame({{10, 99}}, /*repeat=*/true));
+  Frame f;
+  uint64_t gap = UINT64_MAX;
+  for (int i = 0; i < 4000 && gap == UINT64_MAX && cl.next(*ctl, &f, 1000); ++i) {
+    if (f.header.kind == FrameKind::kGap) gap = f.header.seq;
+  }
+  EXPECT_EQ(gap, segs[0]) << "a GAP past the archive, or none";
 }
 
 // An archive of another kind of ring would answer a mirror with records
