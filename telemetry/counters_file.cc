@@ -276,10 +276,14 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
       copied = copy_foreign(fd, st, name, &budget, &copy, &size);
     }
     // A second copy: an entry counts only where both agree on its state,
-    // generation and label (the writer may have been mid-change).
+    // generation and label (the writer may have been mid-change). Root's
+    // budget for another user's files is charged for it too.
+    if (copied && foreign) budget.bytes -= std::min(budget.bytes, size);
     copied = copied && (again.assign(copy.size(), 0), pread(fd, again.data(), size, 0) == static_cast<ssize_t>(size));
-    close(fd);
-    if (!copied) continue;
+    if (!copied) {
+      close(fd);
+      continue;
+    }
     const void* base = copy.data();
     const auto* h = static_cast<const CountersHeader*>(base);
     // The capacity and pid read once (a writer could change them between
@@ -321,7 +325,16 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
             std::memcmp(a.label, b.label, sizeof(a.label)) != 0) {
           continue;
         }
-        p.counters.emplace_back(text(b.label, sizeof(b.label)), b.value.load(std::memory_order_relaxed));
+        uint64_t v = b.value.load(std::memory_order_relaxed);
+        // A value that moved between the copies is read once more on its
+        // own (a copy is not an atomic load: one caught mid-store could be
+        // torn); two reads that agree are taken, else the later copy's.
+        if (v != a.value.load(std::memory_order_relaxed)) {
+          uint64_t once[2] = {0, 0};
+          const auto at = static_cast<off_t>(sizeof(CountersHeader) + uint64_t{i} * sizeof(CounterEntry));
+          if (pread(fd, &once[0], 8, at) == 8 && pread(fd, &once[1], 8, at) == 8 && once[0] == once[1]) v = once[1];
+        }
+        p.counters.emplace_back(text(b.label, sizeof(b.label)), v);
       }
       // Another user's: its process lives (copy_foreign); never removed by root.
       if (!foreign && !p.alive && remove_stale) {
@@ -330,6 +343,7 @@ std::vector<ProcessCounters> read_counters(const std::string& dir, bool remove_s
         out.push_back(std::move(p));
       }
     }
+    close(fd);
   }
   closedir(d);
   return out;

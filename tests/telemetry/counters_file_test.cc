@@ -56,7 +56,10 @@ TEST(CountersFile, WhatTheWriterSetsIsWhatAReaderGets) {
   f->set("serve.records", 43);  // a value moves in place
   f->set("serve.mirrors", 3);
   f->sweep();
+  const auto fds = [] { return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}); };
+  const auto open_before = fds();
   EXPECT_EQ(values_of(read_counters(dir.path())[0])["serve.records"], 43u);
+  EXPECT_EQ(fds(), open_before) << "a read left a descriptor open";
 }
 
 TEST(CountersFile, ASweepTakesAwayWhatWasNotSetSinceTheLastOne) {
