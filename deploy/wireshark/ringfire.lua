@@ -10,11 +10,12 @@
 -- Install: copy to ~/.local/lib/wireshark/plugins/ (or run
 --   tshark -X lua_script:deploy/wireshark/ringfire.lua -r capture.pcapng).
 -- Found by heuristics on UDP and TCP: every frame of the datagram or
--- segment valid (a kind 1..18 that travels there, a length within its
--- kind's bound; on TCP, the flags and count its kind allows, and HELLO's
--- and NODE's magic). A TCP connection whose first segment holds less than
--- a header is not recognised: "Decode As... ringfire_tcp" (or
--- ringfire_udp) forces the dissector on a port.
+-- segment valid (a kind 1..18; on UDP, lengths that fill the datagram; on
+-- TCP, a kind that travels there, a length within its kind's bound, the
+-- flags and count its kind allows, and HELLO's and NODE's magic). A TCP
+-- connection whose first segment holds less than a whole header (and, for
+-- HELLO or NODE, its magic) is not recognised: "Decode As...
+-- ringfire_tcp" (or ringfire_udp) forces the dissector on a port.
 
 local rf = Proto("ringfire", "ringfire")
 
@@ -425,11 +426,15 @@ local tcp_bound = {
 -- and the one whose count may be (DATA).
 local tcp_flags_ok = { [6] = true, [17] = true }
 
-local function valid_header(buf, offset, remaining, udp)
+-- valid_header: a frame could start at buf(offset). `strict` (the
+-- heuristic): kinds 1..18 only; otherwise a TCP frame of a later version's
+-- kind (above 18, a body of at most 4,096 bytes: §1.1) is one too.
+local function valid_header(buf, offset, remaining, udp, strict)
   if remaining < 16 then return false end
   local kind = buf(offset, 1):uint()
-  if kind < 1 or kind > 18 then return false end
   local len = buf(offset + 4, 4):le_uint()
+  if kind > 18 and not udp and not strict then return len <= 4096 + 16 end
+  if kind < 1 or kind > 18 then return false end
   if udp then return 16 + len <= remaining end
   return tcp_bound[kind] ~= nil and len <= tcp_bound[kind] + 16
 end
@@ -474,12 +479,12 @@ end
 
 local function heuristic(udp)
   return function(buf, pinfo, tree)
-    if not valid_header(buf, 0, buf:len(), udp) then return false end
+    if not valid_header(buf, 0, buf:len(), udp, true) then return false end
     if udp and buf:len() ~= 16 + buf(4, 4):le_uint() then
       -- several frames: every one must be valid
       local offset = 0
       while offset < buf:len() do
-        if not valid_header(buf, offset, buf:len() - offset, true) then return false end
+        if not valid_header(buf, offset, buf:len() - offset, true, true) then return false end
         offset = offset + 16 + buf(offset + 4, 4):le_uint()
       end
     end
@@ -490,7 +495,7 @@ local function heuristic(udp)
       local offset, n = 0, buf:len()
       while offset + 16 <= n do
         local kind, len = buf(offset, 1):uint(), buf(offset + 4, 4):le_uint()
-        if not valid_header(buf, offset, n - offset, false) then return false end
+        if not valid_header(buf, offset, n - offset, false, true) then return false end
         if buf(offset + 1, 1):uint() ~= 0 and not tcp_flags_ok[kind] then return false end
         if buf(offset + 2, 2):le_uint() ~= 0 and kind ~= 3 then return false end
         local magic = ({ [1] = 0x524D4652, [15] = 0x584E4652 })[kind]
