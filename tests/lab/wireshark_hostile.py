@@ -11,6 +11,9 @@
                  marked, the rest decoded (it swallowed the connection);
   foreign.pcap   another protocol's connection whose first bytes read as a
                  plausible header (kind 14, 1 MiB): not taken as ringfire;
+  later.pcap     a later version's kind (25) between two HEARTBEATs: shown
+                 as a frame, the HEARTBEAT after it too (it hid the rest
+                 of its segment as junk);
   reuse.pcap     a keyed, MACed connection refused at AUTH step 2 (its
                  REFUSE unsealed, §1.8.2), then a plain one on the same
                  addresses and ports: neither REFUSE nor the GEOMETRY is
@@ -139,6 +142,14 @@ def foreign(path):
     cap.close()
 
 
+def later(path):
+    cap = Capture(path)
+    c = Connection(cap, 41244, 7403)
+    c.client(hello(0x0C))
+    c.source(frame(5, seq=1) + frame(25, b"x" * 100) + frame(5, seq=2))
+    cap.close()
+
+
 def reuse(path):
     cap = Capture(path)
     c = Connection(cap, 41243, 7402)
@@ -156,5 +167,5 @@ def reuse(path):
 
 if __name__ == "__main__":
     out = sys.argv[1]
-    for name, build in (("split", split), ("trailing", trailing), ("foreign", foreign), ("reuse", reuse)):
+    for name, build in (("split", split), ("trailing", trailing), ("foreign", foreign), ("later", later), ("reuse", reuse)):
         build(os.path.join(out, name + ".pcap"))

@@ -192,6 +192,7 @@ tshark -r "$logs/hostile/trailing.pcap" -X lua_script:"$lua" -V 2>/dev/null | gr
   fail "the junk in a connection is not marked"
 [[ $(hostile foreign frame.protocols data.len | grep -c ':tcp:data') == 11 ]] ||
   fail "another protocol's connection was taken as ringfire: $(hostile foreign frame.protocols | sort | uniq -c)"
+[[ $(hostile later ringfire.kind | paste -sd'|') == "1|5,25,5" ]] || fail "a later version's kind: $(hostile later ringfire.kind | paste -sd'|')"
 [[ $(hostile reuse ringfire.refuse.text ringfire.frame_tag | paste -sd'|') == "authentication failed: wrong key	|busy: the connection cap	" ]] ||
   fail "MAC state across connections: $(hostile reuse ringfire.kind ringfire.refuse.text ringfire.frame_tag | paste -sd'|')"
 ! grep -qi "bug\|error" "$logs/hostile/errors" || fail "tshark on the hostile captures: $(grep -i -m 3 'bug\|error' "$logs/hostile/errors")"
