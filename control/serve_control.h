@@ -225,6 +225,11 @@ class ServeControl {
                          uint64_t* records, bool* blocked);
   // archive_first: the archive's first sequence (UINT64_MAX: none, or empty).
   uint64_t archive_first();
+  // The archive's first record as archive_first() last said it, and when
+  // (0: never): ranges older than it are answered without a feed.
+  uint64_t archive_first_ = UINT64_MAX;
+  uint64_t archive_first_at_ns_ = 0;
+  static constexpr uint64_t kArchiveFirstFreshNs = 100'000'000;
   // serve_one gives mirror m one turn of TCP answers; true if it has more.
   bool serve_one(Mirror& m);
   void send_position(Mirror& m);

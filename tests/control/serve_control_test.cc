@@ -1000,6 +1000,15 @@ TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
     if (f.header.kind == FrameKind::kGap) gap = f.header.seq;
   }
   EXPECT_EQ(gap, segs[0]) << "a GAP past the archive, or none";
+  // A flood of them takes no replay place and opens no feed (each opened
+  // one: a catalog read and a thread, helper-42).
+  for (uint64_t i = 0; i < 50; ++i) cl.send(nak_frame({{2 * i, 2 * i}}, /*repeat=*/true));  // not overlapping: each queued
+  uint64_t gaps = 0;
+  for (int i = 0; i < 4000 && gaps < 50 && cl.next(*ctl, &f, 1000); ++i) {
+    if (f.header.kind == FrameKind::kGap && f.header.seq == segs[0]) ++gaps;
+  }
+  EXPECT_EQ(gaps, 50u);
+  EXPECT_EQ(ctl->stats().archive_replays, 0u) << "a range older than the archive opened a feed";
 }
 
 // An archive of another kind of ring would answer a mirror with records
