@@ -139,6 +139,16 @@ void expect_refused(Client& c, ServeControl& ctl, proto::RefuseReason why) {
   EXPECT_TRUE(c.closed_by(ctl));
 }
 
+// segments_of: the first sequence of each segment the archive at `dir` lists.
+std::vector<uint64_t> segments_of(const std::string& dir) {
+  std::vector<uint64_t> out;
+  auto r = archive::ArchiveReader::open(dir);
+  if (r.ok()) {
+    for (const auto& seg : r->catalog().segments) out.push_back(seg.first_seq);
+  }
+  return out;
+}
+
 class ServeControlTest : public ::testing::Test {
  protected:
   ServeControlTest() : ring_(ring::testing::fixed_ring(65536, 64)), producer_(*ring::Producer::attach(ring_.open())) {}
@@ -176,6 +186,17 @@ class ServeControlTest : public ::testing::Test {
     ServeCommand c;
     while (link_.commands.try_pop(&c)) out.push_back(c);
     return out;
+  }
+
+  // segmented_archive: record_past_the_ring into `dir` in 1 MiB segments,
+  // and the first sequence of each it lists: three at least, the second
+  // below the ring's oldest record (34464), so that a GAP to it and one to
+  // the ring's are told apart.
+  void segmented_archive(const std::string& dir, std::vector<uint64_t>* segs) {
+    ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20));
+    *segs = segments_of(dir);
+    ASSERT_GE(segs->size(), 3u);
+    ASSERT_LT((*segs)[1], 34464u) << "the second segment starts where the ring holds it";
   }
 
   // record_past_the_ring: an archive at `dir` of [0, 100000) while the
@@ -922,16 +943,6 @@ Replayed replay_from_oldest(ServeControl& ctl, const std::function<bool(const Re
   return r;
 }
 
-// segments_of: the first sequence of each segment the archive at `dir` lists.
-std::vector<uint64_t> segments_of(const std::string& dir) {
-  std::vector<uint64_t> out;
-  auto r = archive::ArchiveReader::open(dir);
-  if (r.ok()) {
-    for (const auto& seg : r->catalog().segments) out.push_back(seg.first_seq);
-  }
-  return out;
-}
-
 // A damaged batch in the archive's first segment: what follows it there
 // is skipped by a GAP to the next segment, whose records are sent (it was
 // a GAP to the ring's oldest record: every intact archived record after
@@ -939,10 +950,8 @@ std::vector<uint64_t> segments_of(const std::string& dir) {
 TEST_F(ServeControlTest, DamageInTheArchiveSkipsToItsNextSegmentNotToTheRing) {
   const TempDir tmp;
   const std::string dir = tmp.path() + "/a";
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20));
-  const std::vector<uint64_t> segs = segments_of(dir);
-  ASSERT_GE(segs.size(), 3u);
-  ASSERT_LT(segs[1], 34464u) << "the second segment starts where the ring holds it: nothing to tell apart";
+  std::vector<uint64_t> segs;
+  ASSERT_NO_FATAL_FAILURE(segmented_archive(dir, &segs));
   archive::testing::flip_byte(dir + "/" + archive::segment_name(0), 512u << 10);
   ServeControlConfig c;
   c.archive_dir = dir;
@@ -962,9 +971,8 @@ TEST_F(ServeControlTest, DamageInTheArchiveSkipsToItsNextSegmentNotToTheRing) {
 TEST_F(ServeControlTest, ASegmentListedButNotThereIsSkippedAfterAWhile) {
   const TempDir tmp;
   const std::string dir = tmp.path() + "/a";
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20));
-  const std::vector<uint64_t> segs = segments_of(dir);
-  ASSERT_GE(segs.size(), 3u);
+  std::vector<uint64_t> segs;
+  ASSERT_NO_FATAL_FAILURE(segmented_archive(dir, &segs));
   ASSERT_EQ(::unlink((dir + "/" + archive::segment_name(0)).c_str()), 0);
   ServeControlConfig c;
   c.archive_dir = dir;
