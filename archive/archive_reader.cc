@@ -118,17 +118,27 @@ absl::Status ArchiveReader::open_segment(size_t i) {
     return absl::NotFoundError(absl::StrCat(path, ": being created"));
   }
   if (fd < 0 && errno == EINVAL) return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
-  if (fd < 0) {
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
+    return absl::UnavailableError(absl::StrCat(path, ": ", std::strerror(errno), " (try again)"));
+  }
+  if (fd < 0 && errno == ENOENT) {
     return absl::OutOfRangeError(absl::StrCat(path, ": ", std::strerror(errno),
                                               " (removed by retention while it was looked up, or deleted: `ringfire archive DIR` tells which)"));
   }
+  if (fd < 0) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
   // Shared: pairs with the exclusive try-lock in SegmentWriter::enforce
   // (held while retention removes the segment: the catalog may list it
-  // for a few milliseconds more). never_wait: not waited for.
+  // for a few milliseconds more). never_wait (a serve's replay for a
+  // remote mirror): not waited for, and not kept either: retention may
+  // remove the segment while it is read (the open descriptor still reads
+  // it whole), so a mirror that reads slowly, or not at all, never holds
+  // retention back: at most the segments its replay has open outlive
+  // their removal (review helper-42, helper-44).
   if (flock(fd, never_wait_ ? LOCK_SH | LOCK_NB : LOCK_SH) != 0) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat(path, ": being removed by retention (try again)"));
   }
+  if (never_wait_) flock(fd, LOCK_UN);
   seg_fd_ = fd;
   ++counters_.segments_opened;
   uint8_t head[kSegmentHeaderEncoded];

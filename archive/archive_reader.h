@@ -70,11 +70,14 @@ class ArchiveReader {
   const ReaderCounters& counters() const { return counters_; }
   // never_wait: a segment retention holds (it is removing it) is not
   // waited for: seek and next answer Unavailable, and the caller tries
-  // again shortly (a serve's conductor). Otherwise the reader waits the
-  // moment it takes (a command-line reader).
+  // again shortly (a serve's conductor). Nor is a segment's shared lock
+  // kept once it is open: retention may remove it under this reader (its
+  // descriptor still reads it whole), so a remote mirror's replay never
+  // holds retention back. Otherwise the reader waits the moment it takes,
+  // and holds what it reads (a command-line reader).
   void never_wait() { never_wait_ = true; }
-  // release: closes the segment it stands in (its shared lock goes, so
-  // retention may remove it); a seek must come before the next read.
+  // release: closes the segment it stands in (its shared lock, if it kept
+  // one, goes with it); a seek must come before the next read.
   void release() { close_segment(); }
 
  private:

@@ -524,7 +524,8 @@ uint64_t ServeControl::archive_first() {
   return first.ok() ? *first : UINT64_MAX;
 }
 
-uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t below, uint64_t max_records,
+uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t ring_oldest, uint64_t below,
+                                     uint64_t max_records,
                                      uint64_t* records, bool* blocked) {
   *records = 0;
   *blocked = false;
@@ -539,7 +540,9 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       archive_first_at_ns_ = now;
     }
     if (archive_first_ != UINT64_MAX && last < archive_first_) {
-      if (archive_first_ >= below) return first;  // the ring's answer (its GAP) stands
+      // The ring holds what the archive does not from its oldest record:
+      // its answer (a GAP to that, then records) stands (review helper-44).
+      if (archive_first_ > ring_oldest) return first;
       TcpDataOut out(m.conn, frame_buf_, config_.tcp_frame_bytes, reader_.fixed_size(), stats_.gaps);
       out.gap(archive_first_);
       return archive_first_;
@@ -641,7 +644,11 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
   // always the ring's: one damaged batch cost a mirror every intact
   // archived record after it, helper-42.)
   auto past_damage = [&] {
-    for (const archive::CatalogSegment& seg : m.replay->catalog().segments) {
+    // The catalog now (the feed's is as it opened: segments a recorder
+    // added since would be missing, and the GAP go past them to the ring).
+    auto now_listed = archive::ArchiveReader::open(config_.archive_dir);
+    const archive::Catalog& catalog = now_listed.ok() ? now_listed->catalog() : m.replay->catalog();
+    for (const archive::CatalogSegment& seg : catalog.segments) {
       if (seg.first_seq <= want) continue;
       if (seg.first_seq < below) {
         gap(std::min(seg.first_seq, last == UINT64_MAX ? last : last + 1));
@@ -657,7 +664,11 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
       // Older than the archive: what it never had (or retention removed)
       // is a GAP to its first record, if that is still below the ring's.
       auto oldest = m.replay->first_seq();
-      if (!oldest.ok() || *oldest >= below) return want;
+      // Where the archive starts above the ring's oldest record, the ring
+      // answers (a GAP to its oldest, then what it holds): a GAP to the
+      // archive's first would skip records the ring still has (review
+      // helper-44).
+      if (!oldest.ok() || *oldest > ring_oldest) return want;
       if (*oldest <= want) {
         // Listed, yet not there: being removed (retention's window is
         // milliseconds), or lost (deleted by hand): it held the replay's
@@ -765,7 +776,7 @@ uint64_t ServeControl::send_range(Mirror& m, uint64_t first, uint64_t last, uint
     const uint64_t below = oldest == 0 ? 0 : oldest + h.capacity / 8;
     if (want < below) {
       const uint64_t asked = want;
-      want = send_archived(m, want, last, below, max_records, &sent, blocked);
+      want = send_archived(m, want, last, oldest, below, max_records, &sent, blocked);
       *records = sent;
       if (*blocked || want > last || sent >= max_records) return want;
       // Part of its share sent (the connection's watermark): the rest next

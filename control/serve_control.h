@@ -218,11 +218,11 @@ class ServeControl {
   // max_records. Returns the next sequence to send.
   uint64_t send_range(Mirror& m, uint64_t first, uint64_t last, uint64_t max_records,
                       uint64_t* records, bool* blocked);
-  // send_archived is send_range's part below the ring's oldest record: from
-  // the archive, up to `below`. *blocked: the replay or byte cap is spent
-  // (try again next turn).
-  uint64_t send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t below, uint64_t max_records,
-                         uint64_t* records, bool* blocked);
+  // send_archived is send_range's part below the ring's oldest record
+  // (`ring_oldest`): from the archive, up to `below`. *blocked: the replay
+  // or byte cap is spent (try again next turn).
+  uint64_t send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t ring_oldest, uint64_t below,
+                         uint64_t max_records, uint64_t* records, bool* blocked);
   // archive_first: the archive's first sequence (UINT64_MAX: none, or empty).
   uint64_t archive_first();
   // The archive's first record as archive_first() last said it, and when

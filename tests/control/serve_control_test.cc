@@ -1019,6 +1019,38 @@ TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
   EXPECT_EQ(ctl->stats().archive_replays, 0u) << "a range older than the archive opened a feed";
 }
 
+// An archive that starts above the ring's oldest record (34464), within
+// the eighth of the ring above it that the archive answers for: a range
+// the ring holds and the archive does not is sent from the ring, and one
+// older than both is a GAP to the ring's oldest; both were a GAP to the
+// archive's first record, past records the ring still had (review helper-44).
+TEST_F(ServeControlTest, WhatTheRingHoldsAndTheArchiveDoesNotIsSentFromTheRing) {
+  const TempDir tmp;
+  const std::string dir = tmp.path() + "/a";
+  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20, 5u << 20));
+  const std::vector<uint64_t> segs = segments_of(dir);
+  ASSERT_FALSE(segs.empty());
+  ASSERT_GT(segs[0], 34600u) << "the archive does not start above the ring's oldest record";
+  ASSERT_LT(segs[0], 34464u + 65536 / 8) << "the archive starts past where it answers for the ring";
+  ServeControlConfig c;
+  c.archive_dir = dir;
+  auto ctl = start(c);
+  Client cl(ctl->listening());
+  handshake(cl, *ctl);
+  Frame f;
+  const auto answer = [&](uint64_t first, uint64_t last) {
+    cl.send(nak_frame({{first, last}}, /*repeat=*/true));
+    std::vector<std::pair<FrameKind, uint64_t>> got;  // kind, seq: up to the first DATA
+    for (int i = 0; i < 4000 && (got.empty() || got.back().first != FrameKind::kData) && cl.next(*ctl, &f, 1000); ++i) {
+      if (f.header.kind == FrameKind::kData || f.header.kind == FrameKind::kGap) got.emplace_back(f.header.kind, f.header.seq);
+    }
+    return got;
+  };
+  using Got = std::vector<std::pair<FrameKind, uint64_t>>;
+  EXPECT_EQ(answer(34500, 34600), (Got{{FrameKind::kData, 34500}})) << "records the ring holds were skipped";
+  EXPECT_EQ(answer(100, 200), (Got{{FrameKind::kGap, 34464}})) << "not a GAP to the ring's oldest record";
+}
+
 // An archive of another kind of ring would answer a mirror with records
 // of the wrong size: serve refuses it at start, saying what differs.
 TEST_F(ServeControlTest, AnArchiveOfAnotherKindOfRingIsRefusedAtStart) {
