@@ -356,12 +356,13 @@ void ReplayFeed::Shared::fill(uint64_t g) {
     // Room: at most ahead_bytes read ahead of the caller (and a chunk more).
     const auto room = [&] { return !current(g) || queued_bytes < ahead_bytes || (look_again && queue.empty()); };
     if (!cv.wait_for(l, kParkAfter, room)) {
-      // Parked: the segment's shared lock would hold retention back for as
-      // long as the caller does not read (one stranger's mirror reading a
-      // trickle grew an archive past its bound at the recorder's full rate,
-      // review helper-42). It goes, and the reader stands there again once
-      // there is room; if retention removed it meanwhile, that seek's
-      // answer (OutOfRange) is what the caller hears next.
+      // Parked: the segment it has open goes (the reader keeps no lock on
+      // it, never_wait; but retention may have removed it, and its space
+      // stays taken while it is open: one stranger's mirror reading a
+      // trickle held an archive past its bound, review helper-42). The
+      // reader stands there again once there is room; if retention removed
+      // it meanwhile, that seek's answer (OutOfRange) is what the caller
+      // hears next.
       l.unlock();
       reader.release();
       l.lock();

@@ -525,8 +525,7 @@ uint64_t ServeControl::archive_first() {
 }
 
 uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, uint64_t ring_oldest, uint64_t below,
-                                     uint64_t max_records,
-                                     uint64_t* records, bool* blocked) {
+                                     uint64_t max_records, uint64_t* records, bool* blocked) {
   *records = 0;
   *blocked = false;
   if (!m.replay && last != UINT64_MAX) {
@@ -662,12 +661,12 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
     if (absl::IsUnavailable(st)) return held();
     if (absl::IsOutOfRange(st)) {
       // Older than the archive: what it never had (or retention removed)
-      // is a GAP to its first record, if that is still below the ring's.
-      auto oldest = m.replay->first_seq();
+      // is a GAP to its first record, if the ring does not hold it either.
       // Where the archive starts above the ring's oldest record, the ring
       // answers (a GAP to its oldest, then what it holds): a GAP to the
       // archive's first would skip records the ring still has (review
       // helper-44).
+      auto oldest = m.replay->first_seq();
       if (!oldest.ok() || *oldest > ring_oldest) return want;
       if (*oldest <= want) {
         // Listed, yet not there: being removed (retention's window is
