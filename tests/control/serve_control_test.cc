@@ -199,6 +199,19 @@ class ServeControlTest : public ::testing::Test {
     ASSERT_LT((*segs)[1], 34464u) << "the second segment starts where the ring holds it";
   }
 
+  // retained_archive: record_past_the_ring into `dir` in 1 MiB segments,
+  // retention keeping `retain_bytes`; the archive's first record (in *first)
+  // must lie in (above, below): what the test tells apart.
+  void retained_archive(const std::string& dir, uint64_t retain_bytes, uint64_t above, uint64_t below,
+                        uint64_t* first) {
+    ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20, retain_bytes));
+    const std::vector<uint64_t> segs = segments_of(dir);
+    ASSERT_FALSE(segs.empty());
+    *first = segs[0];
+    ASSERT_GT(*first, above) << "the archive's first record is not where the test needs it";
+    ASSERT_LT(*first, below) << "the archive's first record is not where the test needs it";
+  }
+
   // record_past_the_ring: an archive at `dir` of [0, 100000) while the
   // ring (65536 slots) laps: the ring keeps [34464, 100000).
   void record_past_the_ring(const std::string& dir, uint64_t segment_bytes, uint64_t retain_bytes = 0) {
@@ -991,11 +1004,8 @@ TEST_F(ServeControlTest, ASegmentListedButNotThereIsSkippedAfterAWhile) {
 TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
   const TempDir tmp;
   const std::string dir = tmp.path() + "/a";
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20, 6u << 20));
-  const std::vector<uint64_t> segs = segments_of(dir);
-  ASSERT_FALSE(segs.empty());
-  ASSERT_GT(segs[0], 100u) << "retention removed nothing";
-  ASSERT_LT(segs[0], 34464u) << "the archive starts where the ring holds it: nothing to tell apart";
+  uint64_t first = 0;  // retention removed some; below the ring's oldest (34464): a GAP to either told apart
+  ASSERT_NO_FATAL_FAILURE(retained_archive(dir, 6u << 20, 100, 34464, &first));
   ServeControlConfig c;
   c.archive_dir = dir;
   auto ctl = start(c);
@@ -1007,13 +1017,13 @@ TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
   for (int i = 0; i < 4000 && gap == UINT64_MAX && cl.next(*ctl, &f, 1000); ++i) {
     if (f.header.kind == FrameKind::kGap) gap = f.header.seq;
   }
-  EXPECT_EQ(gap, segs[0]) << "a GAP past the archive, or none";
+  EXPECT_EQ(gap, first) << "a GAP past the archive, or none";
   // A flood of them takes no replay place and opens no feed (each opened
   // one: a catalog read and a thread, helper-42).
   for (uint64_t i = 0; i < 50; ++i) cl.send(nak_frame({{2 * i, 2 * i}}, /*repeat=*/true));  // not overlapping: each queued
   uint64_t gaps = 0;
   for (int i = 0; i < 4000 && gaps < 50 && cl.next(*ctl, &f, 1000); ++i) {
-    if (f.header.kind == FrameKind::kGap && f.header.seq == segs[0]) ++gaps;
+    if (f.header.kind == FrameKind::kGap && f.header.seq == first) ++gaps;
   }
   EXPECT_EQ(gaps, 50u);
   EXPECT_EQ(ctl->stats().archive_replays, 0u) << "a range older than the archive opened a feed";
@@ -1027,11 +1037,8 @@ TEST_F(ServeControlTest, ANakOlderThanTheArchiveIsAGapToItsFirstRecord) {
 TEST_F(ServeControlTest, WhatTheRingHoldsAndTheArchiveDoesNotIsSentFromTheRing) {
   const TempDir tmp;
   const std::string dir = tmp.path() + "/a";
-  ASSERT_NO_FATAL_FAILURE(record_past_the_ring(dir, 1u << 20, 5u << 20));
-  const std::vector<uint64_t> segs = segments_of(dir);
-  ASSERT_FALSE(segs.empty());
-  ASSERT_GT(segs[0], 34600u) << "the archive does not start above the ring's oldest record";
-  ASSERT_LT(segs[0], 34464u + 65536 / 8) << "the archive starts past where it answers for the ring";
+  uint64_t archive_first = 0;  // above the ring's oldest (and the NAK's range), within the eighth above it
+  ASSERT_NO_FATAL_FAILURE(retained_archive(dir, 5u << 20, 34600, 34464 + 65536 / 8, &archive_first));
   ServeControlConfig c;
   c.archive_dir = dir;
   auto ctl = start(c);
