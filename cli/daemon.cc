@@ -226,10 +226,11 @@ class Daemon {
     for (auto& r : recordings_) r->report->tick(now);
   }
 
-  // end_cut_sessions ends each session whose ring's file is now shorter
-  // than its mapping (cut under it: what was cut reads as zeros, so it
-  // streams, mirrors or records nothing true), saying which and what to do.
-  // A mux node's channels are its own: said, left to their node.
+  // end_cut_sessions ends each session whose ring's file was cut under
+  // its mapping (RingFile::cut_short: shorter now, or patched by the map
+  // guard; what was cut reads as zeros, so it streams, mirrors or records
+  // nothing true), saying which and what to do. A mux node's channels are
+  // its own: said once, not ended (ctl cannot remove them).
   void end_cut_sessions() {
     std::vector<std::pair<std::string, std::string>> cut;  // session, what was found
     auto check = [&](const std::string& name, const ring::RingFile& f) {
@@ -253,7 +254,7 @@ class Daemon {
         std::printf("run: %s ended: %s; make the ring again and add the session back (ctl add)\n", name.c_str(),
                     why.c_str());
       } else {
-        cut_said_.insert(name);  // a channel: its node ends it with its peer
+        cut_said_.insert(name);  // a channel: said once
         std::printf("run: %s: %s (%s)\n", name.c_str(), why.c_str(), std::string(st.message()).c_str());
       }
     }
@@ -474,7 +475,7 @@ class Daemon {
   }
   std::vector<std::unique_ptr<Recording>> recordings_;  // stopped in stop() (or by ~Daemon, last)
   std::vector<RecordSpec> pending_records_;
-  std::set<std::string> cut_said_;  // channels found on a cut ring (said once; their node ends them)
+  std::set<std::string> cut_said_;  // channels found on a cut ring (said once, not ended)
 };
 
 // nodes_said: ", N nodes" for a config with stream mux nodes ("" without).
