@@ -21,11 +21,12 @@ export PYTHONPATH=$pydir
 
 # jq-less: a value from a JSON file, by a Python expression over `d`.
 val() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-# serve MODE: an engine on h2 and a frontend on h1 (MODE: "" or --no-mux); waits for both.
+# serve MODE [RATE [FRONTEND_OPTS]]: an engine on h2 (RATE decode steps/s, default
+# 20) and a frontend on h1 (MODE: "" or --no-mux); waits for both.
 serve() {
-  bg 2 "$logs/engine$1.log" $py -m ringfire.engine_sim --control 198.18.0.2:7600 --http 198.18.0.2:8100 --rate 20 $1
+  bg 2 "$logs/engine$1.log" $py -m ringfire.engine_sim --control 198.18.0.2:7600 --http 198.18.0.2:8100 --rate "${2:-20}" $1
   bg 1 "$logs/frontend$1.log" $py -m ringfire.frontend --control 198.18.0.1:7600 --http 198.18.0.1:8000 \
-    --engine http://198.18.0.2:8100 --header-timeout 2 $1
+    --engine http://198.18.0.2:8100 --header-timeout 2 $1 ${3:-}
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.2:8100/stats || fail "no engine: $(cat "$logs/engine$1.log")"
   wait_for 20 on 3 curl -s -o /dev/null http://198.18.0.1:8000/stats || fail "no frontend: $(cat "$logs/frontend$1.log")"
 }
@@ -134,6 +135,33 @@ stats ps
 [[ $(val "$logs/ps.frontend.json" "d['node']['per_stream_in']") == 200 ]] ||
   fail "per-stream: $(val "$logs/ps.frontend.json" "d['node']['per_stream_in']") streams on the per-stream path, want 200"
 [[ $(val "$logs/ps.engine.json" "d['cancelled']") == 10 ]] || fail "per-stream: engine cancelled $(val "$logs/ps.engine.json" "d['cancelled']"), want 10"
+stop_since "$n0"
+
+log "mux: a client that reads nothing is cut at --write-timeout (1 s), its decode slot freed; others stream on"
+n0=${#LAB_PIDS[@]}
+serve "" 500 "--write-timeout 1"
+# A small receive buffer, and nothing read: the frontend's 64 KiB send
+# buffer fills within ~1,500 tokens (3 s of 500 steps), then a write waits.
+bg 3 "$logs/mute.log" $py -c "
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(('198.18.0.1', 8000))
+body = b'{\"prompt\":\"x\",\"max_tokens\":100000,\"stream\":true}'
+s.sendall(b'POST /v1/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(body) + body)
+time.sleep(60)"
+sleep 2  # its buffers filling: another client's stream meanwhile (2 s of steps)
+on 3 curl -sN -X POST http://198.18.0.1:8000/v1/completions -d '{"prompt":"hi","max_tokens":1000,"stream":true}' \
+  >"$logs/beside.sse" 2>&1
+[[ $(grep -c '^data: {' "$logs/beside.sse") == 1000 ]] ||
+  fail "beside a client that reads nothing: $(grep -c '^data: {' "$logs/beside.sse") token events, want 1000"
+cut() {
+  stats mute
+  $py -c "import json,sys; e=json.load(open(sys.argv[1])); f=json.load(open(sys.argv[2]))
+sys.exit(0 if f['cut_slow'] == 1 and e['cancelled'] == 1 and e['running'] == 0 else 1)" "$logs/mute.engine.json" "$logs/mute.frontend.json"
+}
+wait_for 30 cut || fail "a client that reads nothing: want it cut (cut_slow 1) and its stream cancelled at the engine: \
+$(head -c 300 "$logs/mute.frontend.json"); $(head -c 300 "$logs/mute.engine.json")"
 stop_since "$n0"
 
 if ((fails)); then
