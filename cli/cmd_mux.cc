@@ -47,7 +47,9 @@ namespace {
 std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
   o.push_back({"streams", "N", "streams (anchors) (default 100)"});
   o.push_back({"tokens", "T", "tokens per stream (default 100)"});
-  o.push_back({"size", "BYTES", "bytes per token, at least 16 (default 16)"});
+  o.push_back({"size", "BYTES", "bytes per token, 16 to 1024 (default 16): the stream's index u32 LE (its handle's line in "
+                                   "HANDLES_FILE, from 0), the token's u32 LE (from 0), the send time u64 LE (CLOCK_MONOTONIC ns), "
+                                   "zeros (PROTOCOL.md §2.4)"});
   o.push_back({"credit", "C", "frames a slot may have in flight (default 256)"});
   o.push_back({"flush", "POLICY", "auto, manual (flush_batch after each step) or linger:US (default manual)"});
   o.push_back({"timeout", "S", "give up after S seconds (default 60)"});
@@ -68,8 +70,9 @@ std::vector<OptionSpec> node_options(std::vector<OptionSpec> o) {
 const CommandSpec kConsume = {
     "mux-consume", "CONTROL_ADDR:PORT HANDLES_FILE", 2, 2,
     "Make --streams anchors on a node listening at CONTROL_ADDR:PORT, write their handles\n"
-    "to HANDLES_FILE, and check what `ringfire mux-produce` sends: --tokens tokens per\n"
-    "stream, in order, then one end. Reports latency, time to first token and batching.",
+    "to HANDLES_FILE (one handle a line), and check what `ringfire mux-produce` sends: --tokens\n"
+    "tokens per stream, in order, then one end (a token's layout: --size). Reports latency,\n"
+    "time to first token and batching.",
     node_options({{"slow-stream", "MS", "read stream 0 at most once every MS milliseconds (a slow client: "
                                         "the report says how many others finished before it)"}})};
 

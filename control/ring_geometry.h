@@ -3,6 +3,7 @@
 // creates from it, and how a mirror checks an existing ring against it.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,11 @@ inline ring::RingOptions mirror_ring_options(const proto::Geometry& g, const std
   o.capacity = g.capacity;
   o.slot_size = g.slot_size;
   o.schema_signature = g.schema_signature;
-  o.registry_size = g.registry_size;
+  // The registry holds this host's readers of the mirror: the source's size
+  // is the source's, and at least the default here (a source announcing 0
+  // left a stream mux channel's own reader no place: its batches came and
+  // nothing read them, helper-45).
+  o.registry_size = std::max(g.registry_size, ring::RingOptions{}.registry_size);
   o.arena_size = g.arena_size;
   o.flags = (g.ring_flags & ring::kFlagBlob) | ring::kFlagSparse | (lazy ? ring::kFlagLazy : 0u);
   return o;

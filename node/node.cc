@@ -280,7 +280,7 @@ void NodeImpl::before_step(uint64_t now) {
   // A channel's ingress ring, once its mirror made it (in the engine's
   // turn): opened outside mu (it maps a file).
   for (auto& p : in) {
-    if (p->receiver && !p->ingress && !p->dead && p->mirror != nullptr) open_ingress(*p);
+    if (p->receiver && !p->ingress && !p->dead && !p->failed && p->mirror != nullptr) open_ingress(*p);
     // Its lazy pages allocated once its first tokens are long in: a full
     // filesystem ends this peer here, not the process at a later write.
     if (p->ingress_file && !p->ingress_reserved && now >= p->ingress_ns + kReserveAfterNs) {

@@ -514,7 +514,15 @@ bool NodeImpl::open_ingress(InPeer& p) {
   if (!f.ok()) return false;
   ring::RingFile lazy = f->share();  // reserved by the conductor kReserveAfterNs from now
   auto cons = ring::BlobConsumer::attach(std::move(*f), ring::StartPosition::oldest(), "mux-reader");
-  if (!cons.ok()) return false;
+  if (!cons.ok()) {
+    // No reader place (the registry full of live readers): the channel
+    // would deliver and nothing read it. It ends, saying why.
+    log(absl::StrFormat("peer %016x: %s", p.worker, cons.status().message()));  // outside mu, on the conductor
+    std::lock_guard l(mu);
+    p.failed = true;
+    p.failed_why = "its channel's ring has no reader place";
+    return false;
+  }
   ring::LazyBytes record(cons->max_blob());  // 2 MiB zeroed was 12 ms of page faults on the first token's path
   {
     std::lock_guard l(mu);

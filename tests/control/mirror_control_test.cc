@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "control/ring_geometry.h"
 #include "control/serve_control.h"
 #include "gtest/gtest.h"
 #include "net/tcp_conn.h"
@@ -132,6 +133,19 @@ class MirrorControlTest : public ::testing::Test {
   FakePlane plane_;
   std::vector<std::string> log_;
 };
+
+// A mirror ring's reader registry is for this host's readers: a source
+// that announces a smaller one (0: a stream mux channel's reader found no
+// place, and nothing read what came, helper-45) gets the default here.
+TEST(MirrorRingOptions, TheRegistryIsAtLeastTheDefaultWhateverTheSourceSays) {
+  proto::Geometry g;
+  g.capacity = 1024;
+  g.slot_size = 64;
+  g.registry_size = 0;
+  EXPECT_EQ(mirror_ring_options(g, "x").registry_size, ring::RingOptions{}.registry_size);
+  g.registry_size = 200;
+  EXPECT_EQ(mirror_ring_options(g, "x").registry_size, 200u);
+}
 
 TEST_F(MirrorControlTest, TheHandshakeOpensTheGroupsBindingAndBelievesOnlyTheSourcesAddress) {
   start_source();

@@ -10,6 +10,7 @@
 // first record. A seeded simulation checks them after every step, through
 // epoch changes.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <random>
@@ -365,6 +366,46 @@ TEST(PeerMux, ARecordForARecycledSlotIsNeverDeliveredToItsNewOccupant) {
   EXPECT_EQ(p.rx.stats().generation_mismatch, 1u);
   StreamItem i;
   EXPECT_FALSE(p.rx.pop(b, &i));
+}
+
+// A batch with a malformed record (here a record type this version does
+// not know) is applied up to that record and no further: the records
+// before it are delivered, the rest of the batch is not, it counts
+// `malformed`, and the channel goes on (PROTOCOL.md §2.2).
+TEST(PeerMux, AMalformedRecordEndsItsBatchThereAndTheChannelGoesOn) {
+  Pair p(small(8));
+  PeerReceiver::Stream* s = p.rx.expect(1, 1, 8);
+  auto id = p.tx.open(1, 1, 8, 0);
+  p.expect_through(*id, s, "t0", 0);
+  std::vector<std::byte> batch(256);
+  proto::BatchWriter w(batch, p.tx.epoch(), 1000);
+  ASSERT_TRUE(w.add_data(id->pack(), 1, bytes_of("t1")));
+  ASSERT_TRUE(w.add_data(id->pack(), 2, bytes_of("t2")));
+  size_t n = w.finish();
+  // A third record of type 9, and one more Data after it.
+  const std::byte bad[13] = {std::byte{9}};
+  std::memcpy(batch.data() + n, bad, sizeof(bad));
+  n += sizeof(bad);
+  proto::BatchWriter tail(std::span<std::byte>(batch).subspan(n), p.tx.epoch(), 1001);
+  ASSERT_TRUE(tail.add_data(id->pack(), 3, bytes_of("t3")));
+  const size_t tail_n = tail.finish();
+  std::memmove(batch.data() + n, batch.data() + n + proto::kBatchHeaderBytes, tail_n - proto::kBatchHeaderBytes);
+  n += tail_n - proto::kBatchHeaderBytes;
+  proto::store_be16(batch.data() + 2, 4);  // four records
+  p.rx.apply(proto::ConstBytes(batch.data(), n), 1);
+  EXPECT_EQ(p.rx.stats().malformed, 1u);
+  auto items = p.drain(s);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(text(items[0]), "t1");
+  EXPECT_EQ(text(items[1]), "t2");
+  // The stream goes on from frame 3 in the next batch.
+  proto::BatchWriter next(batch, p.tx.epoch(), 1002);
+  ASSERT_TRUE(next.add_data(id->pack(), 3, bytes_of("t3")));
+  p.rx.apply(proto::ConstBytes(batch.data(), next.finish()), 2);
+  items = p.drain(s);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(text(items[0]), "t3");
+  EXPECT_EQ(p.rx.stats().malformed, 1u);
 }
 
 // A channel a stranger named as its own (review helper-31): its batches
