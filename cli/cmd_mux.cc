@@ -108,20 +108,28 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
   c.node.instance_id = absl::StrCat("rf-", getpid(), "-", control);
   c.node.mux.enabled = !args.has("no-mux");
   c.node.tickets = !args.has("no-tickets");
-  for (auto [name, dst, lo] : {std::tuple{"streams", &c.streams, uint64_t{1}}, std::tuple{"tokens", &c.tokens, uint64_t{1}},
-                               std::tuple{"size", &c.size, uint64_t{16}}, std::tuple{"timeout", &c.timeout_s, uint64_t{1}}}) {
+  // Bounds checked before anything is made (a 2^32 + 1 cut to 32 bits
+  // made one stream; taken whole it made 4 Gi anchors: helper-46).
+  for (auto [name, dst, lo, hi] :
+       {std::tuple{"streams", &c.streams, uint64_t{1}, uint64_t{1} << 24}, std::tuple{"tokens", &c.tokens, uint64_t{1}, uint64_t{UINT32_MAX}},
+        std::tuple{"size", &c.size, uint64_t{16}, uint64_t{1024}}, std::tuple{"timeout", &c.timeout_s, uint64_t{1}, uint64_t{86'400}}}) {
     auto v = args.count(name, *dst);
     if (!v.ok()) return v.status();
-    if (*v < lo) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least ", lo));
+    if (*v < lo || *v > hi) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be ", lo, " to ", hi));
     *dst = *v;
   }
-  if (c.size > 1024) return absl::InvalidArgumentError("--size must be at most 1024 (a token is small)");
+  // The report keeps every token's latency (8 bytes each).
+  if (c.streams * c.tokens > 1'000'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--streams × --tokens is ", c.streams * c.tokens,
+                                                   ": at most 1000000000 (each token's latency is kept for the report)"));
+  }
   auto silent = args.count("silent-peer-ms", c.node.silent_peer_ms);
   if (!silent.ok()) return silent.status();
   if (*silent > 3'600'000) return absl::InvalidArgumentError("--silent-peer-ms must be at most 3600000 (an hour)");
   c.node.silent_peer_ms = static_cast<uint32_t>(*silent);
   auto credit = args.count("credit", 256);
   if (!credit.ok()) return credit.status();
+  if (*credit < 1 || *credit > 65'535) return absl::InvalidArgumentError("--credit must be 1 to 65535 (frames in flight a stream)");
   c.node.mux.initial_credit = static_cast<uint32_t>(*credit);
   c.node.mux.max_streams_per_peer = static_cast<uint32_t>(std::max<uint64_t>(c.streams, 4096));
   auto flush = parse_flush(args.str("flush", "manual"));

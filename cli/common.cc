@@ -34,7 +34,14 @@ absl::StatusOr<ring::StartPosition> parse_start(const std::string& text) {
   if (text == "latest") return ring::StartPosition::latest();
   if (text == "oldest") return ring::StartPosition::oldest();
   uint64_t seq = 0;
-  if (absl::SimpleAtoi(text, &seq)) return ring::StartPosition::at(seq);
+  if (absl::SimpleAtoi(text, &seq)) {
+    // Sequences stay below 2^62 (the wire refuses more): a reader put past
+    // that read slots as misplaced records (helper-46).
+    if (seq >= (uint64_t{1} << 62)) {
+      return absl::InvalidArgumentError(absl::StrCat("--from ", text, ": a sequence is below 2^62 (4611686018427387904)"));
+    }
+    return ring::StartPosition::at(seq);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("--from ", text, ": expected latest, oldest or a sequence number"));
 }

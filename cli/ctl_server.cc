@@ -46,8 +46,13 @@ absl::StatusOr<std::unique_ptr<CtlServer>> CtlServer::listen(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("ctl socket path '", path, "': 1 to 107 characters"));
   }
   std::error_code ec;
+  // Only the default's directory is made (a config's own path must exist:
+  // run_config checks it, and that nothing but a socket is there).
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (dir == "/run/ringfire") std::filesystem::create_directories(dir, ec);
+  if (struct stat st{}; lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is there and is not a socket: give the daemon a path of its own"));
+  }
   if (std::filesystem::exists(path, ec)) {
     if (someone_listens(path)) {
       return absl::AlreadyExistsError(absl::StrCat("another daemon answers on ", path,

@@ -223,7 +223,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> start_metrics(engine::Engine& eng
   auto m = MetricsServer::listen(at);
   if (!m.ok()) return m.status();
   if (absl::Status st = eng.watch((*m)->fd()); !st.ok()) return st;
-  std::printf("%s: metrics on http://%s/metrics\n", prefix.c_str(), net::to_string(at).c_str());
+  std::printf("%s: metrics on http://%s/metrics\n", prefix.c_str(), net::to_string((*m)->address()).c_str());  // the bound port (0 picks one)
   std::fflush(stdout);
   return m;
 }

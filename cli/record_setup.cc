@@ -53,6 +53,7 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
   if (!args.has("dir")) return absl::InvalidArgumentError("--dir DIR is required");
   archive::RecordOptions o;
   o.dir = args.str("dir");
+  if (o.dir.empty()) return absl::InvalidArgumentError("--dir is empty: give the archive's directory");
   o.reader_name = args.str("name", "record");
   auto start = parse_start(args.str("from", "oldest"));
   auto segment = args.count("segment-size", o.layout.segment_bytes);

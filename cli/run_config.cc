@@ -1,6 +1,7 @@
 // run_config.cc — see run_config.h.
 #include "cli/run_config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,7 +125,12 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
   }
   DaemonOptions d;
   if (const ConfigValue* v = get(f.top, "ctl")) d.ctl = v->text;
-  if (const ConfigValue* v = get(f.top, "counters-dir")) d.counters_dir = v->text;
+  if (const ConfigValue* v = get(f.top, "counters-dir")) {
+    d.counters_dir = v->text;
+    if (struct stat st{}; stat(d.counters_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return error_at(f, f.top, "counters-dir", absl::StrCat(d.counters_dir, " is not a directory: make it, or choose another"));
+    }
+  }
   if (const ConfigValue* v = get(f.top, "eal")) d.eal = v->text;
   if (const ConfigValue* v = get(f.top, "quiet")) d.quiet = v->flag;
   if (const ConfigValue* v = get(f.top, "metrics")) {
@@ -139,6 +145,16 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
     d.ctl = absl::StrCat("/run/ringfire/", stem, ".sock");
   }
   if (d.ctl.size() >= 100) return error_at(f, f.top, "ctl", "a socket path of at most 99 characters");
+  // What is at the path is the daemon's to replace only if it is a socket
+  // (a stale daemon's): any other file stays, and the config is wrong
+  // (an existing file at `ctl` was unlinked, helper-46).
+  if (struct stat st{}; lstat(d.ctl.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    return error_at(f, f.top, "ctl", absl::StrCat(d.ctl, " is there and is not a socket: give the daemon a path of its own"));
+  }
+  if (const std::string dir = d.ctl.substr(0, d.ctl.find_last_of('/') + 1);
+      !dir.empty() && dir != "/run/ringfire/" && access(dir.c_str(), F_OK) != 0) {
+    return error_at(f, f.top, "ctl", absl::StrCat("the directory ", dir, " does not exist: make it, or choose another path"));
+  }
   return d;
 }
 

@@ -88,11 +88,16 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     return absl::InvalidArgumentError("--heartbeat-max-us must be at least --heartbeat-us");
   }
   if (!faults.ok()) return faults.status();
-  if (*ttl == 0 || *ttl > 255 || *mtu < 64 || *mtu > dataplane::kMaxDatagram || *udp_port > 65535 ||
-      *dup == 0 || *dup > 16 || *repair_max > 65536) {
-    return absl::InvalidArgumentError(
-                             "need 1 <= --ttl <= 255, 64 <= --mtu <= 65507, --udp a port, "
-                             "1 <= --dup <= 16, --repair-udp-max <= 65536");
+  // One message per flag, naming it (one message for five said which was wrong of none, helper-46).
+  for (auto [bad, why] : {std::pair{*ttl == 0 || *ttl > 255, "--ttl: 1 to 255"},
+                          std::pair{*mtu < 64 || *mtu > dataplane::kMaxDatagram, "--mtu: 64 to 65507 (UDP payload bytes)"},
+                          std::pair{*udp_port > 65535, "--udp: a port, 1 to 65535 (0: no unicast)"},
+                          std::pair{*dup == 0 || *dup > 16, "--dup: a number of copies (1 to 16) or auto"},
+                          std::pair{*repair_max > 65536, "--repair-udp-max: at most 65536"},
+                          std::pair{*heartbeat < 100 || *heartbeat > 10'000'000,
+                                    "--heartbeat-us: 100 to 10000000 (0 sent heartbeats flat out)"},
+                          std::pair{*pace > 1'000'000, "--pace-us: at most 1000000 (a second)"}}) {
+    if (bad) return absl::InvalidArgumentError(why);
   }
   if (dup_auto && !args.has("udp")) {
     return absl::InvalidArgumentError("--dup auto acts on unicast mirrors: give --udp PORT too, or a number of copies");
@@ -260,6 +265,7 @@ absl::StatusOr<control::MirrorOptions> parse_mirror_session(const Args& args, co
   o.source = *source;
   o.ring = ring;
   o.dir = args.str("dir", "/dev/shm");
+  if (o.dir.empty()) return absl::InvalidArgumentError("--dir is empty: give the mirror ring's directory (default /dev/shm)");
   o.unicast = args.has("unicast");
   o.tcp_only = args.has("tcp");
   if (o.unicast && o.tcp_only) {

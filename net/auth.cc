@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace ringfire::net {
 namespace {
@@ -49,23 +50,30 @@ MacKey first_bytes(const Proof& p) {
 
 absl::StatusOr<Psk> load_psk(const std::string& path) {
   if (sodium_init() < 0) return absl::InternalError("libsodium did not initialise");
+  // Opened without waiting (a named pipe would block the open for good,
+  // helper-46), then judged by what was opened.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("--psk-file ", path, ": ", std::strerror(errno)));
   struct stat st{};
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("--psk-file ", path, ": ", std::strerror(errno)));
+  auto refuse = [&](absl::Status why) {
+    ::close(fd);
+    return why;
+  };
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "--psk-file ", path, " is not a regular file (a directory, device or pipe): give the key file ringfire keygen wrote")));
   }
   if ((st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "--psk-file ", path, " is readable by others (mode ", absl::Hex(st.st_mode & 0777),
-        "): chmod 600 ", path));
+    return refuse(absl::PermissionDeniedError(absl::StrCat("--psk-file ", path, " is readable by others (mode ",
+                                                           absl::StrFormat("%03o", st.st_mode & 0777), "): chmod 600 ", path)));
   }
   if (st.st_size > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat("--psk-file ", path, " is over 4096 bytes: not a key file?"));
+    return refuse(absl::InvalidArgumentError(absl::StrCat("--psk-file ", path, " is over 4096 bytes: not a key file?")));
   }
   Psk psk;
   psk.key.resize(static_cast<size_t>(st.st_size));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  const ssize_t got = fd < 0 ? -1 : ::read(fd, psk.key.data(), psk.key.size());
-  if (fd >= 0) ::close(fd);
+  const ssize_t got = ::read(fd, psk.key.data(), psk.key.size());
+  ::close(fd);
   if (got != st.st_size) {
     return absl::PermissionDeniedError(absl::StrCat("--psk-file ", path, ": cannot read it"));
   }
@@ -86,6 +94,12 @@ absl::Status write_new_psk(const std::string& path, bool replace) {
   sodium_bin2hex(text.data(), text.size(), raw.data(), raw.size());
   sodium_memzero(raw.data(), raw.size());
   text.back() = '\n';  // bin2hex's terminator: the file ends in a newline (not part of the key)
+  // --force replaces a key file, never anything else (a rename over
+  // /dev/null made it a file, helper-46).
+  if (struct stat st{}; replace && ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file (a device, pipe, directory or link): "
+                                                         "not replaced; give the key file's own path"));
+  }
   const std::string tmp = replace ? absl::StrCat(path, ".new-", getpid()) : path;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {

@@ -43,7 +43,10 @@ absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_por
     addrinfo hints{};
     hints.ai_family = AF_INET;
     addrinfo* res = nullptr;
-    if (host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
+    // Digits and dots are an address, never a name: getaddrinfo would take
+    // "1.2.3" as 1.2.0.3 (helper-46).
+    const bool numeric = !host.empty() && host.find_first_not_of("0123456789.") == std::string::npos;
+    if (numeric || host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", text, "': expected an IPv4 address such as 198.18.0.1:7400, or a host name that resolves"));
     }

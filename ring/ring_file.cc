@@ -72,6 +72,14 @@ std::string parent_dir(const std::string& path) {
 
 absl::Status check_options(const RingOptions& o) {
   if (o.name.empty()) return absl::InvalidArgumentError("ring name is empty");
+  // A name is printed in every line about its ring, and read back from
+  // `stat`, `top` and the counters files: no control characters in it.
+  if (std::any_of(o.name.begin(), o.name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return absl::InvalidArgumentError("ring name has a control character (a newline, a tab...): give a plain name");
+  }
+  if (o.dir.empty() && o.name.find('/') == std::string::npos) {
+    return absl::InvalidArgumentError("the ring directory is empty: give --dir a directory (default /dev/shm)");
+  }
   if (!is_pow2(o.capacity)) {
     return absl::InvalidArgumentError(
         absl::StrCat("capacity ", o.capacity, " is not a power of two (try 65536)"));
@@ -335,6 +343,19 @@ absl::StatusOr<RingFile> RingFile::open(std::string_view name_or_path, const Rin
 
 absl::Status RingFile::remove(std::string_view name_or_path) {
   const std::string path = ring_path(name_or_path);
+  // Only a ring goes: a path that names any other file is refused (it
+  // removed whatever it named, helper-46).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno_status(errno, "cannot remove ring", path);
+  struct stat st{};
+  uint64_t magic = 0;
+  const bool ring = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    ::pread(fd, &magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) && magic == kMagic;
+  ::close(fd);
+  if (!ring) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a ringfire ring (it does not start with \"RFRING01\"): "
+                                                      "not removed; remove it with rm if you mean to"));
+  }
   if (unlink(path.c_str()) != 0) return errno_status(errno, "cannot remove ring", path);
   return absl::OkStatus();
 }

@@ -133,10 +133,12 @@ def main(argv=None):
     p.add_argument("--no-mux", action="store_true", help="every stream on its own TCP connection (the per-stream path)")
     p.add_argument("--psk-file", help="a pre-shared key file: channels authenticated both ways")
     args = p.parse_args(argv)
-    if args.rate <= 0:
-        p.error("--rate must be above 0")
+    if not 0 < args.rate <= 100_000:  # nan and inf too (inf decoded flat out on a core, helper-46)
+        p.error(f"--rate {args.rate}: give above 0, at most 100000 steps/s")
+    if not 1 <= args.credit <= 65535:
+        p.error(f"--credit {args.credit}: give 1 to 65535 frames")
     host, _, port = args.http.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or int(port) > 65535:
         p.error(f"--http {args.http}: give IP:PORT")
 
     async def run():
@@ -159,6 +161,9 @@ def main(argv=None):
         asyncio.run(run())
     except KeyboardInterrupt:
         pass
+    except (ValueError, RuntimeError, OSError) as e:  # a key file, an address in use: said, not a traceback
+        print(f"engine_sim: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

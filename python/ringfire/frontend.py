@@ -241,12 +241,21 @@ def main(argv=None):
         p.error(f"--max-requests {args.max_requests}: give 1 to 1000000")
     if not 0.1 <= args.write_timeout <= 3600:
         p.error(f"--write-timeout {args.write_timeout}: give 0.1 to 3600 seconds")
+    if not 1 <= args.credit <= 65535:
+        p.error(f"--credit {args.credit}: give 1 to 65535 frames")
+    if not 1 <= args.buffer <= 1_000_000:
+        p.error(f"--buffer {args.buffer}: give 1 to 1000000 tokens")
+    if not 0.1 <= args.accept_timeout <= 3600:
+        p.error(f"--accept-timeout {args.accept_timeout}: give 0.1 to 3600 seconds")
     host, _, port = args.http.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or int(port) > 65535:
         p.error(f"--http {args.http}: give IP:PORT")
     if not args.engine.startswith("http://"):
         p.error(f"--engine {args.engine}: give http://IP:PORT")
-    app, fe = make_app(args)
+    try:
+        app, fe = make_app(args)
+    except (ValueError, RuntimeError, OSError) as e:  # a key file, the control address: said, not a traceback
+        p.error(str(e))
     print(f"frontend: http://{args.http}/v1/completions, node {fe.node.control_address} "
           f"({'per-stream' if args.no_mux else 'mux'}), engine {args.engine}", flush=True)
     # Descriptors up to the hard limit: out of them, asyncio's accept loop
@@ -254,7 +263,11 @@ def main(argv=None):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
-    asyncio.run(serve(app, host, int(port), args))
+    try:
+        asyncio.run(serve(app, host, int(port), args))
+    except OSError as e:  # the HTTP address in use, or not this host's
+        print(f"frontend: --http {args.http}: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

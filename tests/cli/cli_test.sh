@@ -208,6 +208,32 @@ else
 fi
 rmdir "$small"
 
+# A careless operator's flags (helper-46): each refused at start-up, naming
+# the flag, and nothing it names harmed.
+expect_fail 2 "\-\-streams must be 1 to 16777216" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --streams 4294967297
+expect_fail 2 "\-\-credit must be 1 to 65535" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --credit 4294967297
+expect_fail 2 "at most 1000000000" "$rf" mux-produce 198.18.0.1:1 198.18.0.2:1 /tmp/rf-cli-$$.h --streams 100000 --tokens 100000
+mkfifo -m 600 /tmp/rf-cli-$$.pipe
+expect_fail 2 "not a regular file" timeout 10 "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file /tmp/rf-cli-$$.pipe
+expect_fail 2 "not a regular file" "$rf" keygen /tmp/rf-cli-$$.pipe --force
+[[ -p /tmp/rf-cli-$$.pipe ]] || { echo "FAIL: keygen --force replaced a pipe"; fails=$((fails + 1)); }
+printf 'k%.0s' {1..40} >"$key"; chmod 640 "$key"
+expect_fail 2 "(mode 640)" "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file "$key"
+echo "not a ring" >/tmp/rf-cli-$$.text
+expect_fail 2 "is not a ringfire ring" "$rf" remove /tmp/rf-cli-$$.text
+[[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: remove deleted a file that is no ring"; fails=$((fails + 1)); }
+expect_fail 2 "\-\-heartbeat-us: 100 to 10000000" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-us 0
+expect_fail 2 "\-\-ttl: 1 to 255" "$rf" serve "$ring" --listen 198.18.0.1:1 --ttl 0
+expect_fail 2 "\-\-mtu: 64 to 65507" "$rf" serve "$ring" --listen 198.18.0.1:1 --mtu 63
+expect_fail 2 "a sequence is below 2^62" "$rf" tail "$ring" --from 9223372036854775808
+expect_fail 2 "the ring directory is empty" "$rf" create "$ring-nodir" --dir ""
+expect_fail 2 "\-\-dir is empty" "$rf" mirror 198.18.0.1:1 "$ring-m" --dir ""
+expect_fail 2 "control character" "$rf" create "$ring"$'\nx'
+expect_fail 2 "expected an IPv4 address" "$rf" serve "$ring" --listen 1.2.3:7000
+printf 'ctl = "/tmp/rf-cli-%s.text"\n[[port]]\nname = "p"\nip = "198.18.0.1"\n' $$ >/tmp/rf-cli-$$.toml
+expect_fail 2 "key 'ctl': /tmp/rf-cli-$$.text is there and is not a socket" "$rf" run /tmp/rf-cli-$$.toml --check
+[[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: run removed the file at its ctl path"; fails=$((fails + 1)); }
+
 rm -f /tmp/rf-cli-$$.*
 if (( fails )); then echo "cli_test: $fails failed"; exit 1; fi
 echo "cli_test: all passed"
