@@ -1,6 +1,11 @@
 // cmd_archive.cc — reading archives: `ringfire archive` (segments, ranges,
 // gaps, checksum state), `ringfire replay` (a range into a local ring under
 // the same sequences) and `ringfire tail --archive` (verify records).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -26,6 +31,31 @@ using ull = unsigned long long;
 int fail_reading(const char* command, const absl::Status& status) {
   const int rc = fail(command, status);
   return absl::IsDataLoss(status) ? 3 : rc;
+}
+
+// recorder_live: a recorder holds DIR/writer.lock (SegmentWriter's
+// exclusive flock), so a last batch that does not check out may be one it
+// is writing; with none, it is damage (exit 3, as `archive` says DAMAGED:
+// replay and tail --archive exited 0 on it, helper-46).
+bool recorder_live(const std::string& dir) {
+  const int fd = ::open((dir + "/writer.lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;  // pairs with the recorder's LOCK_EX
+  ::close(fd);  // drops the shared lock, if taken
+  return held;
+}
+
+// settle_tail: what the reader left unsettled at the end, said; 3 when it is damage.
+int settle_tail(const char* command, const archive::ArchiveReader& reader, const std::string& dir) {
+  if (reader.unsettled().empty()) return 0;
+  if (recorder_live(dir)) {
+    std::fprintf(stderr, "ringfire %s: stopped before the open segment's last batch, which does not check out "
+                         "(its recorder may be writing it): %s\n", command, reader.unsettled().c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "ringfire %s: the last batch is DAMAGED (no recorder is writing this archive): %s\n", command,
+               reader.unsettled().c_str());
+  return 3;
 }
 
 const CommandSpec kArchive{
@@ -238,10 +268,7 @@ int cmd_replay(int argc, char** argv, int first) {
     ++replayed;
     last = e.seq + 1;
   }
-  if (!reader->unsettled().empty()) {
-    std::fprintf(stderr, "ringfire replay: stopped before the open segment's last batch, which does not check out "
-                         "(still being written, or damaged): %s\n", reader->unsettled().c_str());
-  }
+  if (const int settled = settle_tail("replay", *reader, args->positionals()[0]); rc == 0) rc = settled;
   const uint64_t covered = std::max(last, reader->position());
   if (rc == 0 && *to != UINT64_MAX && covered < *to) {
     print_gap("replay", covered, *to, "not recorded (yet): the archive ends there");
@@ -317,10 +344,7 @@ int tail_archive(const Args& args) {
     }
     if (print) std::printf("seq %llu len %zu\n", static_cast<ull>(e.seq), e.bytes.size());
   }
-  if (!reader->unsettled().empty()) {
-    std::fprintf(stderr, "ringfire tail: stopped before the open segment's last batch, which does not check out "
-                         "(still being written, or damaged): %s\n", reader->unsettled().c_str());
-  }
+  if (const int settled = settle_tail("tail", *reader, args.str("archive")); rc == 0) rc = settled;
   std::printf(
       "tail: %llu records verified, %llu lost in %llu gaps, %llu holes skipped, %llu torn, %llu misplaced, "
       "last seq %llu\n",

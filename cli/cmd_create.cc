@@ -55,8 +55,11 @@ int cmd_create(int argc, char** argv, int first) {
   if (!blob && args->has("arena")) {
     return fail("create", absl::InvalidArgumentError("--arena needs --blob"));
   }
-  if (*slot_size > UINT32_MAX || *readers > UINT32_MAX) {
-    return fail("create", absl::InvalidArgumentError("--slot-size or --readers is too large"));
+  if (*readers < 1 || *readers > 65'536) {
+    return fail("create", absl::InvalidArgumentError("--readers: 1 to 65536 (every reader takes a place; 0 left none)"));
+  }
+  if (*slot_size > UINT32_MAX) {
+    return fail("create", absl::InvalidArgumentError("--slot-size is too large"));
   }
   auto sig = parse_schema(args->str("schema", "0"));
   if (!sig.ok()) return fail("create", sig.status());

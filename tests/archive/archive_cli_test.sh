@@ -78,6 +78,36 @@ out=$("$rf" replay "$tmp/a" --into "$ring-replay" --from 300000 --to $((publishe
   fail "replay to past the end: $out"
 grep -q "gap \[$published, $((published + 50))) not recorded (yet)" <<<"$out" || fail "replay past the end: $out"
 
+# A flip in the last segment's last batch, with no recorder writing: that
+# is damage too (it was read as a batch still being written, exit 0:
+# helper-46).
+cp -r "$tmp/a" "$tmp/tailflip"
+last=$(ls "$tmp/tailflip"/*.seg | tail -1)
+python3 - "$last" <<'PY' || fail "no last batch found in $last"
+import struct, sys
+# Batches start on 4 KiB blocks after the segment's header block, each
+# "RFB1" then its length (archive/format.h): walk them to the last.
+with open(sys.argv[1], "r+b") as f:
+    data = f.read()
+    at, last = 4096, None
+    while at + 8 <= len(data) and data[at:at + 4] == b"RFB1":
+        last = at
+        at += (struct.unpack_from("<I", data, at + 4)[0] + 4095) // 4096 * 4096
+    if last is None:
+        sys.exit(1)
+    flip = last + 48  # inside its first entry, past the 40-byte batch header
+    f.seek(flip)
+    f.write(bytes([data[flip] ^ 0x40]))
+PY
+out=$("$rf" tail --archive "$tmp/tailflip" 2>&1)
+rc=$?
+[[ $rc == 3 ]] && grep -q "the last batch is DAMAGED (no recorder is writing this archive)" <<<"$out" ||
+  fail "tail --archive of a damaged last batch exited $rc: $out"
+"$rf" replay "$tmp/tailflip" --into "$ring-tailflip" --capacity 4096 >"$tmp/tailflip.out" 2>&1
+rc=$?
+"$rf" remove "$ring-tailflip" >/dev/null 2>&1
+[[ $rc == 3 ]] || fail "replay of a damaged last batch exited $rc: $(cat "$tmp/tailflip.out")"
+
 # 3. A flipped byte three quarters into the first segment (past its first
 # batch, however much the first recorder took at once: a flip inside the
 # first batch leaves no last good record to stop at).

@@ -227,6 +227,7 @@ expect_fail 2 "\-\-ttl: 1 to 255" "$rf" serve "$ring" --listen 198.18.0.1:1 --tt
 expect_fail 2 "\-\-mtu: 64 to 65507" "$rf" serve "$ring" --listen 198.18.0.1:1 --mtu 63
 expect_fail 2 "a sequence is below 2^62" "$rf" tail "$ring" --from 9223372036854775808
 expect_fail 2 "the ring directory is empty" "$rf" create "$ring-nodir" --dir ""
+expect_fail 2 "\-\-readers: 1 to 65536" "$rf" create "$ring-noreaders" --readers 0
 expect_fail 2 "\-\-dir is empty" "$rf" mirror 198.18.0.1:1 "$ring-m" --dir ""
 expect_fail 2 "control character" "$rf" create "$ring"$'\nx'
 expect_fail 2 "expected an IPv4 address" "$rf" serve "$ring" --listen 1.2.3:7000
