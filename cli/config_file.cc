@@ -28,6 +28,11 @@ absl::StatusOr<ConfigValue> value_of(const std::string& path, const std::string&
     v.is_bool = true;
     v.flag = *n.value<bool>();
   } else if (const toml::array* a = n.as_array()) {
+    v.is_array = true;
+    if (a->size() > 256) {  // 200,000 items made a 400 KB error line (helper-46)
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", v.line, ": ", key, ": an array of ", a->size(),
+                                                     " items; at most 256"));
+    }
     for (const toml::node& e : *a) {
       if (!e.is_string() && !e.is_integer()) {
         return absl::InvalidArgumentError(absl::StrCat(path, ":", line_of(e), ": ", key,

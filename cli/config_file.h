@@ -19,6 +19,7 @@ struct ConfigValue {
   std::string text;   // the value, as a flag's
   bool is_bool = false;
   bool flag = false;  // is_bool: its value
+  bool is_array = false;  // written as an array (text: its items joined by ',')
   int line = 0;
 };
 

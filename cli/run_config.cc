@@ -52,6 +52,11 @@ absl::Status check_keys(const ConfigFile& f, const ConfigTable& t, const std::ve
     }
     if (k->flag && !v.is_bool) return error_at(f, t, name, "a switch: write true or false");
     if (!k->flag && v.is_bool) return error_at(f, t, name, "takes a value, not true or false");
+    // A list is written as an array or a comma-separated string; any other
+    // key takes one value (["s1"] was taken as "s1", helper-46).
+    if (v.is_array && name != "accept-from" && name != "neighbors") {
+      return error_at(f, t, name, "takes one value, not an array");
+    }
   }
   return absl::OkStatus();
 }

@@ -233,6 +233,8 @@ expect_fail 2 "control character" "$rf" create "$ring"$'\nx'
 expect_fail 2 "expected an IPv4 address" "$rf" serve "$ring" --listen 1.2.3:7000
 printf 'ctl = "/tmp/rf-cli-%s.text"\n[[port]]\nname = "p"\nip = "198.18.0.1"\n' $$ >/tmp/rf-cli-$$.toml
 expect_fail 2 "key 'ctl': /tmp/rf-cli-$$.text is there and is not a socket" "$rf" run /tmp/rf-cli-$$.toml --check
+printf '[[port]]\nname = ["p"]\nip = "198.18.0.1"\n' >/tmp/rf-cli-$$.toml
+expect_fail 2 "key 'name': takes one value, not an array" "$rf" run /tmp/rf-cli-$$.toml --check
 [[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: run removed the file at its ctl path"; fails=$((fails + 1)); }
 
 rm -f /tmp/rf-cli-$$.*
