@@ -518,6 +518,17 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
     auto ring_of = [](const engine::MirrorSpec& m) {
       return std::filesystem::weakly_canonical(ring::ring_path(m.options.ring, m.options.dir));
     };
+    // A mirror of this config's own serve of the ring that mirror writes:
+    // each waits for the other for good (helper-46).
+    const engine::MirrorSpec* m = s.mirror ? &*s.mirror : (o.mirror ? &*o.mirror : nullptr);
+    const engine::ServeSpec* sv = s.serve ? &*s.serve : (o.serve ? &*o.serve : nullptr);
+    if (m != nullptr && sv != nullptr && (s.mirror.has_value() != o.mirror.has_value()) &&
+        same_listen(m->options.source, sv->control.listen) &&
+        ring_of(*m) == std::filesystem::weakly_canonical(ring::ring_path(sv->ring.empty() ? sv->control.ring : sv->ring))) {
+      return absl::InvalidArgumentError(absl::StrCat(f.where(t, s.mirror ? "source" : "listen"), ": mirror ", m->name,
+                                                     " mirrors serve ", sv->name, " of this config, which serves the ring ",
+                                                     m->name, " writes: a loop; mirror another source"));
+    }
     if (s.mirror && o.mirror && ring_of(*s.mirror) == ring_of(*o.mirror)) {
       return absl::InvalidArgumentError(absl::StrCat(f.where(t, "ring"), ": mirror ", o.mirror->name, " writes ",
                                                      ring::ring_path(o.mirror->options.ring, o.mirror->options.dir),

@@ -51,6 +51,11 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   }
   auto listen = net::parse_endpoint(args.str("listen"));
   if (!listen.ok()) return listen.status();
+  if ((listen->ip >> 28) == 0xE || listen->ip == 0xFFFFFFFF) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen ", args.str("listen"),
+                                                   ": a multicast or broadcast address; give this host's own address "
+                                                   "(the group is --multicast)"));
+  }
   auto ttl = args.count("ttl", 1);
   auto mtu = args.count("mtu", 1472);
   auto udp_port = args.count("udp", 0);
