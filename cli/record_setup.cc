@@ -70,6 +70,14 @@ absl::StatusOr<archive::RecordOptions> parse_record_options(const Args& args) {
                         &write_behind}) {
     if (!s->ok()) return s->status();
   }
+  // 0 is "no bound", the default: written out, it reads as "keep nothing" (helper-46).
+  if (args.has("retain-bytes") && *retain_bytes == 0) {
+    return absl::InvalidArgumentError("--retain-bytes 0: give a size (without the flag nothing is removed)");
+  }
+  if (args.has("retain-age") && *retain_age == 0) {
+    return absl::InvalidArgumentError("--retain-age 0: give a time (without the flag nothing is removed)");
+  }
+  if (*segment == 0) return absl::InvalidArgumentError("--segment-size must be above 0 (default 256Mi)");
   if (*interval < 4096) return absl::InvalidArgumentError("--index-interval must be at least 4Ki");
   if (*batch < 4096) return absl::InvalidArgumentError("--batch-bytes must be at least 4Ki");
   if (*buffer_bytes < 2 * *batch) {
