@@ -233,20 +233,16 @@ def main(argv=None):
     p.add_argument("--max-connections", type=int, default=8192,
                    help="connections at most; past it the newest that sent no request are closed (16 to 1000000)")
     args = p.parse_args(argv)
-    if not 1 <= args.header_timeout <= 3600:
-        p.error(f"--header-timeout {args.header_timeout}: give 1 to 3600 seconds")
-    if not 16 <= args.max_connections <= 1_000_000:
-        p.error(f"--max-connections {args.max_connections}: give 16 to 1000000")
-    if not 1 <= args.max_requests <= 1_000_000:
-        p.error(f"--max-requests {args.max_requests}: give 1 to 1000000")
-    if not 0.1 <= args.write_timeout <= 3600:
-        p.error(f"--write-timeout {args.write_timeout}: give 0.1 to 3600 seconds")
-    if not 1 <= args.credit <= 65535:
-        p.error(f"--credit {args.credit}: give 1 to 65535 frames")
-    if not 1 <= args.buffer <= 1_000_000:
-        p.error(f"--buffer {args.buffer}: give 1 to 1000000 tokens")
-    if not 0.1 <= args.accept_timeout <= 3600:
-        p.error(f"--accept-timeout {args.accept_timeout}: give 0.1 to 3600 seconds")
+    # Each bound says its flag and range (nan and inf fail every one).
+    for flag, value, lo, hi, unit in (("--header-timeout", args.header_timeout, 1, 3600, " seconds"),
+                                      ("--max-connections", args.max_connections, 16, 1_000_000, ""),
+                                      ("--max-requests", args.max_requests, 1, 1_000_000, ""),
+                                      ("--write-timeout", args.write_timeout, 0.1, 3600, " seconds"),
+                                      ("--credit", args.credit, 1, 65535, " frames"),
+                                      ("--buffer", args.buffer, 1, 1_000_000, " tokens"),
+                                      ("--accept-timeout", args.accept_timeout, 0.1, 3600, " seconds")):
+        if not lo <= value <= hi:
+            p.error(f"{flag} {value}: give {lo} to {hi}{unit}")
     host, _, port = args.http.rpartition(":")
     if not host or not port.isdigit() or int(port) > 65535:
         p.error(f"--http {args.http}: give IP:PORT")
