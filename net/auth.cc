@@ -55,20 +55,20 @@ absl::StatusOr<Psk> load_psk(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("--psk-file ", path, ": ", std::strerror(errno)));
   struct stat st{};
-  auto refuse = [&](absl::Status why) {
+  auto give_up = [&](absl::Status why) {
     ::close(fd);
     return why;
   };
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat(
+    return give_up(absl::InvalidArgumentError(absl::StrCat(
         "--psk-file ", path, " is not a regular file (a directory, device or pipe): give the key file ringfire keygen wrote")));
   }
   if ((st.st_mode & 077) != 0) {
-    return refuse(absl::PermissionDeniedError(absl::StrCat("--psk-file ", path, " is readable by others (mode ",
+    return give_up(absl::PermissionDeniedError(absl::StrCat("--psk-file ", path, " is readable by others (mode ",
                                                            absl::StrFormat("%03o", st.st_mode & 0777), "): chmod 600 ", path)));
   }
   if (st.st_size > 4096) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat("--psk-file ", path, " is over 4096 bytes: not a key file?")));
+    return give_up(absl::InvalidArgumentError(absl::StrCat("--psk-file ", path, " is over 4096 bytes: not a key file?")));
   }
   Psk psk;
   psk.key.resize(static_cast<size_t>(st.st_size));
