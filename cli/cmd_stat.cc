@@ -49,7 +49,9 @@ int cmd_stat(int argc, char** argv, int first) {
   const uint64_t ws = h.write_seq.load(std::memory_order_acquire);  // pairs with the writer's release
   const uint64_t writer = h.writer_pid.load(std::memory_order_relaxed);
   const auto readers = ring::ReaderRegistry::list(*file);
-  const auto processes = telemetry::read_counters(args->str("counters-dir", "/dev/shm"));
+  const auto counters = counters_dir(*args);
+  if (!counters.ok()) return fail("stat", counters.status());
+  const auto processes = telemetry::read_counters(*counters);
   const uint64_t now = now_ns();
   if (args->has("json")) {
     nlohmann::json j = {{"ring", file->path()},

@@ -124,7 +124,9 @@ int cmd_top(int argc, char** argv, int first) {
   if (*interval < 100'000'000 || *interval > 3'600'000'000'000) {
     return fail("top", absl::InvalidArgumentError("--interval: from 100ms to 1h"));
   }
-  const std::string dir = args->str("counters-dir", "/dev/shm");
+  const auto counters = counters_dir(*args);
+  if (!counters.ok()) return fail("top", counters.status());
+  const std::string dir = *counters;
   const bool once = args->has("once");
   install_stop_handlers();
   const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);

@@ -2,6 +2,7 @@
 #include "cli/common.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
@@ -29,6 +30,15 @@ void install_stop_handlers() {
 }
 
 bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
+
+absl::StatusOr<std::string> counters_dir(const Args& args) {
+  std::string dir = args.str("counters-dir", "/dev/shm");
+  // A directory that is not there showed an empty view, as if nothing ran (helper-46).
+  if (struct stat st{}; stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--counters-dir ", dir, " is not a directory"));
+  }
+  return dir;
+}
 
 absl::StatusOr<ring::StartPosition> parse_start(const std::string& text) {
   if (text == "latest") return ring::StartPosition::latest();

@@ -28,6 +28,8 @@ bool stop_requested();
 
 inline uint64_t now_ns() { return monotonic_ns(); }
 
+// counters_dir: --counters-dir (default /dev/shm), an error unless it is a directory.
+absl::StatusOr<std::string> counters_dir(const Args& args);
 // parse_start reads "latest", "oldest" or a sequence number.
 absl::StatusOr<ring::StartPosition> parse_start(const std::string& text);
 // parse_schema reads a schema signature: decimal or 0x hex.

@@ -238,6 +238,7 @@ expect_fail 2 "key 'name': takes one value, not an array" "$rf" run /tmp/rf-cli-
 printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n[[mirror]]\nname = "m1"\nsource = "198.18.0.1:7400"\nring = "%s-loop"\n[[serve]]\nname = "s1"\nring = "%s-loop"\nlisten = "198.18.0.1:7400"\n' "$ring" "$ring" >/tmp/rf-cli-$$.toml
 expect_fail 2 "mirror m1 mirrors serve s1 of this config, which serves the ring m1 writes: a loop" "$rf" run /tmp/rf-cli-$$.toml --check
 expect_fail 2 "a multicast or broadcast address" "$rf" serve "$ring" --listen 224.1.1.1:7000
+expect_fail 2 "counters-dir /nonexistent is not a directory" "$rf" top --counters-dir /nonexistent --once
 [[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: run removed the file at its ctl path"; fails=$((fails + 1)); }
 
 rm -f /tmp/rf-cli-$$.*
