@@ -85,6 +85,8 @@ enum EntryKind : uint16_t {
 constexpr uint64_t pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 // kBlock: where batches start, and the unit of the recorder's direct I/O.
 inline constexpr uint64_t kBlock = 4096;
+// kWriterLock: DIR/writer.lock, the recorder's exclusive flock (one recorder an archive).
+inline constexpr const char* kWriterLock = "writer.lock";
 constexpr uint64_t pad_block(uint64_t n) { return (n + kBlock - 1) & ~(kBlock - 1); }
 
 // RingShape is what an archive records about its ring: enough to replay

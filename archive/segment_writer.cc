@@ -159,7 +159,7 @@ absl::StatusOr<SegmentWriter> SegmentWriter::open(const std::string& dir, const 
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return io_error(errno, "mkdir", dir);
   SegmentWriter w;
   w.dir_ = dir;
-  const std::string lock_path = dir + "/writer.lock";
+  const std::string lock_path = dir + "/" + kWriterLock;
   w.lock_fd_ = open_file(lock_path, O_RDWR | O_CREAT);
   if (w.lock_fd_ < 0) return io_error(errno, "open", lock_path);
   if (flock(w.lock_fd_, LOCK_EX | LOCK_NB) != 0) {

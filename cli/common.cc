@@ -31,10 +31,15 @@ void install_stop_handlers() {
 
 bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
 
+bool is_directory(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 absl::StatusOr<std::string> counters_dir(const Args& args) {
   std::string dir = args.str("counters-dir", "/dev/shm");
   // A directory that is not there showed an empty view, as if nothing ran (helper-46).
-  if (struct stat st{}; stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (!is_directory(dir)) {
     return absl::InvalidArgumentError(absl::StrCat("--counters-dir ", dir, " is not a directory"));
   }
   return dir;

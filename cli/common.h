@@ -28,6 +28,8 @@ bool stop_requested();
 
 inline uint64_t now_ns() { return monotonic_ns(); }
 
+// is_directory: `path` names a directory (following links).
+bool is_directory(const std::string& path);
 // counters_dir: --counters-dir (default /dev/shm), an error unless it is a directory.
 absl::StatusOr<std::string> counters_dir(const Args& args);
 // parse_start reads "latest", "oldest" or a sequence number.

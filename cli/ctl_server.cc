@@ -41,6 +41,17 @@ bool someone_listens(const std::string& path) {
 
 }  // namespace
 
+std::string ctl_path_problem(const std::string& path) {
+  if (struct stat st{}; lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    return absl::StrCat(path, " is there and is not a socket: give the daemon a path of its own");
+  }
+  const std::string dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && dir != kDefaultCtlDir && access(dir.c_str(), F_OK) != 0) {
+    return absl::StrCat("the directory ", dir, " does not exist: make it, or choose another path");
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<CtlServer>> CtlServer::listen(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("ctl socket path '", path, "': 1 to 107 characters"));
@@ -49,10 +60,8 @@ absl::StatusOr<std::unique_ptr<CtlServer>> CtlServer::listen(const std::string& 
   // Only the default's directory is made (a config's own path must exist:
   // run_config checks it, and that nothing but a socket is there).
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir == "/run/ringfire") std::filesystem::create_directories(dir, ec);
-  if (struct stat st{}; lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " is there and is not a socket: give the daemon a path of its own"));
-  }
+  if (dir == kDefaultCtlDir) std::filesystem::create_directories(dir, ec);
+  if (std::string why = ctl_path_problem(path); !why.empty()) return absl::FailedPreconditionError(why);
   if (std::filesystem::exists(path, ec)) {
     if (someone_listens(path)) {
       return absl::AlreadyExistsError(absl::StrCat("another daemon answers on ", path,

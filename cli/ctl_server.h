@@ -18,6 +18,14 @@
 
 namespace ringfire::cli {
 
+// kDefaultCtlDir: where a config without `ctl` puts its socket (made if missing).
+inline constexpr const char* kDefaultCtlDir = "/run/ringfire";
+// ctl_path_problem: why a daemon may not take `path` for its socket ("" if
+// it may): anything but a socket is there (a stale daemon's socket is
+// replaced; any other file stays), or its directory is missing (only
+// kDefaultCtlDir is made).
+std::string ctl_path_problem(const std::string& path);
+
 class CtlServer {
  public:
   // listen makes the socket at `path` (its directory too); a live daemon

@@ -522,8 +522,13 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
     // each waits for the other for good (helper-46).
     const engine::MirrorSpec* m = s.mirror ? &*s.mirror : (o.mirror ? &*o.mirror : nullptr);
     const engine::ServeSpec* sv = s.serve ? &*s.serve : (o.serve ? &*o.serve : nullptr);
+    // The very address (or loopback against a serve on every address): a
+    // hub mirroring 198.18.0.1:7400 and serving on 0.0.0.0:7400 is no loop.
+    const auto own = [](const net::Endpoint& src, const net::Endpoint& listen) {
+      return src.port == listen.port && (src.ip == listen.ip || (listen.ip == 0 && (src.ip >> 24) == 127));
+    };
     if (m != nullptr && sv != nullptr && (s.mirror.has_value() != o.mirror.has_value()) &&
-        same_listen(m->options.source, sv->control.listen) &&
+        own(m->options.source, sv->control.listen) &&
         ring_of(*m) == std::filesystem::weakly_canonical(ring::ring_path(sv->ring.empty() ? sv->control.ring : sv->ring))) {
       return absl::InvalidArgumentError(absl::StrCat(f.where(t, s.mirror ? "source" : "listen"), ": mirror ", m->name,
                                                      " mirrors serve ", sv->name, " of this config, which serves the ring ",

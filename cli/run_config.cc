@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/common.h"
+#include "cli/ctl_server.h"
 #include "cli/record_setup.h"
 #include "cli/session_setup.h"
 #include "dataplane/kernel_udp.h"
@@ -132,7 +133,7 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
   if (const ConfigValue* v = get(f.top, "ctl")) d.ctl = v->text;
   if (const ConfigValue* v = get(f.top, "counters-dir")) {
     d.counters_dir = v->text;
-    if (struct stat st{}; stat(d.counters_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!is_directory(d.counters_dir)) {
       return error_at(f, f.top, "counters-dir", absl::StrCat(d.counters_dir, " is not a directory: make it, or choose another"));
     }
   }
@@ -147,19 +148,11 @@ absl::StatusOr<DaemonOptions> daemon_options(const ConfigFile& f) {
     // /run/ringfire/<the config's name>.sock
     std::string stem = f.path.substr(f.path.find_last_of('/') + 1);
     if (const size_t dot = stem.rfind(".toml"); dot != std::string::npos && dot + 5 == stem.size()) stem.resize(dot);
-    d.ctl = absl::StrCat("/run/ringfire/", stem, ".sock");
+    d.ctl = absl::StrCat(kDefaultCtlDir, "/", stem, ".sock");
   }
   if (d.ctl.size() >= 100) return error_at(f, f.top, "ctl", "a socket path of at most 99 characters");
-  // What is at the path is the daemon's to replace only if it is a socket
-  // (a stale daemon's): any other file stays, and the config is wrong
-  // (an existing file at `ctl` was unlinked, helper-46).
-  if (struct stat st{}; lstat(d.ctl.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
-    return error_at(f, f.top, "ctl", absl::StrCat(d.ctl, " is there and is not a socket: give the daemon a path of its own"));
-  }
-  if (const std::string dir = d.ctl.substr(0, d.ctl.find_last_of('/') + 1);
-      !dir.empty() && dir != "/run/ringfire/" && access(dir.c_str(), F_OK) != 0) {
-    return error_at(f, f.top, "ctl", absl::StrCat("the directory ", dir, " does not exist: make it, or choose another path"));
-  }
+  // An existing file at `ctl` was unlinked (helper-46): found at --check.
+  if (std::string why = ctl_path_problem(d.ctl); !why.empty()) return error_at(f, f.top, "ctl", why);
   return d;
 }
 

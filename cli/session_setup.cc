@@ -89,9 +89,6 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
     return absl::InvalidArgumentError(
                              "--handshake-timeout must be at least 100ms, --peer-timeout and --stall-timeout at least 500ms");
   }
-  if (*heartbeat_max < *heartbeat) {
-    return absl::InvalidArgumentError("--heartbeat-max-us must be at least --heartbeat-us");
-  }
   if (!faults.ok()) return faults.status();
   // One message per flag, naming it (one message for five said which was wrong of none, helper-46).
   for (auto [bad, why] : {std::pair{*ttl == 0 || *ttl > 255, "--ttl: 1 to 255"},
@@ -101,7 +98,9 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
                           std::pair{*repair_max > 65536, "--repair-udp-max: at most 65536"},
                           std::pair{*heartbeat < 100 || *heartbeat > 10'000'000,
                                     "--heartbeat-us: 100 to 10000000 (0 sent heartbeats flat out)"},
-                          std::pair{*pace > 1'000'000, "--pace-us: at most 1000000 (a second)"}}) {
+                          std::pair{*pace > 1'000'000, "--pace-us: at most 1000000 (a second)"},
+                          std::pair{*heartbeat_max > 60'000'000, "--heartbeat-max-us: at most 60000000 (a minute)"},
+                          std::pair{*heartbeat_max < *heartbeat, "--heartbeat-max-us must be at least --heartbeat-us"}}) {
     if (bad) return absl::InvalidArgumentError(why);
   }
   if (dup_auto && !args.has("udp")) {

@@ -39,7 +39,8 @@ inline ring::RingOptions mirror_ring_options(const proto::Geometry& g, const std
   // is the source's, and at least the default here (a source announcing 0
   // left a stream mux channel's own reader no place: its batches came and
   // nothing read them, helper-45).
-  o.registry_size = std::max(g.registry_size, ring::RingOptions{}.registry_size);
+  // (At most 65,536, a ring's own bound: the source's number is information.)
+  o.registry_size = std::clamp(g.registry_size, ring::RingOptions{}.registry_size, uint32_t{1} << 16);
   o.arena_size = g.arena_size;
   o.flags = (g.ring_flags & ring::kFlagBlob) | ring::kFlagSparse | (lazy ? ring::kFlagLazy : 0u);
   return o;

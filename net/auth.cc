@@ -96,9 +96,9 @@ absl::Status write_new_psk(const std::string& path, bool replace) {
   text.back() = '\n';  // bin2hex's terminator: the file ends in a newline (not part of the key)
   // --force replaces a key file, never anything else (a rename over
   // /dev/null made it a file, helper-46).
-  if (struct stat st{}; replace && ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (struct stat st{}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file (a device, pipe, directory or link): "
-                                                         "not replaced; give the key file's own path"));
+                                                         "left as it is; give the key file's own path"));
   }
   const std::string tmp = replace ? absl::StrCat(path, ".new-", getpid()) : path;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

@@ -517,7 +517,10 @@ bool NodeImpl::open_ingress(InPeer& p) {
   if (!cons.ok()) {
     // No reader place (the registry full of live readers): the channel
     // would deliver and nothing read it. It ends, saying why.
-    log(absl::StrFormat("peer %016x: %s", p.worker, cons.status().message()));  // outside mu, on the conductor
+    log(absl::StrFormat("peer %016x: its channel ring %s has no reader place (%s): every place is a live process's; "
+                        "`ringfire stat` on the ring lists them",
+                        p.worker, p.ring_path, cons.status().code() == absl::StatusCode::kResourceExhausted
+                                                   ? "its registry is full" : std::string(cons.status().message())));  // outside mu
     std::lock_guard l(mu);
     p.failed = true;
     p.failed_why = "its channel's ring has no reader place";

@@ -70,6 +70,34 @@ std::string parent_dir(const std::string& path) {
   return pos == std::string::npos ? "." : (pos == 0 ? "/" : path.substr(0, pos));
 }
 
+// not_a_ring: why what is at `path` is no ring file (a link, another kind
+// of file, another file's bytes), or OK for a ring. `missing_ok`: nothing
+// there is OK too. Looked at with lstat before it is opened (a device's
+// open has effects), and opened without following or waiting. What
+// remove() and create(replace) may take away (helper-46, review helper-47).
+absl::Status not_a_ring(const std::string& path, bool missing_ok) {
+  struct stat st{};
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT && missing_ok ? absl::OkStatus() : errno_status(errno, "cannot look at", path);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a symbolic link: name the ring file itself"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file: no ring"));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno_status(errno, "cannot open", path);
+  uint64_t magic = 0;
+  const bool ring = ::pread(fd, &magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) && magic == kMagic;
+  ::close(fd);
+  if (!ring) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a ringfire ring (it does not start with \"RFRING01\"): "
+                                                      "left as it is; remove it with rm if you mean to"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status check_options(const RingOptions& o) {
   if (o.name.empty()) return absl::InvalidArgumentError("ring name is empty");
   // A name is printed in every line about its ring, and read back from
@@ -228,6 +256,9 @@ RingFile RingFile::share() const { return RingFile(path_, map_); }
 absl::StatusOr<RingFile> RingFile::create(const RingOptions& o) {
   if (absl::Status s = check_options(o); !s.ok()) return s;
   const std::string path = ring_path(o.name, o.dir);
+  if (o.replace) {
+    if (absl::Status st = not_a_ring(path, /*missing_ok=*/true); !st.ok()) return st;
+  }
   const std::string dir = parent_dir(path);
   const uint64_t block = filesystem_block(dir);
 
@@ -343,19 +374,8 @@ absl::StatusOr<RingFile> RingFile::open(std::string_view name_or_path, const Rin
 
 absl::Status RingFile::remove(std::string_view name_or_path) {
   const std::string path = ring_path(name_or_path);
-  // Only a ring goes: a path that names any other file is refused (it
-  // removed whatever it named, helper-46).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return errno_status(errno, "cannot remove ring", path);
-  struct stat st{};
-  uint64_t magic = 0;
-  const bool ring = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                    ::pread(fd, &magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) && magic == kMagic;
-  ::close(fd);
-  if (!ring) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " is not a ringfire ring (it does not start with \"RFRING01\"): "
-                                                      "not removed; remove it with rm if you mean to"));
-  }
+  // Only a ring goes (it removed whatever it named, helper-46).
+  if (absl::Status st = not_a_ring(path, /*missing_ok=*/false); !st.ok()) return st;
   if (unlink(path.c_str()) != 0) return errno_status(errno, "cannot remove ring", path);
   return absl::OkStatus();
 }

@@ -212,7 +212,7 @@ rmdir "$small"
 # the flag, and nothing it names harmed.
 expect_fail 2 "\-\-streams must be 1 to 16777216" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --streams 4294967297
 expect_fail 2 "\-\-credit must be 1 to 65535" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --credit 4294967297
-expect_fail 2 "at most 1000000000" "$rf" mux-produce 198.18.0.1:1 198.18.0.2:1 /tmp/rf-cli-$$.h --streams 100000 --tokens 100000
+expect_fail 2 "is over 1 GiB" "$rf" mux-produce 198.18.0.1:1 198.18.0.2:1 /tmp/rf-cli-$$.h --streams 100000 --tokens 100000
 mkfifo -m 600 /tmp/rf-cli-$$.pipe
 expect_fail 2 "not a regular file" timeout 10 "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file /tmp/rf-cli-$$.pipe
 expect_fail 2 "not a regular file" "$rf" keygen /tmp/rf-cli-$$.pipe --force
@@ -221,8 +221,10 @@ printf 'k%.0s' {1..40} >"$key"; chmod 640 "$key"
 expect_fail 2 "(mode 640)" "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file "$key"
 echo "not a ring" >/tmp/rf-cli-$$.text
 expect_fail 2 "is not a ringfire ring" "$rf" remove /tmp/rf-cli-$$.text
+expect_fail 2 "is not a ringfire ring" "$rf" create /tmp/rf-cli-$$.text --force
 [[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: remove deleted a file that is no ring"; fails=$((fails + 1)); }
 expect_fail 2 "\-\-heartbeat-us: 100 to 10000000" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-us 0
+expect_fail 2 "\-\-heartbeat-us: 100 to 10000000" "$rf" serve "$ring" --listen 198.18.0.1:1 --heartbeat-us 20000000
 expect_fail 2 "\-\-ttl: 1 to 255" "$rf" serve "$ring" --listen 198.18.0.1:1 --ttl 0
 expect_fail 2 "\-\-mtu: 64 to 65507" "$rf" serve "$ring" --listen 198.18.0.1:1 --mtu 63
 expect_fail 2 "a sequence is below 2^62" "$rf" tail "$ring" --from 9223372036854775808

@@ -6,8 +6,9 @@
 // expected byte was computed independently of this code from the
 // document's layouts (Python's hmac, struct, a SipHash-2-4 checked against
 // the reference vectors, and the `cryptography` package's
-// ChaCha20-Poly1305); the document quotes these constants, so the two
-// cannot drift apart without this test failing.
+// ChaCha20-Poly1305). The document's table quotes these constants: a change
+// to the code's derivations fails here; a change to the table alone is a
+// change to this file's constants too (keep them one).
 #include <gtest/gtest.h>
 
 #include <string>
