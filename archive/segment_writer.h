@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -39,6 +40,11 @@ struct RecoveryReport {
   uint64_t torn_bytes = 0;        // bytes after the last whole batch, cleared
   uint64_t orphans_removed = 0;   // segment files the catalog did not list
 };
+
+// recorder_writing: whether a recorder holds DIR's archive open for
+// writing, tested (nothing taken) on the OFD lock SegmentWriter::open puts
+// on DIR/writer.lock; nullopt when it cannot be told (no such test here).
+std::optional<bool> recorder_writing(const std::string& dir);
 
 class SegmentWriter {
  public:

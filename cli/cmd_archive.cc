@@ -2,7 +2,6 @@
 // gaps, checksum state), `ringfire replay` (a range into a local ring under
 // the same sequences) and `ringfire tail --archive` (verify records).
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "archive/archive_reader.h"
+#include "archive/segment_writer.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -32,58 +32,43 @@ int fail_reading(const char* command, const absl::Status& status) {
   return absl::IsDataLoss(status) ? 3 : rc;
 }
 
-// recorder_live: whether a recorder holds DIR/writer.lock (SegmentWriter's
-// exclusive flock), read from /proc/locks, never by taking the lock (a
-// probe's shared lock made a recorder starting that moment fail, review
-// helper-47). nullopt: it cannot be told.
-std::optional<bool> recorder_live(const std::string& dir) {
-  struct stat st{};
-  if (::stat((dir + "/" + archive::kWriterLock).c_str(), &st) != 0) return errno == ENOENT ? std::optional<bool>(false) : std::nullopt;
-  FILE* f = std::fopen("/proc/locks", "re");
-  if (f == nullptr) return std::nullopt;
-  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:123456 0 EOF": major:minor in hex, then the inode.
-  char line[256];
-  bool held = false;
-  while (!held && std::fgets(line, sizeof(line), f) != nullptr) {
-    char kind[16] = {}, mode[16] = {};
-    unsigned maj = 0, min = 0;
-    unsigned long long ino = 0;
-    if (std::sscanf(line, "%*[^:]: %15s %*s %15s %*d %x:%x:%llu", kind, mode, &maj, &min, &ino) == 5) {
-      held = std::strcmp(kind, "FLOCK") == 0 && std::strcmp(mode, "WRITE") == 0 && ino == st.st_ino &&
-             maj == major(st.st_dev) && min == minor(st.st_dev);
-    }
-  }
-  std::fclose(f);
-  return held;
-}
-
 // settle_tail: what the reader left unsettled at its end, said; 3 when it
-// is damage: no recorder writes the archive, and a fresh look still finds
-// that batch unfinished (its recorder may have finished it and gone since
-// the first look).
+// is damage. Damage only when no recorder writes the archive (the OFD lock
+// test, archive::recorder_writing) and a fresh look still finds that batch
+// unfinished: its recorder may have finished it and gone since the first.
 int settle_tail(const char* command, const archive::ArchiveReader& reader, const std::string& dir) {
   if (reader.unsettled().empty()) return 0;
-  const std::optional<bool> live = recorder_live(dir);
-  bool damaged = live.has_value() && !*live;
-  if (damaged) {
+  const std::optional<bool> live = archive::recorder_writing(dir);
+  const char* why = !live.has_value() ? "whether a recorder writes it cannot be told" : "its recorder may be writing it";
+  if (live.has_value() && !*live) {
+    // A fresh look: finished since (an entry, or the end with nothing
+    // unsettled), still unfinished (damage), damage found (DataLoss), or
+    // it cannot be told (any other error).
     auto again = archive::ArchiveReader::open(dir);
-    archive::ArchiveEntry e;
-    damaged = again.ok() && again->seek(reader.position()).ok() && again->next(&e).ok() && !again->unsettled().empty();
-    if (!damaged) {
+    absl::StatusOr<bool> got = false;
+    if (!again.ok()) {
+      got = again.status();
+    } else if (const absl::Status at = again->seek(reader.position()); !at.ok()) {
+      got = at;
+    } else {
+      archive::ArchiveEntry e;
+      got = again->next(&e);
+    }
+    if (got.ok() && (*got || again->unsettled().empty())) {
       std::fprintf(stderr, "ringfire %s: stopped before the archive's last batch, which its recorder finished since: "
                            "run again for it\n", command);
       return 0;
     }
+    if (got.ok() || absl::IsDataLoss(got.status())) {
+      std::fprintf(stderr, "ringfire %s: the last batch is DAMAGED (no recorder is writing this archive): %s\n", command,
+                   got.ok() ? reader.unsettled().c_str() : std::string(got.status().message()).c_str());
+      return 3;
+    }
+    why = "a second look failed, so whether it is damage cannot be told";
   }
-  if (!damaged) {
-    std::fprintf(stderr, "ringfire %s: stopped before the open segment's last batch, which does not check out (%s): %s\n",
-                 command, live.has_value() ? "its recorder may be writing it" : "whether a recorder writes it cannot be told",
-                 reader.unsettled().c_str());
-    return 0;
-  }
-  std::fprintf(stderr, "ringfire %s: the last batch is DAMAGED (no recorder is writing this archive): %s\n", command,
-               reader.unsettled().c_str());
-  return 3;
+  std::fprintf(stderr, "ringfire %s: stopped before the open segment's last batch, which does not check out (%s): %s\n",
+               command, why, reader.unsettled().c_str());
+  return 0;
 }
 
 const CommandSpec kArchive{

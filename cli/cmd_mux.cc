@@ -118,13 +118,14 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
     if (*v < lo || *v > hi) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be ", lo, " to ", hi));
     *dst = *v;
   }
-  // What the run holds: each token's latency (8 bytes) for the report, and
-  // a token buffer a stream; at most 1 GiB between them (review helper-47:
-  // the bounds alone let 16 Gi of buffers through).
-  if (c.streams * c.tokens * 8 + c.streams * c.size > (uint64_t{1} << 30)) {
+  // What the run holds: each token's latency (8 bytes) for the report, a
+  // token buffer a stream, and ~256 bytes a stream of its own (anchor,
+  // maps, counters); at most 1 GiB (reviews helper-47, helper-48: the
+  // bounds alone let 16 Gi of buffers through).
+  if (c.streams * (c.tokens * 8 + c.size + 256) > (uint64_t{1} << 30)) {
     return absl::InvalidArgumentError(absl::StrCat("--streams ", c.streams, " × (--tokens ", c.tokens, " × 8 + --size ", c.size,
-                                                   ") bytes is over 1 GiB (each token's latency is kept for the report): "
-                                                   "fewer streams or tokens"));
+                                                   " + 256) bytes is over 1 GiB (each token's latency is kept for the "
+                                                   "report): fewer streams, tokens or bytes a token"));
   }
   auto silent = args.count("silent-peer-ms", c.node.silent_peer_ms);
   if (!silent.ok()) return silent.status();

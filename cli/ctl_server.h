@@ -28,7 +28,7 @@ std::string ctl_path_problem(const std::string& path);
 
 class CtlServer {
  public:
-  // listen makes the socket at `path` (its directory too); a live daemon
+  // listen makes the socket at `path` (and kDefaultCtlDir, if that is its directory); a live daemon
   // already there is an error, a stale socket file is replaced.
   static absl::StatusOr<std::unique_ptr<CtlServer>> listen(const std::string& path);
   ~CtlServer();

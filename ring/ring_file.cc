@@ -78,7 +78,7 @@ std::string parent_dir(const std::string& path) {
 absl::Status not_a_ring(const std::string& path, bool missing_ok) {
   struct stat st{};
   if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT && missing_ok ? absl::OkStatus() : errno_status(errno, "cannot look at", path);
+    return errno == ENOENT && missing_ok ? absl::OkStatus() : errno_status(errno, "no ring at", path);
   }
   if (S_ISLNK(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(path, " is a symbolic link: name the ring file itself"));
