@@ -1,7 +1,6 @@
 // cmd_archive.cc — reading archives: `ringfire archive` (segments, ranges,
 // gaps, checksum state), `ringfire replay` (a range into a local ring under
 // the same sequences) and `ringfire tail --archive` (verify records).
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -204,6 +203,23 @@ int cmd_replay(int argc, char** argv, int first) {
   }
   if (*to <= *from) return fail("replay", absl::InvalidArgumentError("--to must be past --from"));
 
+  uint64_t start = *from;
+  uint64_t gaps = 0;
+  if (start < *oldest) {
+    print_gap("replay", start, *oldest, "not in the archive (removed by retention, or recorded from later)");
+    ++gaps;
+    start = *oldest;
+  }
+  if (auto st = reader->seek(start); !st.ok()) return fail_reading("replay", st);
+  // The first entry is read before any ring is made: a --from past what
+  // the archive holds makes no empty ring and is not a success.
+  archive::ArchiveEntry e;
+  absl::StatusOr<bool> head = reader->next(&e);
+  if (head.ok() && !*head && reader->position() < start) {
+    return fail("replay", absl::OutOfRangeError(absl::StrCat("--from ", start, " is past the archive's end, ",
+                                                             reader->position(), ": nothing to replay")));
+  }
+
   const std::string target = args->str("into");
   auto file = ring::RingFile::open(target);
   if (absl::IsNotFound(file.status())) {
@@ -241,21 +257,11 @@ int cmd_replay(int argc, char** argv, int first) {
                               " or into a new ring")));
   }
 
-  uint64_t start = *from;
-  uint64_t gaps = 0;
-  if (start < *oldest) {
-    print_gap("replay", start, *oldest, "not in the archive (removed by retention, or recorded from later)");
-    ++gaps;
-    start = *oldest;
-  }
-  if (auto st = reader->seek(start); !st.ok()) return fail_reading("replay", st);
   install_stop_handlers();
   uint64_t replayed = 0;
   uint64_t last = start;
-  archive::ArchiveEntry e;
   int rc = 0;
-  while (!stop_requested()) {
-    auto got = reader->next(&e);
+  for (absl::StatusOr<bool> got = std::move(head); !stop_requested(); got = reader->next(&e)) {
     if (!got.ok()) {
       std::fprintf(stderr, "ringfire replay: %s\n", std::string(got.status().message()).c_str());
       rc = 3;

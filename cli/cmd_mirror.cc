@@ -88,6 +88,8 @@ int cmd_mirror(int argc, char** argv, int first) {
     std::fputs(usage(kMirror).c_str(), stdout);
     return 0;
   }
+  const auto counters = counters_dir(*args);  // checked before anything is made
+  if (!counters.ok()) return fail("mirror", counters.status());
   if (args->has("metrics")) {  // checked before anything starts
     if (auto e = metrics_address(args->str("metrics")); !e.ok()) return fail("mirror", e.status());
   }
@@ -117,7 +119,12 @@ int cmd_mirror(int argc, char** argv, int first) {
   } else {
     ps.ip = *iface_ip;
   }
-  engine::Engine eng([](const std::string&, const std::string& line) {
+  // A failure is said once, on stderr as the exit's reason (mirror_loop),
+  // not also here: `session` is set once the mirror is added, and the
+  // control logs on this (the conductor's) thread.
+  const engine::Engine::Mirror* session = nullptr;
+  engine::Engine eng([&session](const std::string&, const std::string& line) {
+    if (session != nullptr && session->control->state() == control::MirrorControl::State::kFailed) return;
     std::printf("mirror: %s\n", line.c_str());
     std::fflush(stdout);
   });
@@ -128,7 +135,8 @@ int cmd_mirror(int argc, char** argv, int first) {
   spec.options = o;
   auto added = eng.add_mirror(std::move(spec));
   if (!added.ok()) return fail("mirror", added.status());
-  return mirror_loop(eng, **added, args->has("quiet"), args->has("json"), args->str("counters-dir", "/dev/shm"),
+  session = *added;
+  return mirror_loop(eng, **added, args->has("quiet"), args->has("json"), *counters,
                      args->str("metrics", ""));
 }
 

@@ -39,6 +39,8 @@ int cmd_record(int argc, char** argv, int first) {
     std::fputs(usage(spec).c_str(), stdout);
     return 0;
   }
+  const auto counters = counters_dir(*args);  // checked before anything is made
+  if (!counters.ok()) return fail("record", counters.status());
   auto o = parse_record_options(*args);
   auto duration = args->duration_ns("duration", UINT64_MAX);
   auto idle_exit = args->duration_ns("idle-exit", UINT64_MAX);
@@ -63,7 +65,7 @@ int cmd_record(int argc, char** argv, int first) {
                 static_cast<unsigned long long>((*rec)->snapshot().recorded_end));
   }
   std::fflush(stdout);
-  auto report = RecordReport::start(**rec, "record", args->has("quiet"), args->str("counters-dir", "/dev/shm"), "",
+  auto report = RecordReport::start(**rec, "record", args->has("quiet"), *counters, "",
                                     ring_path, o->dir);
   if (!report.ok()) return fail("record", report.status());
   const absl::Status flushed = run_recording(

@@ -79,6 +79,8 @@ int cmd_serve(int argc, char** argv, int first) {
   }
   auto idle_mode = parse_idle(args->str("idle", "backoff"));
   if (!idle_mode.ok()) return fail("serve", idle_mode.status());
+  const auto counters = counters_dir(*args);  // checked before anything is made
+  if (!counters.ok()) return fail("serve", counters.status());
   if (args->has("metrics")) {  // checked before anything starts
     if (auto e = metrics_address(args->str("metrics")); !e.ok()) return fail("serve", e.status());
   }
@@ -117,7 +119,7 @@ int cmd_serve(int argc, char** argv, int first) {
   if (absl::Status st = eng.add_port(ps.name, std::move(*port)); !st.ok()) return fail("serve", st);
   auto s = eng.add_serve(std::move(spec));
   if (!s.ok()) return fail("serve", s.status());
-  return serve_loop(eng, **s, args->has("quiet"), args->has("json"), args->str("counters-dir", "/dev/shm"),
+  return serve_loop(eng, **s, args->has("quiet"), args->has("json"), *counters,
                     args->str("metrics", ""));
 }
 

@@ -497,6 +497,17 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
   auto same_listen = [](const net::Endpoint& a, const net::Endpoint& b) {
     return a.port != 0 && a.port == b.port && (a.ip == b.ip || a.ip == 0 || b.ip == 0);
   };
+  // A mirror's source that is this host's serve: the very address, or a
+  // serve on every address and the source loopback or one of this host's
+  // own (a hub mirroring 198.18.0.1:7400 and serving on 0.0.0.0:7400 is no
+  // loop unless 198.18.0.1 is here).
+  auto own = [](const net::Endpoint& src, const net::Endpoint& listen) {
+    return src.port == listen.port &&
+           (src.ip == listen.ip || (listen.ip == 0 && ((src.ip >> 24) == 127 || net::is_local_address(src.ip))));
+  };
+  auto ring_of = [](const engine::MirrorSpec& m) {
+    return std::filesystem::weakly_canonical(ring::ring_path(m.options.ring, m.options.dir));
+  };
   for (const SessionSpec& o : before) {
     if (s.serve && o.serve) {
       const net::Endpoint& a = s.serve->control.listen;
@@ -515,18 +526,10 @@ absl::Status clashes_with(const ConfigFile& f, const ConfigTable& t, const Sessi
                                                        " already: give each serve its own group or port"));
       }
     }
-    auto ring_of = [](const engine::MirrorSpec& m) {
-      return std::filesystem::weakly_canonical(ring::ring_path(m.options.ring, m.options.dir));
-    };
     // A mirror of this config's own serve of the ring that mirror writes:
     // each waits for the other for good (helper-46).
     const engine::MirrorSpec* m = s.mirror ? &*s.mirror : (o.mirror ? &*o.mirror : nullptr);
     const engine::ServeSpec* sv = s.serve ? &*s.serve : (o.serve ? &*o.serve : nullptr);
-    // The very address (or loopback against a serve on every address): a
-    // hub mirroring 198.18.0.1:7400 and serving on 0.0.0.0:7400 is no loop.
-    const auto own = [](const net::Endpoint& src, const net::Endpoint& listen) {
-      return src.port == listen.port && (src.ip == listen.ip || (listen.ip == 0 && (src.ip >> 24) == 127));
-    };
     if (m != nullptr && sv != nullptr && (s.mirror.has_value() != o.mirror.has_value()) &&
         own(m->options.source, sv->control.listen) &&
         ring_of(*m) == std::filesystem::weakly_canonical(ring::ring_path(sv->ring.empty() ? sv->control.ring : sv->ring))) {

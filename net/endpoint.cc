@@ -84,6 +84,18 @@ absl::StatusOr<uint32_t> interface_address(const std::string& ifname) {
   return found;
 }
 
+bool is_local_address(uint32_t ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+    found = i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+            ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
 Endpoint socket_local(int fd) {
   sockaddr_in a{};
   socklen_t len = sizeof(a);

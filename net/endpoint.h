@@ -28,6 +28,10 @@ Endpoint from_sockaddr(const sockaddr_in& a);
 absl::StatusOr<Endpoint> parse_endpoint(const std::string& text, int default_port = -1);
 // interface_address returns the first IPv4 address of a network interface.
 absl::StatusOr<uint32_t> interface_address(const std::string& ifname);
+
+// is_local_address: whether `ip` (host order) is one of this host's IPv4
+// addresses (getifaddrs; false when they cannot be listed).
+bool is_local_address(uint32_t ip);
 // socket_local returns the address a socket is bound to.
 Endpoint socket_local(int fd);
 

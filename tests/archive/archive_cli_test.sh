@@ -169,6 +169,14 @@ check_err "use a multiple of 4 KiB" "$rf" record "$ring" --dir "$tmp/b" --segmen
 check_err "holds fewer than 2 batches of --batch-bytes 1048576: make it at least 2097152" "$rf" record "$ring" --dir "$tmp/b" --buffer-bytes 1Mi
 check_err "write-behind lots: expected a whole number" "$rf" record "$ring" --dir "$tmp/b" --write-behind lots
 check_err "not an archive" "$rf" archive "$tmp/nothing"
+# Nothing is made for a command that cannot start: no archive directory for
+# a counters directory that is not there, no empty ring for a --from past
+# the archive's end (it exited 0 with an empty ring made).
+check_err "--counters-dir $tmp/none is not a directory" "$rf" record "$ring" --dir "$tmp/b" --counters-dir "$tmp/none"
+[[ ! -e "$tmp/b" ]] || fail "record with a bad --counters-dir made $tmp/b"
+check_err "--from $((published + 1000)) is past the archive's end, $published: nothing to replay" \
+  "$rf" replay "$tmp/a" --into "$ring-late" --from $((published + 1000))
+"$rf" remove "$ring-late" >/dev/null 2>&1 && fail "replay past the archive's end made $ring-late"
 "$rf" record "$ring" --dir "$tmp/a2" --quiet >/dev/null 2>&1 &
 holder=$!
 pids+=("$holder")

@@ -104,6 +104,16 @@ fi
 # Trust options: a key file that is missing, short or readable by others,
 # and bounds out of range, fail at start-up saying what to change.
 key=/tmp/rf-cli-$$.key
+# A mirror that cannot start says why once, on stderr as its exit's reason
+# (the session's log said it on stdout too).
+out=$("$rf" mirror 127.0.0.1:1 "$ring-m" 2>&1)
+rc=$?
+if [[ $rc != 2 || $(grep -c "cannot reach source 127.0.0.1:1" <<<"$out") != 1 ]]; then
+  echo "FAIL: an unreachable source exited $rc and said: $out (want exit 2 and the reason once)"
+  fails=$((fails + 1))
+fi
+expect_fail 2 "counters-dir /nonexistent is not a directory" "$rf" mirror 127.0.0.1:1 "$ring-m" --counters-dir /nonexistent
+expect_fail 2 "counters-dir /nonexistent is not a directory" "$rf" serve "$ring" --listen 127.0.0.1:1 --counters-dir /nonexistent
 expect_fail 2 "psk-file /nonexistent" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file /nonexistent
 printf 'short' >"$key"; chmod 600 "$key"
 expect_fail 2 "ringfire keygen" "$rf" mirror 198.18.0.1:1 "$ring-m" --psk-file "$key"
@@ -239,6 +249,12 @@ printf '[[port]]\nname = ["p"]\nip = "198.18.0.1"\n' >/tmp/rf-cli-$$.toml
 expect_fail 2 "key 'name': takes one value, not an array" "$rf" run /tmp/rf-cli-$$.toml --check
 printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n[[mirror]]\nname = "m1"\nsource = "198.18.0.1:7400"\nring = "%s-loop"\n[[serve]]\nname = "s1"\nring = "%s-loop"\nlisten = "198.18.0.1:7400"\n' "$ring" "$ring" >/tmp/rf-cli-$$.toml
 expect_fail 2 "mirror m1 mirrors serve s1 of this config, which serves the ring m1 writes: a loop" "$rf" run /tmp/rf-cli-$$.toml --check
+# A serve on every address and a mirror of one of this host's own: a loop too.
+hostip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{ split($4, a, "/"); print a[1]; exit }')
+if [[ -n $hostip ]]; then
+  printf '[[port]]\nname = "p"\nip = "198.18.0.1"\n[[mirror]]\nname = "m1"\nsource = "%s:7400"\nring = "%s-loop"\n[[serve]]\nname = "s1"\nring = "%s-loop"\nlisten = "0.0.0.0:7400"\n' "$hostip" "$ring" "$ring" >/tmp/rf-cli-$$.toml
+  expect_fail 2 "mirror m1 mirrors serve s1 of this config, which serves the ring m1 writes: a loop" "$rf" run /tmp/rf-cli-$$.toml --check
+fi
 expect_fail 2 "a multicast or broadcast address" "$rf" serve "$ring" --listen 224.1.1.1:7000
 expect_fail 2 "counters-dir /nonexistent is not a directory" "$rf" top --counters-dir /nonexistent --once
 [[ -f /tmp/rf-cli-$$.text ]] || { echo "FAIL: run removed the file at its ctl path"; fails=$((fails + 1)); }
