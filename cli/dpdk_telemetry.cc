@@ -41,6 +41,7 @@ int sessions_cmd(const char*, const char* params, rte_tel_data* d) {
     char* end = nullptr;
     page = std::strtoul(params, &end, 10);
     if (end == params || *end != '\0') return -1;  // not a page number
+    if (page > 1'000'000) return -1;                  // page * kPage must not wrap to an early page
   }
   std::lock_guard<std::mutex> l(g_mu);
   rte_tel_data_start_dict(d);

@@ -297,6 +297,10 @@ if command -v dpdk-telemetry.py >/dev/null; then
   tele_ok /ringfire/ports "j['eth0']['path'].startswith('dpdk net_af_xdp') and j['eth0']['sessions'] == 2" ||
     fail "telemetry /ringfire/ports: $(tele /ringfire/ports)"
   tele_ok /ringfire/session,nosuch "j is None" || fail "telemetry for no session: $(tele /ringfire/session,nosuch)"
+  # A page number whose page * 100 wraps to an early page (2^62: to 0)
+  # answers nothing, not the first page again.
+  tele_ok /ringfire/sessions,4611686018427387904 "j is None" ||
+    fail "telemetry for page 2^62: $(tele /ringfire/sessions,4611686018427387904)"
 fi
 stop_since 0
 
