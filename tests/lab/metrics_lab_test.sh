@@ -6,7 +6,9 @@
 # (records served and mirrored, lag 0, the active path, every target up),
 # the exposition passes `promtool check metrics`, and strangers (another
 # path, junk, a request that never ends or is too large, a crowd) get
-# 404/400/413 or are cut by their bound while scrapes go on.
+# 404/400/413 or are cut by their bound while scrapes go on. The same
+# Prometheus evaluates deploy/prometheus/ringfire-alerts.yml: nothing fires
+# on the healthy lab, a stranger's datagrams fire the rejected alert.
 # Usage: metrics_lab_test.sh PATH/TO/ringfire
 set -u
 rf=$1
@@ -113,10 +115,15 @@ code=$(on 3 curl -s -o /dev/null -w '%{http_code}' --max-time 1.5 http://198.18.
 wait "${LAB_PIDS[-1]}"
 
 # A real Prometheus, in h1, scraping the three every second.
+# It loads deploy/prometheus/ringfire-alerts.yml, evaluated every second
+# and with each alert's `for` made 0s (a lab cannot wait minutes).
+sed -E 's/^( *)for: .*/\1for: 0s/' "$(dirname "$0")/../../deploy/prometheus/ringfire-alerts.yml" >"$logs/alerts.yml"
 cat >"$logs/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
   scrape_timeout: 900ms
+  evaluation_interval: 1s
+rule_files: ['$logs/alerts.yml']
 scrape_configs:
   - job_name: ringfire
     static_configs:
@@ -148,4 +155,21 @@ wait_for 10 [ "$(query 'count(ringfire_mirror_records_total == 20000)')" == "=2"
 [[ $(query 'sum(ringfire_mirror_rejected_total)') == "=0" ]] || fail "Prometheus: rejections: $(query ringfire_mirror_rejected_total)"
 check_copy "$src" "$(ring_name m2)" 20000
 check_copy "$src" "$(ring_name m3)" 20000
+
+# The alerting rules over these live daemons: all three healthy, nothing
+# fires; datagrams from a stranger on the group raise the rejected alert
+# for each mirror, by reason, and nothing else.
+[[ $(query 'count(ALERTS)') == "" ]] || fail "alerts on a healthy lab: $(query ALERTS)"
+[[ $(query 'count(up{job="ringfire"} == 1) and count(ringfire_mirror_streaming == 1)') != "" ]] ||
+  fail "Prometheus has no live series to alert on: $(query up)"
+on 3 python3 -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton('198.18.0.3'))
+for _ in range(5): s.sendto(b'not the source' * 4, ('239.255.6.1', 7401))"
+rejected() {
+  [[ $(query 'ALERTS{alertname="RingfireRejectedDatagrams",alertstate="firing"}') == *"instance=198.18.0.2:9464,reason=wrong_sender,session=md,severity=ticket=1"* ]]
+}
+wait_for 15 rejected || fail "no RingfireRejectedDatagrams for h2 after a stranger's datagrams: $(query ALERTS) / $(query ringfire_mirror_rejected_total)"
+[[ $(query 'count(ALERTS{alertname!="RingfireRejectedDatagrams"})') == "" ]] || fail "other alerts fired: $(query ALERTS)"
 lab_finish metrics_lab_test "$logs/h1" "$logs/h2" "$logs/prometheus"
