@@ -152,6 +152,12 @@ absl::StatusOr<Common> parse_common(const Args& args, const std::string& control
     c.metrics = *m;
   }
   if (args.has("config")) return c;  // the daemon starts the config's ports (and the EAL, if they need it)
+  // The kernel backend's node binds its control address: an --iface there
+  // was ignored (helper-46).
+  if (args.has("iface") && args.str("backend", "kernel") == "kernel") {
+    return absl::InvalidArgumentError("--iface needs --backend dpdk (the interface its vdev is made on); the kernel "
+                                      "backend uses the interface of CONTROL_ADDR");
+  }
   auto backend = start_backend(args);
   if (!backend.ok()) return backend.status();
   engine::PortSpec& ps = c.node.port;

@@ -222,6 +222,7 @@ rmdir "$small"
 # the flag, and nothing it names harmed.
 expect_fail 2 "\-\-streams must be 1 to 16777216" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --streams 4294967297
 expect_fail 2 "\-\-credit must be 1 to 65535" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --credit 4294967297
+expect_fail 2 "\-\-iface needs \-\-backend dpdk" "$rf" mux-consume 198.18.0.1:1 /tmp/rf-cli-$$.h --iface eth0
 expect_fail 2 "is over 1 GiB" "$rf" mux-produce 198.18.0.1:1 198.18.0.2:1 /tmp/rf-cli-$$.h --streams 100000 --tokens 100000
 mkfifo -m 600 /tmp/rf-cli-$$.pipe
 expect_fail 2 "not a regular file" timeout 10 "$rf" serve "$ring" --listen 198.18.0.1:1 --psk-file /tmp/rf-cli-$$.pipe
