@@ -673,14 +673,24 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
         // milliseconds), or lost (deleted by hand): it held the replay's
         // place, and this mirror's answer, for good (helper-42). Held for
         // a while, then skipped, counted.
-        if (m.missing_at != want) {
-          m.missing_at = want;
-          m.missing_since_ns = now;
+        if (want < lost_from_ || want >= lost_to_) {
+          if (m.missing_at != want) {
+            m.missing_at = want;
+            m.missing_since_ns = now;
+          }
+          if (now - m.missing_since_ns < kMissingSegmentNs) return held();
+          ++stats_.archive_errors;  // once a segment
+          note("archive", absl::StrCat("the segment holding ", want, " is listed but not there: skipped"));
+          lost_from_ = want;  // to the next segment listed (the rest of this one)
+          lost_to_ = want + 1;
+          for (const archive::CatalogSegment& seg : m.replay->catalog().segments) {
+            if (seg.first_seq > want) {
+              lost_to_ = seg.first_seq;
+              break;
+            }
+          }
         }
-        if (now - m.missing_since_ns < kMissingSegmentNs) return held();
         m.missing_at = UINT64_MAX;
-        ++stats_.archive_errors;
-        note("archive", absl::StrCat("the segment holding ", want, " is listed but not there: skipped"));
         past_damage();
         out.flush();
         return want;

@@ -229,6 +229,11 @@ class ServeControl {
   // (0: never): ranges older than it are answered without a feed.
   uint64_t archive_first_ = UINT64_MAX;
   uint64_t archive_first_at_ns_ = 0;
+  // Sequences of a listed segment already waited for and found gone,
+  // [lost_from_, lost_to_): another hole there is skipped at once (every
+  // hole of one lost segment waited its own kMissingSegmentNs).
+  uint64_t lost_from_ = UINT64_MAX;
+  uint64_t lost_to_ = 0;
   static constexpr uint64_t kArchiveFirstFreshNs = 100'000'000;
   // serve_one gives mirror m one turn of TCP answers; true if it has more.
   bool serve_one(Mirror& m);

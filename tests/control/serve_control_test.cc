@@ -997,6 +997,36 @@ TEST_F(ServeControlTest, ASegmentListedButNotThereIsSkippedAfterAWhile) {
   EXPECT_EQ(ctl->stats().archive_errors, 1u);
 }
 
+// Two holes in one listed segment that is gone: the first is waited for
+// (kMissingSegmentNs) and skipped, counted; the second, in the same
+// segment, is skipped at once, not waited for and counted again (each
+// hole of a lost segment waited its own 2 s).
+TEST_F(ServeControlTest, AnotherHoleInALostSegmentIsNotWaitedForAgain) {
+  const TempDir tmp;
+  const std::string dir = tmp.path() + "/a";
+  std::vector<uint64_t> segs;
+  ASSERT_NO_FATAL_FAILURE(segmented_archive(dir, &segs));
+  ASSERT_GT(segs[1], 200u) << "both holes must lie in the first segment";
+  ASSERT_EQ(::unlink((dir + "/" + archive::segment_name(0)).c_str()), 0);
+  ServeControlConfig c;
+  c.archive_dir = dir;
+  auto ctl = start(c);
+  Client cl(ctl->listening());
+  handshake(cl, *ctl);
+  auto gap_for = [&](uint64_t from, uint64_t to) {
+    cl.send(nak_frame({{from, to}}, /*repeat=*/true));
+    Frame f;
+    for (int i = 0; i < 4000 && cl.next(*ctl, &f, 3000); ++i) {
+      if (f.header.kind == FrameKind::kGap) return f.header.seq;
+    }
+    return UINT64_MAX;
+  };
+  EXPECT_EQ(gap_for(10, 19), 20u);  // a GAP over the NAK's range (the segment's rest, up to it)
+  EXPECT_EQ(ctl->stats().archive_errors, 1u);
+  EXPECT_EQ(gap_for(100, 109), 110u);
+  EXPECT_EQ(ctl->stats().archive_errors, 1u) << "the second hole was waited for and counted again";
+}
+
 // A NAK for a range wholly older than the archive (retention removed it)
 // is answered by a GAP to the archive's first record, whose records follow
 // on the next NAK; it was a GAP to the ring's oldest, past the whole
