@@ -211,12 +211,15 @@ int cmd_replay(int argc, char** argv, int first) {
     start = *oldest;
   }
   if (auto st = reader->seek(start); !st.ok()) return fail_reading("replay", st);
-  // The first entry is read before any ring is made: a --from past what
-  // the archive holds makes no empty ring and is not a success.
+  // The first entry is read before any ring is made: a --from at or past
+  // what the archive holds, or damage where it starts, makes no empty ring
+  // and is not a success. (A last batch that does not check out is not
+  // the end: settle_tail says what it is, after the loop.)
   archive::ArchiveEntry e;
   absl::StatusOr<bool> head = reader->next(&e);
-  if (head.ok() && !*head && reader->position() < start) {
-    return fail("replay", absl::OutOfRangeError(absl::StrCat("--from ", start, " is past the archive's end, ",
+  if (!head.ok()) return fail_reading("replay", head.status());
+  if (!*head && reader->unsettled().empty() && reader->position() <= start) {
+    return fail("replay", absl::OutOfRangeError(absl::StrCat("--from ", start, " is at or past the archive's end, ",
                                                              reader->position(), ": nothing to replay")));
   }
 

@@ -107,6 +107,13 @@ rc=$?
 rc=$?
 "$rf" remove "$ring-tailflip" >/dev/null 2>&1
 [[ $rc == 3 ]] || fail "replay of a damaged last batch exited $rc: $(cat "$tmp/tailflip.out")"
+# ... also from inside that batch: it is damage, not the archive's end
+# (review helper-50: it said "past the archive's end", exit 2).
+"$rf" replay "$tmp/tailflip" --into "$ring-tailflip" --capacity 4096 --from $((published - 1)) >"$tmp/tailflip.out" 2>&1
+rc=$?
+"$rf" remove "$ring-tailflip" >/dev/null 2>&1
+[[ $rc == 3 ]] && grep -q "the last batch is DAMAGED" "$tmp/tailflip.out" ||
+  fail "replay from inside a damaged last batch exited $rc: $(cat "$tmp/tailflip.out")"
 
 # 3. A flipped byte three quarters into the first segment (past its first
 # batch, however much the first recorder took at once: a flip inside the
@@ -174,9 +181,11 @@ check_err "not an archive" "$rf" archive "$tmp/nothing"
 # the archive's end (it exited 0 with an empty ring made).
 check_err "--counters-dir $tmp/none is not a directory" "$rf" record "$ring" --dir "$tmp/b" --counters-dir "$tmp/none"
 [[ ! -e "$tmp/b" ]] || fail "record with a bad --counters-dir made $tmp/b"
-check_err "--from $((published + 1000)) is past the archive's end, $published: nothing to replay" \
-  "$rf" replay "$tmp/a" --into "$ring-late" --from $((published + 1000))
-"$rf" remove "$ring-late" >/dev/null 2>&1 && fail "replay past the archive's end made $ring-late"
+for past in $((published + 1000)) "$published"; do
+  check_err "--from $past is at or past the archive's end, $published: nothing to replay" \
+    "$rf" replay "$tmp/a" --into "$ring-late" --from "$past"
+  "$rf" remove "$ring-late" >/dev/null 2>&1 && fail "replay from $past, at or past the archive's end, made $ring-late"
+done
 "$rf" record "$ring" --dir "$tmp/a2" --quiet >/dev/null 2>&1 &
 holder=$!
 pids+=("$holder")
