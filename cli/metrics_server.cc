@@ -244,8 +244,10 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const engine::PortInfo& p) { return p.unrouted; });
   port_counter("ringfire_port_dropped_total", "Datagrams the port lost, either way.",
                [](const engine::PortInfo& p) { return p.drops; });
-  x.family("ringfire_port_worker_busy_seconds_total", "counter", "The worker's time in iterations that did work.");
+  x.family("ringfire_port_worker_busy_seconds_total", "counter", "The workers' time in iterations that did work.");
   for (const auto& p : ports) x.sample("ringfire_port_worker_busy_seconds_total", L{{"port", p.name}}, p.busy_ns / 1e9);
+  x.family("ringfire_port_workers", "gauge", "Workers the port runs (one a queue): busy seconds are their sum.");
+  for (const auto& p : ports) x.sample("ringfire_port_workers", L{{"port", p.name}}, static_cast<double>(p.workers));
   x.family("ringfire_port_sessions", "gauge", "Sessions on the port's worker.");
   for (const auto& p : ports) x.sample("ringfire_port_sessions", L{{"port", p.name}}, static_cast<double>(p.sessions));
 
@@ -268,6 +270,23 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const Serve& s) { return s.control->stats().mirrors; });
   serve_metric("ringfire_serve_naks_total", "counter", "NAKs answered.",
                [](const Serve& s) { return s.control->stats().naks; });
+  // From each mirror's last HEALTH (a TCP mirror: its cursor), as the
+  // source sees it: a mirror starved of CPU does not know it is behind.
+  serve_metric("ringfire_serve_slow_mirrors", "gauge",
+               "Mirrors more than slow-mirror-pct of the ring behind (each said by a WARNING line); a mirror the "
+               "ring laps loses records to a GAP.",
+               [](const Serve& s) {
+                 uint64_t n = 0;
+                 for (const control::MirrorView& v : s.control->mirrors()) n += v.slow ? 1 : 0;
+                 return n;
+               });
+  serve_metric("ringfire_serve_max_mirror_lag_records", "gauge",
+               "Records the furthest-behind mirror lacks, by its last HEALTH (a TCP mirror: its cursor).",
+               [](const Serve& s) {
+                 uint64_t lag = 0;
+                 for (const control::MirrorView& v : s.control->mirrors()) lag = std::max(lag, v.lag);
+                 return lag;
+               });
   serve_metric("ringfire_serve_dup_auto_doubled", "gauge",
                "Unicast mirrors whose datagrams go twice now (dup = auto: their reported loss is above 1 %).",
                [](const Serve& s) { return s.link->stats.dup_auto_doubled.get(); });

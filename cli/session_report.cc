@@ -270,6 +270,7 @@ void MirrorReport::tick(uint64_t now) {
     streaming_ = true;
     last_records_ = 0;
     last_rejected_ = 0;
+    last_gap_records_ = 0;
     next_report_ns_ = now + 1'000'000'000u;
     if (!worker_shown_ && !quiet_) {
       const engine::PortInfo port = m_.port->info();
@@ -281,7 +282,7 @@ void MirrorReport::tick(uint64_t now) {
   }
   if (state != State::kStreaming && streaming_) {
     streaming_ = false;
-    summary(absl::StrCat("source gone (", c.end_reason(), ")"));
+    summary("session ended");  // why: the control's own line, "source gone (...)"
     return;
   }
   if (!streaming_ || now < next_report_ns_) return;
@@ -292,6 +293,15 @@ void MirrorReport::tick(uint64_t now) {
   next_report_ns_ = now + 1'000'000'000u;
   publish_mirror_counters(counters_, c, *st);
   if (json_) json_line(prefix_, "mirror", per_second, counters_);
+  // Records skipped, said as they are, quiet or not: a line a trader's
+  // log must hold (the per-second line has the total).
+  if (const uint64_t gaps = st->gap_records.get(); gaps > last_gap_records_) {
+    std::printf("%s: GAP: skipped %llu records the source no longer had (%llu this session), next seq %llu\n",
+                prefix_.c_str(), static_cast<unsigned long long>(gaps - last_gap_records_),
+                static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(st->next_seq.get()));
+    std::fflush(stdout);
+    last_gap_records_ = gaps;
+  }
   // What strangers sent, by reason, whenever it changed.
   if (const uint64_t rejected = st->udp_rejected(); rejected != last_rejected_) {
     last_rejected_ = rejected;
@@ -398,6 +408,25 @@ void RecordReport::tick(uint64_t now_ns) {
   publish(s);
   if (!first && !quiet_) record_line(prefix_, s, s.records - last_records_, r_.last_error());
   last_records_ = s.records;
+  // Said as they happen, quiet or not: the disk refusing and taking writes
+  // again, and records the ring's writer lapped (each a gap in the archive).
+  if (s.stalled != last_stalled_) {
+    if (s.stalled) {
+      std::printf("%s: STALLED: %s (the ring goes on; recording resumes when the disk takes writes)\n",
+                  prefix_.c_str(), r_.last_error().c_str());
+    } else {
+      std::printf("%s: the disk takes writes again: recording resumed at sequence %llu\n", prefix_.c_str(),
+                  static_cast<unsigned long long>(s.recorded_end));
+    }
+    last_stalled_ = s.stalled;
+  }
+  if (s.lost > last_lost_) {
+    std::printf("%s: lapped by the ring's writer: %llu records not recorded (a gap in the archive; %llu in all)\n",
+                prefix_.c_str(), static_cast<unsigned long long>(s.lost - last_lost_),
+                static_cast<unsigned long long>(s.lost));
+    last_lost_ = s.lost;
+  }
+  std::fflush(stdout);
 }
 
 void RecordReport::finish() {

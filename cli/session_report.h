@@ -63,7 +63,7 @@ class MirrorReport {
   bool quiet_;
   telemetry::CountersFile counters_;
   bool streaming_ = false, worker_shown_ = false;
-  uint64_t next_report_ns_ = 0, last_records_ = 0, last_rejected_ = 0;
+  uint64_t next_report_ns_ = 0, last_records_ = 0, last_rejected_ = 0, last_gap_records_ = 0;
   bool json_ = false;
 };
 
@@ -114,7 +114,8 @@ class RecordReport {
   std::string prefix_;
   bool quiet_;
   telemetry::CountersFile counters_;
-  uint64_t next_report_ns_ = 0, last_records_ = 0;
+  uint64_t next_report_ns_ = 0, last_records_ = 0, last_lost_ = 0;
+  bool last_stalled_ = false;
 };
 
 }  // namespace ringfire::cli

@@ -88,6 +88,7 @@ PortInfo QueuedPort::info() const {
   PortInfo all = queues_.front()->info();
   all.path = absl::StrCat(all.path, ", ", queues_.size(), " queues");
   all.summary = absl::StrCat("queue 0: ", all.summary);
+  all.workers = queues_.size();
   for (size_t q = 1; q < queues_.size(); ++q) {
     const PortInfo i = queues_[q]->info();
     absl::StrAppend(&all.worker, "; ", i.worker);

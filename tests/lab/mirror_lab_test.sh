@@ -258,6 +258,9 @@ out=$("$rf" tail "$lm" --from oldest --idle-exit 300ms --quiet); rc=$?
 # The source saw it coming: the mirror's HEALTH showed it more than half a
 # ring behind before it lost records to a GAP.
 grep -q "WARNING: mirror .* is slow" "$logs/lserve" || fail "the source never warned of the slow mirror: $(tail -n 2 "$logs/lserve")"
+# ... and the mirror's log says each skip as it happens, with its count.
+grep -q "^mirror: GAP: skipped [1-9][0-9]* records the source no longer had" "$logs/lm" ||
+  fail "the lapped mirror's log has no GAP line: $(grep -c . "$logs/lm") lines, last: $(tail -n 1 "$logs/lm")"
 
 log "blob arena lapping: a 64 KiB arena written flat out; the mirror holds only whole blobs"
 asrc=$(ring_name asrc)
