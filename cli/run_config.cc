@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -273,8 +275,21 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
       const ConfigValue* r = get(m, "ring");
       if (r != nullptr && ring::ring_path(r->text) == ring::ring_path(*ring)) out.follows = m.name;
     }
-    auto spec = parse_serve_session(args, *ring, !out.follows.empty());
-    if (!spec.ok() && spec.status().message().find(" ring ") != std::string::npos) {
+    // Its archive made by a [[record]] of this config: there once that runs.
+    bool archive_recorded_here = false;
+    if (const ConfigValue* a = get(t, "archive")) {
+      for (const ConfigTable& r : f.records) {
+        const ConfigValue* d = get(r, "dir");
+        if (d != nullptr && std::filesystem::weakly_canonical(d->text) == std::filesystem::weakly_canonical(a->text)) {
+          archive_recorded_here = true;
+        }
+      }
+    }
+    auto spec = parse_serve_session(args, *ring, !out.follows.empty(), archive_recorded_here);
+    // The ring's own problems name key 'ring'; an option's (--archive ...)
+    // are located by the option.
+    if (!spec.ok() && !absl::StartsWith(spec.status().message(), "--") &&
+        spec.status().message().find(" ring ") != std::string::npos) {
       return error_at(f, t, "ring", absl::StrCat(spec.status().message(), " (create it with ringfire create)"));
     }
     if (!spec.ok()) return located(f, t, spec.status());

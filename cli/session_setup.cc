@@ -45,7 +45,8 @@ std::vector<OptionSpec> serve_session_options() {
   });
 }
 
-absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring, bool may_follow) {
+absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring, bool may_follow,
+                                                      bool archive_recorded_here) {
   if (!args.has("listen")) {
     return absl::InvalidArgumentError("--listen ADDR:PORT is required");
   }
@@ -184,7 +185,7 @@ absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const st
   cc.slow_mirror_share = static_cast<double>(*slow_pct) / 100.0;
   if (args.has("archive")) {
     cc.archive_dir = args.str("archive");
-    if (auto a = archive::load_catalog(cc.archive_dir); !a.ok()) {
+    if (auto a = archive::load_catalog(cc.archive_dir); !a.ok() && !archive_recorded_here) {
       return absl::InvalidArgumentError(absl::StrCat("--archive ", cc.archive_dir, ": ", a.status().message(),
                                                      " (record the ring there first: ringfire record)"));
     }

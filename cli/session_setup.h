@@ -20,9 +20,11 @@ namespace ringfire::cli {
 std::vector<OptionSpec> serve_session_options();
 // parse_serve_session checks them and builds the spec of a serve of `ring`
 // (a name in /dev/shm or a path; it must exist, unless `may_follow`: a hub's
-// ring that a mirror of the same config creates later).
+// ring that a mirror of the same config creates later). Its --archive must
+// be an archive, unless `archive_recorded_here`: a [[record]] of the same
+// config makes it (the serve looks again whenever a mirror needs it).
 absl::StatusOr<engine::ServeSpec> parse_serve_session(const Args& args, const std::string& ring,
-                                                      bool may_follow = false);
+                                                      bool may_follow = false, bool archive_recorded_here = false);
 
 // shorthand_options: the process options `serve` and `mirror` share
 // (idle, counters-dir, quiet, json, metrics).

@@ -289,6 +289,42 @@ check_err "bad.toml:5: \[\[record\]\] x, key 'fsync': --fsync often: use segment
 printf '[[record]]\nname = "x"\nring = "r"\n[[port]]\nname = "lo"\nbackend = "kernel"\niface = "lo"\n' >"$tmp/bad.toml"
 check_err "needs dir = " "$rf" run "$tmp/bad.toml" --check
 
+# A serve of a ring with archive = the directory a [[record]] of the same
+# config writes: it starts on the first run, before any archive is there
+# (it was refused: "not an archive", under key 'ring', helper-49); an
+# archive no [[record]] makes must be one already, named by key 'archive'.
+cat >"$tmp/both.toml" <<EOF
+ctl = "$tmp/both.sock"
+[[port]]
+name = "lo"
+backend = "kernel"
+iface = "lo"
+[[serve]]
+name = "md"
+ring = "$ring"
+listen = "127.0.0.1:$((mport + 2))"
+archive = "$tmp/both"
+[[record]]
+name = "arc"
+ring = "$ring"
+dir = "$tmp/both"
+EOF
+out=$("$rf" run "$tmp/both.toml" --check 2>&1) || fail "a serve and the [[record]] of its archive, --check: $out"
+"$rf" run "$tmp/both.toml" >"$tmp/both.out" 2>&1 &
+both=$!
+pids+=("$both")
+for _ in $(seq 50); do "$rf" ctl "$tmp/both.sock" list >"$tmp/both.json" 2>/dev/null && break; sleep 0.1; done
+python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert [s['name'] for s in j['sessions']] == ['md'] and [r['name'] for r in j['recordings']] == ['arc'], j" "$tmp/both.json" ||
+  fail "a serve and the [[record]] of its archive did not both start: $(cat "$tmp/both.json" "$tmp/both.out")"
+kill -TERM "$both"
+wait "$both" || fail "that daemon exited $?: $(tail -3 "$tmp/both.out")"
+sed -i 's|^archive = .*|archive = "'"$tmp"'/unrecorded"|' "$tmp/both.toml"
+check_err "both.toml:10: \\[\\[serve\\]\\] md, key 'archive': --archive $tmp/unrecorded: .* (record the ring there first" \
+  "$rf" run "$tmp/both.toml" --check
+
 # 6. `tail --archive --follow` reads a live recording as its recorder
 # appends: started at the archive's end, it gets every record published
 # after it, checked, and stops at --count.
