@@ -351,7 +351,10 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
   const std::string path = dir + "/" + segment_name(s.first_seq);
   const int fd = open_archive_file(path);
   if (fd < 0) {
-    out.damage = absl::StrCat(path, ": ", errno == EINVAL ? "not a regular file" : std::strerror(errno));
+    out.not_made = errno == ENOENT && i + 1 == catalog.segments.size() && !s.sealed && s.end_seq == s.first_seq;
+    if (!out.not_made) {
+      out.damage = absl::StrCat(path, ": ", errno == EINVAL ? "not a regular file" : std::strerror(errno));
+    }
     return out;
   }
   flock(fd, LOCK_SH);  // pairs with the exclusive try-lock in SegmentWriter::enforce

@@ -149,7 +149,11 @@ int cmd_archive(int argc, char** argv, int first) {
                 archive::segment_name(s.first_seq).c_str(), static_cast<ull>(s.first_seq),
                 static_cast<ull>(scan.end_seq), static_cast<ull>(scan.records), static_cast<ull>(scan.bytes),
                 static_cast<ull>(scan.batches), s.sealed ? "sealed" : "open",
-                scan.damage.empty() ? "ok" : "DAMAGED");
+                scan.not_made ? "not made" : scan.damage.empty() ? "ok" : "DAMAGED");
+    if (scan.not_made) {
+      std::printf("    listed, and its recorder stopped before it could make the file (a full disk?): "
+                  "`ringfire record` resumes here\n");
+    }
     for (const archive::ArchiveEntry& g : scan.first_gaps) {
       print_gap("    ", g.seq, g.gap_end, absl::StrCat(g.gap_lost, " records lost: the writer lapped the recorder"));
     }

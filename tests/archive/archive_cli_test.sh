@@ -220,6 +220,28 @@ if mkdir -p "$tmp/full" && mount -t tmpfs -o size=8m rf-arctest-full "$tmp/full"
   out=$("$rf" archive "$tmp/full/a" 2>&1)
   grep -q "sequences \[0, 60000), 60000 records, .* 0 gaps (0 lost), every batch checks out" <<<"$out" ||
     fail "after the full disk, the archive: $out"
+  # Stopped while the disk is full: the recorder listed its next segment
+  # and could not make it. That is no damage (archive said DAMAGED, exit
+  # 3): it is said as it is, and the next recorder resumes there.
+  # Room for the catalog's line, not for the next segment's 1 MiB.
+  avail=$(df --output=avail -B1 "$tmp/full" | tail -n 1)
+  head -c $((avail - 256 * 1024)) /dev/zero >"$tmp/full/filler"
+  "$rf" record "$ring-full" --dir "$tmp/full/a" --batch-bytes 64Ki --quiet >"$tmp/full.out" 2>&1 &
+  rec=$!
+  pids+=("$rec")
+  "$rf" publish "$ring-full" --count 20000 --rate 200k --quiet >/dev/null
+  wait_line "^record: STALLED: " || fail "a full disk again: no STALLED line: $(cat "$tmp/full.out")"
+  kill "$rec"
+  wait "$rec" && fail "a recorder stopped with records it could not write exited 0"
+  out=$("$rf" archive "$tmp/full/a" 2>&1)
+  rc=$?
+  [[ $rc == 0 ]] && grep -q "open  not made" <<<"$out" && grep -q "every batch checks out" <<<"$out" ||
+    fail "an archive whose recorder stopped on a full disk: exit $rc, $out"
+  rm -f "$tmp/full/filler"
+  out=$("$rf" record "$ring-full" --dir "$tmp/full/a" --batch-bytes 64Ki --quiet --idle-exit 500ms 2>&1) || fail "the resumed recorder: $out"
+  out=$("$rf" archive "$tmp/full/a" 2>&1)
+  grep -q "sequences \[0, 80000), 80000 records, .* 0 gaps (0 lost), every batch checks out" <<<"$out" ||
+    fail "after the recorder resumed: $out"
   umount "$tmp/full"
 else
   echo "SKIP part: no tmpfs mount here (not root?)"
