@@ -672,7 +672,8 @@ uint64_t MirrorControl::poll(uint64_t now_ns) {
     if (now_ns >= next_health_ns_) send_health(now_ns);
     if (now_ns - last_rx_ns_ > o_.peer_timeout_ns) {
       alive = false;
-      end_reason_ = absl::StrCat("the source fell silent for ", (now_ns - last_rx_ns_) / 1'000'000, " ms");
+      end_reason_ = absl::StrCat("nothing heard from the source for ", (now_ns - last_rx_ns_) / 1'000'000,
+                                 " ms: the source or the path is down, or this host is too busy to read it");
     }
   }
   if (alive && !conn_->flush()) {
