@@ -949,7 +949,8 @@ void ServeControl::on_health(Mirror& m, const proto::Health& h, uint64_t now_ns)
                               rh.capacity, " (it loses records to a GAP at 100%)"));
   } else if (m.slow && share < config_.slow_mirror_share / 2) {
     m.slow = false;
-    note("recovered", absl::StrCat("mirror ", net::to_string(m.peer), " caught up: ", lag, " records behind"));
+    note("recovered", absl::StrCat("mirror ", net::to_string(m.peer), " is no longer slow: ", lag, " records behind, ",
+                                   static_cast<int>(share * 100), "% of the ring"));
   }
 }
 
