@@ -41,7 +41,7 @@ std::vector<OptionSpec> serve_session_options() {
         {"archive", "DIR", "the ring's archive (ringfire record): what the ring no longer holds is answered "
                            "from it, not with a GAP; \"oldest\" is its first record"},
         {"archive-replays", "N", "mirrors read from the archive at once, at most (default 4)"},
-        {"archive-rate", "BYTES", "archive bytes sent per second, all mirrors (default 256Mi)"},
+        {"archive-rate", "BYTES", "archive bytes sent per second, all mirrors (default 256Mi, at least 1Mi)"},
   });
 }
 
