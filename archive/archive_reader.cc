@@ -351,9 +351,13 @@ SegmentScan scan_segment(const std::string& dir, const Catalog& catalog, size_t 
   const std::string path = dir + "/" + segment_name(s.first_seq);
   const int fd = open_archive_file(path);
   if (fd < 0) {
-    out.not_made = errno == ENOENT && i + 1 == catalog.segments.size() && !s.sealed && s.end_seq == s.first_seq;
-    if (!out.not_made) {
-      out.damage = absl::StrCat(path, ": ", errno == EINVAL ? "not a regular file" : std::strerror(errno));
+    out.damage = absl::StrCat(path, ": ", errno == EINVAL ? "not a regular file" : std::strerror(errno));
+    if (errno == ENOENT && i + 1 == catalog.segments.size() && !s.sealed) {
+      // The catalog cannot tell a file never made from one removed: its
+      // open segment's end is written only when it is sealed.
+      absl::StrAppend(&out.damage, " (the newest segment: never made if its recorder stopped on a full disk, "
+                                   "or removed; `ringfire record` resumes at its first sequence and records again "
+                                   "what the ring still holds)");
     }
     return out;
   }

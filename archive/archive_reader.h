@@ -119,10 +119,6 @@ struct SegmentScan {
   uint64_t lost = 0;        // records the gaps lost
   std::vector<ArchiveEntry> first_gaps;  // up to 64 of them
   std::string damage;       // empty when every batch checked out
-  // The newest segment, listed with nothing recorded in it and never
-  // made: its recorder stopped before it could create the file (a full
-  // disk). Not damage: the next recorder resumes there.
-  bool not_made = false;
 };
 
 // scan_segment checks every batch of segment `i` of `catalog` in `dir`.

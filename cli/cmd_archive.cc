@@ -149,11 +149,7 @@ int cmd_archive(int argc, char** argv, int first) {
                 archive::segment_name(s.first_seq).c_str(), static_cast<ull>(s.first_seq),
                 static_cast<ull>(scan.end_seq), static_cast<ull>(scan.records), static_cast<ull>(scan.bytes),
                 static_cast<ull>(scan.batches), s.sealed ? "sealed" : "open",
-                scan.not_made ? "not made" : scan.damage.empty() ? "ok" : "DAMAGED");
-    if (scan.not_made) {
-      std::printf("    listed, and its recorder stopped before it could make the file (a full disk?): "
-                  "`ringfire record` resumes here\n");
-    }
+                scan.damage.empty() ? "ok" : "DAMAGED");
     for (const archive::ArchiveEntry& g : scan.first_gaps) {
       print_gap("    ", g.seq, g.gap_end, absl::StrCat(g.gap_lost, " records lost: the writer lapped the recorder"));
     }
@@ -218,7 +214,7 @@ int cmd_replay(int argc, char** argv, int first) {
   // The first entry is read before any ring is made: a --from at or past
   // what the archive holds, or damage where it starts, makes no empty ring
   // and is not a success. (A last batch that does not check out is not
-  // the end: settle_tail says what it is, after the loop.)
+  // the end: settle_tail says what it is.)
   archive::ArchiveEntry e;
   absl::StatusOr<bool> head = reader->next(&e);
   if (!head.ok()) return fail_reading("replay", head.status());

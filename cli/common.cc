@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,17 @@ bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
 bool is_directory(const std::string& path) {
   struct stat st{};
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string same_path_key(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::filesystem::path c = std::filesystem::weakly_canonical(p, ec);
+  if (ec) c = p;
+  std::string key = c.lexically_normal().string();
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
+  return key;
 }
 
 absl::StatusOr<std::string> counters_dir(const Args& args) {

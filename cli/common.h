@@ -30,6 +30,12 @@ inline uint64_t now_ns() { return monotonic_ns(); }
 
 // is_directory: `path` names a directory (following links).
 bool is_directory(const std::string& path);
+
+// same_path_key: `path` made comparable with another naming the same file
+// or directory: absolute, `.`, `..` and repeated or trailing separators
+// folded, links resolved as far as they exist. Never throws (a loop, a
+// name too long or a directory it may not read leave it lexical).
+std::string same_path_key(const std::string& path);
 // counters_dir: --counters-dir (default /dev/shm), an error unless it is a directory.
 absl::StatusOr<std::string> counters_dir(const Args& args);
 // parse_start reads "latest", "oldest" or a sequence number.

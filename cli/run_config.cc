@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -275,12 +274,15 @@ absl::StatusOr<SessionSpec> session_spec(const ConfigFile& f, const ConfigTable&
       const ConfigValue* r = get(m, "ring");
       if (r != nullptr && ring::ring_path(r->text) == ring::ring_path(*ring)) out.follows = m.name;
     }
-    // Its archive made by a [[record]] of this config: there once that runs.
+    // Its archive made by a [[record]] of this config, of this ring: there
+    // once that runs.
     bool archive_recorded_here = false;
     if (const ConfigValue* a = get(t, "archive")) {
       for (const ConfigTable& r : f.records) {
         const ConfigValue* d = get(r, "dir");
-        if (d != nullptr && std::filesystem::weakly_canonical(d->text) == std::filesystem::weakly_canonical(a->text)) {
+        const ConfigValue* rr = get(r, "ring");
+        if (d != nullptr && rr != nullptr && same_path_key(d->text) == same_path_key(a->text) &&
+            same_path_key(ring::ring_path(rr->text)) == same_path_key(ring::ring_path(*ring))) {
           archive_recorded_here = true;
         }
       }
