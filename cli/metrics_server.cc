@@ -246,8 +246,19 @@ std::string engine_metrics(const engine::Engine& eng) {
                [](const engine::PortInfo& p) { return p.drops; });
   x.family("ringfire_port_worker_busy_seconds_total", "counter", "The workers' time in iterations that did work.");
   for (const auto& p : ports) x.sample("ringfire_port_worker_busy_seconds_total", L{{"port", p.name}}, p.busy_ns / 1e9);
-  x.family("ringfire_port_workers", "gauge", "Workers the port runs (one a queue): busy seconds are their sum.");
-  for (const auto& p : ports) x.sample("ringfire_port_workers", L{{"port", p.name}}, static_cast<double>(p.workers));
+  // Per worker (a queued port runs one a queue): one saturated queue reads
+  // as a fraction of the port's sum.
+  x.family("ringfire_port_queue_busy_seconds_total", "counter",
+           "Each worker's time in iterations that did work, by queue (0 for a port of one worker).");
+  for (const auto& p : ports) {
+    if (p.queue_busy_ns.empty()) {
+      x.sample("ringfire_port_queue_busy_seconds_total", L{{"port", p.name}, {"queue", "0"}}, p.busy_ns / 1e9);
+    }
+    for (size_t q = 0; q < p.queue_busy_ns.size(); ++q) {
+      x.sample("ringfire_port_queue_busy_seconds_total", L{{"port", p.name}, {"queue", std::to_string(q)}},
+               p.queue_busy_ns[q] / 1e9);
+    }
+  }
   x.family("ringfire_port_sessions", "gauge", "Sessions on the port's worker.");
   for (const auto& p : ports) x.sample("ringfire_port_sessions", L{{"port", p.name}}, static_cast<double>(p.sessions));
 

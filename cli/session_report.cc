@@ -261,6 +261,18 @@ void MirrorReport::summary(const std::string& how) {
   std::fflush(stdout);
 }
 
+// say_gaps: records skipped since the last line, said as they are, quiet
+// or not: a line a trader's log must hold (the per-second line has the
+// total). `gaps` is the session's count.
+void MirrorReport::say_gaps(uint64_t gaps, uint64_t next_seq) {
+  if (gaps <= last_gap_records_) return;
+  std::printf("%s: GAP: skipped %llu records the source no longer had (%llu this session), next seq %llu\n",
+              prefix_.c_str(), static_cast<unsigned long long>(gaps - last_gap_records_),
+              static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(next_seq));
+  std::fflush(stdout);
+  last_gap_records_ = gaps;
+}
+
 void MirrorReport::tick(uint64_t now) {
   using State = control::MirrorControl::State;
   const control::MirrorControl& c = *m_.control;
@@ -282,6 +294,7 @@ void MirrorReport::tick(uint64_t now) {
   }
   if (state != State::kStreaming && streaming_) {
     streaming_ = false;
+    say_gaps(c.last_totals().gap_records, c.last_totals().next_seq);  // the session's last second's too
     summary("session ended");  // why: the control's own line, "source gone (...)"
     return;
   }
@@ -293,15 +306,7 @@ void MirrorReport::tick(uint64_t now) {
   next_report_ns_ = now + 1'000'000'000u;
   publish_mirror_counters(counters_, c, *st);
   if (json_) json_line(prefix_, "mirror", per_second, counters_);
-  // Records skipped, said as they are, quiet or not: a line a trader's
-  // log must hold (the per-second line has the total).
-  if (const uint64_t gaps = st->gap_records.get(); gaps > last_gap_records_) {
-    std::printf("%s: GAP: skipped %llu records the source no longer had (%llu this session), next seq %llu\n",
-                prefix_.c_str(), static_cast<unsigned long long>(gaps - last_gap_records_),
-                static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(st->next_seq.get()));
-    std::fflush(stdout);
-    last_gap_records_ = gaps;
-  }
+  say_gaps(st->gap_records.get(), st->next_seq.get());
   // What strangers sent, by reason, whenever it changed.
   if (const uint64_t rejected = st->udp_rejected(); rejected != last_rejected_) {
     last_rejected_ = rejected;
@@ -313,6 +318,7 @@ void MirrorReport::finish() {
   if (!streaming_) return;
   m_.control->stop();  // keeps the session's totals
   streaming_ = false;
+  say_gaps(m_.control->last_totals().gap_records, m_.control->last_totals().next_seq);
   summary("stopped");
 }
 

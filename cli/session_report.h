@@ -63,6 +63,7 @@ class MirrorReport {
   bool quiet_;
   telemetry::CountersFile counters_;
   bool streaming_ = false, worker_shown_ = false;
+  void say_gaps(uint64_t gaps, uint64_t next_seq);
   uint64_t next_report_ns_ = 0, last_records_ = 0, last_rejected_ = 0, last_gap_records_ = 0;
   bool json_ = false;
 };

@@ -147,7 +147,7 @@ void MirrorControl::close_link() {
   if (link_ == nullptr) return;
   const dataplane::MirrorWorkerStats& st = link_->stats;
   last_totals_ = SessionTotals{st.records.get(), st.next_seq.get(), st.naks.get(), st.nak_repeats.get(),
-                               st.repair_srtt_ns.get()};
+                               st.repair_srtt_ns.get(), st.gap_records.get()};
   plane_->close(link_);
   link_ = nullptr;
 }

@@ -99,6 +99,7 @@ struct SessionTotals {
   uint64_t naks = 0;
   uint64_t nak_repeats = 0;
   uint64_t repair_srtt_ns = 0;
+  uint64_t gap_records = 0;  // records the source no longer had, skipped
 };
 
 // MirrorControlStats: what the control side itself counts.

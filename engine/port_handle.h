@@ -48,8 +48,8 @@ struct PortInfo {
   uint64_t tasks = 0;      // application tasks on its worker (worker_task.h)
   uint64_t datagrams = 0;
   uint64_t unrouted = 0;  // datagrams on a binding no session holds
-  uint64_t busy_ns = 0;   // the worker's time in iterations that did work (all its workers': see workers)
-  uint64_t workers = 1;   // a queued port's: one a queue
+  uint64_t busy_ns = 0;   // the worker's time in iterations that did work (a queued port: its workers' sum)
+  std::vector<uint64_t> queue_busy_ns;  // a queued port's, one a queue's worker (empty: one worker, busy_ns)
   uint64_t iterations = 0;
   std::string summary;    // the port's own counters, when it has them
 };

@@ -88,7 +88,7 @@ PortInfo QueuedPort::info() const {
   PortInfo all = queues_.front()->info();
   all.path = absl::StrCat(all.path, ", ", queues_.size(), " queues");
   all.summary = absl::StrCat("queue 0: ", all.summary);
-  all.workers = queues_.size();
+  all.queue_busy_ns.push_back(all.busy_ns);
   for (size_t q = 1; q < queues_.size(); ++q) {
     const PortInfo i = queues_[q]->info();
     absl::StrAppend(&all.worker, "; ", i.worker);
@@ -98,6 +98,7 @@ PortInfo QueuedPort::info() const {
     all.datagrams += i.datagrams;
     all.unrouted += i.unrouted;
     all.busy_ns += i.busy_ns;
+    all.queue_busy_ns.push_back(i.busy_ns);
     all.iterations += i.iterations;
     absl::StrAppend(&all.summary, " | queue ", q, ": ", i.summary);
   }
