@@ -218,7 +218,12 @@ int cmd_replay(int argc, char** argv, int first) {
   archive::ArchiveEntry e;
   absl::StatusOr<bool> head = reader->next(&e);
   if (!head.ok()) return fail_reading("replay", head.status());
-  if (!*head && reader->unsettled().empty() && reader->position() <= start) {
+  if (!*head && !reader->unsettled().empty()) {
+    // Nothing to replay before a batch that does not check out: said (3
+    // when it is damage), and no ring made.
+    return settle_tail("replay", *reader, args->positionals()[0]);
+  }
+  if (!*head && reader->position() <= start) {
     return fail("replay", absl::OutOfRangeError(absl::StrCat("--from ", start, " is at or past the archive's end, ",
                                                              reader->position(), ": nothing to replay")));
   }

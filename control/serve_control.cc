@@ -681,13 +681,17 @@ uint64_t ServeControl::send_archived(Mirror& m, uint64_t first, uint64_t last, u
           if (now - m.missing_since_ns < kMissingSegmentNs) return held();
           ++stats_.archive_errors;  // once a segment
           note("archive", absl::StrCat("the segment holding ", want, " is listed but not there: skipped"));
-          lost_from_ = want;  // to the next segment listed (the rest of this one)
-          lost_to_ = want + 1;
+          // The whole segment, from its first sequence to the next one
+          // listed's (the newest: on, as long as its file is missing, the
+          // only time this is read).
+          lost_from_ = want;
+          lost_to_ = UINT64_MAX;
           for (const archive::CatalogSegment& seg : m.replay->catalog().segments) {
             if (seg.first_seq > want) {
               lost_to_ = seg.first_seq;
               break;
             }
+            lost_from_ = seg.first_seq;
           }
         }
         m.missing_at = UINT64_MAX;

@@ -111,9 +111,10 @@ rc=$?
 [[ $rc == 3 ]] || fail "replay of a damaged last batch exited $rc: $(cat "$tmp/tailflip.out")"
 # ... also from inside that batch: it is damage, not the archive's end
 # (review helper-50: it said "past the archive's end", exit 2).
+# Nothing replayed: no ring made (review helper-51).
 "$rf" replay "$tmp/tailflip" --into "$ring-tailflip" --capacity 4096 --from $((published - 1)) >"$tmp/tailflip.out" 2>&1
 rc=$?
-"$rf" remove "$ring-tailflip" >/dev/null 2>&1
+"$rf" remove "$ring-tailflip" >/dev/null 2>&1 && fail "replay from inside a damaged last batch made $ring-tailflip"
 [[ $rc == 3 ]] && grep -q "the last batch is DAMAGED" "$tmp/tailflip.out" ||
   fail "replay from inside a damaged last batch exited $rc: $(cat "$tmp/tailflip.out")"
 

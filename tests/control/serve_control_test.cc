@@ -1021,9 +1021,10 @@ TEST_F(ServeControlTest, AnotherHoleInALostSegmentIsNotWaitedForAgain) {
     }
     return UINT64_MAX;
   };
-  EXPECT_EQ(gap_for(10, 19), 20u);  // a GAP over the NAK's range (the segment's rest, up to it)
+  EXPECT_EQ(gap_for(100, 109), 110u);  // a GAP over the NAK's range (the segment's rest, up to it)
   EXPECT_EQ(ctl->stats().archive_errors, 1u);
-  EXPECT_EQ(gap_for(100, 109), 110u);
+  EXPECT_EQ(gap_for(10, 19), 20u);  // below the first: the memo holds the whole segment
+
   EXPECT_EQ(ctl->stats().archive_errors, 1u) << "the second hole was waited for and counted again";
 }
 
